@@ -1,0 +1,116 @@
+/**
+ * ModelSpec: a DNN partitioned into N contiguous operators (DESIGN.md "Vocabulary").
+ *
+ * Operator k is a standalone ONNX sub-model. Between operators the query's state is a set of
+ * named tensors, the "boundary": boundary 0 is the model's inputs, boundary N its outputs.
+ * Operator k reads its `inputs` from boundary k and writes its `outputs`; the tensors named in
+ * `passthrough` are live across operator k without being touched by it (a residual that
+ * crosses several cuts) and are carried by the executor, so
+ * boundary(k+1) = outputs(k) ∪ passthrough(k).
+ *
+ * This file holds plain data types only (serializable to `spec.json`).
+ */
+import type { TensorDataType } from '../tensor.ts';
+
+/**
+ * A cost that scales with the sequence length of the query, per sample:
+ * value(seqLen) = c0 + c1·seqLen + c2·seqLen². Multiply by the batch size for a query.
+ * CNNs have c1 = c2 = 0; a transformer layer has c2 > 0 (attention scores).
+ */
+export interface PerSampleCost {
+  readonly c0: number;
+  readonly c1: number;
+  readonly c2: number;
+}
+
+/** One named tensor of a (sub-)model interface. A string dim is symbolic (`batch`, `seq`). */
+export interface TensorSpec {
+  readonly name: string;
+  readonly dataType: TensorDataType;
+  readonly shape: readonly (number | string)[];
+}
+
+/** Metadata of one operator (one contiguous piece of the model). */
+export interface OperatorSpec {
+  /** 0-based position in the model. */
+  readonly index: number;
+  /** Human name, e.g. `stem`, `layer3.4`, `conv1_2`, `encoder.0`. */
+  readonly name: string;
+  /** Inputs of the operator's ONNX sub-model, read from boundary `index`. */
+  readonly inputs: readonly TensorSpec[];
+  /** Outputs of the operator's ONNX sub-model, written to boundary `index + 1`. */
+  readonly outputs: readonly TensorSpec[];
+  /** Names of boundary tensors carried across this operator untouched. */
+  readonly passthrough: readonly string[];
+  /** Number of ONNX nodes in the sub-model (a proxy for kernel launches). */
+  readonly nodeCount: number;
+  /** Trainable parameters (elements), same convention as torchvision's `numel()` sum. */
+  readonly params: number;
+  /** Bytes of all initializers of the sub-model (including non-trainable buffers). */
+  readonly paramBytes: number;
+  /** FLOP per sample in units of GFLOP, multiply-add = 2 FLOP (see `model/flops.ts`). */
+  readonly gflops: PerSampleCost;
+  /** Bytes per sample of the tensors read from boundary `index` (the sub-model's inputs). */
+  readonly inputBytes: PerSampleCost;
+  /** Bytes per sample of the tensors written to boundary `index + 1` (the sub-model's outputs). */
+  readonly outputBytes: PerSampleCost;
+}
+
+/** Symbolic axes of a model's inputs. */
+export interface DynamicAxes {
+  /** Name of the batch dimension (always dim 0 of every input and output). */
+  readonly batch: string;
+  /** Name of the sequence dimension, when the model has one (BERT: `seq`). */
+  readonly seq?: string;
+}
+
+/** A partitioned model: interface, operators, totals. Serialized as `spec.json`. */
+export interface ModelSpec {
+  /** Model name as served (`resnet50`, or the name given at import). */
+  readonly name: string;
+  /** Where it came from: a zoo builder or an imported file. */
+  readonly source: { readonly kind: 'zoo'; readonly options: Record<string, number | string> } | { readonly kind: 'import'; readonly file: string; readonly sha256: string };
+  readonly inputs: readonly TensorSpec[];
+  readonly outputs: readonly TensorSpec[];
+  readonly dynamicAxes: DynamicAxes;
+  /** Sequence length used when a caller gives none (0 for models without a sequence axis). */
+  readonly defaultSeqLen: number;
+  readonly operators: readonly OperatorSpec[];
+  /** Trainable parameters of the whole model (elements). */
+  readonly params: number;
+  readonly opset: number;
+}
+
+/** Evaluate a per-sample cost for a query of `batch` samples of length `seqLen`. */
+export function evalCost(cost: PerSampleCost, batch: number, seqLen = 0): number {
+  return batch * (cost.c0 + cost.c1 * seqLen + cost.c2 * seqLen * seqLen);
+}
+
+/** Sum of two per-sample costs. */
+export function addCost(a: PerSampleCost, b: PerSampleCost): PerSampleCost {
+  return { c0: a.c0 + b.c0, c1: a.c1 + b.c1, c2: a.c2 + b.c2 };
+}
+
+export const ZERO_COST: PerSampleCost = { c0: 0, c1: 0, c2: 0 };
+
+/**
+ * GFLOP of operators `[start, end)` for one query.
+ * @throws RangeError when `start`/`end` are outside `0 ≤ start < end ≤ operators.length`.
+ */
+export function segmentGflops(spec: ModelSpec, start: number, end: number, batch: number, seqLen = spec.defaultSeqLen): number {
+  checkSegment(spec, start, end);
+  let total = 0;
+  for (let k = start; k < end; k++) total += evalCost(spec.operators[k]!.gflops, batch, seqLen);
+  return total;
+}
+
+/** @throws RangeError naming `start`/`end` and the valid range. */
+export function checkSegment(spec: ModelSpec, start: number, end: number): void {
+  const n = spec.operators.length;
+  if (!Number.isInteger(start) || start < 0 || start >= n) {
+    throw new RangeError(`segment start ${start} of ${spec.name} must be an integer in [0, ${n - 1}]`);
+  }
+  if (!Number.isInteger(end) || end <= start || end > n) {
+    throw new RangeError(`segment end ${end} of ${spec.name} must be an integer in [${start + 1}, ${n}]`);
+  }
+}
