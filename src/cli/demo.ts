@@ -1,0 +1,181 @@
+/**
+ * `abacus demo` (what `npm start` runs): real execution of two co-located services on
+ * onnxruntime-node (CPU). It shows the two facts Abacus builds on:
+ *  1. overlap: one query of each service launched as one operator group vs one after the other;
+ *  2. segmental execution: a query run as segments `[0,k)` + `[k,N)` in two different groups
+ *     gives the same outputs as the whole query in one segment.
+ * Everything printed is measured in this run on this machine.
+ */
+import os from 'node:os';
+import { InvalidArgumentError, type Command } from 'commander';
+import * as ort from 'onnxruntime-node';
+import { OrtDevice } from '../device/ort/index.ts';
+import { measureOverlap, type OverlapMeasurement } from '../device/overlap.ts';
+import type { Device, DeviceService, GroupResult } from '../device/device.ts';
+import { ModelRepository } from '../model/repository.ts';
+import { segmentGflops } from '../model/spec.ts';
+import { syntheticTensors } from '../model/synthetic.ts';
+import { resolvedBoundary } from '../model/boundary.ts';
+import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../model/zoo/index.ts';
+import type { TensorMap } from '../tensor.ts';
+import { formatTable } from './format.ts';
+import type { CliContext } from './main.ts';
+
+/** Small variants for `--small` (fast on any machine; same operators as the full models). */
+const SMALL: Readonly<Record<ZooModelName, Record<string, number>>> = {
+  resnet50: { resolution: 64, widthMultiplier: 0.25 },
+  resnet101: { resolution: 64, widthMultiplier: 0.25 },
+  resnet152: { resolution: 64, widthMultiplier: 0.25 },
+  inception_v3: { resolution: 75, widthMultiplier: 0.25 },
+  vgg16: { resolution: 64, widthMultiplier: 0.25 },
+  vgg19: { resolution: 64, widthMultiplier: 0.25 },
+  bert: { layers: 4, hidden: 256, heads: 4, vocabSize: 30522, maxPositions: 128, defaultSeqLen: 32 },
+};
+
+interface DemoOptions {
+  models: ZooModelName[];
+  batch: number;
+  seqLen: number;
+  repeat: number;
+  threads: number;
+  small?: boolean;
+  json?: boolean;
+}
+
+function parseModels(value: string): ZooModelName[] {
+  const names = value.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (names.length < 2) throw new InvalidArgumentError('--models needs at least two zoo models, e.g. resnet50,bert');
+  for (const n of names) if (!isZooModelName(n)) throw new InvalidArgumentError(`unknown model '${n}' (zoo models: ${ZOO_MODEL_NAMES.join(', ')})`);
+  return names as ZooModelName[];
+}
+
+function positiveInt(flag: string): (value: string) => number {
+  return (value: string) => {
+    const x = Number(value);
+    if (!Number.isInteger(x) || x < 1) throw new InvalidArgumentError(`${flag} expects an integer ≥ 1, got '${value}'`);
+    return x;
+  };
+}
+
+export function registerDemoCommand(program: Command, ctx: CliContext): void {
+  program
+    .command('demo')
+    .description('run two co-located services on onnxruntime-node: overlapped group vs one after the other, and a query split into segments')
+    .option('--models <a,b>', 'zoo models to co-locate', parseModels, ['resnet50', 'bert'] as ZooModelName[])
+    .option('--batch <n>', 'batch size of each query', positiveInt('--batch'), 1)
+    .option('--seq-len <n>', 'sequence length for BERT', positiveInt('--seq-len'), 32)
+    .option('--repeat <n>', 'timed repetitions (median reported)', positiveInt('--repeat'), 5)
+    .option('--threads <n>', 'ORT intra-op threads per executor', positiveInt('--threads'), 1)
+    .option('--small', 'use small model variants (fewer channels, lower resolution)')
+    .option('--json', 'print the measurements as JSON')
+    .action(async (opts: DemoOptions) => {
+      await runDemo(ctx, opts);
+    });
+}
+
+async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<void> {
+  const say = (s: string): void => {
+    if (!opts.json) ctx.out(s);
+  };
+  const repo = new ModelRepository(ctx.cacheOptions());
+  say(`Abacus-TS demo on onnxruntime-node ${ort.env.versions.node} (CPU, ${os.cpus().length} cores, ${opts.threads} intra-op thread(s) per executor)\n`);
+  const services: DeviceService[] = [];
+  for (const name of opts.models) {
+    const options = opts.small ? SMALL[name] : {};
+    const t0 = performance.now();
+    if (!repo.isZooCached(name, options)) say(`building ${name} (first run only; cached in ${repo.cacheDir}) ... `);
+    const { artifact, built } = await repo.zooArtifact(name, options);
+    if (built) say(`done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    const serviceName = services.some((s) => s.name === name) ? `${name}#${services.length}` : name;
+    services.push({ name: serviceName, model: artifact });
+  }
+  const device = await OrtDevice.create({ intraOpNumThreads: opts.threads });
+  try {
+    say(`starting ${services.length} executors (one process per service, one ORT session per operator) ... `);
+    const t0 = performance.now();
+    await device.load(services);
+    say(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s\n\n`);
+    const queries = services.map((service) => ({ service, batchSize: opts.batch, seqLen: service.model.spec.dynamicAxes.seq === undefined ? 0 : opts.seqLen }));
+    const overlap = await measureOverlap(device, queries, { repeat: opts.repeat, warmup: 1 });
+    const segmental = await demoSegments(device, services, opts);
+    if (opts.json) {
+      ctx.out(JSON.stringify({ deviceId: device.id, batch: opts.batch, seqLen: opts.seqLen, threads: opts.threads, services: services.map((s) => s.name), overlap, segmental }, null, 2) + '\n');
+      return;
+    }
+    printOverlap(ctx, services, queries.map((q) => q.seqLen), opts, overlap);
+    ctx.out(
+      `\nSegmental execution: ${segmental.service} as [0,${segmental.cut}) in group 1 (with ${segmental.partner} [0,${segmental.partnerEnd})) and [${segmental.cut},${segmental.operators}) in group 2:\n` +
+        `  group 1 ${segmental.group1Ms.toFixed(2)} ms, group 2 ${segmental.group2Ms.toFixed(2)} ms; outputs vs the whole query in one segment: max abs difference ${segmental.maxAbsDiff.toExponential(2)}\n`,
+    );
+  } finally {
+    await device.close();
+  }
+}
+
+function printOverlap(ctx: CliContext, services: readonly DeviceService[], seqLens: readonly number[], opts: DemoOptions, m: OverlapMeasurement): void {
+  const rows = services.map((s, i) => {
+    const spec = s.model.spec;
+    const seq = seqLens[i] ?? 0;
+    return [
+      `${s.name} batch ${opts.batch}${seq > 0 ? ` seq ${seq}` : ''}`,
+      spec.operators.length,
+      segmentGflops(spec, 0, spec.operators.length, opts.batch, seq),
+      m.soloMs[i] ?? NaN,
+    ];
+  });
+  ctx.out(formatTable(['query', 'operators', 'GFLOP', 'alone ms (median)'], rows));
+  ctx.out(`\none after the other: ${m.sequentialMs.toFixed(2)} ms\nas one operator group: ${m.groupMs.toFixed(2)} ms\n`);
+  ctx.out(`group / sequential = ${m.ratio.toFixed(3)} (median of ${m.repeat} rounds; 1.0 = no overlap, ${(1 / services.length).toFixed(2)} = perfect)\n`);
+}
+
+interface SegmentalDemo {
+  service: string;
+  partner: string;
+  operators: number;
+  cut: number;
+  partnerEnd: number;
+  group1Ms: number;
+  group2Ms: number;
+  maxAbsDiff: number;
+}
+
+function failOn(result: GroupResult): GroupResult {
+  for (const s of result.segments) if (!s.ok) throw s.error;
+  return result;
+}
+
+/** Run service 0's query whole, then split across two groups shared with service 1; compare outputs. */
+async function demoSegments(device: Device, services: readonly DeviceService[], opts: DemoOptions): Promise<SegmentalDemo> {
+  const [a, b] = services as [DeviceService, DeviceService];
+  const specA = a.model.spec;
+  const seqA = specA.dynamicAxes.seq === undefined ? 0 : opts.seqLen;
+  const seqB = b.model.spec.dynamicAxes.seq === undefined ? 0 : opts.seqLen;
+  const n = specA.operators.length;
+  const cut = Math.max(1, Math.floor(n / 2));
+  const inputs: TensorMap = syntheticTensors(resolvedBoundary(specA, 0, opts.batch, seqA), 7);
+  const whole = failOn(await device.runGroup([{ service: a.name, queryId: 'demo-whole', start: 0, end: n, batchSize: opts.batch, seqLen: seqA, input: { kind: 'tensors', tensors: inputs } }]));
+  const nb = b.model.spec.operators.length;
+  const g1 = failOn(
+    await device.runGroup([
+      { service: a.name, queryId: 'demo-split', start: 0, end: cut, batchSize: opts.batch, seqLen: seqA, input: { kind: 'tensors', tensors: inputs } },
+      { service: b.name, queryId: 'demo-partner', start: 0, end: nb, batchSize: opts.batch, seqLen: seqB, input: { kind: 'synthetic', seed: 3 } },
+    ]),
+  );
+  const g2 = failOn(await device.runGroup([{ service: a.name, queryId: 'demo-split', start: cut, end: n, batchSize: opts.batch, seqLen: seqA, input: { kind: 'resume' } }]));
+  const outWhole = whole.segments[0];
+  const outSplit = g2.segments[0];
+  let maxAbsDiff = 0;
+  if (outWhole?.ok && outSplit?.ok && outWhole.outputs && outSplit.outputs) {
+    for (const [name, t] of Object.entries(outWhole.outputs)) {
+      const u = outSplit.outputs[name];
+      if (!u || u.data.length !== t.data.length) {
+        maxAbsDiff = Infinity;
+        continue;
+      }
+      for (let i = 0; i < t.data.length; i++) maxAbsDiff = Math.max(maxAbsDiff, Math.abs(Number(t.data[i]) - Number(u.data[i])));
+    }
+  } else {
+    maxAbsDiff = Infinity;
+  }
+  return { service: a.name, partner: b.name, operators: n, cut, partnerEnd: nb, group1Ms: g1.groupLatencyMs, group2Ms: g2.groupLatencyMs, maxAbsDiff };
+}

@@ -1,0 +1,58 @@
+/**
+ * `abacus` command line (commander). Every command that prints results accepts `--json`.
+ * Exit codes: 0 success, 1 runtime error (message on stderr), 2 usage error.
+ */
+import { Command, CommanderError } from 'commander';
+import { AbacusError } from '../errors.ts';
+import { registerModelsCommand } from './models.ts';
+import { registerDemoCommand } from './demo.ts';
+
+/** What subcommands need from the process, injectable for tests. */
+export interface CliContext {
+  out(text: string): void;
+  err(text: string): void;
+  /** `{ cacheDir }` when `--cache-dir` was given. */
+  cacheOptions(): { cacheDir?: string };
+}
+
+/** Build the program (exposed for tests). */
+export function buildProgram(ctx: CliContext): Command {
+  const program = new Command('abacus')
+    .description('Abacus-TS: serve several DNNs on one device with deterministic operator overlap and QoS targets')
+    .option('--cache-dir <dir>', 'model cache directory (default $ABACUS_CACHE_DIR or <project>/.cache/models)')
+    .showHelpAfterError()
+    .configureOutput({ writeOut: (s) => ctx.out(s), writeErr: (s) => ctx.err(s) })
+    .exitOverride();
+  registerModelsCommand(program, ctx);
+  registerDemoCommand(program, ctx);
+  return program;
+}
+
+/** Run the CLI on `argv` (as `process.argv`); sets `process.exitCode`. */
+export async function main(argv: readonly string[]): Promise<void> {
+  let program: Command | undefined;
+  const ctx: CliContext = {
+    out: (s) => process.stdout.write(s),
+    err: (s) => process.stderr.write(s),
+    cacheOptions: () => {
+      const dir = program?.opts<{ cacheDir?: string }>().cacheDir;
+      return dir === undefined ? {} : { cacheDir: dir };
+    },
+  };
+  program = buildProgram(ctx);
+  try {
+    await program.parseAsync([...argv]);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      process.exitCode = err.exitCode === 0 ? 0 : 2;
+      return;
+    }
+    if (err instanceof AbacusError || err instanceof RangeError || err instanceof TypeError) {
+      ctx.err(`error: ${err.message}\n`);
+      process.exitCode = 1;
+      return;
+    }
+    ctx.err(`internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,177 @@
+/**
+ * `abacus models …`: list the zoo, show one model's operators, export, import.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { InvalidArgumentError, type Command } from 'commander';
+import { ModelRepository } from '../model/repository.ts';
+import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../model/zoo/index.ts';
+import { evalCost, type ModelSpec } from '../model/spec.ts';
+import { MODEL_FILE, operatorFileName, SPEC_FILE } from '../model/artifact.ts';
+import { formatTable } from './format.ts';
+import type { CliContext } from './main.ts';
+
+/** Zoo option flags shared by every command that builds a zoo model. */
+const ZOO_FLAGS: readonly { flag: string; key: string; help: string }[] = [
+  { flag: '--resolution <px>', key: 'resolution', help: 'CNN input height = width (default: the model\'s, 224 or 299)' },
+  { flag: '--width-multiplier <x>', key: 'widthMultiplier', help: 'CNN channel multiplier (default 1)' },
+  { flag: '--num-classes <n>', key: 'numClasses', help: 'CNN classifier outputs (default 1000)' },
+  { flag: '--layers <n>', key: 'layers', help: 'BERT encoder layers = operators (default 12)' },
+  { flag: '--hidden <n>', key: 'hidden', help: 'BERT hidden size (default 768)' },
+  { flag: '--heads <n>', key: 'heads', help: 'BERT attention heads (default 12)' },
+  { flag: '--intermediate <n>', key: 'intermediate', help: 'BERT feed-forward size (default 4 × hidden)' },
+  { flag: '--vocab-size <n>', key: 'vocabSize', help: 'BERT vocabulary (default 30522)' },
+  { flag: '--max-positions <n>', key: 'maxPositions', help: 'BERT position table size (default 512)' },
+  { flag: '--default-seq-len <n>', key: 'defaultSeqLen', help: 'BERT sequence length used for metadata (default 128)' },
+  { flag: '--seed <n>', key: 'seed', help: 'weight seed (default 0)' },
+];
+
+function parseNumber(flag: string): (value: string) => number {
+  return (value: string) => {
+    const x = Number(value);
+    if (value.trim() === '' || !Number.isFinite(x)) throw new InvalidArgumentError(`${flag} expects a number, got '${value}'`);
+    return x;
+  };
+}
+
+function addZooFlags(cmd: Command): Command {
+  for (const f of ZOO_FLAGS) cmd.option(f.flag, f.help, parseNumber(f.flag.split(' ')[0]!));
+  return cmd;
+}
+
+/** Pick the zoo options out of parsed commander options. */
+export function zooOptionsFrom(opts: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const f of ZOO_FLAGS) if (opts[f.key] !== undefined) out[f.key] = opts[f.key];
+  return out;
+}
+
+function zooName(value: string): ZooModelName {
+  if (!isZooModelName(value)) throw new InvalidArgumentError(`unknown model '${value}' (zoo models: ${ZOO_MODEL_NAMES.join(', ')})`);
+  return value;
+}
+
+/** One row of `abacus models --json`. */
+export interface ModelListing {
+  readonly name: string;
+  readonly operators: number;
+  /** GFLOP of one query at batch 1 and the default input (224², 299², seq 128). */
+  readonly gflops: number;
+  readonly params: number;
+  readonly paramMB: number;
+  readonly defaultSeqLen: number;
+  readonly cached: boolean;
+}
+
+function totalGflops(spec: ModelSpec, batch: number, seqLen: number): number {
+  return spec.operators.reduce((s, op) => s + evalCost(op.gflops, batch, seqLen), 0);
+}
+
+function round(x: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(x * f) / f;
+}
+
+export function registerModelsCommand(program: Command, ctx: CliContext): void {
+  const models = program
+    .command('models')
+    .description('list the model zoo: operators, GFLOP at batch 1, parameters, cache state')
+    .option('--json', 'print a JSON array, one object per model')
+    .action(async (opts: { json?: boolean }) => {
+      const repo = new ModelRepository(ctx.cacheOptions());
+      const rows: ModelListing[] = [];
+      for (const name of ZOO_MODEL_NAMES) {
+        const spec = await repo.zooSpec(name);
+        rows.push({
+          name,
+          operators: spec.operators.length,
+          gflops: round(totalGflops(spec, 1, spec.defaultSeqLen), 3),
+          params: spec.params,
+          paramMB: round(spec.operators.reduce((s, op) => s + op.paramBytes, 0) / 1e6, 1),
+          defaultSeqLen: spec.defaultSeqLen,
+          cached: repo.isZooCached(name),
+        });
+      }
+      if (opts.json) {
+        ctx.out(JSON.stringify(rows, null, 2) + '\n');
+        return;
+      }
+      ctx.out(
+        formatTable(
+          ['model', 'operators', 'GFLOP (batch 1)', 'params', 'weights MB', 'input', 'cached'],
+          rows.map((r) => [r.name, r.operators, r.gflops, r.params, r.paramMB, r.defaultSeqLen > 0 ? `seq ${r.defaultSeqLen}` : 'image', r.cached ? 'yes' : 'no']),
+        ),
+      );
+      ctx.out(`cache: ${repo.cacheDir}\n`);
+    });
+
+  addZooFlags(
+    models
+      .command('show')
+      .description('per-operator metadata of one zoo model: GFLOP, parameters, boundary bytes, ONNX nodes')
+      .argument('<name>', `zoo model (${ZOO_MODEL_NAMES.join(', ')})`, zooName)
+      .option('--batch <n>', 'batch size for GFLOP and bytes', parseNumber('--batch'), 1)
+      .option('--seq-len <n>', 'sequence length (BERT)', parseNumber('--seq-len'))
+      .option('--json', 'print the ModelSpec as JSON'),
+  ).action(async (name: ZooModelName, opts: Record<string, unknown> & { batch: number; seqLen?: number; json?: boolean }) => {
+    const repo = new ModelRepository(ctx.cacheOptions());
+    const spec = await repo.zooSpec(name, zooOptionsFrom(opts));
+    printSpec(ctx, spec, opts.batch, opts.seqLen ?? spec.defaultSeqLen, opts.json === true);
+  });
+
+  addZooFlags(
+    models
+      .command('export')
+      .description('write the whole model to FILE and its operators (op-NNN.onnx + spec.json) to FILE without .onnx + ".operators/"')
+      .argument('<name>', `zoo model (${ZOO_MODEL_NAMES.join(', ')})`, zooName)
+      .requiredOption('--out <file>', 'output .onnx file for the whole model'),
+  ).action(async (name: ZooModelName, opts: Record<string, unknown> & { out: string }) => {
+    const repo = new ModelRepository(ctx.cacheOptions());
+    const { artifact, built } = await repo.zooArtifact(name, zooOptionsFrom(opts));
+    const out = path.resolve(opts.out);
+    const opsDir = out.replace(/\.onnx$/i, '') + '.operators';
+    await fs.mkdir(path.dirname(out), { recursive: true });
+    await fs.mkdir(opsDir, { recursive: true });
+    await fs.copyFile(artifact.modelPath, out);
+    for (let k = 0; k < artifact.operatorPaths.length; k++) {
+      await fs.copyFile(artifact.operatorPaths[k]!, path.join(opsDir, operatorFileName(k)));
+    }
+    await fs.copyFile(path.join(artifact.dir, SPEC_FILE), path.join(opsDir, SPEC_FILE));
+    await fs.copyFile(artifact.modelPath, path.join(opsDir, MODEL_FILE));
+    ctx.out(`${name}: ${built ? 'built' : 'from cache'}; wrote ${out} and ${artifact.operatorPaths.length} operators to ${opsDir}\n`);
+  });
+
+  models
+    .command('import')
+    .description('partition any ONNX model into N operators balanced by FLOPs and add it to the cache')
+    .argument('<file>', 'an .onnx file (external data files next to it are read)')
+    .requiredOption('--operators <n>', 'number of operators N (1 ≤ N ≤ node count)', parseNumber('--operators'))
+    .option('--name <name>', 'model name (default: file name without .onnx)')
+    .option('--json', 'print the ModelSpec as JSON')
+    .action(async (file: string, opts: { operators: number; name?: string; json?: boolean }) => {
+      const repo = new ModelRepository(ctx.cacheOptions());
+      const { artifact, built } = await repo.importModel(file, opts.name === undefined ? { operators: opts.operators } : { operators: opts.operators, name: opts.name });
+      if (!opts.json) ctx.out(`${artifact.spec.name}: ${built ? 'imported' : 'already imported'} into ${artifact.dir}\n`);
+      printSpec(ctx, artifact.spec, 1, artifact.spec.defaultSeqLen, opts.json === true);
+    });
+
+}
+
+function printSpec(ctx: CliContext, spec: ModelSpec, batch: number, seqLen: number, json: boolean): void {
+  if (json) {
+    ctx.out(JSON.stringify(spec, null, 2) + '\n');
+    return;
+  }
+  const rows = spec.operators.map((op) => [
+    op.index,
+    op.name,
+    round(evalCost(op.gflops, batch, seqLen), 4),
+    op.params,
+    round(evalCost(op.inputBytes, batch, seqLen) / 1e6, 3),
+    round(evalCost(op.outputBytes, batch, seqLen) / 1e6, 3),
+    op.nodeCount,
+  ]);
+  ctx.out(`${spec.name}: ${spec.operators.length} operators, ${spec.params.toLocaleString('en-US')} parameters; batch ${batch}${spec.defaultSeqLen > 0 ? `, seq ${seqLen}` : ''}\n`);
+  ctx.out(formatTable(['#', 'operator', 'GFLOP', 'params', 'in MB', 'out MB', 'ONNX nodes'], rows));
+  ctx.out(`total GFLOP ${round(totalGflops(spec, batch, seqLen), 3)}\n`);
+}

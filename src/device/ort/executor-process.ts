@@ -1,0 +1,112 @@
+/**
+ * Entry of an executor child process (forked by `ExecutorHandle` with `--import tsx`, IPC
+ * with `serialization: 'advanced'`). Hosts one `SegmentExecutor` and runs its messages
+ * strictly one after another in arrival order: two segments of the same service never use
+ * the sessions at once, and a `release` takes effect after the runs sent before it.
+ *
+ * The process exits when the parent disconnects (parent gone or device closed), so executors
+ * never outlive their device. Protocol: `protocol.ts`.
+ */
+import process from 'node:process';
+import { InferenceSession, listSupportedBackends } from 'onnxruntime-node';
+import { describeError } from '../../errors.ts';
+import { ExecutorLoadError, SegmentExecutor, sessionOptions } from './executor.ts';
+import type { ChildMessage, ParentMessage, ProbeMessage } from './protocol.ts';
+import { FAULT_EXIT_CODE } from './protocol.ts';
+
+async function probe(msg: ProbeMessage): Promise<ChildMessage> {
+  const backends = listSupportedBackends().map((b) => b.name);
+  const ep = msg.session.executionProvider;
+  if (!backends.includes(ep)) {
+    return { t: 'probe-result', backends, error: `this onnxruntime-node build has no '${ep}' backend (it has: ${backends.join(', ')})` };
+  }
+  try {
+    const session = await InferenceSession.create(msg.model, sessionOptions(msg.session));
+    await session.release();
+    return { t: 'probe-result', backends };
+  } catch (err) {
+    return { t: 'probe-result', backends, error: describeError(err) };
+  }
+}
+
+function main(): void {
+  const sendRaw = process.send?.bind(process);
+  if (!sendRaw) {
+    process.exitCode = 2;
+    throw new Error('executor-process must be started with an IPC channel (child_process.fork)');
+  }
+  const send = (m: ChildMessage): void => {
+    // A failed send means the parent is gone; 'disconnect' ends this process.
+    sendRaw(m, undefined, {}, () => undefined);
+  };
+
+  let executor: SegmentExecutor | undefined;
+  let exitInNextSegment = false;
+  let queue: Promise<void> = Promise.resolve();
+  const enqueue = (job: () => Promise<void>): void => {
+    queue = queue.then(job).catch((err: unknown) => {
+      // Defensive: jobs report their own errors; anything reaching here is a bug in the executor.
+      process.exitCode = 1;
+      throw err;
+    });
+  };
+
+  process.on('disconnect', () => {
+    process.exit(0);
+  });
+
+  process.on('message', (raw: unknown) => {
+    const msg = raw as ParentMessage;
+    switch (msg.t) {
+      case 'load':
+        enqueue(async () => {
+          try {
+            executor = await SegmentExecutor.create(msg);
+            send({ t: 'loaded' });
+          } catch (err) {
+            const error = err instanceof ExecutorLoadError ? err.wire : { code: 'invalid_model' as const, message: describeError(err) };
+            send({ t: 'load-failed', error });
+          }
+        });
+        break;
+      case 'run':
+        enqueue(async () => {
+          if (!executor) {
+            send({ t: 'result', reqId: msg.reqId, ok: false, error: { code: 'device_failure', message: `query ${msg.queryId}: executor has no model loaded` } });
+            return;
+          }
+          const arm = exitInNextSegment;
+          exitInNextSegment = false;
+          const hooks = arm
+            ? {
+                afterOperator: () => {
+                  process.exit(FAULT_EXIT_CODE);
+                },
+              }
+            : {};
+          send(await executor.run(msg, hooks));
+        });
+        break;
+      case 'release':
+        enqueue(() => {
+          executor?.release(msg.queryId);
+          return Promise.resolve();
+        });
+        break;
+      case 'fault':
+        // Queued like a run, so it arms the first segment sent after it.
+        enqueue(() => {
+          exitInNextSegment = true;
+          return Promise.resolve();
+        });
+        break;
+      case 'probe':
+        enqueue(async () => {
+          send(await probe(msg));
+        });
+        break;
+    }
+  });
+}
+
+main();

@@ -1,0 +1,315 @@
+/**
+ * SegmentExecutor: the part of an executor that lives in the child process — one ORT
+ * InferenceSession per operator of one service, created once and reused (repeated
+ * create/release leaks memory in onnxruntime-node), and the kept state of that service's
+ * queries between segments.
+ *
+ * A segment runs operators `[start, end)` back to back. The query state is a Map
+ * name → ort.Tensor; after operator k it is outputs(k) ∪ passthrough(k) (ModelSpec docs).
+ * Intermediate tensors never leave this process: with `end === N` the model outputs are
+ * returned as host tensors and the state is freed, otherwise it is kept under `queryId`.
+ *
+ * `run` never rejects: an ORT error fails that segment only (its state is dropped) and the
+ * executor stays usable. Segments must be run one at a time (the process entry queues them).
+ */
+import { InferenceSession, Tensor } from 'onnxruntime-node';
+import type { TensorSpec } from '../../model/spec.ts';
+import type { ModelSpec } from '../../model/spec.ts';
+import type { HostTensor, TensorDataType, TensorMap } from '../../tensor.ts';
+import { BYTES_PER_ELEMENT, elementCount } from '../../tensor.ts';
+import { describeError } from '../../errors.ts';
+import { resolvedBoundary, tensorSpecIndex } from '../../model/boundary.ts';
+import type { ChildMessage, LoadMessage, RunMessage, SessionConfig, WireError } from './protocol.ts';
+import { syntheticTensors } from '../../model/synthetic.ts';
+
+/** A load failure with its stable code (`invalid_model` or `device_unavailable`). */
+export class ExecutorLoadError extends Error {
+  constructor(readonly wire: WireError) {
+    super(wire.message);
+    this.name = 'ExecutorLoadError';
+  }
+}
+
+type QueryState = Map<string, Tensor>;
+type ResultMessage = Extract<ChildMessage, { t: 'result' }>;
+
+/** Hooks the process entry passes to `run` (fault injection). */
+export interface RunHooks {
+  /** Called after each operator finished, with its index. */
+  readonly afterOperator?: (index: number) => void;
+}
+
+/** ORT session options for a config (shared by load and the EP probe). */
+export function sessionOptions(cfg: SessionConfig): InferenceSession.SessionOptions {
+  const spin = cfg.spinning ? '1' : '0';
+  return {
+    executionProviders: cfg.executionProvider === 'cuda' ? [{ name: 'cuda', deviceId: cfg.cudaDeviceId }] : ['cpu'],
+    intraOpNumThreads: cfg.intraOpNumThreads,
+    interOpNumThreads: cfg.interOpNumThreads,
+    executionMode: 'sequential',
+    graphOptimizationLevel: cfg.graphOptimizationLevel,
+    // ORT joins nested keys with '.': session.intra_op.allow_spinning (js/node session_options_helper.cc).
+    extra: { session: { intra_op: { allow_spinning: spin }, inter_op: { allow_spinning: spin } } },
+    logSeverityLevel: 3,
+  };
+}
+
+/** Wrap a host tensor as an ORT tensor (no copy). @throws TypeError from ORT on a bad data/type pair. */
+export function toOrtTensor(t: HostTensor): Tensor {
+  const dims = [...t.dims];
+  switch (t.dataType) {
+    case 'float32':
+      return new Tensor('float32', t.data as Float32Array, dims);
+    case 'float64':
+      return new Tensor('float64', t.data as Float64Array, dims);
+    case 'float16':
+      return new Tensor('float16', t.data as Uint16Array, dims);
+    case 'int64':
+      return new Tensor('int64', t.data as BigInt64Array, dims);
+    case 'int32':
+      return new Tensor('int32', t.data as Int32Array, dims);
+    case 'uint8':
+      return new Tensor('uint8', t.data as Uint8Array, dims);
+    case 'int8':
+      return new Tensor('int8', t.data as Int8Array, dims);
+    case 'bool':
+      return new Tensor('bool', t.data as Uint8Array, dims);
+  }
+}
+
+const HOST_TYPES: ReadonlySet<string> = new Set<TensorDataType>(['float32', 'float64', 'float16', 'int64', 'int32', 'uint8', 'int8', 'bool']);
+
+/**
+ * Copy an ORT tensor out as a host tensor whose typed array owns exactly its bytes
+ * (so structured clone does not drag a larger backing buffer along).
+ * @throws Error for element types the project does not serve (string, uint16, …).
+ */
+export function toHostTensor(name: string, t: Tensor): HostTensor {
+  if (!HOST_TYPES.has(t.type)) throw new Error(`output '${name}' has element type '${t.type}', which is not supported`);
+  const data = t.data;
+  if (typeof data === 'string' || Array.isArray(data) || !ArrayBuffer.isView(data)) throw new Error(`output '${name}' is not a dense numeric tensor`);
+  const view = data as HostTensor['data'];
+  const owned = view.byteOffset === 0 && view.byteLength === view.buffer.byteLength ? view : view.slice();
+  return { dataType: t.type as TensorDataType, dims: [...t.dims], data: owned };
+}
+
+/** Least-recently-used cache of synthetic boundaries, bounded by bytes. */
+class SyntheticCache {
+  private readonly entries = new Map<string, { tensors: Map<string, Tensor>; bytes: number }>();
+  private bytes = 0;
+  constructor(private readonly budgetBytes: number) {}
+
+  get(key: string, make: () => TensorMap): Map<string, Tensor> {
+    const hit = this.entries.get(key);
+    if (hit) {
+      this.entries.delete(key);
+      this.entries.set(key, hit);
+      return hit.tensors;
+    }
+    const host = make();
+    const tensors = new Map<string, Tensor>();
+    let bytes = 0;
+    for (const [name, t] of Object.entries(host)) {
+      tensors.set(name, toOrtTensor(t));
+      bytes += elementCount(t.dims) * BYTES_PER_ELEMENT[t.dataType];
+    }
+    if (bytes <= this.budgetBytes) {
+      this.entries.set(key, { tensors, bytes });
+      this.bytes += bytes;
+      for (const [k, e] of this.entries) {
+        if (this.bytes <= this.budgetBytes) break;
+        this.entries.delete(k);
+        this.bytes -= e.bytes;
+      }
+    }
+    return tensors;
+  }
+}
+
+export class SegmentExecutor {
+  private readonly states = new Map<string, QueryState>();
+  private readonly index: Map<string, TensorSpec>;
+  private readonly synthetic: SyntheticCache;
+
+  private constructor(
+    private readonly service: string,
+    private readonly spec: ModelSpec,
+    private readonly sessions: readonly InferenceSession[],
+    syntheticCacheBytes: number,
+  ) {
+    this.index = tensorSpecIndex(spec);
+    this.synthetic = new SyntheticCache(syntheticCacheBytes);
+  }
+
+  /**
+   * Create one session per operator (in order), check each session's input/output names
+   * against the spec, and warm every operator up `warmupRuns` times at batch 1, default seq.
+   * @throws ExecutorLoadError with code `device_unavailable` when the CUDA EP cannot be
+   *   created, `invalid_model` for a model that does not load, does not match its spec, or
+   *   fails its warm-up run. Sessions created before the failure are released.
+   */
+  static async create(msg: LoadMessage): Promise<SegmentExecutor> {
+    const { spec, service } = msg;
+    if (msg.operatorPaths.length !== spec.operators.length) {
+      throw new ExecutorLoadError({ code: 'invalid_model', message: `${service}: ${msg.operatorPaths.length} operator files for ${spec.operators.length} operators` });
+    }
+    const options = sessionOptions(msg.session);
+    const sessions: InferenceSession[] = [];
+    const releaseAll = async (): Promise<void> => {
+      await Promise.allSettled(sessions.map((s) => s.release()));
+    };
+    try {
+      for (const [k, op] of spec.operators.entries()) {
+        const file = msg.operatorPaths[k]!;
+        let session: InferenceSession;
+        try {
+          session = await InferenceSession.create(file, options);
+        } catch (err) {
+          const text = describeError(err);
+          if (msg.session.executionProvider === 'cuda' && /cuda|provider/i.test(text)) {
+            throw new ExecutorLoadError({ code: 'device_unavailable', message: `CUDA execution provider is not available here (${text}); use executionProvider 'cpu'` });
+          }
+          throw new ExecutorLoadError({ code: 'invalid_model', message: `${service}: operator ${k} (${op.name}) at ${file} cannot be loaded: ${text}` });
+        }
+        sessions.push(session);
+        const mismatch = nameMismatch(op.inputs, session.inputNames, 'inputs') ?? nameMismatch(op.outputs, session.outputNames, 'outputs');
+        if (mismatch) throw new ExecutorLoadError({ code: 'invalid_model', message: `${service}: operator ${k} (${op.name}) at ${file} does not match its spec: ${mismatch}` });
+      }
+      const executor = new SegmentExecutor(service, spec, sessions, msg.syntheticCacheBytes);
+      for (let r = 0; r < msg.warmupRuns; r++) {
+        for (const [k, op] of spec.operators.entries()) {
+          try {
+            const specs = resolvedBoundary(spec, k, 1, 0, executor.index).filter((t) => op.inputs.some((i) => i.name === t.name));
+            const feeds: Record<string, Tensor> = {};
+            for (const [name, t] of Object.entries(syntheticTensors(specs, r))) feeds[name] = toOrtTensor(t);
+            await sessions[k]!.run(feeds);
+          } catch (err) {
+            throw new ExecutorLoadError({ code: 'invalid_model', message: `${service}: warm-up of operator ${k} (${op.name}) failed: ${describeError(err)}` });
+          }
+        }
+      }
+      return executor;
+    } catch (err) {
+      await releaseAll();
+      if (err instanceof ExecutorLoadError) throw err;
+      throw new ExecutorLoadError({ code: 'invalid_model', message: `${service}: ${describeError(err)}` });
+    }
+  }
+
+  /** Free a query's kept state. Idempotent. */
+  release(queryId: string): void {
+    this.states.delete(queryId);
+  }
+
+  /**
+   * Run one segment. `latencyMs` covers the operator runs only (performance.now around the
+   * loop), not input decoding, synthetic generation or output copying. Never rejects.
+   */
+  async run(msg: RunMessage, hooks: RunHooks = {}): Promise<ResultMessage> {
+    const { reqId, queryId, start, end } = msg;
+    const fail = (operator: number, detail: string): ResultMessage => {
+      this.states.delete(queryId);
+      const op = this.spec.operators[operator];
+      return {
+        t: 'result',
+        reqId,
+        ok: false,
+        error: {
+          code: 'device_failure',
+          message: `service ${this.service}, query ${queryId}: operator ${operator} (${op?.name ?? '?'}) of segment [${start}, ${end}) failed: ${detail}`,
+        },
+      };
+    };
+
+    let state: QueryState;
+    try {
+      state = this.initialState(msg);
+    } catch (err) {
+      return fail(start, `preparing inputs: ${describeError(err)}`);
+    }
+    this.states.delete(queryId);
+
+    const t0 = performance.now();
+    for (let k = start; k < end; k++) {
+      const op = this.spec.operators[k];
+      const session = this.sessions[k];
+      if (!op || !session) return fail(k, 'no such operator');
+      const feeds: Record<string, Tensor> = {};
+      for (const input of op.inputs) {
+        const t = state.get(input.name);
+        if (!t) return fail(k, `boundary tensor '${input.name}' is missing from the query state`);
+        feeds[input.name] = t;
+      }
+      let results: InferenceSession.OnnxValueMapType;
+      try {
+        results = await session.run(feeds);
+      } catch (err) {
+        return fail(k, describeError(err));
+      }
+      const next: QueryState = new Map();
+      for (const output of op.outputs) {
+        const t = results[output.name];
+        if (!(t instanceof Tensor)) return fail(k, `output '${output.name}' was not produced`);
+        next.set(output.name, t);
+      }
+      for (const name of op.passthrough) {
+        const t = state.get(name);
+        if (!t) return fail(k, `passthrough tensor '${name}' is missing from the query state`);
+        next.set(name, t);
+      }
+      state = next;
+      hooks.afterOperator?.(k);
+    }
+    const latencyMs = performance.now() - t0;
+
+    if (end < this.spec.operators.length) {
+      this.states.set(queryId, state);
+      return { t: 'result', reqId, ok: true, latencyMs };
+    }
+    try {
+      const outputs: TensorMap = {};
+      for (const o of this.spec.outputs) {
+        const t = state.get(o.name);
+        if (!t) return fail(end - 1, `model output '${o.name}' is missing from the final state`);
+        outputs[o.name] = toHostTensor(o.name, t);
+      }
+      return { t: 'result', reqId, ok: true, latencyMs, outputs };
+    } catch (err) {
+      return fail(end - 1, describeError(err));
+    }
+  }
+
+  /** Release every session. */
+  async close(): Promise<void> {
+    this.states.clear();
+    await Promise.allSettled(this.sessions.map((s) => s.release()));
+  }
+
+  private initialState(msg: RunMessage): QueryState {
+    const input = msg.input;
+    switch (input.kind) {
+      case 'resume': {
+        const kept = this.states.get(msg.queryId);
+        if (!kept) throw new Error(`no kept state for query ${msg.queryId} (never started, already finished, released or lost)`);
+        return kept;
+      }
+      case 'tensors': {
+        const state: QueryState = new Map();
+        for (const [name, t] of Object.entries(input.tensors)) state.set(name, toOrtTensor(t));
+        return state;
+      }
+      case 'synthetic': {
+        const key = `${msg.start}|${msg.batchSize}|${msg.seqLen}|${input.seed}`;
+        const cached = this.synthetic.get(key, () => syntheticTensors(resolvedBoundary(this.spec, msg.start, msg.batchSize, msg.seqLen, this.index), input.seed));
+        return new Map(cached);
+      }
+    }
+  }
+}
+
+function nameMismatch(expected: readonly TensorSpec[], actual: readonly string[], what: string): string | undefined {
+  const want = expected.map((t) => t.name).sort();
+  const got = [...actual].sort();
+  if (want.length === got.length && want.every((n, i) => n === got[i])) return undefined;
+  return `${what} are [${got.join(', ')}], spec says [${want.join(', ')}]`;
+}

@@ -1,0 +1,354 @@
+/**
+ * OrtDevice: the `Device` contract on onnxruntime-node (DESIGN.md "Devices": `ort`).
+ *
+ * ## Executors: one child process per service
+ *
+ * `session.run()` of onnxruntime-node runs synchronously on the JS thread (the binding is
+ * only wrapped in `setImmediate`), so two sessions in one thread never overlap. Every service
+ * therefore gets its own executor off the main thread; a group's segments are dispatched to
+ * their executors at once and overlap on the device.
+ *
+ * worker_threads vs child_process.fork, measured here (onnxruntime-node 1.30, Node 20, 2-core
+ * CPU box; two executors each holding one session of an 8-layer 3×3 conv stack at
+ * [1, 256, 14, 14], intraOpNumThreads 1, spinning off; medians of 15–40 rounds, ranges over
+ * four runs):
+ *
+ * |                                        | worker_threads      | fork (advanced serialization) |
+ * |----------------------------------------|--------------------:|------------------------------:|
+ * | one query alone                        | 16.6–17.3 ms        | 16.7–16.8 ms                  |
+ * | two queries one after the other        | 34.1–35.9 ms        | 34.5–35.4 ms                  |
+ * | the two as one group                   | 17.0–18.4 ms        | 17.2–17.6 ms                  |
+ * | group / sequential                     | 0.50–0.52           | 0.50                          |
+ * | empty message round trip, p50 / p90    | 0.08 / 0.10–0.12 ms | 0.16–0.20 / 0.64–0.85 ms      |
+ * | [1, 3, 224, 224] float32 round trip    | 0.54–0.65 ms (0.09 if transferred) | 1.7–2.0 ms     |
+ * | spawn + load + warm-up of both         | 130–160 ms          | 167–175 ms                    |
+ *
+ * Through this device (fork), two 4-operator services of three 128-channel 3×3 convs at 28×28
+ * overlap the same way: one query's segment 5.7–5.9 ms (inside the executor), two groups one
+ * after the other 13.0–13.2 ms, both in one group 6.7–6.9 ms (ratio 0.51–0.53; ≈ 0.7 ms of
+ * each group is messaging and per-operator scheduling).
+ *
+ * Both overlap equally well. Fork costs ≈ 0.1 ms more per message and ≈ 1.3 ms more per
+ * 600 KB input; an input crosses once per query, and none of it enters the per-segment
+ * `latencyMs` (measured inside the executor). We choose **fork** for fault isolation: a
+ * worker thread shares the process, so a native crash inside onnxruntime takes the whole
+ * server down (checked: SIGABRT raised from a worker ends the whole process, exit 134; in a
+ * forked child only the child dies and the parent restarts it). Native crashes with several
+ * workers are reported against onnxruntime-node: microsoft/onnxruntime#24486 (1.21, "FATAL
+ * ERROR: HandleScope::HandleScope Entering the V8 API without proper locking" with more than
+ * one worker; closed — current sources keep the Tensor constructor per env,
+ * `js/node/src/ort_instance_data.h`),
+ * BYK/loreai#1444 (the same static Tensor-constructor reference, native abort on Node 24,
+ * fixed by upgrading to 1.27), microsoft/onnxruntime#20084 (Electron workers crash at random
+ * when importing onnxruntime-node), huggingface/transformers.js#651 ("Module did not
+ * self-register" in workers, older napi-v3 builds). 1.30 passed a 5 × 6-worker stress here,
+ * but the Device contract promises that an executor death fails only its queries, which only
+ * a process boundary can guarantee. Each child also owns its ORT environment and thread pools.
+ * Children load the TS sources through tsx's ESM loader passed as `--import` (they do not
+ * inherit vitest's or `register()`'s loader); no JS bootstrap file is needed.
+ *
+ * ## Semantics
+ *
+ * - One ORT InferenceSession per operator, created once at `load` and reused.
+ * - A segment runs its operators back to back inside its executor; intermediate tensors stay
+ *   there. The query's state is kept under `queryId` until the segment reaching the last
+ *   operator (outputs returned, state freed), `releaseQuery`, a failed segment, or the death
+ *   of the executor.
+ * - Two segments of the same service in one group are queued in that service's executor and
+ *   run **one after the other** (each `latencyMs` covers its own run only; `groupLatencyMs`
+ *   covers both). Segments of different services run concurrently.
+ * - `latencyMs`: performance.now() around the operator runs inside the executor (no
+ *   messaging, no input decoding, no synthetic generation). `groupLatencyMs`: in the caller,
+ *   from dispatch of the first segment to the last result (includes IPC: ≈ 0.2 ms plus
+ *   ≈ 1.3 ms per MB of inputs and outputs crossing).
+ * - Failures: an ORT error fails that segment only (`DeviceFailureError` naming service,
+ *   query and operator) and drops the query's state; the executor stays usable. A dead
+ *   executor is restarted at once; every query it was running gets an error result, and every
+ *   query whose state it kept gets one at its next `resume` (never silence, never a throw).
+ */
+import fs from 'node:fs/promises';
+import { DeviceFailureError, DeviceUnavailableError, InvalidModelError, describeError } from '../../errors.ts';
+import { GraphBuilder } from '../../model/onnx/builder.ts';
+import { onnx } from '../../model/onnx/proto.ts';
+import type { ModelSpec } from '../../model/spec.ts';
+import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from '../device.ts';
+import type { ExecutorFault } from './executor-handle.ts';
+import { ExecutorHandle, probeExecutionProvider } from './executor-handle.ts';
+import type { SessionConfig } from './protocol.ts';
+import type { KeptQuery } from './validate.ts';
+import { validateGroup } from './validate.ts';
+
+/** Options of `OrtDevice.create`. Every field is optional; defaults in brackets. */
+export interface OrtDeviceOptions {
+  /** Execution provider ['cpu']. 'cuda' needs a CUDA-enabled onnxruntime-node install and a GPU. */
+  readonly executionProvider?: 'cpu' | 'cuda';
+  /** CUDA device ordinal [0]; ignored for 'cpu'. */
+  readonly cudaDeviceId?: number;
+  /** Threads inside one ORT kernel, per session [1]; 0 = ORT's default (one per core). */
+  readonly intraOpNumThreads?: number;
+  /** Threads across kernels, per session [1] (sessions run in sequential mode). */
+  readonly interOpNumThreads?: number;
+  /** Let ORT pool threads spin while idle [false]; spinning burns the cores co-located services need. */
+  readonly spinning?: boolean;
+  /** ORT graph optimization level ['all']. */
+  readonly graphOptimizationLevel?: 'disabled' | 'basic' | 'extended' | 'all';
+  /** Warm-up runs per operator at load, batch 1, default seq [1]. */
+  readonly warmupRuns?: number;
+  /** Per-executor budget of the synthetic-input cache in bytes [268435456 = 256 MiB]; 0 disables it. */
+  readonly syntheticCacheBytes?: number;
+}
+
+const DEFAULT_SYNTHETIC_CACHE_BYTES = 256 * 1024 * 1024;
+const EXECUTION_PROVIDERS = ['cpu', 'cuda'] as const;
+const OPT_LEVELS = ['disabled', 'basic', 'extended', 'all'] as const;
+
+interface ResolvedOptions {
+  readonly session: SessionConfig;
+  readonly warmupRuns: number;
+  readonly syntheticCacheBytes: number;
+}
+
+function intOption(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new RangeError(`OrtDeviceOptions.${name} ${String(value)} must be an integer in [${min}, ${max}]`);
+  }
+  return value;
+}
+
+/** @throws RangeError / TypeError naming the option and its valid values. */
+function resolveOptions(o: OrtDeviceOptions): ResolvedOptions {
+  if (typeof o !== 'object' || o === null) throw new TypeError('OrtDevice.create(options): options must be an object');
+  const ep = o.executionProvider ?? 'cpu';
+  if (!(EXECUTION_PROVIDERS as readonly string[]).includes(ep)) {
+    throw new RangeError(`OrtDeviceOptions.executionProvider '${String(ep)}' is not supported (supported: ${EXECUTION_PROVIDERS.map((e) => `'${e}'`).join(', ')})`);
+  }
+  const level = o.graphOptimizationLevel ?? 'all';
+  if (!(OPT_LEVELS as readonly string[]).includes(level)) {
+    throw new RangeError(`OrtDeviceOptions.graphOptimizationLevel '${String(level)}' must be one of ${OPT_LEVELS.map((e) => `'${e}'`).join(', ')}`);
+  }
+  if (o.spinning !== undefined && typeof o.spinning !== 'boolean') throw new TypeError('OrtDeviceOptions.spinning must be a boolean');
+  return {
+    session: {
+      executionProvider: ep,
+      cudaDeviceId: intOption('cudaDeviceId', o.cudaDeviceId, 0, 0, 1024),
+      intraOpNumThreads: intOption('intraOpNumThreads', o.intraOpNumThreads, 1, 0, 1024),
+      interOpNumThreads: intOption('interOpNumThreads', o.interOpNumThreads, 1, 0, 1024),
+      spinning: o.spinning ?? false,
+      graphOptimizationLevel: level,
+    },
+    warmupRuns: intOption('warmupRuns', o.warmupRuns, 1, 0, 100),
+    syntheticCacheBytes: intOption('syntheticCacheBytes', o.syntheticCacheBytes, DEFAULT_SYNTHETIC_CACHE_BYTES, 0, Number.MAX_SAFE_INTEGER),
+  };
+}
+
+/** A one-node ONNX model (Identity on [1]) used to probe an execution provider. */
+function probeModel(): Uint8Array {
+  const g = new GraphBuilder({ name: 'ep_probe', seed: 0 });
+  g.beginOperator('probe');
+  const x = g.input('x', 'float32', [1]);
+  const [y] = g.node('Identity', [x], [[1]]);
+  g.output(y!);
+  return onnx.ModelProto.encode(g.build().model).finish();
+}
+
+export class OrtDevice implements Device {
+  /** `ort:cpu`, `ort:cuda` (device 0) or `ort:cuda:N`. */
+  readonly id: string;
+  private readonly options: ResolvedOptions;
+  private readonly handles = new Map<string, ExecutorHandle>();
+  private readonly specs = new Map<string, ModelSpec>();
+  private readonly kept = new Map<string, KeptQuery>();
+  private readonly lost = new Map<string, { service: string; reason: string }>();
+  private readonly inFlight = new Set<string>();
+  private readonly releasedInFlight = new Set<string>();
+  private closing: Promise<void> | undefined;
+
+  private constructor(options: ResolvedOptions) {
+    this.options = options;
+    const s = options.session;
+    this.id = s.executionProvider === 'cpu' ? 'ort:cpu' : s.cudaDeviceId === 0 ? 'ort:cuda' : `ort:cuda:${s.cudaDeviceId}`;
+  }
+
+  /**
+   * Create a device (no executor starts until `load`). For 'cuda' the provider is probed in
+   * a throwaway child process: the build must list a CUDA backend and a session must be
+   * creatable with it.
+   * @throws RangeError / TypeError for a bad option (naming it and the valid values).
+   * @throws DeviceUnavailableError when CUDA is requested but not usable here; the message
+   *   says so and names the alternative (`executionProvider: 'cpu'`).
+   */
+  static async create(options: OrtDeviceOptions = {}): Promise<OrtDevice> {
+    const resolved = resolveOptions(options);
+    if (resolved.session.executionProvider === 'cuda') {
+      const probe = await probeExecutionProvider(resolved.session, probeModel());
+      if (probe.error !== undefined) {
+        throw new DeviceUnavailableError(`CUDA is not available here: ${probe.error.trim()}. Use executionProvider 'cpu' instead (backends in this build: ${probe.backends.join(', ') || 'unknown'})`);
+      }
+    }
+    return new OrtDevice(resolved);
+  }
+
+  /** Names of the loaded services. */
+  get services(): readonly string[] {
+    return [...this.specs.keys()];
+  }
+
+  /**
+   * Start one executor per service, create its operator sessions and warm each operator up;
+   * resolves once all are ready. May be called again to add services.
+   * @throws RangeError for a duplicate or already loaded service name.
+   * @throws InvalidModelError when an operator file is missing, does not load, does not match
+   *   the spec or fails its warm-up; DeviceUnavailableError when the EP is missing or the
+   *   device is closed; DeviceFailureError when an executor dies while loading. On any error
+   *   no executor of this call is left running.
+   */
+  async load(services: readonly DeviceService[]): Promise<void> {
+    if (this.closing) throw new DeviceUnavailableError(`${this.id} is closed`);
+    const list: unknown = services;
+    if (!Array.isArray(list)) throw new TypeError('load(services): services must be an array');
+    const names = new Set<string>();
+    services.forEach((s, i) => {
+      if (typeof s.name !== 'string' || s.name.length === 0) throw new TypeError(`services[${i}].name must be a non-empty string`);
+      if (names.has(s.name) || this.specs.has(s.name)) throw new RangeError(`services[${i}].name '${s.name}' is already loaded or listed twice; service names must be unique`);
+      names.add(s.name);
+      const n = s.model.spec.operators.length;
+      if (n === 0) throw new InvalidModelError(`service ${s.name}: model ${s.model.spec.name} has no operators`);
+      if (s.model.operatorPaths.length !== n) throw new InvalidModelError(`service ${s.name}: ${s.model.operatorPaths.length} operator files for ${n} operators`);
+    });
+    await Promise.all(
+      services.flatMap((s) =>
+        s.model.operatorPaths.map(async (p: string, k: number): Promise<void> => {
+          try {
+            await fs.access(p);
+          } catch {
+            throw new InvalidModelError(`service ${s.name}: operator ${k} file ${p} does not exist or is not readable`);
+          }
+        }),
+      ),
+    );
+    const started: { name: string; spec: ModelSpec; handle: ExecutorHandle }[] = services.map((s) => ({
+      name: s.name,
+      spec: s.model.spec,
+      handle: new ExecutorHandle(
+        {
+          service: s.name,
+          spec: s.model.spec,
+          operatorPaths: s.model.operatorPaths,
+          session: this.options.session,
+          warmupRuns: this.options.warmupRuns,
+          syntheticCacheBytes: this.options.syntheticCacheBytes,
+        },
+        (reason) => this.onStateLost(s.name, reason),
+      ),
+    }));
+    const results = await Promise.allSettled(started.map((s) => s.handle.start()));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed || this.closing) {
+      await Promise.all(started.map((s) => s.handle.close()));
+      if (failed) throw failed.reason instanceof Error ? failed.reason : new DeviceFailureError(describeError(failed.reason));
+      throw new DeviceUnavailableError(`${this.id} was closed while loading`);
+    }
+    for (const s of started) {
+      this.handles.set(s.name, s.handle);
+      this.specs.set(s.name, s.spec);
+    }
+  }
+
+  /**
+   * Run one operator group: validate it, dispatch every segment to its service's executor at
+   * once, wait for all. Results come back in the order given.
+   * @throws TypeError / RangeError / BadRequestError for a malformed group or inputs that do
+   *   not fit (see validate.ts), before anything runs; DeviceUnavailableError after close().
+   */
+  async runGroup(group: readonly Segment[]): Promise<GroupResult> {
+    if (this.closing) throw new DeviceUnavailableError(`${this.id} is closed`);
+    validateGroup(group, this.specs, { kept: this.kept, lost: this.lost, inFlight: this.inFlight }, this.id);
+    if (group.length === 0) return { groupLatencyMs: 0, segments: [] };
+
+    const t0 = performance.now();
+    const segments = await Promise.all(group.map((seg) => this.dispatch(seg)));
+    return { groupLatencyMs: performance.now() - t0, segments };
+  }
+
+  /**
+   * Drop the kept state of a query (in its executor, after any segment of it already sent).
+   * Idempotent; a no-op after close().
+   * @throws RangeError for a service that is not loaded.
+   */
+  releaseQuery(service: string, queryId: string): Promise<void> {
+    if (this.closing) return Promise.resolve();
+    const handle = this.handles.get(service);
+    if (!handle) return Promise.reject(new RangeError(`service '${service}' is not loaded on ${this.id} (loaded: ${this.services.join(', ') || 'none'})`));
+    this.kept.delete(queryId);
+    this.lost.delete(queryId);
+    if (this.inFlight.has(queryId)) this.releasedInFlight.add(queryId);
+    handle.release(queryId);
+    return Promise.resolve();
+  }
+
+  /**
+   * Inject a fault into a service's executor — for tests and chaos drills, not for serving.
+   * 'exit-in-next-segment': the executor process exits after the first operator of the next
+   * segment it starts; 'kill': SIGKILL now. Either way the device restarts it.
+   * @throws RangeError for an unknown service; DeviceFailureError when the executor is down.
+   */
+  async injectExecutorFault(service: string, fault: ExecutorFault): Promise<void> {
+    const handle = this.handles.get(service);
+    if (!handle) throw new RangeError(`service '${service}' is not loaded on ${this.id} (loaded: ${this.services.join(', ') || 'none'})`);
+    await handle.injectFault(fault);
+  }
+
+  /** Automatic executor restarts of a service so far (0 when none). @throws RangeError for an unknown service. */
+  executorRestarts(service: string): number {
+    const handle = this.handles.get(service);
+    if (!handle) throw new RangeError(`service '${service}' is not loaded on ${this.id}`);
+    return handle.restarts;
+  }
+
+  /** Terminate every executor and free all state. Idempotent; later runGroup/load reject. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await Promise.all([...this.handles.values()].map((h) => h.close()));
+      this.kept.clear();
+      this.lost.clear();
+    })();
+    return this.closing;
+  }
+
+  /** Send one segment to its executor; settle the query book when its result arrives. */
+  private dispatch(seg: Segment): Promise<SegmentResult> {
+    const { queryId, service } = seg;
+    const lost = seg.input.kind === 'resume' ? this.lost.get(queryId) : undefined;
+    this.lost.delete(queryId);
+    if (lost) {
+      // Answered once with an error; afterwards the query is unknown to the device.
+      this.kept.delete(queryId);
+      const error = new DeviceFailureError(`service ${service}, query ${queryId}: cannot resume at operator ${seg.start}, its state was lost (${lost.reason})`);
+      return Promise.resolve({ ok: false, queryId, service, error });
+    }
+    this.inFlight.add(queryId);
+    const handle = this.handles.get(service)!;
+    const run = handle.run({ queryId, start: seg.start, end: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen, input: seg.input });
+    return run.then((outcome): SegmentResult => {
+      this.inFlight.delete(queryId);
+      const released = this.releasedInFlight.delete(queryId);
+      this.kept.delete(queryId);
+      if (!outcome.ok) {
+        if (outcome.error.code === 'device_failure' && !released) this.lost.set(queryId, { service, reason: outcome.error.message });
+        return { ok: false, queryId, service, error: outcome.error };
+      }
+      const n = this.specs.get(service)!.operators.length;
+      if (seg.end < n && !released) this.kept.set(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
+      return outcome.outputs ? { ok: true, queryId, service, latencyMs: outcome.latencyMs, outputs: outcome.outputs } : { ok: true, queryId, service, latencyMs: outcome.latencyMs };
+    });
+  }
+
+  private onStateLost(service: string, reason: string): void {
+    for (const [queryId, k] of this.kept) {
+      if (k.service !== service) continue;
+      this.kept.delete(queryId);
+      this.lost.set(queryId, { service, reason });
+    }
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * Messages between `OrtDevice` (parent) and one executor child process. Plain data only:
+ * they cross the IPC channel with `serialization: 'advanced'` (V8 structured clone), so typed
+ * arrays (incl. BigInt64Array) arrive as typed arrays. Only a query's inputs and final outputs
+ * cross; intermediate tensors stay in the child.
+ */
+import type { AbacusErrorCode } from '../../errors.ts';
+import { AbacusError, BadRequestError, DeviceFailureError, DeviceUnavailableError, InvalidModelError } from '../../errors.ts';
+import type { ModelSpec } from '../../model/spec.ts';
+import type { TensorMap } from '../../tensor.ts';
+import type { SegmentInput } from '../device.ts';
+
+/** ORT session settings applied to every operator session of an executor. */
+export interface SessionConfig {
+  readonly executionProvider: 'cpu' | 'cuda';
+  readonly cudaDeviceId: number;
+  /** Threads inside one ORT kernel; 1 = no intra-op pool (the co-location default). */
+  readonly intraOpNumThreads: number;
+  readonly interOpNumThreads: number;
+  /** ORT `session.intra_op.allow_spinning` / `session.inter_op.allow_spinning`. */
+  readonly spinning: boolean;
+  readonly graphOptimizationLevel: 'disabled' | 'basic' | 'extended' | 'all';
+}
+
+/** An error as it crosses the channel. */
+export interface WireError {
+  readonly code: AbacusErrorCode;
+  readonly message: string;
+}
+
+/** Parent → child: create the sessions of one service and warm them up. */
+export interface LoadMessage {
+  readonly t: 'load';
+  readonly service: string;
+  readonly spec: ModelSpec;
+  readonly operatorPaths: readonly string[];
+  readonly session: SessionConfig;
+  /** Warm-up runs per operator at batch 1, default seq (0 = none). */
+  readonly warmupRuns: number;
+  /** Byte budget of the synthetic-input cache (0 disables it). */
+  readonly syntheticCacheBytes: number;
+}
+
+/** Parent → child: run operators `[start, end)` of one query. */
+export interface RunMessage {
+  readonly t: 'run';
+  readonly reqId: number;
+  readonly queryId: string;
+  readonly start: number;
+  readonly end: number;
+  readonly batchSize: number;
+  readonly seqLen: number;
+  readonly input: SegmentInput;
+}
+
+/** Parent → child: free a query's kept state (queued behind earlier runs). */
+export interface ReleaseMessage {
+  readonly t: 'release';
+  readonly queryId: string;
+}
+
+/** Parent → child: fault injection; the child exits with code 70 after the first operator of its next segment. */
+export interface FaultMessage {
+  readonly t: 'fault';
+  readonly fault: 'exit-in-next-segment';
+}
+
+/** Parent → child: check an execution provider by creating a session on `model` (ONNX bytes). */
+export interface ProbeMessage {
+  readonly t: 'probe';
+  readonly session: SessionConfig;
+  readonly model: Uint8Array;
+}
+
+export type ParentMessage = LoadMessage | RunMessage | ReleaseMessage | FaultMessage | ProbeMessage;
+
+export type ChildMessage =
+  | { readonly t: 'loaded' }
+  | { readonly t: 'load-failed'; readonly error: WireError }
+  | { readonly t: 'result'; readonly reqId: number; readonly ok: true; readonly latencyMs: number; readonly outputs?: TensorMap }
+  | { readonly t: 'result'; readonly reqId: number; readonly ok: false; readonly error: WireError }
+  | { readonly t: 'probe-result'; readonly backends: readonly string[]; readonly error?: string };
+
+/** Exit code of a child that exits on an injected fault. */
+export const FAULT_EXIT_CODE = 70;
+
+/** Turn a wire error back into the domain error class of its code. */
+export function fromWire(e: WireError): AbacusError {
+  switch (e.code) {
+    case 'device_failure':
+      return new DeviceFailureError(e.message);
+    case 'device_unavailable':
+      return new DeviceUnavailableError(e.message);
+    case 'invalid_model':
+      return new InvalidModelError(e.message);
+    case 'bad_request':
+      return new BadRequestError(e.message);
+    default:
+      return new AbacusError(e.code, e.message);
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * Per-model analysis shared by the partitioner and the balancer: graph structure, value
+ * shapes, and each node's FLOP as a per-sample polynomial in the sequence length.
+ *
+ * Per-sample costs are evaluated at batch 1. Without a seq axis one point suffices (c1 = c2 =
+ * 0); with one, costs are evaluated at three sequence lengths and the quadratic through them
+ * is taken (exact for costs that are polynomials of degree ≤ 2 in seqLen, as in transformers:
+ * linear layers ∝ s, attention scores ∝ s²). A model whose batch dim is fixed (not symbolic)
+ * is evaluated at that batch: its "per-sample" costs are then per run.
+ */
+import { InvalidModelError } from '../../errors.ts';
+import type { DynamicAxes, PerSampleCost } from '../spec.ts';
+import { elementBytes } from './dtypes.ts';
+import { nodeFlops } from './flops.ts';
+import { indexGraph, requireGraph, topologicalOrder } from './graph.ts';
+import type { GraphIndex } from './graph.ts';
+import type { OnnxTypes } from './proto.ts';
+import { dimBinding, resolveShapes } from './shapes.ts';
+import type { DimBinding, ResolvedShapes, ShapeTable } from './shapes.ts';
+
+/** Structure of a graph: index plus a topological order. */
+export interface GraphStructure {
+  readonly what: string;
+  readonly model: OnnxTypes.IModelProto;
+  readonly index: GraphIndex;
+  /** Node indices in a stable topological order. */
+  readonly order: readonly number[];
+}
+
+/** Shapes and per-node FLOP of a model. */
+export interface ModelCosts {
+  readonly axes: DynamicAxes;
+  readonly binding: DimBinding;
+  /** Sequence lengths the costs were evaluated at (`[0]` without a seq axis). */
+  readonly seqPoints: readonly number[];
+  readonly shapes: ResolvedShapes;
+  /** Per node of `graph.node`: FLOP (not GFLOP) per sample; undefined when unknown. */
+  readonly nodeFlops: readonly (PerSampleCost | undefined)[];
+}
+
+/**
+ * Index the graph and find a topological order.
+ * @throws InvalidModelError for a malformed graph or a cycle (naming a node on it).
+ */
+export function analyzeStructure(model: OnnxTypes.IModelProto, what: string): GraphStructure {
+  const index = indexGraph(requireGraph(model, what), what);
+  return { what, model, index, order: topologicalOrder(index, what) };
+}
+
+/**
+ * Sequence lengths at which seq-dependent costs are sampled: {d/4, d/2, d} for the default
+ * length d ≥ 8 (never beyond the default, which the model is known to accept), else {8, 16, 32}.
+ */
+export function seqSamplePoints(defaultSeqLen: number): number[] {
+  if (defaultSeqLen >= 8) return [Math.floor(defaultSeqLen / 4), Math.floor(defaultSeqLen / 2), defaultSeqLen];
+  return [8, 16, 32];
+}
+
+/**
+ * Shapes and per-node FLOP.
+ * @throws InvalidModelError when shapes are not annotated and onnxruntime cannot infer them.
+ */
+export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes, defaultSeqLen: number): Promise<ModelCosts> {
+  const binding = dimBinding(structure.index, axes);
+  const seqPoints = axes.seq === undefined ? [0] : seqSamplePoints(defaultSeqLen);
+  const shapes = await resolveShapes(
+    structure.index,
+    structure.model,
+    binding,
+    seqPoints.map((seqLen) => ({ batch: 1, seqLen })),
+    structure.what,
+  );
+  const flops = structure.index.nodes.map((node) => {
+    const samples: number[] = [];
+    for (const table of shapes.tables) {
+      const f = nodeFlops(node, (name) => table.get(name)?.dims);
+      if (f === undefined) return undefined;
+      samples.push(f);
+    }
+    return fitCost(seqPoints, samples);
+  });
+  return { axes, binding, seqPoints, shapes, nodeFlops: flops };
+}
+
+/**
+ * The polynomial c0 + c1·s + c2·s² through the points (xs[i], ys[i]) (Newton's divided
+ * differences); a constant for one point. Equal ys give exactly c1 = c2 = 0.
+ */
+export function fitCost(xs: readonly number[], ys: readonly number[]): PerSampleCost {
+  if (xs.length !== ys.length || xs.length === 0) throw new RangeError(`fitCost: need as many xs as ys (got ${xs.length} and ${ys.length})`);
+  if (xs.length === 1) return { c0: ys[0]!, c1: 0, c2: 0 };
+  if (xs.length !== 3) throw new RangeError(`fitCost: expects 1 or 3 points, got ${xs.length}`);
+  const [x1, x2, x3] = xs as [number, number, number];
+  const [y1, y2, y3] = ys as [number, number, number];
+  const d1 = (y2 - y1) / (x2 - x1);
+  const d2 = ((y3 - y2) / (x3 - x2) - d1) / (x3 - x1);
+  return { c0: y1 - d1 * x1 + d2 * x1 * x2, c1: d1 - d2 * (x1 + x2), c2: d2 };
+}
+
+/** Bytes of a value in a shape table; undefined when its shape or element size is unknown. */
+export function valueBytes(table: ShapeTable, name: string): number | undefined {
+  const s = table.get(name);
+  if (!s) return undefined;
+  const size = elementBytes(s.elemType);
+  if (size === undefined) return undefined;
+  return s.dims.reduce((a, d) => a * d, size);
+}
+
+/**
+ * Per-sample bytes of a set of values as a cost polynomial.
+ * @throws InvalidModelError when the size of one of them is unknown.
+ */
+export function bytesCost(costs: ModelCosts, names: readonly string[], what: string): PerSampleCost {
+  const ys = costs.shapes.tables.map((table) =>
+    names.reduce((sum, name) => {
+      const b = valueBytes(table, name);
+      if (b === undefined) throw new InvalidModelError(`${what}: the size of tensor '${name}' is unknown (no shape, or an element type without a fixed size)`);
+      return sum + b;
+    }, 0),
+  );
+  return fitCost(costs.seqPoints, ys);
+}
+
+/** Value of a per-sample cost at one sequence length (batch 1). */
+export function costAt(cost: PerSampleCost, seqLen: number): number {
+  return cost.c0 + cost.c1 * seqLen + cost.c2 * seqLen * seqLen;
+}

@@ -1,0 +1,311 @@
+/**
+ * Concrete tensor shapes of every value of a graph at given (batch, seqLen) points.
+ *
+ * Two sources, tried in this order:
+ * 1. annotations: when `graph.input`/`output`/`value_info` give every value a tensor type whose
+ *    dims are numbers or the model's dynamic-axis names (the zoo builders annotate everything
+ *    with `batch` and `seq`), the symbolic dims are substituted — no inference engine needed;
+ * 2. onnxruntime: otherwise the model is run once per point with onnxruntime-node (CPU, one
+ *    thread, graph optimizations off) with every intermediate value added as a graph output,
+ *    and the dims of the results are read. Inputs are zeros (ids 0, masks false), shapes from
+ *    the declared input dims with the batch/seq axes bound to the point (an anonymous dim 0 is
+ *    the batch, an anonymous later dim the seq axis when there is one; other dims: 1). One extra run at batch 2 tells which dims scale with the batch,
+ *    so interface shapes of the operators keep a symbolic batch dim.
+ *
+ * Shapes of initializers come from their `dims`.
+ */
+import * as ort from 'onnxruntime-node';
+import { describeError, InvalidModelError } from '../../errors.ts';
+import type { DynamicAxes } from '../spec.ts';
+import { elemTypeOfOrt, ortTypeOf } from './dtypes.ts';
+import { dimOf, toNumber } from './graph.ts';
+import type { GraphIndex } from './graph.ts';
+import { onnx } from './proto.ts';
+import type { OnnxTypes } from './proto.ts';
+
+/** Element type (ONNX `TensorProto.DataType`) and concrete dims of one value. */
+export interface TensorShape {
+  readonly elemType: number;
+  readonly dims: readonly number[];
+}
+
+/** Value name → shape at one point. */
+export type ShapeTable = ReadonlyMap<string, TensorShape>;
+
+/** Element type and shape with symbolic dims (`batch`, `seq`, or another name) of one value. */
+export interface SymbolicShape {
+  readonly elemType: number;
+  readonly shape: readonly (number | string)[];
+}
+
+/** Where shapes are evaluated: batch size and sequence length (ignored without a seq axis). */
+export interface ShapePoint {
+  readonly batch: number;
+  readonly seqLen: number;
+}
+
+/** Which symbolic dim names stand for the batch and which for the sequence length. */
+export interface DimBinding {
+  readonly batch: ReadonlySet<string>;
+  readonly seq: ReadonlySet<string>;
+  /** Canonical names used when a shape has to be written (DynamicAxes names). */
+  readonly batchName: string;
+  readonly seqName: string | undefined;
+}
+
+/** What `resolveShapes` found. */
+export interface ResolvedShapes {
+  readonly source: 'annotations' | 'onnxruntime';
+  /** `tables[i]` = shapes at `points[i]`. */
+  readonly tables: readonly ShapeTable[];
+  /** Symbolic shape of every graph input and node output whose type is known. */
+  readonly symbolic: ReadonlyMap<string, SymbolicShape>;
+}
+
+/**
+ * The dim names bound to batch and seq: the DynamicAxes names, plus the dim-0 names of every
+ * graph input (batch) and, when the model has a seq axis, every other symbolic input dim (seq)
+ * — exporters sometimes name the same axis differently on different inputs.
+ */
+export function dimBinding(index: GraphIndex, axes: DynamicAxes): DimBinding {
+  const batch = new Set<string>([axes.batch]);
+  const seq = new Set<string>(axes.seq === undefined ? [] : [axes.seq]);
+  for (const name of index.inputs) {
+    const dims = declaredDims(index, name);
+    dims?.forEach((d, i) => {
+      if (typeof d !== 'string') return;
+      if (i === 0) batch.add(d);
+      else if (axes.seq !== undefined && !batch.has(d)) seq.add(d);
+    });
+  }
+  return { batch, seq, batchName: axes.batch, seqName: axes.seq };
+}
+
+/** Declared value infos by name (graph inputs, outputs, value_info). */
+export function declaredValueInfos(graph: OnnxTypes.IGraphProto): Map<string, OnnxTypes.IValueInfoProto> {
+  const out = new Map<string, OnnxTypes.IValueInfoProto>();
+  for (const list of [graph.valueInfo, graph.output, graph.input]) for (const v of list ?? []) if (v.name) out.set(v.name, v);
+  return out;
+}
+
+/** Declared dims of a value (number, symbolic name, or undefined for anonymous); undefined without a tensor shape. */
+function declaredDims(index: GraphIndex, name: string): (number | string | undefined)[] | undefined {
+  const info = (index.graph.input ?? []).find((v) => v.name === name);
+  const dims = info?.type?.tensorType?.shape?.dim;
+  return dims ? dims.map(dimOf) : undefined;
+}
+
+/** Value info's element type and dims; undefined when it is not a tensor with a shape. */
+function annotation(info: OnnxTypes.IValueInfoProto | undefined): { elemType: number; dims: (number | string | undefined)[] } | undefined {
+  const tt = info?.type?.tensorType;
+  if (!tt?.elemType || !tt.shape) return undefined;
+  return { elemType: tt.elemType, dims: (tt.shape.dim ?? []).map(dimOf) };
+}
+
+/**
+ * Values whose shapes a partition needs: graph inputs, graph outputs, every value some node
+ * reads, and the first output of every node (FLOP rules read output 0 only). Unread secondary
+ * outputs (a Dropout mask, an LSTM's Y_h) may stay unannotated.
+ */
+function valuesOf(index: GraphIndex): string[] {
+  const out = new Set<string>(index.inputs);
+  index.writes.forEach((outs, i) => {
+    const first = index.nodes[i]!.output?.[0];
+    for (const o of outs) if (o === first || index.readers.has(o) || index.outputs.includes(o)) out.add(o);
+  });
+  return [...out];
+}
+
+/** Shapes of initializers (from their dims). */
+function initializerShapes(index: GraphIndex): Map<string, TensorShape> {
+  const out = new Map<string, TensorShape>();
+  for (const [name, t] of index.initializers) out.set(name, { elemType: t.dataType ?? 0, dims: (t.dims ?? []).map(toNumber) });
+  for (const [name, t] of index.sparseInitializers) out.set(name, { elemType: t.values?.dataType ?? 0, dims: (t.dims ?? []).map(toNumber) });
+  return out;
+}
+
+/** Concrete value of a declared dim at a point; undefined when it is not bound. */
+function bindDim(d: number | string | undefined, binding: DimBinding, point: ShapePoint): number | undefined {
+  if (typeof d === 'number') return d;
+  if (d === undefined) return undefined;
+  if (binding.batch.has(d)) return point.batch;
+  if (binding.seq.has(d)) return point.seqLen;
+  return undefined;
+}
+
+/**
+ * Shapes of every value at each point, from annotations when they cover the graph, else by
+ * running the model with onnxruntime (see the file header).
+ * @param what model label for messages.
+ * @throws InvalidModelError when annotations do not cover the graph and onnxruntime cannot run
+ *   the model (e.g. initializers without data, an op the CPU provider lacks).
+ */
+export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelProto, binding: DimBinding, points: readonly ShapePoint[], what: string): Promise<ResolvedShapes> {
+  const infos = declaredValueInfos(index.graph);
+  const names = valuesOf(index);
+  const inits = initializerShapes(index);
+
+  const covered = names.every((name) => {
+    const a = annotation(infos.get(name));
+    return a !== undefined && a.dims.every((d) => bindDim(d, binding, { batch: 1, seqLen: 1 }) !== undefined);
+  });
+  if (covered) {
+    const tables = points.map((point) => {
+      const table = new Map(inits);
+      for (const name of names) {
+        const a = annotation(infos.get(name))!;
+        table.set(name, { elemType: a.elemType, dims: a.dims.map((d) => bindDim(d, binding, point)!) });
+      }
+      return table;
+    });
+    const symbolic = new Map<string, SymbolicShape>();
+    for (const name of names) {
+      const a = annotation(infos.get(name))!;
+      symbolic.set(name, { elemType: a.elemType, shape: a.dims.map((d) => canonicalDim(d, binding)) });
+    }
+    return { source: 'annotations', tables, symbolic };
+  }
+
+  // Probe with onnxruntime: the requested points, plus batch 2 to find the batch dims.
+  const first = points[0] ?? { batch: 1, seqLen: 1 };
+  const batchIsDynamic = index.inputs.some((name) => {
+    const d0 = declaredDims(index, name)?.[0];
+    return d0 === undefined || (typeof d0 === 'string' && binding.batch.has(d0));
+  });
+  const all = batchIsDynamic ? [...points, { batch: first.batch === 2 ? 3 : 2, seqLen: first.seqLen }] : [...points];
+  const tables = await probeShapes(index, model, binding, all, infos, what);
+  for (const t of tables) for (const [k, v] of inits) t.set(k, v);
+  const symbolic = new Map<string, SymbolicShape>();
+  for (const name of names) {
+    const seen = tables.map((t) => t.get(name));
+    if (seen.some((s) => s === undefined)) continue;
+    const shapes = seen as TensorShape[];
+    const rank = shapes[0]!.dims.length;
+    if (shapes.some((s) => s.dims.length !== rank)) continue;
+    const declared = annotation(infos.get(name));
+    const shape = shapes[0]!.dims.map((_, i) => {
+      const d = declared?.dims.length === rank ? declared.dims[i] : undefined;
+      if (d !== undefined) return canonicalDim(d, binding);
+      return inferDim(shapes.map((s) => s.dims[i]!), all, binding, name, i);
+    });
+    symbolic.set(name, { elemType: shapes[0]!.elemType, shape });
+  }
+  return { source: 'onnxruntime', tables: tables.slice(0, points.length), symbolic };
+}
+
+/** A declared dim in canonical form: bound names → the DynamicAxes names. */
+function canonicalDim(d: number | string | undefined, binding: DimBinding): number | string {
+  if (d === undefined) return '?';
+  if (typeof d === 'number') return d;
+  if (binding.batch.has(d)) return binding.batchName;
+  if (binding.seq.has(d) && binding.seqName !== undefined) return binding.seqName;
+  return d;
+}
+
+/** Symbolic form of one dim observed at several points. */
+function inferDim(values: readonly number[], points: readonly ShapePoint[], binding: DimBinding, name: string, axis: number): number | string {
+  const v0 = values[0]!;
+  if (values.every((v) => v === v0)) return v0;
+  if (values.every((v, i) => v === points[i]!.batch)) return binding.batchName;
+  if (binding.seqName !== undefined) {
+    const seq = binding.seqName;
+    if (values.every((v, i) => v === points[i]!.seqLen)) return seq;
+    if (values.every((v, i) => v === points[i]!.batch * points[i]!.seqLen)) return `${binding.batchName}*${seq}`;
+  }
+  return `${name}_dim${axis}`;
+}
+
+/** Run the model at each point with every value as an output and collect the result shapes. */
+async function probeShapes(
+  index: GraphIndex,
+  model: OnnxTypes.IModelProto,
+  binding: DimBinding,
+  points: readonly ShapePoint[],
+  infos: ReadonlyMap<string, OnnxTypes.IValueInfoProto>,
+  what: string,
+): Promise<Map<string, TensorShape>[]> {
+  const graph = index.graph;
+  const outputs: OnnxTypes.IValueInfoProto[] = [...(graph.output ?? [])];
+  const listed = new Set(outputs.map((o) => o.name));
+  for (const name of index.writes.flat()) {
+    if (listed.has(name)) continue;
+    listed.add(name);
+    const info = infos.get(name);
+    outputs.push(info?.type ? { name, type: info.type } : { name });
+  }
+  const probeModel = onnx.ModelProto.create({ ...model, graph: onnx.GraphProto.create({ ...graph, output: outputs, valueInfo: [] }) });
+  let session: ort.InferenceSession;
+  try {
+    session = await ort.InferenceSession.create(onnx.ModelProto.encode(probeModel).finish(), {
+      intraOpNumThreads: 1,
+      interOpNumThreads: 1,
+      graphOptimizationLevel: 'disabled',
+      executionProviders: ['cpu'],
+    });
+  } catch (cause) {
+    throw new InvalidModelError(`${what}: its value shapes are not fully annotated and onnxruntime cannot load it to infer them: ${describeError(cause)}`, { cause });
+  }
+  try {
+    const tables: Map<string, TensorShape>[] = [];
+    for (const point of points) {
+      const feeds: Record<string, ort.Tensor> = {};
+      for (const name of index.inputs) feeds[name] = zeroTensor(infos.get(name), binding, point, name, what);
+      let results: ort.InferenceSession.ReturnType;
+      try {
+        results = await session.run(feeds);
+      } catch (cause) {
+        throw new InvalidModelError(`${what}: onnxruntime failed to run it at batch ${point.batch}${binding.seqName ? `, ${binding.seqName} ${point.seqLen}` : ''} to infer value shapes: ${describeError(cause)}`, { cause });
+      }
+      const table = new Map<string, TensorShape>();
+      for (const [name, t] of Object.entries(feeds)) table.set(name, { elemType: elemTypeOfOrt(t.type) ?? 0, dims: [...t.dims] });
+      for (const [name, value] of Object.entries(results)) {
+        const elemType = elemTypeOfOrt(value.type);
+        if (elemType !== undefined) table.set(name, { elemType, dims: [...value.dims] });
+      }
+      tables.push(table);
+    }
+    return tables;
+  } finally {
+    await session.release();
+  }
+}
+
+/** An all-zero input tensor for a probe run. */
+function zeroTensor(info: OnnxTypes.IValueInfoProto | undefined, binding: DimBinding, point: ShapePoint, name: string, what: string): ort.Tensor {
+  const a = annotation(info);
+  const elemType = info?.type?.tensorType?.elemType ?? 0;
+  const type = ortTypeOf(elemType);
+  if (!a || type === undefined) throw new InvalidModelError(`${what}: graph input '${name}' is not a tensor of a type onnxruntime-node can feed`);
+  // Unbound dims: dim 0 is the batch; an anonymous later dim is the seq axis when the model has
+  // one (detectDynamicAxes names it so); anything else is 1.
+  const dims = a.dims.map((d, i) => bindDim(d, binding, point) ?? (i === 0 ? point.batch : d === undefined && binding.seqName !== undefined ? point.seqLen : 1));
+  const n = dims.reduce((x, y) => x * y, 1);
+  switch (type) {
+    case 'float32':
+      return new ort.Tensor('float32', new Float32Array(n), dims);
+    case 'float64':
+      return new ort.Tensor('float64', new Float64Array(n), dims);
+    case 'int64':
+      return new ort.Tensor('int64', new BigInt64Array(n), dims);
+    case 'uint64':
+      return new ort.Tensor('uint64', new BigUint64Array(n), dims);
+    case 'int32':
+      return new ort.Tensor('int32', new Int32Array(n), dims);
+    case 'uint32':
+      return new ort.Tensor('uint32', new Uint32Array(n), dims);
+    case 'int16':
+      return new ort.Tensor('int16', new Int16Array(n), dims);
+    case 'uint16':
+      return new ort.Tensor('uint16', new Uint16Array(n), dims);
+    case 'float16':
+      return new ort.Tensor('float16', new Uint16Array(n), dims);
+    case 'int8':
+      return new ort.Tensor('int8', new Int8Array(n), dims);
+    case 'uint8':
+      return new ort.Tensor('uint8', new Uint8Array(n), dims);
+    case 'bool':
+      return new ort.Tensor('bool', new Uint8Array(n), dims);
+    default:
+      return new ort.Tensor('string', new Array<string>(n).fill(''), dims);
+  }
+}

@@ -1,0 +1,201 @@
+/**
+ * ModelRepository: the on-disk cache of partitioned models (zoo builds and imports).
+ *
+ * Layout: `<cacheDir>/<name>-<key>/` holds one ModelArtifact (see `artifact.ts`), where `key`
+ * is a hash of everything that determines the bytes (model name, normalized options, builder
+ * version; for imports the file's SHA-256 and the operator count). An entry is complete iff
+ * its directory exists: it is written into a temporary sibling and renamed into place, so a
+ * crash or a failed build never leaves a half-written entry, and a second run never rebuilds.
+ *
+ * Cache directory: `--cache-dir`, else `$ABACUS_CACHE_DIR`, else `<project>/.cache/models`.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { artifactAt, MODEL_FILE, operatorFileName, SPEC_FILE, type ModelArtifact } from './artifact.ts';
+import { onnx, type OnnxTypes } from './onnx/proto.ts';
+import { importOnnxModel, partitionModel } from './onnx/partition.ts';
+import { buildZooModel, parseZooOptions, type ZooModelName } from './zoo/index.ts';
+import type { ModelSpec } from './spec.ts';
+import { InvalidModelError } from '../errors.ts';
+
+/**
+ * Bump when a zoo builder or the partitioner changes what it emits: old cache entries are then
+ * simply not found (and can be deleted by hand).
+ */
+export const ZOO_BUILD_VERSION = 1;
+
+/** Default cache directory: `<project root>/.cache/models`. */
+export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  const fromEnv = env['ABACUS_CACHE_DIR'];
+  if (fromEnv !== undefined && fromEnv !== '') return path.resolve(fromEnv);
+  const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+  return path.join(projectRoot, '.cache', 'models');
+}
+
+/** Whether an artifact was found in the cache or built by this call. */
+export interface ArtifactResult {
+  readonly artifact: ModelArtifact;
+  readonly built: boolean;
+}
+
+export class ModelRepository {
+  readonly cacheDir: string;
+
+  constructor(options: { cacheDir?: string } = {}) {
+    this.cacheDir = path.resolve(options.cacheDir ?? defaultCacheDir());
+  }
+
+  /** Cache directory of a zoo model with the given raw options (validated). */
+  zooEntryDir(name: ZooModelName, rawOptions: Record<string, unknown> = {}): string {
+    const options = parseZooOptions(name, rawOptions);
+    const key = hashKey({ name, options, version: ZOO_BUILD_VERSION });
+    return path.join(this.cacheDir, `${name}-${key}`);
+  }
+
+  /** True when the zoo model with these options is already built on disk. */
+  isZooCached(name: ZooModelName, rawOptions: Record<string, unknown> = {}): boolean {
+    return existsSync(path.join(this.zooEntryDir(name, rawOptions), SPEC_FILE));
+  }
+
+  /**
+   * ModelSpec of a zoo model without materializing weights (fast; used by `abacus models`).
+   * Reads the cached spec when present.
+   * @throws RangeError/TypeError for invalid options (message names the field).
+   */
+  async zooSpec(name: ZooModelName, rawOptions: Record<string, unknown> = {}): Promise<ModelSpec> {
+    const dir = this.zooEntryDir(name, rawOptions);
+    const cached = await readSpec(dir);
+    if (cached) return cached;
+    const options = parseZooOptions(name, rawOptions);
+    const built = buildZooModel(name, options, { withWeights: false });
+    const { spec } = await partitionModel({
+      name,
+      model: built.model,
+      operatorOfNode: built.operatorOfNode,
+      operatorNames: built.operatorNames,
+      nonTrainable: built.nonTrainable,
+      dynamicAxes: built.dynamicAxes,
+      defaultSeqLen: built.defaultSeqLen,
+      source: { kind: 'zoo', options: built.options },
+    });
+    return spec;
+  }
+
+  /**
+   * The zoo model's artifact, building and caching it (whole model + operators) when missing.
+   * @throws RangeError/TypeError for invalid options.
+   */
+  async zooArtifact(name: ZooModelName, rawOptions: Record<string, unknown> = {}): Promise<ArtifactResult> {
+    const dir = this.zooEntryDir(name, rawOptions);
+    const cached = await readSpec(dir);
+    if (cached) return { artifact: artifactAt(dir, cached), built: false };
+    const options = parseZooOptions(name, rawOptions);
+    const built = buildZooModel(name, options, { withWeights: true });
+    const { spec, operatorModels } = await partitionModel({
+      name,
+      model: built.model,
+      operatorOfNode: built.operatorOfNode,
+      operatorNames: built.operatorNames,
+      nonTrainable: built.nonTrainable,
+      dynamicAxes: built.dynamicAxes,
+      defaultSeqLen: built.defaultSeqLen,
+      source: { kind: 'zoo', options: built.options },
+    });
+    const artifact = await this.writeEntry(dir, spec, built.model, operatorModels);
+    return { artifact, built: true };
+  }
+
+  /**
+   * Import an ONNX file, partition it into `operators` operators and cache the result under
+   * `imports`. Nothing is written unless the whole import succeeds.
+   * @throws InvalidModelError for unreadable/invalid models; RangeError for a bad `operators`.
+   */
+  async importModel(file: string, opts: { operators: number; name?: string }): Promise<ArtifactResult> {
+    let bytes: Buffer;
+    try {
+      bytes = await fs.readFile(file);
+    } catch (err) {
+      throw new InvalidModelError(`cannot read ONNX file ${file}: ${(err as Error).message}`, { cause: err });
+    }
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    const name = opts.name ?? path.basename(file).replace(/\.onnx$/i, '');
+    const dir = path.join(this.cacheDir, `${sanitize(name)}-${hashKey({ sha256, operators: opts.operators, name, version: ZOO_BUILD_VERSION })}`);
+    const cached = await readSpec(dir);
+    if (cached) return { artifact: artifactAt(dir, cached), built: false };
+    const { spec, model, operatorModels } = await importOnnxModel(file, { operators: opts.operators, name });
+    const artifact = await this.writeEntry(dir, spec, model, operatorModels);
+    return { artifact, built: true };
+  }
+
+  /** Open an artifact directory written earlier (by the cache or `models export`). */
+  async openArtifact(dir: string): Promise<ModelArtifact> {
+    const spec = await readSpec(dir);
+    if (!spec) throw new InvalidModelError(`${dir} is not a model artifact (no ${SPEC_FILE})`);
+    return artifactAt(dir, spec);
+  }
+
+  /** Atomically write an artifact to `dir` (temp sibling + rename). */
+  async writeEntry(dir: string, spec: ModelSpec, model: OnnxTypes.IModelProto, operatorModels: readonly OnnxTypes.IModelProto[]): Promise<ModelArtifact> {
+    await writeArtifactAtomically(dir, spec, model, operatorModels);
+    return artifactAt(dir, spec);
+  }
+}
+
+/**
+ * Write spec + whole model + operator models into `dir` atomically. If `dir` appears
+ * concurrently (another process built the same entry), the other copy wins and ours is dropped.
+ */
+export async function writeArtifactAtomically(
+  dir: string,
+  spec: ModelSpec,
+  model: OnnxTypes.IModelProto,
+  operatorModels: readonly OnnxTypes.IModelProto[],
+): Promise<void> {
+  if (operatorModels.length !== spec.operators.length) {
+    throw new RangeError(`operatorModels has ${operatorModels.length} entries, spec ${spec.name} has ${spec.operators.length} operators`);
+  }
+  const parent = path.dirname(dir);
+  await fs.mkdir(parent, { recursive: true });
+  const tmp = await fs.mkdtemp(path.join(parent, `.tmp-${path.basename(dir)}-`));
+  try {
+    await fs.writeFile(path.join(tmp, MODEL_FILE), onnx.ModelProto.encode(model).finish());
+    for (let k = 0; k < operatorModels.length; k++) {
+      await fs.writeFile(path.join(tmp, operatorFileName(k)), onnx.ModelProto.encode(operatorModels[k]!).finish());
+    }
+    await fs.writeFile(path.join(tmp, SPEC_FILE), JSON.stringify(spec, null, 2));
+    try {
+      await fs.rename(tmp, dir);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if ((code === 'ENOTEMPTY' || code === 'EEXIST') && existsSync(path.join(dir, SPEC_FILE))) {
+        await fs.rm(tmp, { recursive: true, force: true });
+        return;
+      }
+      throw err;
+    }
+  } catch (err) {
+    await fs.rm(tmp, { recursive: true, force: true });
+    throw err;
+  }
+}
+
+async function readSpec(dir: string): Promise<ModelSpec | undefined> {
+  let text: string;
+  try {
+    text = await fs.readFile(path.join(dir, SPEC_FILE), 'utf8');
+  } catch {
+    return undefined;
+  }
+  return JSON.parse(text) as ModelSpec;
+}
+
+function hashKey(value: unknown): string {
+  return createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, 12);
+}
+
+function sanitize(name: string): string {
+  return name.replace(/[^A-Za-z0-9_.-]/g, '_');
+}

@@ -1,0 +1,115 @@
+/**
+ * Seeded synthetic tensors for `{ kind: 'synthetic' }` segments (profiling at any start).
+ *
+ * Values: floats uniform in [-1, 1); integer types (int64/int32/uint8/int8) uniform in
+ * [0, SYNTHETIC_MAX_ID) — valid small token ids for BERT-like `input_ids`; bool 0/1.
+ * The stream of each tensor depends only on (seed, tensor name), so a boundary is the same
+ * whatever order its tensors are made in. PRNG: mulberry32 (public-domain 32-bit generator,
+ * ~1 ns/element), fast enough for [32, 64, 112, 112] activations.
+ */
+import type { HostTensor, TensorData, TensorMap } from '../tensor.ts';
+import { elementCount } from '../tensor.ts';
+import type { ResolvedTensorSpec } from './boundary.ts';
+
+/** Exclusive upper bound of synthetic integer values (token ids in [0, 100)). */
+export const SYNTHETIC_MAX_ID = 100;
+
+/** 32-bit FNV-1a of a string, mixed with a numeric seed. */
+function hashSeed(seed: number, name: string): number {
+  let h = 0x811c9dc5 ^ (Math.trunc(seed) | 0) ^ Math.trunc(seed / 0x100000000);
+  for (let i = 0; i < name.length; i++) {
+    h ^= name.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+/** mulberry32: returns uint32 values. */
+function mulberry32(state: number): () => number {
+  let a = state >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return (t ^ (t >>> 14)) >>> 0;
+  };
+}
+
+/** IEEE half-precision bits of a float in [-1, 1] (round toward zero; enough for test data). */
+function toHalfBits(x: number): number {
+  if (x === 0) return 0;
+  const sign = x < 0 ? 0x8000 : 0;
+  const a = Math.abs(x);
+  const e = Math.floor(Math.log2(a));
+  if (e < -14) return sign | Math.round(a / 2 ** -24); // subnormal
+  const mant = Math.floor((a / 2 ** e - 1) * 1024);
+  return sign | ((e + 15) << 10) | (mant & 0x3ff);
+}
+
+/** One synthetic tensor shaped `spec.dims`. */
+export function syntheticTensor(spec: ResolvedTensorSpec, seed: number): HostTensor {
+  const n = elementCount(spec.dims);
+  const next = mulberry32(hashSeed(seed, spec.name));
+  const unit = (): number => next() / 0x80000000 - 1; // [-1, 1)
+  const id = (): number => next() % SYNTHETIC_MAX_ID;
+  let data: TensorData;
+  switch (spec.dataType) {
+    case 'float32': {
+      const d = new Float32Array(n);
+      for (let i = 0; i < n; i++) d[i] = unit();
+      data = d;
+      break;
+    }
+    case 'float64': {
+      const d = new Float64Array(n);
+      for (let i = 0; i < n; i++) d[i] = unit();
+      data = d;
+      break;
+    }
+    case 'float16': {
+      const d = new Uint16Array(n);
+      for (let i = 0; i < n; i++) d[i] = toHalfBits(unit());
+      data = d;
+      break;
+    }
+    case 'int64': {
+      const d = new BigInt64Array(n);
+      for (let i = 0; i < n; i++) d[i] = BigInt(id());
+      data = d;
+      break;
+    }
+    case 'int32': {
+      const d = new Int32Array(n);
+      for (let i = 0; i < n; i++) d[i] = id();
+      data = d;
+      break;
+    }
+    case 'uint8': {
+      const d = new Uint8Array(n);
+      for (let i = 0; i < n; i++) d[i] = id();
+      data = d;
+      break;
+    }
+    case 'int8': {
+      const d = new Int8Array(n);
+      for (let i = 0; i < n; i++) d[i] = id();
+      data = d;
+      break;
+    }
+    case 'bool': {
+      const d = new Uint8Array(n);
+      for (let i = 0; i < n; i++) d[i] = next() & 1;
+      data = d;
+      break;
+    }
+  }
+  return { dataType: spec.dataType, dims: [...spec.dims], data };
+}
+
+/** Synthetic tensors for every spec, by name. */
+export function syntheticTensors(specs: readonly ResolvedTensorSpec[], seed: number): TensorMap {
+  const out: TensorMap = {};
+  for (const s of specs) out[s.name] = syntheticTensor(s, seed);
+  return out;
+}
