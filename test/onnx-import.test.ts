@@ -107,7 +107,7 @@ describe('importOnnxModel', () => {
     m.irVersion = 3;
     m.opsetImport = [{ domain: '', version: 9 }];
     for (const t of m.graph!.initializer!) {
-      m.graph!.input!.push({ name: t.name, type: { tensorType: { elemType: t.dataType, shape: { dim: t.dims.map((d) => ({ dimValue: Number(d) })) } } } });
+      m.graph!.input!.push({ name: t.name ?? '', type: { tensorType: { elemType: t.dataType ?? 0, shape: { dim: (t.dims ?? []).map((d) => ({ dimValue: Number(d) })) } } } });
     }
     const file = await write('ir3.onnx', encode(m));
     const result = await importOnnxModel(file, { operators: 4 });

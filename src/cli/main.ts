@@ -21,6 +21,7 @@ export function buildProgram(ctx: CliContext): Command {
     .description('Abacus-TS: serve several DNNs on one device with deterministic operator overlap and QoS targets')
     .option('--cache-dir <dir>', 'model cache directory (default $ABACUS_CACHE_DIR or <project>/.cache/models)')
     .showHelpAfterError()
+    .enablePositionalOptions()
     .configureOutput({ writeOut: (s) => ctx.out(s), writeErr: (s) => ctx.err(s) })
     .exitOverride();
   registerModelsCommand(program, ctx);
@@ -30,16 +31,17 @@ export function buildProgram(ctx: CliContext): Command {
 
 /** Run the CLI on `argv` (as `process.argv`); sets `process.exitCode`. */
 export async function main(argv: readonly string[]): Promise<void> {
-  let program: Command | undefined;
+  const holder: { program?: Command } = {};
   const ctx: CliContext = {
     out: (s) => process.stdout.write(s),
     err: (s) => process.stderr.write(s),
     cacheOptions: () => {
-      const dir = program?.opts<{ cacheDir?: string }>().cacheDir;
+      const dir = holder.program?.opts<{ cacheDir?: string }>().cacheDir;
       return dir === undefined ? {} : { cacheDir: dir };
     },
   };
-  program = buildProgram(ctx);
+  const program = buildProgram(ctx);
+  holder.program = program;
   try {
     await program.parseAsync([...argv]);
   } catch (err) {

@@ -75,6 +75,7 @@ function round(x: number, digits: number): number {
 export function registerModelsCommand(program: Command, ctx: CliContext): void {
   const models = program
     .command('models')
+    .enablePositionalOptions()
     .description('list the model zoo: operators, GFLOP at batch 1, parameters, cache state')
     .option('--json', 'print a JSON array, one object per model')
     .action(async (opts: { json?: boolean }) => {

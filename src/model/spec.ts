@@ -48,7 +48,7 @@ export interface OperatorSpec {
   readonly params: number;
   /** Bytes of all initializers of the sub-model (including non-trainable buffers). */
   readonly paramBytes: number;
-  /** FLOP per sample in units of GFLOP, multiply-add = 2 FLOP (see `model/flops.ts`). */
+  /** FLOP per sample in units of GFLOP, multiply-add = 2 FLOP (see `model/onnx/flops.ts`). */
   readonly gflops: PerSampleCost;
   /** Bytes per sample of the tensors read from boundary `index` (the sub-model's inputs). */
   readonly inputBytes: PerSampleCost;

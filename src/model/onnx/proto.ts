@@ -5,7 +5,6 @@
 import onnxProto from 'onnx-proto';
 
 export const onnx = onnxProto.onnx;
-// eslint-disable-next-line @typescript-eslint/no-namespace, @typescript-eslint/no-redeclare
 export type { onnx as OnnxTypes } from 'onnx-proto';
 
 /** ONNX opset version every builder in this project emits (ai.onnx domain). */

@@ -1,0 +1,133 @@
+/**
+ * End-to-end: the `abacus` CLI run as a user runs it (`node bin/abacus.js …`), with its own
+ * cache directory.
+ */
+import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'abacus.js');
+
+let tmp: string;
+let cacheDir: string;
+beforeAll(async () => {
+  tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-cli-'));
+  cacheDir = path.join(tmp, 'cache');
+});
+afterAll(async () => {
+  await fs.rm(tmp, { recursive: true, force: true });
+});
+
+async function abacus(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...process.env, ABACUS_CACHE_DIR: cacheDir }, maxBuffer: 64 << 20 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+const SMALL_RESNET = ['--resolution', '32', '--width-multiplier', '0.125'];
+
+describe('abacus models', () => {
+  it('--json lists the seven zoo models with the paper operator counts', async () => {
+    const r = await abacus('models', '--json');
+    expect(r.code).toBe(0);
+    const rows = JSON.parse(r.stdout) as { name: string; operators: number; gflops: number; params: number; cached: boolean }[];
+    const byName = Object.fromEntries(rows.map((x) => [x.name, x]));
+    expect(Object.keys(byName).sort()).toEqual(['bert', 'inception_v3', 'resnet101', 'resnet152', 'resnet50', 'vgg16', 'vgg19']);
+    expect(byName['resnet50']).toMatchObject({ operators: 18, params: 25_557_032, cached: false });
+    expect(byName['resnet101']!.operators).toBe(35);
+    expect(byName['resnet152']!.operators).toBe(52);
+    expect(byName['inception_v3']!.operators).toBe(14);
+    expect(byName['vgg16']!.operators).toBe(19);
+    expect(byName['vgg19']!.operators).toBe(22);
+    expect(byName['bert']!.operators).toBe(12);
+    // torchvision 4.09 GMAC ×2 = 8.18 GFLOP; 15.47 GMAC ×2 = 30.94 GFLOP (±1.5%)
+    expect(Math.abs(byName['resnet50']!.gflops - 8.18) / 8.18).toBeLessThan(0.015);
+    expect(Math.abs(byName['vgg16']!.gflops - 30.94) / 30.94).toBeLessThan(0.015);
+  });
+
+  it('the table form names every model and the cache directory', async () => {
+    const r = await abacus('models');
+    expect(r.code).toBe(0);
+    for (const name of ['resnet50', 'resnet101', 'resnet152', 'inception_v3', 'vgg16', 'vgg19', 'bert']) expect(r.stdout).toContain(name);
+    expect(r.stdout).toContain(cacheDir);
+  });
+
+  it('show prints per-operator metadata', async () => {
+    const r = await abacus('models', 'show', 'bert', '--layers', '2', '--hidden', '64', '--heads', '2', '--seq-len', '16', '--json');
+    expect(r.code).toBe(0);
+    const spec = JSON.parse(r.stdout) as { operators: { name: string; nodeCount: number; gflops: { c2: number } }[] };
+    expect(spec.operators).toHaveLength(2);
+    expect(spec.operators[0]!.nodeCount).toBeGreaterThan(spec.operators[1]!.nodeCount); // embeddings folded into the first
+    expect(spec.operators[1]!.gflops.c2).toBeGreaterThan(0); // attention is quadratic in seq
+  });
+
+  it('export writes the whole model and its operators; a second run uses the cache', async () => {
+    const out = path.join(tmp, 'export', 'r50.onnx');
+    const first = await abacus('models', 'export', 'resnet50', ...SMALL_RESNET, '--out', out);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toContain('built');
+    const ops = (await fs.readdir(path.join(tmp, 'export', 'r50.operators'))).filter((f) => f.startsWith('op-'));
+    expect(ops).toHaveLength(18);
+    expect((await fs.stat(out)).size).toBeGreaterThan(1000);
+    const second = await abacus('models', 'export', 'resnet50', ...SMALL_RESNET, '--out', out);
+    expect(second.stdout).toContain('from cache');
+  });
+
+  it('import partitions an ONNX file and reports the operators', async () => {
+    const out = path.join(tmp, 'imp', 'r50.onnx');
+    expect((await abacus('models', 'export', 'resnet50', ...SMALL_RESNET, '--out', out)).code).toBe(0);
+    const r = await abacus('models', 'import', out, '--operators', '5', '--name', 'r50-5', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    const spec = JSON.parse(r.stdout) as { name: string; operators: unknown[] };
+    expect(spec.name).toBe('r50-5');
+    expect(spec.operators).toHaveLength(5);
+  });
+
+  it('bad input: clear errors, exit code 1, nothing half-written in the cache', async () => {
+    const junk = path.join(tmp, 'junk.onnx');
+    await fs.writeFile(junk, 'this is not a protobuf, just text\n');
+    const before = await fs.readdir(cacheDir).catch(() => []);
+    const r = await abacus('models', 'import', junk, '--operators', '3');
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/junk\.onnx/);
+    expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+    expect(await fs.readdir(cacheDir).catch(() => [])).toEqual(before);
+
+    const good = path.join(tmp, 'imp', 'r50.onnx');
+    const tooMany = await abacus('models', 'import', good, '--operators', '100000');
+    expect(tooMany.code).toBe(1);
+    expect(tooMany.stderr).toMatch(/operators/);
+    const zero = await abacus('models', 'import', good, '--operators', '0');
+    expect(zero.code).toBe(1);
+    expect(zero.stderr).toMatch(/operators/);
+
+    const unknown = await abacus('models', 'show', 'alexnet');
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/unknown model 'alexnet'/);
+    const badOpt = await abacus('models', 'show', 'resnet50', '--layers', '3');
+    expect(badOpt.code).toBe(1);
+    expect(badOpt.stderr).toMatch(/layers/);
+  });
+});
+
+describe('abacus demo', () => {
+  it('--small --json runs two services overlapped and split into segments', async () => {
+    const r = await abacus('demo', '--small', '--repeat', '2', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    const m = JSON.parse(r.stdout) as { deviceId: string; overlap: { ratio: number; groupMs: number; sequentialMs: number; soloMs: number[] }; segmental: { maxAbsDiff: number } };
+    expect(m.deviceId).toBe('ort:cpu');
+    expect(m.overlap.soloMs).toHaveLength(2);
+    expect(m.overlap.groupMs).toBeGreaterThan(0);
+    expect(m.overlap.sequentialMs).toBeGreaterThan(0);
+    expect(m.segmental.maxAbsDiff).toBe(0);
+  });
+});
