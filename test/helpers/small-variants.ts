@@ -8,5 +8,5 @@ export const SMALL_VARIANTS: Record<ZooModelName, Record<string, number>> = {
   inception_v3: { resolution: 75, widthMultiplier: 0.125, numClasses: 10 },
   vgg16: { resolution: 32, widthMultiplier: 0.125, numClasses: 10 },
   vgg19: { resolution: 32, widthMultiplier: 0.125, numClasses: 10 },
-  bert: { layers: 2, hidden: 64, heads: 2, vocabSize: 1000, maxPositions: 64, defaultSeqLen: 16 },
+  bert: { layers: 4, hidden: 64, heads: 2, vocabSize: 1000, maxPositions: 64, defaultSeqLen: 16 },
 };
