@@ -56,11 +56,14 @@ if (opts.json) {
   }
   const ov = out['overlap'] as Awaited<ReturnType<typeof benchOverlap>> | undefined;
   if (ov) {
-    process.stdout.write(`Overlap opportunity, OrtDevice, ${opts.threads} intra-op thread(s) per executor, no spinning, BERT seq 32, median of ${opts.repeat}:\n`);
+    process.stdout.write(
+      `Overlap opportunity, OrtDevice, no spinning, BERT seq 32, median of ${opts.repeat}. Group: ${opts.threads} intra-op thread(s) per executor; ` +
+        `sequential: the same executors one query at a time; sequential (all cores): executors with ${os.cpus().length} threads, one query at a time:\n`,
+    );
     process.stdout.write(
       formatTable(
-        ['pair', 'batch', 'A alone ms', 'B alone ms', 'sequential ms', 'group ms', 'group/sequential'],
-        ov.map((r) => [r.pair, r.batch, r.soloMs[0]!, r.soloMs[1]!, r.sequentialMs, r.groupMs, r.ratio]),
+        ['pair', 'batch', 'A alone ms', 'B alone ms', 'sequential ms', 'sequential (all cores) ms', 'group ms', 'group/sequential', 'group/sequential (all cores)'],
+        ov.map((r) => [r.pair, r.batch, r.soloMs[0]!, r.soloMs[1]!, r.sequentialMs, r.sequentialAllCoresMs, r.groupMs, r.ratio, r.ratioVsAllCores]),
       ),
     );
   }

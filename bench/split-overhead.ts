@@ -15,6 +15,7 @@ import { ModelRepository } from '../src/model/repository.ts';
 import { resolvedBoundary } from '../src/model/boundary.ts';
 import { syntheticTensors } from '../src/model/synthetic.ts';
 import type { ModelArtifact } from '../src/model/artifact.ts';
+import { median } from '../src/stats.ts';
 
 export interface SplitOverheadResult {
   model: string;
@@ -25,11 +26,6 @@ export interface SplitOverheadResult {
   executor: { wholeMs: number; operatorsMs: number; ratio: number };
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
 
 function toOrt(artifact: ModelArtifact, batch: number): Record<string, ort.Tensor> {
   const feeds: Record<string, ort.Tensor> = {};
@@ -39,10 +35,11 @@ function toOrt(artifact: ModelArtifact, batch: number): Record<string, ort.Tenso
   return feeds;
 }
 
-export async function benchSplitOverhead(opts: { repeat: number; threads: number; cacheDir?: string; log: (s: string) => void }): Promise<SplitOverheadResult> {
+/** `zooOptions` picks a small variant (tests); the benchmark itself runs full-size resnet50. */
+export async function benchSplitOverhead(opts: { repeat: number; threads: number; cacheDir?: string; zooOptions?: Record<string, number>; log: (s: string) => void }): Promise<SplitOverheadResult> {
   const repo = new ModelRepository(opts.cacheDir === undefined ? {} : { cacheDir: opts.cacheDir });
   const batch = 1;
-  const split = (await repo.zooArtifact('resnet50')).artifact;
+  const split = (await repo.zooArtifact('resnet50', opts.zooOptions ?? {})).artifact;
   const whole = (await repo.importModel(split.modelPath, { operators: 1, name: 'resnet50-whole' })).artifact;
   opts.log(`split overhead: resnet50 224² batch ${batch}, ${split.spec.operators.length} operators vs 1, ${opts.threads} intra-op thread(s)\n`);
 

@@ -5,6 +5,7 @@
  * 1/k = perfect overlap of k equal queries).
  */
 import type { Device, DeviceService, GroupResult, Segment } from './device.ts';
+import { median } from '../stats.ts';
 
 /** One query per service to co-run. */
 export interface OverlapQuery {
@@ -27,11 +28,8 @@ export interface OverlapMeasurement {
   readonly repeat: number;
 }
 
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
+/** One input seed for every round: executors cache synthetic inputs, so the warm-up round pays their generation and timed rounds do not. */
+const SEED = 1;
 
 function wholeQuery(q: OverlapQuery, queryId: string, seed: number): Segment {
   return {
@@ -71,7 +69,7 @@ export async function measureOverlap(device: Device, queries: readonly OverlapQu
     const runSolo = async (): Promise<number> => {
       let sum = 0;
       for (let i = 0; i < queries.length; i++) {
-        const r = await device.runGroup([wholeQuery(queries[i]!, `overlap-${id++}`, round)]);
+        const r = await device.runGroup([wholeQuery(queries[i]!, `overlap-${id++}`, SEED)]);
         checkOk(r);
         if (timed) solo[i]!.push(r.groupLatencyMs);
         sum += r.groupLatencyMs;
@@ -79,7 +77,7 @@ export async function measureOverlap(device: Device, queries: readonly OverlapQu
       return sum;
     };
     const runGroup = async (): Promise<number> => {
-      const r = await device.runGroup(queries.map((q) => wholeQuery(q, `overlap-${id++}`, round)));
+      const r = await device.runGroup(queries.map((q) => wholeQuery(q, `overlap-${id++}`, SEED)));
       checkOk(r);
       return r.groupLatencyMs;
     };
@@ -99,4 +97,27 @@ export async function measureOverlap(device: Device, queries: readonly OverlapQu
     }
   }
   return { soloMs: solo.map(median), sequentialMs: median(sequential), groupMs: median(group), ratio: median(ratios), repeat: opts.repeat };
+}
+
+/**
+ * Median latency of each query run alone, one group per query (the FCFS baseline), over
+ * `repeat` rounds after `warmup` untimed rounds. Returns ms per query and their sum.
+ * @throws the device's error when a segment fails.
+ */
+export async function measureSequential(device: Device, queries: readonly OverlapQuery[], opts: { repeat: number; warmup?: number }): Promise<{ soloMs: number[]; sequentialMs: number }> {
+  if (!Number.isInteger(opts.repeat) || opts.repeat < 1) throw new RangeError(`repeat must be an integer ≥ 1, got ${opts.repeat}`);
+  const solo: number[][] = queries.map(() => []);
+  const sums: number[] = [];
+  const warmup = opts.warmup ?? 1;
+  for (let round = 0; round < warmup + opts.repeat; round++) {
+    let sum = 0;
+    for (let i = 0; i < queries.length; i++) {
+      const r = await device.runGroup([wholeQuery(queries[i]!, `sequential-${round}-${i}`, SEED)]);
+      checkOk(r);
+      if (round >= warmup) solo[i]!.push(r.groupLatencyMs);
+      sum += r.groupLatencyMs;
+    }
+    if (round >= warmup) sums.push(sum);
+  }
+  return { soloMs: solo.map(median), sequentialMs: median(sums) };
 }

@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { artifactAt, MODEL_FILE, operatorFileName, SPEC_FILE, type ModelArtifact } from './artifact.ts';
 import { onnx, type OnnxTypes } from './onnx/proto.ts';
 import { importOnnxModel, partitionModel } from './onnx/partition.ts';
+import { decodeOnnxModel, hasExternalData } from './onnx/load.ts';
 import { buildZooModel, parseZooOptions, type ZooModelName } from './zoo/index.ts';
 import type { ModelSpec } from './spec.ts';
 import { InvalidModelError } from '../errors.ts';
@@ -120,7 +121,7 @@ export class ModelRepository {
     } catch (err) {
       throw new InvalidModelError(`cannot read ONNX file ${file}: ${(err as Error).message}`, { cause: err });
     }
-    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    const sha256 = await importContentHash(file, bytes);
     const name = opts.name ?? path.basename(file).replace(/\.onnx$/i, '');
     const dir = path.join(this.cacheDir, `${sanitize(name)}-${hashKey({ sha256, operators: opts.operators, name, version: ZOO_BUILD_VERSION })}`);
     const cached = await readSpec(dir);
@@ -159,6 +160,7 @@ export async function writeArtifactAtomically(
   }
   const parent = path.dirname(dir);
   await fs.mkdir(parent, { recursive: true });
+  await sweepStaleTemps(parent);
   const tmp = await fs.mkdtemp(path.join(parent, `.tmp-${path.basename(dir)}-`));
   try {
     await fs.writeFile(path.join(tmp, MODEL_FILE), onnx.ModelProto.encode(model).finish());
@@ -182,6 +184,10 @@ export async function writeArtifactAtomically(
   }
 }
 
+/**
+ * The cached spec in `dir`, or undefined when there is none. An entry whose spec cannot be
+ * parsed (disk corruption, a hand edit) is removed so that it is rebuilt, never half-used.
+ */
 async function readSpec(dir: string): Promise<ModelSpec | undefined> {
   let text: string;
   try {
@@ -189,7 +195,70 @@ async function readSpec(dir: string): Promise<ModelSpec | undefined> {
   } catch {
     return undefined;
   }
-  return JSON.parse(text) as ModelSpec;
+  try {
+    const spec = JSON.parse(text) as ModelSpec;
+    if (typeof spec === 'object' && spec !== null && Array.isArray(spec.operators)) return spec;
+  } catch {
+    // fall through: corrupt entry
+  }
+  await fs.rm(dir, { recursive: true, force: true });
+  return undefined;
+}
+
+/**
+ * Content hash of an import: the model file plus every external-data file it references, so
+ * changing `weights.bin` next to the model is a different cache entry.
+ */
+async function importContentHash(file: string, bytes: Buffer): Promise<string> {
+  const hash = createHash('sha256').update(bytes);
+  let locations: string[] = [];
+  try {
+    const model = decodeOnnxModel(bytes, file);
+    if (hasExternalData(model)) locations = externalDataLocations(model);
+  } catch {
+    // not decodable: the import itself reports the error
+  }
+  for (const location of [...new Set(locations)].sort()) {
+    hash.update(`\0${location}\0`);
+    try {
+      hash.update(await fs.readFile(path.resolve(path.dirname(file), location)));
+    } catch {
+      hash.update('missing');
+    }
+  }
+  return hash.digest('hex');
+}
+
+function externalDataLocations(model: OnnxTypes.IModelProto): string[] {
+  const out: string[] = [];
+  for (const t of model.graph?.initializer ?? []) {
+    for (const entry of t.externalData ?? []) if (entry.key === 'location' && entry.value) out.push(entry.value);
+  }
+  return out;
+}
+
+/** Age after which a leftover `.tmp-*` build directory (from a killed build) is deleted. */
+const STALE_TEMP_MS = 60 * 60 * 1000;
+
+/** Remove `.tmp-*` directories under `parent` older than STALE_TEMP_MS. Best effort. */
+async function sweepStaleTemps(parent: string): Promise<void> {
+  let names: string[];
+  try {
+    names = await fs.readdir(parent);
+  } catch {
+    return;
+  }
+  const now = Date.now();
+  for (const name of names) {
+    if (!name.startsWith('.tmp-')) continue;
+    const full = path.join(parent, name);
+    try {
+      const st = await fs.stat(full);
+      if (now - st.mtimeMs > STALE_TEMP_MS) await fs.rm(full, { recursive: true, force: true });
+    } catch {
+      // raced with another sweeper or a finishing build
+    }
+  }
 }
 
 function hashKey(value: unknown): string {
