@@ -6,7 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { GraphBuilder } from '../src/model/onnx/builder.ts';
 import { nodeFlops } from '../src/model/onnx/flops.ts';
-import { balancedAssignment, partitionModel, splitBalanced } from '../src/model/onnx/partition.ts';
+import { analyzeCosts, analyzeStructure } from '../src/model/onnx/analysis.ts';
+import { balancedAssignment, nodeWeights, partitionModel, splitBalanced } from '../src/model/onnx/partition.ts';
 import type { PartitionInput } from '../src/model/onnx/partition.ts';
 import type { OnnxTypes } from '../src/model/onnx/proto.ts';
 import { InvalidModelError } from '../src/errors.ts';
@@ -245,6 +246,42 @@ describe('splitBalanced / balancedAssignment', () => {
     h.output(y);
     const heavy = h.build().model;
     expect(await balancedAssignment(heavy, 3, { batch: 'batch' })).toEqual([0, 0, 0, 0, 1, 2, 2, 2, 2]);
+  });
+
+  it('balances a graph of only unknown ops by node count exactly, for every N (the node-count fallback)', async () => {
+    const g = new GraphBuilder({ name: 'opaque10', seed: 1, withWeights: false });
+    let x = g.input('x', 'float32', ['batch', 16]);
+    g.beginOperator('all');
+    for (let i = 0; i < 10; i++) [x] = g.node(i % 3 === 0 ? 'MysteryOp' : i % 3 === 1 ? 'Scan9' : 'Relu', [x], [['batch', 16]]) as [string];
+    g.output(x);
+    const model = g.build().model;
+    // Relu in another domain has no FLOP rule either.
+    for (const node of model.graph!.node!) if (node.opType === 'Relu') node.domain = 'com.example';
+    model.opsetImport.push({ domain: 'com.example', version: 1 });
+    const structure = analyzeStructure(model, 'opaque10');
+    const costs = await analyzeCosts(structure, { batch: 'batch' }, 0);
+    expect(costs.nodeFlops.every((f) => f === undefined)).toBe(true);
+    expect(nodeWeights(costs, 0)).toEqual(new Array<number>(10).fill(1));
+    for (let n = 1; n <= 10; n++) {
+      const a = await balancedAssignment(model, n, { batch: 'batch' });
+      const sizes = Array.from({ length: n }, (_, k) => a.filter((op) => op === k).length);
+      expect(Math.max(...sizes) - Math.min(...sizes), `N=${n}: ${sizes.join(',')}`).toBeLessThanOrEqual(1);
+      expect(sizes.reduce((p, q) => p + q, 0)).toBe(10);
+    }
+  });
+
+  it('weighs an unknown node as one node at the mean FLOP of the known nonzero-FLOP nodes', async () => {
+    const g = new GraphBuilder({ name: 'mixed', seed: 1, withWeights: false });
+    const x = g.input('x', 'float32', ['batch', 16]);
+    g.beginOperator('all');
+    const [a] = g.node('Relu', [x], [['batch', 16]]); // 16 FLOP per sample
+    const [b] = g.node('MysteryOp', [a!], [['batch', 16]]); // unknown
+    const [c] = g.node('Sigmoid', [b!], [['batch', 16]]); // 3 · 16 = 48
+    g.node('Identity', [c!], [['batch', 16]], { outputs: ['y'] }); // 0, not in the mean
+    g.output('y');
+    const model = g.build().model;
+    const costs = await analyzeCosts(analyzeStructure(model, 'mixed'), { batch: 'batch' }, 0);
+    expect(nodeWeights(costs, 0)).toEqual([16, 32, 48, 0]);
   });
 
   it('throws RangeError naming operators and the valid range, InvalidModelError for an unsorted model', async () => {

@@ -10,12 +10,16 @@ import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidModelError } from '../src/errors.ts';
+import { fixedBatchOf } from '../src/model/boundary.ts';
+import { GraphBuilder } from '../src/model/onnx/builder.ts';
 import { decodeOnnxModel, readOnnxModel } from '../src/model/onnx/load.ts';
 import { detectDynamicAxes, indexGraph, isTopologicallySorted } from '../src/model/onnx/graph.ts';
 import { importOnnxModel, partitionModel } from '../src/model/onnx/partition.ts';
 import { onnx } from '../src/model/onnx/proto.ts';
 import type { OnnxTypes } from '../src/model/onnx/proto.ts';
 import { compareOutputs, runOnnx, runOperatorsInSequence } from '../src/model/onnx/verify.ts';
+import { evalCost } from '../src/model/spec.ts';
+import type { ModelSpec } from '../src/model/spec.ts';
 import { boundaryViolations, buildInceptionGraph, buildSkipGraph, randomTensor, roundTrip } from './onnx-fixtures.ts';
 
 let dir = '';
@@ -131,6 +135,52 @@ describe('importOnnxModel', () => {
       expect(String(err)).toMatch(/operators/);
       if (operators >= 1) expect(String(err)).toContain(`[1, ${n}]`);
     }
+  });
+});
+
+describe('a model with a fixed batch', () => {
+  /** MLP x [B, 16] → MatMul [16, 32] → Add → Relu → MatMul [32, 8] → out [B, 8], B fixed or 'batch'. */
+  function mlp(batch: number | string): OnnxTypes.ModelProto {
+    const g = new GraphBuilder({ name: 'mlp', seed: 4 });
+    const x = g.input('x', 'float32', [batch, 16]);
+    g.beginOperator('all');
+    const [m1] = g.node('MatMul', [x, g.initializer('W1', [16, 32], { kind: 'uniform', bound: 0.3 })], [[batch, 32]]);
+    const [a1] = g.node('Add', [m1!, g.initializer('b1', [32], { kind: 'uniform', bound: 0.1 })], [[batch, 32]]);
+    const [r1] = g.node('Relu', [a1!], [[batch, 32]]);
+    g.node('MatMul', [r1!, g.initializer('W2', [32, 8], { kind: 'uniform', bound: 0.3 })], [[batch, 8]], { outputs: ['out'] });
+    g.output('out');
+    return g.build().model;
+  }
+  // FLOP of one run at batch 4 (2 per multiply-add, flops.ts): MatMul 2·4·32·16 = 4096,
+  // Add 4·32 = 128, Relu 4·32 = 128, MatMul 2·4·8·32 = 2048 → 6400 FLOP = 6.4e-6 GFLOP.
+  const RUN_GFLOP_AT_4 = 6400e-9;
+  const total = (spec: ModelSpec, key: 'gflops' | 'inputBytes', batch: number): number => spec.operators.reduce((a, op) => a + evalCost(op[key], batch), 0);
+
+  it('keeps costs per sample (per-run cost / fixed batch): evalCost at the fixed batch is one run', async () => {
+    for (const stripped of [true, false]) {
+      const m = roundTrip(mlp(4));
+      if (stripped) m.graph!.valueInfo = [];
+      const file = await write(`fixed4-${stripped}.onnx`, encode(m));
+      const { spec, operatorModels } = await importOnnxModel(file, { operators: 2 });
+      const label = stripped ? 'shapes from onnxruntime' : 'shapes from annotations';
+      expect(spec.inputs[0]!.shape, label).toEqual([4, 16]);
+      expect(fixedBatchOf(spec), label).toBe(4);
+      expect(Math.abs(total(spec, 'gflops', 4) - RUN_GFLOP_AT_4) / RUN_GFLOP_AT_4, label).toBeLessThan(1e-12);
+      expect(Math.abs(total(spec, 'gflops', 1) - RUN_GFLOP_AT_4 / 4) / RUN_GFLOP_AT_4, label).toBeLessThan(1e-12);
+      // operator 0 reads x: 4·16 float32 = 256 bytes per run
+      expect(evalCost(spec.operators[0]!.inputBytes, 4), label).toBeCloseTo(256, 9);
+      await expectSameOutputs(m, { spec, model: m, operatorModels }, { x: randomTensor([4, 16], 'x4') });
+    }
+  });
+
+  it('gives the same per-sample costs as the same model with a dynamic batch', async () => {
+    const fixed = (await importOnnxModel(await write('fixed4.onnx', encode(mlp(4))), { operators: 3 })).spec;
+    const dynamic = (await importOnnxModel(await write('dynamic.onnx', encode(mlp('batch'))), { operators: 3 })).spec;
+    expect(fixedBatchOf(dynamic)).toBeUndefined();
+    fixed.operators.forEach((op, k) => {
+      for (const key of ['gflops', 'inputBytes', 'outputBytes'] as const) expect(op[key].c0, `op ${k} ${key}`).toBeCloseTo(dynamic.operators[k]![key].c0, 15);
+    });
+    expect(total(dynamic, 'gflops', 4)).toBeCloseTo(RUN_GFLOP_AT_4, 15);
   });
 });
 

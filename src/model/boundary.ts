@@ -61,26 +61,176 @@ export function effectiveSeqLen(spec: ModelSpec, seqLen: number): number {
 }
 
 /**
+ * The batch size of a model whose batch dim is fixed rather than symbolic (an import whose
+ * inputs are declared e.g. [4, 3, 224, 224]): dim 0 of its first input of rank ≥ 1, when no
+ * input has a symbolic dim 0. Undefined for a model with a dynamic batch (every zoo model) and
+ * for a model whose inputs are all scalars. Such a model's costs are still per sample (the
+ * importer divides the per-run FLOP and bytes by this number, `model/onnx/analysis.ts`), so
+ * `evalCost(op.gflops, fixedBatchOf(spec))` is the FLOP of one run.
+ */
+export function fixedBatchOf(spec: ModelSpec): number | undefined {
+  if (spec.inputs.some((t) => typeof t.shape[0] === 'string')) return undefined;
+  const first = spec.inputs.find((t) => t.shape.length > 0);
+  return typeof first?.shape[0] === 'number' ? first.shape[0] : undefined;
+}
+
+/**
+ * One monomial `coefficient · batch^batchPower · seq^seqPower` of a dim expression; a dim is the
+ * sum of its terms (see the grammar in `TensorSpec`).
+ */
+export interface DimTerm {
+  readonly coefficient: number;
+  readonly batchPower: number;
+  readonly seqPower: number;
+}
+
+/** Axis names a dim expression may use: the model's `DynamicAxes`. */
+export interface DimAxes {
+  readonly batch: string;
+  readonly seq?: string | undefined;
+}
+
+/**
+ * Parse a string dim as a polynomial in the batch and sequence axes (grammar: `TensorSpec`).
+ * Axis names are matched literally, longest first, so names containing `-` or `*` still parse
+ * when the expression is unambiguous.
+ * @returns the terms (like terms not merged), or undefined when `dim` is not such an expression
+ *   (an unknown name such as `heads`, a stray character, a dangling operator).
+ */
+export function parseDimExpression(dim: string, axes: DimAxes): DimTerm[] | undefined {
+  const names = [axes.batch, ...(axes.seq !== undefined ? [axes.seq] : [])].filter((n) => n.length > 0).sort((a, b) => b.length - a.length);
+  type Token = { kind: 'int'; value: number } | { kind: 'axis'; batch: number; seq: number } | { kind: 'op'; op: '+' | '-' | '*' };
+  const tokens: Token[] = [];
+  let i = 0;
+  scan: while (i < dim.length) {
+    const c = dim[i]!;
+    if (c === ' ' || c === '\t') {
+      i++;
+      continue;
+    }
+    for (const name of names) {
+      if (dim.startsWith(name, i)) {
+        tokens.push(name === axes.batch ? { kind: 'axis', batch: 1, seq: 0 } : { kind: 'axis', batch: 0, seq: 1 });
+        i += name.length;
+        continue scan;
+      }
+    }
+    if (c === '+' || c === '-' || c === '*') {
+      tokens.push({ kind: 'op', op: c });
+      i++;
+      continue;
+    }
+    const digits = /^[0-9]+/.exec(dim.slice(i));
+    if (!digits) return undefined;
+    const value = Number(digits[0]);
+    if (!Number.isSafeInteger(value)) return undefined;
+    tokens.push({ kind: 'int', value });
+    i += digits[0].length;
+  }
+  // expr := ['-'] term (('+' | '-') term)* ; term := factor ('*' factor)* ; factor := int | axis
+  const terms: DimTerm[] = [];
+  let k = 0;
+  let sign = 1;
+  const first = tokens[0];
+  if (first?.kind === 'op' && first.op === '-') {
+    sign = -1;
+    k = 1;
+  }
+  for (;;) {
+    let coefficient = sign;
+    let batchPower = 0;
+    let seqPower = 0;
+    for (;;) {
+      const f = tokens[k++];
+      if (f === undefined || f.kind === 'op') return undefined;
+      if (f.kind === 'int') coefficient *= f.value;
+      else {
+        batchPower += f.batch;
+        seqPower += f.seq;
+      }
+      const next = tokens[k];
+      if (next?.kind === 'op' && next.op === '*') {
+        k++;
+        continue;
+      }
+      break;
+    }
+    terms.push({ coefficient, batchPower, seqPower });
+    const next = tokens[k];
+    if (next === undefined) return terms;
+    if (next.kind !== 'op' || next.op === '*') return undefined;
+    sign = next.op === '-' ? -1 : 1;
+    k++;
+  }
+}
+
+/**
+ * Write a polynomial in batch and seq as a dim (grammar: `TensorSpec`): a number when it is
+ * constant, the axis name for `batch` or `seq` alone, else an expression such as `batch*seq`,
+ * `12*batch`, `seq+1` or `batch*seq*seq` (terms of higher degree first, zero terms dropped).
+ * @throws RangeError for a non-integer coefficient, a negative power, or a seq power without a
+ *   seq axis.
+ */
+export function formatDimExpression(terms: readonly DimTerm[], axes: DimAxes): number | string {
+  const parts: DimTerm[] = [];
+  for (const t of terms) {
+    if (!Number.isSafeInteger(t.coefficient) || !Number.isInteger(t.batchPower) || !Number.isInteger(t.seqPower) || t.batchPower < 0 || t.seqPower < 0) {
+      throw new RangeError(`formatDimExpression: term ${JSON.stringify(t)} must have an integer coefficient and non-negative integer powers`);
+    }
+    if (t.seqPower > 0 && t.coefficient !== 0 && axes.seq === undefined) throw new RangeError(`formatDimExpression: term ${JSON.stringify(t)} uses seq, but there is no sequence axis`);
+    const same = parts.findIndex((p) => p.batchPower === t.batchPower && p.seqPower === t.seqPower);
+    if (same >= 0) parts[same] = { ...t, coefficient: parts[same]!.coefficient + t.coefficient };
+    else parts.push(t);
+  }
+  const nonzero = parts.filter((t) => t.coefficient !== 0).sort((a, b) => b.batchPower + b.seqPower - (a.batchPower + a.seqPower) || b.batchPower - a.batchPower);
+  if (nonzero.every((t) => t.batchPower === 0 && t.seqPower === 0)) return nonzero.reduce((a, t) => a + t.coefficient, 0);
+  let out = '';
+  nonzero.forEach((t, i) => {
+    const factors: string[] = [];
+    const abs = Math.abs(t.coefficient);
+    if (abs !== 1 || (t.batchPower === 0 && t.seqPower === 0)) factors.push(String(abs));
+    for (let p = 0; p < t.batchPower; p++) factors.push(axes.batch);
+    for (let p = 0; p < t.seqPower; p++) factors.push(axes.seq!);
+    out += (t.coefficient < 0 ? '-' : i > 0 ? '+' : '') + factors.join('*');
+  });
+  return out;
+}
+
+/**
  * Concrete dims of `shape` for a query: the batch axis becomes `batch`, the sequence axis
- * `seqLen` (after `effectiveSeqLen`); numeric dims are kept.
+ * `seqLen` (after `effectiveSeqLen`), an expression of them (grammar: `TensorSpec`, e.g.
+ * `batch*seq`) its value; numeric dims are kept.
  * @throws BadRequestError naming the tensor and the dim when a symbolic dim is neither the
- *   batch nor the sequence axis (its size cannot be known without real inputs), or when the
- *   sequence axis resolves to 0.
+ *   batch nor the sequence axis nor an expression of them (its size cannot be known without
+ *   real inputs), when it needs the sequence axis and that resolves to 0, or when an expression
+ *   evaluates to a negative number.
  */
 export function resolveShape(spec: ModelSpec, tensor: TensorSpec, batch: number, seqLen: number): number[] {
   const seq = effectiveSeqLen(spec, seqLen);
+  const axes = spec.dynamicAxes;
+  const noSeq = (i: number, d: string): BadRequestError =>
+    new BadRequestError(`${spec.name}: tensor '${tensor.name}' dim ${i} is ${d === axes.seq ? 'the sequence axis' : 'an expression of the sequence axis'} '${d}' but no seqLen was given and the model has no default`);
   return tensor.shape.map((d, i) => {
     if (typeof d === 'number') return d;
-    if (d === spec.dynamicAxes.batch) return batch;
-    if (spec.dynamicAxes.seq !== undefined && d === spec.dynamicAxes.seq) {
-      if (seq <= 0) throw new BadRequestError(`${spec.name}: tensor '${tensor.name}' dim ${i} is the sequence axis '${d}' but no seqLen was given and the model has no default`);
+    if (d === axes.batch) return batch;
+    if (axes.seq !== undefined && d === axes.seq) {
+      if (seq <= 0) throw noSeq(i, d);
       return seq;
     }
-    throw new BadRequestError(
-      `${spec.name}: tensor '${tensor.name}' dim ${i} is symbolic '${d}', which is neither the batch axis '${spec.dynamicAxes.batch}'` +
-        (spec.dynamicAxes.seq !== undefined ? ` nor the sequence axis '${spec.dynamicAxes.seq}'` : '') +
-        '; its size is unknown',
-    );
+    const terms = parseDimExpression(d, axes);
+    if (!terms) {
+      throw new BadRequestError(
+        `${spec.name}: tensor '${tensor.name}' dim ${i} is symbolic '${d}', which is neither the batch axis '${axes.batch}'` +
+          (axes.seq !== undefined ? ` nor the sequence axis '${axes.seq}'` : '') +
+          ' nor a product/sum of them and integers; its size is unknown',
+      );
+    }
+    if (seq <= 0 && terms.some((t) => t.seqPower > 0)) throw noSeq(i, d);
+    const value = terms.reduce((sum, t) => sum + t.coefficient * batch ** t.batchPower * seq ** t.seqPower, 0);
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new BadRequestError(`${spec.name}: tensor '${tensor.name}' dim ${i} = '${d}' is ${value} at batch ${batch}, seq ${seq}; a dim must be a non-negative integer`);
+    }
+    return value;
   });
 }
 

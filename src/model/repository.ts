@@ -26,7 +26,7 @@ import { InvalidModelError } from '../errors.ts';
  * Bump when a zoo builder or the partitioner changes what it emits: old cache entries are then
  * simply not found (and can be deleted by hand).
  */
-export const ZOO_BUILD_VERSION = 1;
+export const ZOO_BUILD_VERSION = 2;
 
 /** Default cache directory: `<project root>/.cache/models`. */
 export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {

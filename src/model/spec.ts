@@ -23,7 +23,24 @@ export interface PerSampleCost {
   readonly c2: number;
 }
 
-/** One named tensor of a (sub-)model interface. A string dim is symbolic (`batch`, `seq`). */
+/**
+ * One named tensor of a (sub-)model interface, shape written like `[batch, seq, 768]`.
+ *
+ * A number dim is fixed. A string dim is symbolic: the batch axis name, the sequence axis name
+ * (`ModelSpec.dynamicAxes`), or a polynomial in them with integer coefficients, so every dim
+ * resolves from (batch, seqLen) alone (`model/boundary.ts` `resolveShape`). Imported models
+ * get such expressions where a tensor's size is derived from the axes, e.g. `batch*seq` after
+ * `Reshape([batch, seq, H] → [batch*seq, H])` or `12*batch` for [batch·heads, seq, 64]:
+ *
+ *     dim    := integer | expr
+ *     expr   := ['-'] term (('+' | '-') term)*
+ *     term   := factor ('*' factor)*
+ *     factor := integer | BATCH | SEQ     (BATCH, SEQ: the axis names, matched literally)
+ *
+ * Whitespace between tokens is ignored; there are no parentheses (`batch*(seq+1)` is written
+ * `batch*seq+batch`). A plain axis name is the one-factor case. The value must be a
+ * non-negative integer. Zoo models use only `batch` and `seq`.
+ */
 export interface TensorSpec {
   readonly name: string;
   readonly dataType: TensorDataType;

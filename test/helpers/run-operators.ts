@@ -1,74 +1,49 @@
 /**
- * Reference runner for tests: run an artifact's whole model and its operators in sequence
- * with plain onnxruntime-node sessions in this thread (no executors), carrying passthrough
- * tensors exactly as the ModelSpec says.
+ * Reference runner for tests: an artifact's whole model and its operators in sequence with
+ * plain onnxruntime-node sessions in this thread (no executors), carrying passthrough tensors
+ * exactly as the ModelSpec says. Thin wrappers over `src/model/onnx/verify.ts`, the one
+ * implementation of the runner and of the error metric.
  */
 import * as ort from 'onnxruntime-node';
 import type { ModelArtifact } from '../../src/model/artifact.ts';
+import { resolveShape } from '../../src/model/boundary.ts';
+import type { ModelSpec } from '../../src/model/spec.ts';
+import { elementCount } from '../../src/tensor.ts';
+import { relativeError, runOnnx, runOperatorsInSequence } from '../../src/model/onnx/verify.ts';
+import type { TensorLike } from '../../src/model/onnx/verify.ts';
 
 export type OrtFeeds = Record<string, ort.Tensor>;
 
+/** Run the artifact's whole model (`model.onnx`). */
 export async function runWhole(artifact: ModelArtifact, feeds: OrtFeeds): Promise<OrtFeeds> {
-  const session = await ort.InferenceSession.create(artifact.modelPath);
-  try {
-    return await session.run(feeds);
-  } finally {
-    await session.release();
-  }
+  return runOnnx(artifact.modelPath, feeds);
 }
 
+/** Run the artifact's operators 0..N−1 in sequence; returns the model outputs. */
 export async function runOperators(artifact: ModelArtifact, feeds: OrtFeeds): Promise<OrtFeeds> {
-  let state: OrtFeeds = { ...feeds };
-  for (const op of artifact.spec.operators) {
-    const session = await ort.InferenceSession.create(artifact.operatorPaths[op.index]!);
-    try {
-      const inputs: OrtFeeds = {};
-      for (const t of op.inputs) {
-        const v = state[t.name];
-        if (!v) throw new Error(`operator ${op.index} (${op.name}) needs ${t.name}, boundary has ${Object.keys(state).join(', ')}`);
-        inputs[t.name] = v;
-      }
-      const outputs = await session.run(inputs);
-      const next: OrtFeeds = {};
-      for (const name of op.passthrough) {
-        const v = state[name];
-        if (!v) throw new Error(`operator ${op.index} passthrough ${name} missing`);
-        next[name] = v;
-      }
-      for (const t of op.outputs) next[t.name] = outputs[t.name]!;
-      state = next;
-    } finally {
-      await session.release();
-    }
-  }
-  return state;
+  return runOperatorsInSequence(artifact.spec, artifact.operatorPaths, feeds);
 }
 
-/** max |a-b| / max(1, max |a|) over one output. */
-export function relativeMaxError(a: ort.Tensor, b: ort.Tensor): number {
-  const x = a.data as Float32Array;
-  const y = b.data as Float32Array;
-  if (x.length !== y.length) return Infinity;
-  let err = 0;
-  let scale = 1;
-  for (let i = 0; i < x.length; i++) {
-    err = Math.max(err, Math.abs(x[i]! - y[i]!));
-    scale = Math.max(scale, Math.abs(x[i]!));
-  }
-  return err / scale;
+/**
+ * max|a − b| / max|a| over one output, `a` the reference (verify.ts `relativeError`): Infinity
+ * when max|a| is 0 or not finite, or the shapes differ. Compare with `≤ 1e-4` (issue 2 §3).
+ */
+export function relativeMaxError(a: TensorLike, b: TensorLike): number {
+  return relativeError(a, b);
 }
 
 /** Deterministic inputs for a zoo model: images in [-1, 1), token ids in [0, 100), mask of ones. */
-export function zooFeeds(artifact: ModelArtifact, batch: number, seqLen: number): OrtFeeds {
+export function zooFeeds(source: { readonly spec: ModelSpec }, batch: number, seqLen: number): OrtFeeds {
+  const spec = source.spec;
   const feeds: OrtFeeds = {};
   let s = 12345;
   const rnd = (): number => {
     s = (s * 1103515245 + 12345) % 2147483648;
     return s / 2147483648;
   };
-  for (const input of artifact.spec.inputs) {
-    const dims = input.shape.map((d) => (d === artifact.spec.dynamicAxes.batch ? batch : d === artifact.spec.dynamicAxes.seq ? seqLen : (d as number)));
-    const n = dims.reduce((a, b) => a * b, 1);
+  for (const input of spec.inputs) {
+    const dims = resolveShape(spec, input, batch, seqLen);
+    const n = elementCount(dims);
     if (input.dataType === 'int64') {
       const data = new BigInt64Array(n);
       const isMask = input.name.includes('mask');

@@ -5,17 +5,25 @@
  * Per-sample costs are evaluated at batch 1. Without a seq axis one point suffices (c1 = c2 =
  * 0); with one, costs are evaluated at three sequence lengths and the quadratic through them
  * is taken (exact for costs that are polynomials of degree ≤ 2 in seqLen, as in transformers:
- * linear layers ∝ s, attention scores ∝ s²). A model whose batch dim is fixed (not symbolic)
- * is evaluated at that batch: its "per-sample" costs are then per run.
+ * linear layers ∝ s, attention scores ∝ s²).
+ *
+ * A model whose batch dim is fixed (an import whose inputs are declared e.g. [4, 3, 224, 224],
+ * `fixedBatchSize`) can only be evaluated at that batch, so its FLOP and bytes are measured per
+ * run and divided by the fixed batch: costs stay per sample for every model, and
+ * `evalCost(op.gflops, fixedBatch)` (`model/spec.ts`) is the FLOP of one run, just as
+ * `evalCost(op.gflops, b)` is for a query of b samples of a dynamic-batch model. The fixed batch
+ * is recorded in the ModelSpec as the numeric dim 0 of its inputs (`fixedBatchOf` in
+ * `model/boundary.ts` reads it back).
  */
 import { InvalidModelError } from '../../errors.ts';
 import type { DynamicAxes, PerSampleCost } from '../spec.ts';
+import { elementCount } from '../../tensor.ts';
 import { elementBytes } from './dtypes.ts';
 import { nodeFlops } from './flops.ts';
 import { indexGraph, requireGraph, topologicalOrder } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
-import { dimBinding, resolveShapes } from './shapes.ts';
+import { dimBinding, fixedBatchSize, resolveShapes } from './shapes.ts';
 import type { DimBinding, ResolvedShapes, ShapeTable } from './shapes.ts';
 
 /** Structure of a graph: index plus a topological order. */
@@ -34,6 +42,11 @@ export interface ModelCosts {
   /** Sequence lengths the costs were evaluated at (`[0]` without a seq axis). */
   readonly seqPoints: readonly number[];
   readonly shapes: ResolvedShapes;
+  /**
+   * Samples in each run the shape tables describe: the fixed batch of a model whose batch dim
+   * is fixed, else 1 (tables at batch 1). Per-run FLOP and bytes are divided by it.
+   */
+  readonly samplesPerRun: number;
   /** Per node of `graph.node`: FLOP (not GFLOP) per sample; undefined when unknown. */
   readonly nodeFlops: readonly (PerSampleCost | undefined)[];
 }
@@ -70,16 +83,18 @@ export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes,
     seqPoints.map((seqLen) => ({ batch: 1, seqLen })),
     structure.what,
   );
+  const fixed = fixedBatchSize(structure.index);
+  const samplesPerRun = fixed !== undefined && fixed > 0 ? fixed : 1;
   const flops = structure.index.nodes.map((node) => {
     const samples: number[] = [];
     for (const table of shapes.tables) {
       const f = nodeFlops(node, (name) => table.get(name)?.dims);
       if (f === undefined) return undefined;
-      samples.push(f);
+      samples.push(f / samplesPerRun);
     }
     return fitCost(seqPoints, samples);
   });
-  return { axes, binding, seqPoints, shapes, nodeFlops: flops };
+  return { axes, binding, seqPoints, shapes, samplesPerRun, nodeFlops: flops };
 }
 
 /**
@@ -103,11 +118,11 @@ export function valueBytes(table: ShapeTable, name: string): number | undefined 
   if (!s) return undefined;
   const size = elementBytes(s.elemType);
   if (size === undefined) return undefined;
-  return s.dims.reduce((a, d) => a * d, size);
+  return elementCount(s.dims) * size;
 }
 
 /**
- * Per-sample bytes of a set of values as a cost polynomial.
+ * Per-sample bytes of a set of values as a cost polynomial (per-run bytes / `samplesPerRun`).
  * @throws InvalidModelError when the size of one of them is unknown.
  */
 export function bytesCost(costs: ModelCosts, names: readonly string[], what: string): PerSampleCost {
@@ -115,7 +130,7 @@ export function bytesCost(costs: ModelCosts, names: readonly string[], what: str
     names.reduce((sum, name) => {
       const b = valueBytes(table, name);
       if (b === undefined) throw new InvalidModelError(`${what}: the size of tensor '${name}' is unknown (no shape, or an element type without a fixed size)`);
-      return sum + b;
+      return sum + b / costs.samplesPerRun;
     }, 0),
   );
   return fitCost(costs.seqPoints, ys);

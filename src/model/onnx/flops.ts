@@ -23,6 +23,7 @@
  * - Anything else (other domains, If/Loop/Scan, unknown op types) is `undefined`: the caller
  *   decides how to account for it (the partitioner falls back to node counts).
  */
+import { elementCount } from '../../tensor.ts';
 import type { OnnxTypes } from './proto.ts';
 import { toNumber } from './graph.ts';
 
@@ -39,12 +40,9 @@ export interface FlopContext {
 
 type FlopRule = (ctx: FlopContext) => number | undefined;
 
-/** Elements of a shape; undefined for an unknown shape. */
+/** Elements of a shape (`elementCount`); undefined for an unknown shape. */
 function count(dims: readonly number[] | undefined): number | undefined {
-  if (!dims) return undefined;
-  let n = 1;
-  for (const d of dims) n *= d;
-  return n;
+  return dims ? elementCount(dims) : undefined;
 }
 
 function attr(node: OnnxTypes.INodeProto, name: string): OnnxTypes.IAttributeProto | undefined {

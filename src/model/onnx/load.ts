@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { open, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describeError, InvalidModelError } from '../../errors.ts';
+import { elementCount } from '../../tensor.ts';
 import { elementBytes } from './dtypes.ts';
 import { subgraphsOf, toNumber } from './graph.ts';
 import { onnx } from './proto.ts';
@@ -125,7 +126,7 @@ export async function loadExternalData(model: OnnxTypes.IModelProto, baseDir: st
         files.set(full, file);
       }
       const offset = entries.has('offset') ? Number(entries.get('offset')) : 0;
-      const elements = (t.dims ?? []).reduce<number>((a, d) => a * toNumber(d), 1);
+      const elements = elementCount((t.dims ?? []).map(toNumber));
       const elemSize = elementBytes(t.dataType ?? 0);
       const expected = elemSize === undefined ? undefined : elements * elemSize;
       const length = entries.has('length') ? Number(entries.get('length')) : (expected ?? file.size - offset);

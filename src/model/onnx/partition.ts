@@ -20,6 +20,7 @@ import { InvalidModelError } from '../../errors.ts';
 import type { DynamicAxes, ModelSpec, OperatorSpec, PerSampleCost, TensorSpec } from '../spec.ts';
 import { analyzeCosts, analyzeStructure, bytesCost, costAt } from './analysis.ts';
 import type { GraphStructure, ModelCosts } from './analysis.ts';
+import { elementCount } from '../../tensor.ts';
 import { boundaryDataType, elementBytes, isFloatType } from './dtypes.ts';
 import { defaultOpsetVersion, detectDynamicAxes, isTopologicallySorted, pruneDeadNodes, sortModelTopologically, toNumber } from './graph.ts';
 import { hasExternalData, readOnnxFile } from './load.ts';
@@ -59,8 +60,9 @@ export interface PartitionResult {
  * modified; sub-models share its node and tensor objects (and weight buffers).
  * @throws RangeError for a malformed `operatorOfNode` / `operatorNames` / `defaultSeqLen`.
  * @throws InvalidModelError for a malformed or cyclic graph, unloaded external data, an operator
- *   whose nodes feed nothing later, a boundary tensor of an unsupported type, or shapes that are
- *   neither annotated nor inferable with onnxruntime.
+ *   whose nodes feed nothing later, a boundary tensor of an unsupported type, shapes that are
+ *   neither annotated nor inferable with onnxruntime, or a boundary tensor with a dim that is
+ *   no polynomial in batch and seq (see `TensorSpec`).
  */
 export async function partitionModel(input: PartitionInput): Promise<PartitionResult> {
   const what = input.name;
@@ -89,6 +91,12 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
   const symbolic = costs.shapes.symbolic;
   const tensorSpec = (name: string): TensorSpec => {
     const s = symbolic.get(name);
+    const unresolved = costs.shapes.unresolved.get(name);
+    if (unresolved !== undefined) {
+      throw new InvalidModelError(
+        `${what}: tensor '${name}' crosses an operator boundary or is a model input/output, but its shape cannot be written in terms of the batch and sequence axes, so executors could not size it: ${unresolved}. Try another operator count (the cuts move).`,
+      );
+    }
     if (!s) throw new InvalidModelError(`${what}: the type and shape of tensor '${name}' are unknown`);
     return { name, dataType: boundaryDataType(s.elemType, name, what), shape: s.shape };
   };
@@ -156,7 +164,7 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
 }
 
 function tensorElements(t: OnnxTypes.ITensorProto): number {
-  return (t.dims ?? []).reduce<number>((a, d) => a * toNumber(d), 1);
+  return elementCount((t.dims ?? []).map(toNumber));
 }
 
 /** Bytes of a tensor: elements × element size; for strings, the stored bytes. */
@@ -187,9 +195,11 @@ export const DEFAULT_IMPORT_SEQ_LEN = 128;
 /**
  * Contiguous N-way split of the node order balanced by FLOPs: minimizes the sum of squared
  * operator FLOPs (= the variance of operator FLOPs) over all splits into N non-empty runs.
- * A node whose FLOPs are unknown weighs as much as an average node of known nonzero FLOPs (all
- * nodes weigh 1 when none is known: plain node-count balance); a tiny per-node weight
- * (1e-6 of the mean) breaks ties between zero-FLOP nodes by node count.
+ * Unknown FLOPs (`nodeWeights`): issue 2 §3 says to "fall back to node count where an op's
+ * FLOPs are unknown"; each unknown node counts as one node, converted to FLOP units at the
+ * mean FLOPs of the known nonzero-FLOP nodes, so a graph of only unknown ops is balanced by
+ * node count exactly. A tiny per-node weight (1e-6 of the mean) breaks ties between zero-FLOP
+ * nodes by node count.
  * @param model a topologically sorted model (see `sortModelTopologically`) without dead nodes
  *   (`pruneDeadNodes`): an operator made only of dead nodes cannot be partitioned.
  * @returns operatorOfNode for `model.graph.node`, non-decreasing, using 0..operators−1.
@@ -209,7 +219,15 @@ export async function balancedAssignment(model: OnnxTypes.ModelProto, operators:
   return splitBalanced(nodeWeights(costs, seqLen), operators);
 }
 
-/** Balancing weight of each node (see `balancedAssignment`). */
+/**
+ * Balancing weight of each node: its FLOP at `seqLen` (per sample) when known; for a node whose
+ * FLOPs are unknown (`nodeFlops` undefined: an op type without a rule, another domain,
+ * If/Loop/Scan), the node-count fallback of issue 2 §3 ("fall back to node count where an op's
+ * FLOPs are unknown") expressed in FLOP units: one node = the mean FLOP of the known nodes with
+ * nonzero FLOP, so known and unknown nodes can share one balance. When no node has known
+ * nonzero FLOP every unknown node weighs 1 and the split is a pure node-count balance (sizes
+ * differ by at most one).
+ */
 export function nodeWeights(costs: ModelCosts, seqLen: number): number[] {
   const flops = costs.nodeFlops.map((f) => (f === undefined ? undefined : Math.max(0, costAt(f, seqLen))));
   const known = flops.filter((f): f is number => f !== undefined && f > 0);
@@ -304,10 +322,18 @@ export interface ImportResult {
  * (`splitBalanced`, at the default sequence length); `assemblePartition`. The spec's source
  * records the absolute file path and the SHA-256 of the `.onnx` file (not of external data).
  * No file is written.
+ *
+ * Shapes: without full annotations, every dim of a boundary tensor is written as a number, an
+ * axis name or an expression such as `batch*seq` (grammar in `TensorSpec`), so boundaries
+ * resolve from (batch, seqLen) for warm-up and synthetic segments at any start. Costs are per
+ * sample; for a model with a fixed batch (inputs declared [4, …]) they are the per-run costs
+ * divided by that batch, so `evalCost(op.gflops, 4)` is one run (`analysis.ts`).
  * @throws RangeError naming `operators` and the valid range [1, nodeCount] (checked once the
  *   file is read and validated, so the range is known).
  * @throws InvalidModelError for an unreadable, non-ONNX or truncated file, missing external
- *   data, a malformed graph, a cycle (naming a node on it), or shapes that cannot be inferred.
+ *   data, a malformed graph, a cycle (naming a node on it), shapes that cannot be inferred, or
+ *   a boundary tensor with a dim that is no polynomial in batch and seq (naming the tensor and
+ *   the observed sizes).
  */
 export async function importOnnxModel(file: string, opts: ImportOptions): Promise<ImportResult> {
   const abs = path.resolve(file);

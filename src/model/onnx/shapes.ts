@@ -9,13 +9,20 @@
  *    thread, graph optimizations off) with every intermediate value added as a graph output,
  *    and the dims of the results are read. Inputs are zeros (ids 0, masks false), shapes from
  *    the declared input dims with the batch/seq axes bound to the point (an anonymous dim 0 is
- *    the batch, an anonymous later dim the seq axis when there is one; other dims: 1). One extra run at batch 2 tells which dims scale with the batch,
- *    so interface shapes of the operators keep a symbolic batch dim.
+ *    the batch, an anonymous later dim the seq axis when there is one; other dims: 1). Two
+ *    extra runs — (batch + 1, first seq) and (batch + 2, a further seq), or one at a further
+ *    seq when the batch is fixed — tell how each dim depends on the axes: the symbolic shape
+ *    of a value writes each dim as a number, an axis name, or a polynomial expression of them
+ *    (`batch*seq`, `12*batch`, `seq+1`; grammar in `model/spec.ts` `TensorSpec`) fitted to all
+ *    the runs, so interface shapes of the operators resolve from (batch, seqLen) alone.
  *
  * Shapes of initializers come from their `dims`.
  */
 import * as ort from 'onnxruntime-node';
 import { describeError, InvalidModelError } from '../../errors.ts';
+import { elementCount } from '../../tensor.ts';
+import { formatDimExpression } from '../boundary.ts';
+import type { DimTerm } from '../boundary.ts';
 import type { DynamicAxes } from '../spec.ts';
 import { elemTypeOfOrt, ortTypeOf } from './dtypes.ts';
 import { dimOf, toNumber } from './graph.ts';
@@ -58,8 +65,17 @@ export interface ResolvedShapes {
   readonly source: 'annotations' | 'onnxruntime';
   /** `tables[i]` = shapes at `points[i]`. */
   readonly tables: readonly ShapeTable[];
-  /** Symbolic shape of every graph input and node output whose type is known. */
+  /**
+   * Symbolic shape of every graph input and node output whose type is known and whose dims are
+   * numbers, axis names or expressions of them (see the file header).
+   */
   readonly symbolic: ReadonlyMap<string, SymbolicShape>;
+  /**
+   * Values whose type is known but one of whose dims depends on the axes in a way the dim
+   * grammar cannot write (not `batch^a · (c0 + c1·seq + c2·seq²)` with integer c, a ∈ {0, 1}),
+   * with a description of the observations; such a value cannot cross an operator boundary.
+   */
+  readonly unresolved: ReadonlyMap<string, string>;
 }
 
 /**
@@ -79,6 +95,24 @@ export function dimBinding(index: GraphIndex, axes: DynamicAxes): DimBinding {
     });
   }
   return { batch, seq, batchName: axes.batch, seqName: axes.seq };
+}
+
+/**
+ * The batch size of a graph whose batch dim is fixed: dim 0 of its first input of rank ≥ 1
+ * when no input has a symbolic or anonymous dim 0 (and a shape); undefined when the batch is
+ * dynamic or every input is a scalar. Mirrors `fixedBatchOf` in `model/boundary.ts`.
+ */
+export function fixedBatchSize(index: GraphIndex): number | undefined {
+  let first: number | undefined;
+  for (const name of index.inputs) {
+    const dims = declaredDims(index, name);
+    if (dims === undefined) return undefined;
+    if (dims.length === 0) continue;
+    const d0 = dims[0];
+    if (typeof d0 !== 'number') return undefined; // a name (bound to the batch by dimBinding) or anonymous
+    first ??= d0;
+  }
+  return first;
 }
 
 /** Declared value infos by name (graph inputs, outputs, value_info). */
@@ -163,34 +197,46 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
       const a = annotation(infos.get(name))!;
       symbolic.set(name, { elemType: a.elemType, shape: a.dims.map((d) => canonicalDim(d, binding)) });
     }
-    return { source: 'annotations', tables, symbolic };
+    return { source: 'annotations', tables, symbolic, unresolved: new Map() };
   }
 
-  // Probe with onnxruntime: the requested points, plus batch 2 to find the batch dims.
+  // Probe with onnxruntime: the requested points, plus points that tell how dims depend on the axes.
   const first = points[0] ?? { batch: 1, seqLen: 1 };
-  const batchIsDynamic = index.inputs.some((name) => {
-    const d0 = declaredDims(index, name)?.[0];
-    return d0 === undefined || (typeof d0 === 'string' && binding.batch.has(d0));
-  });
-  const all = batchIsDynamic ? [...points, { batch: first.batch === 2 ? 3 : 2, seqLen: first.seqLen }] : [...points];
+  const further = binding.seqName === undefined ? undefined : furtherSeqLen(points.filter((p) => p.batch === first.batch).map((p) => p.seqLen));
+  const extra: ShapePoint[] =
+    fixedBatchSize(index) === undefined
+      ? [
+          { batch: first.batch + 1, seqLen: first.seqLen },
+          { batch: first.batch + 2, seqLen: further ?? first.seqLen },
+        ]
+      : further === undefined
+        ? []
+        : [{ batch: first.batch, seqLen: further }];
+  const all = [...points, ...extra];
   const tables = await probeShapes(index, model, binding, all, infos, what);
   for (const t of tables) for (const [k, v] of inits) t.set(k, v);
   const symbolic = new Map<string, SymbolicShape>();
+  const unresolved = new Map<string, string>();
   for (const name of names) {
     const seen = tables.map((t) => t.get(name));
     if (seen.some((s) => s === undefined)) continue;
     const shapes = seen as TensorShape[];
     const rank = shapes[0]!.dims.length;
     if (shapes.some((s) => s.dims.length !== rank)) continue;
-    const declared = annotation(infos.get(name));
-    const shape = shapes[0]!.dims.map((_, i) => {
-      const d = declared?.dims.length === rank ? declared.dims[i] : undefined;
-      if (d !== undefined) return canonicalDim(d, binding);
-      return inferDim(shapes.map((s) => s.dims[i]!), all, binding, name, i);
-    });
-    symbolic.set(name, { elemType: shapes[0]!.elemType, shape });
+    const shape: (number | string)[] = [];
+    for (let i = 0; i < rank; i++) {
+      const values = shapes.map((s) => s.dims[i]!);
+      const dim = inferDim(values, all, binding);
+      if (dim === undefined) {
+        const observed = values.map((v, j) => `${v} at (${all[j]!.batch}, ${all[j]!.seqLen})`).join(', ');
+        unresolved.set(name, `dim ${i} of tensor '${name}' is ${observed} (batch, ${binding.seqName ?? 'seq'}), which is not batch^a·(c0 + c1·seq + c2·seq²) with integers c and a ∈ {0, 1}`);
+        break;
+      }
+      shape.push(dim);
+    }
+    if (!unresolved.has(name)) symbolic.set(name, { elemType: shapes[0]!.elemType, shape });
   }
-  return { source: 'onnxruntime', tables: tables.slice(0, points.length), symbolic };
+  return { source: 'onnxruntime', tables: tables.slice(0, points.length), symbolic, unresolved };
 }
 
 /** A declared dim in canonical form: bound names → the DynamicAxes names. */
@@ -202,17 +248,70 @@ function canonicalDim(d: number | string | undefined, binding: DimBinding): numb
   return d;
 }
 
-/** Symbolic form of one dim observed at several points. */
-function inferDim(values: readonly number[], points: readonly ShapePoint[], binding: DimBinding, name: string, axis: number): number | string {
+/**
+ * A sequence length not among `seqs` and not above their maximum (a length the model is known
+ * to accept): scanning consecutive distinct lengths from the top, the first midpoint strictly
+ * between a pair ({32, 64, 128} → 96); the maximum + 1 when there is none.
+ */
+function furtherSeqLen(seqs: readonly number[]): number {
+  const sorted = [...new Set(seqs)].sort((a, b) => b - a);
+  for (let i = 0; i + 1 < sorted.length; i++) {
+    const m = Math.floor((sorted[i]! + sorted[i + 1]!) / 2);
+    if (m !== sorted[i] && m !== sorted[i + 1]) return m;
+  }
+  return (sorted[0] ?? 0) + 1;
+}
+
+/** The integer nearest to x when x is within 1e-6 (relative) of it; undefined otherwise. */
+function asInteger(x: number): number | undefined {
+  const r = Math.round(x);
+  return Number.isSafeInteger(r) && Math.abs(x - r) <= 1e-6 * Math.max(1, Math.abs(r)) ? r : undefined;
+}
+
+/**
+ * Symbolic form of one dim observed at several points: the number when it is constant, else
+ * `batch^a · P(seq)` with a ∈ {0, 1} and P a polynomial of degree ≤ 2 with integer
+ * coefficients, fitted through the points at the first point's batch (at most three distinct
+ * seq lengths; without a seq axis P is a constant) and checked against every point, written
+ * with `formatDimExpression`. Undefined when no such form reproduces every observation.
+ */
+function inferDim(values: readonly number[], points: readonly ShapePoint[], binding: DimBinding): number | string | undefined {
   const v0 = values[0]!;
   if (values.every((v) => v === v0)) return v0;
-  if (values.every((v, i) => v === points[i]!.batch)) return binding.batchName;
-  if (binding.seqName !== undefined) {
-    const seq = binding.seqName;
-    if (values.every((v, i) => v === points[i]!.seqLen)) return seq;
-    if (values.every((v, i) => v === points[i]!.batch * points[i]!.seqLen)) return `${binding.batchName}*${seq}`;
+  const b0 = points[0]!.batch;
+  const seqOf = (p: ShapePoint): number => (binding.seqName === undefined ? 0 : p.seqLen);
+  // P through the points at batch b0 (Newton's divided differences, ≤ 3 distinct seq lengths).
+  const xs: number[] = [];
+  const ys: number[] = [];
+  points.forEach((p, j) => {
+    if (p.batch !== b0 || xs.includes(seqOf(p)) || xs.length === 3) return;
+    xs.push(seqOf(p));
+    ys.push(values[j]!);
+  });
+  let poly: [number, number, number];
+  if (xs.length === 1) poly = [ys[0]!, 0, 0];
+  else {
+    const d1 = (ys[1]! - ys[0]!) / (xs[1]! - xs[0]!);
+    if (xs.length === 2) poly = [ys[0]! - d1 * xs[0]!, d1, 0];
+    else {
+      const d2 = ((ys[2]! - ys[1]!) / (xs[2]! - xs[1]!) - d1) / (xs[2]! - xs[0]!);
+      poly = [ys[0]! - d1 * xs[0]! + d2 * xs[0]! * xs[1]!, d1 - d2 * (xs[0]! + xs[1]!), d2];
+    }
   }
-  return `${name}_dim${axis}`;
+  for (const batchPower of [0, 1]) {
+    const coeffs = poly.map((c) => asInteger(c / b0 ** batchPower));
+    if (coeffs.some((c) => c === undefined)) continue;
+    const [c0, c1, c2] = coeffs as [number, number, number];
+    const fits = points.every((p, j) => p.batch ** batchPower * (c0 + c1 * seqOf(p) + c2 * seqOf(p) ** 2) === values[j]);
+    if (!fits) continue;
+    const terms: DimTerm[] = [
+      { coefficient: c2, batchPower, seqPower: 2 },
+      { coefficient: c1, batchPower, seqPower: 1 },
+      { coefficient: c0, batchPower, seqPower: 0 },
+    ];
+    return formatDimExpression(terms, { batch: binding.batchName, seq: binding.seqName });
+  }
+  return undefined;
 }
 
 /** Run the model at each point with every value as an output and collect the result shapes. */
@@ -279,7 +378,7 @@ function zeroTensor(info: OnnxTypes.IValueInfoProto | undefined, binding: DimBin
   // Unbound dims: dim 0 is the batch; an anonymous later dim is the seq axis when the model has
   // one (detectDynamicAxes names it so); anything else is 1.
   const dims = a.dims.map((d, i) => bindDim(d, binding, point) ?? (i === 0 ? point.batch : d === undefined && binding.seqName !== undefined ? point.seqLen : 1));
-  const n = dims.reduce((x, y) => x * y, 1);
+  const n = elementCount(dims);
   switch (type) {
     case 'float32':
       return new ort.Tensor('float32', new Float32Array(n), dims);

@@ -18,6 +18,7 @@ import type { GraphIndex } from './graph.ts';
 import { nodeLabel, subgraphsOf, toNumber } from './graph.ts';
 import { onnx } from './proto.ts';
 import type { OnnxTypes } from './proto.ts';
+import { declaredValueInfos } from './shapes.ts';
 import type { SymbolicShape } from './shapes.ts';
 
 /** The tensors of one operator. Names are ordered by the boundary order (see `computeCuts`). */
@@ -209,8 +210,7 @@ function interfaceInfo(name: string, declared: ReadonlyMap<string, OnnxTypes.IVa
  */
 export function buildOperatorModel(model: OnnxTypes.IModelProto, index: GraphIndex, cut: OperatorCut, options: SubModelOptions, what: string): OnnxTypes.ModelProto {
   const graph = index.graph;
-  const declared = new Map<string, OnnxTypes.IValueInfoProto>();
-  for (const list of [graph.valueInfo, graph.output, graph.input]) for (const v of list ?? []) if (v.name) declared.set(v.name, v);
+  const declared = declaredValueInfos(graph);
 
   const nodes = cut.nodes.map((i) => index.nodes[i]!);
   const produced = new Set(cut.nodes.flatMap((i) => index.writes[i]!));

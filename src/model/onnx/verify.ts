@@ -1,26 +1,59 @@
 /**
- * Checking a partition on onnxruntime-node: run the whole model, run the N operator sub-models
+ * Checking a partition on onnxruntime-node: run the whole model, run the operator sub-models
  * one after the other carrying the boundary tensors (inputs/outputs/passthrough as in
- * `model/spec.ts`), and compare. Used by the partition tests (hand-built graphs and zoo models);
- * not a serving path (that is `device/ort`).
+ * `model/spec.ts`), and compare. The one implementation of "sequential operators equal the
+ * whole model" (issue 2 §3) used by the partition, import and zoo tests (and, through
+ * `test/helpers/run-operators.ts`, the device tests); not a serving path (that is `device/ort`).
+ *
+ * Models may be given as a ModelProto or as the path of an `.onnx` file (an artifact's
+ * `modelPath` / `operatorPaths`); tensors as onnxruntime tensors or `HostTensor`s.
  */
 import * as ort from 'onnxruntime-node';
+import type { HostTensor } from '../../tensor.ts';
 import type { ModelSpec } from '../spec.ts';
 import { onnx } from './proto.ts';
 import type { OnnxTypes } from './proto.ts';
 
+/** A model to run: a ModelProto, or the path of an `.onnx` file. */
+export type ModelSource = OnnxTypes.IModelProto | string;
+
+/** A tensor to feed or compare: an onnxruntime tensor or a plain host tensor. */
+export type TensorLike = ort.Tensor | HostTensor;
+
 /** Session options for checks: CPU, one thread (the machine is shared), default optimizations. */
 const CHECK_SESSION_OPTIONS: ort.InferenceSession.SessionOptions = { intraOpNumThreads: 1, interOpNumThreads: 1, executionProviders: ['cpu'] };
 
-/** Run one ONNX model once on the CPU provider; the session is released before returning. */
-export async function runOnnx(model: OnnxTypes.IModelProto, feeds: Readonly<Record<string, ort.Tensor>>, options: ort.InferenceSession.SessionOptions = CHECK_SESSION_OPTIONS): Promise<Record<string, ort.Tensor>> {
-  const session = await ort.InferenceSession.create(onnx.ModelProto.encode(model).finish(), options);
+function isHostTensor(t: TensorLike): t is HostTensor {
+  return 'dataType' in t;
+}
+
+/** An onnxruntime tensor sharing the data of `t` (returned as is when it already is one). */
+export function toOrtTensor(t: TensorLike): ort.Tensor {
+  if (!isHostTensor(t)) return t;
+  return new ort.Tensor(t.dataType, t.data, [...t.dims]);
+}
+
+async function createSession(model: ModelSource, options: ort.InferenceSession.SessionOptions): Promise<ort.InferenceSession> {
+  return typeof model === 'string' ? ort.InferenceSession.create(model, options) : ort.InferenceSession.create(onnx.ModelProto.encode(model).finish(), options);
+}
+
+/**
+ * Run one ONNX model once on the CPU provider with the feeds it declares as inputs (extra feeds
+ * are ignored); the session is released before returning.
+ * @throws RangeError naming the input when `feeds` lacks one; onnxruntime's error when it fails.
+ */
+export async function runOnnx(
+  model: ModelSource,
+  feeds: Readonly<Record<string, TensorLike>>,
+  options: ort.InferenceSession.SessionOptions = CHECK_SESSION_OPTIONS,
+): Promise<Record<string, ort.Tensor>> {
+  const session = await createSession(model, options);
   try {
     const needed: Record<string, ort.Tensor> = {};
     for (const name of session.inputNames) {
       const t = feeds[name];
       if (!t) throw new RangeError(`feeds lack model input '${name}'`);
-      needed[name] = t;
+      needed[name] = toOrtTensor(t);
     }
     const out = await session.run(needed);
     return { ...out };
@@ -29,48 +62,90 @@ export async function runOnnx(model: OnnxTypes.IModelProto, feeds: Readonly<Reco
   }
 }
 
+/** Options of `runOperatorsInSequence`. */
+export interface SequenceOptions {
+  /** First operator to run (default 0); `feeds` is then boundary `start`. */
+  readonly start?: number;
+  /** One past the last operator to run (default N). */
+  readonly end?: number;
+  readonly sessionOptions?: ort.InferenceSession.SessionOptions;
+  /** Called with each boundary k from `start` to `end` (inclusive) as it is reached. */
+  readonly onBoundary?: (k: number, boundary: Readonly<Record<string, ort.Tensor>>) => void;
+}
+
 /**
- * Run operators 0..N−1 in sequence. Boundary 0 = `feeds`; operator k gets its `inputs` from
- * the boundary, and boundary k+1 = its outputs ∪ the passthrough tensors of boundary k.
- * @returns boundary N (the model outputs).
+ * Run operators `[start, end)` in sequence. Boundary `start` = `feeds` (boundary 0 = the model
+ * inputs); operator k gets its `inputs` from boundary k, and boundary k+1 = its outputs ∪ the
+ * passthrough tensors of boundary k.
+ * @returns boundary `end` (for the default end: the model outputs).
+ * @throws RangeError for a segment outside `0 ≤ start < end ≤ N` or a missing sub-model.
  * @throws Error naming the operator and tensor when a tensor is missing from a boundary or an
  *   operator does not return one of its declared outputs.
  */
 export async function runOperatorsInSequence(
   spec: ModelSpec,
-  operatorModels: readonly OnnxTypes.IModelProto[],
-  feeds: Readonly<Record<string, ort.Tensor>>,
-  options: ort.InferenceSession.SessionOptions = CHECK_SESSION_OPTIONS,
+  operatorModels: readonly ModelSource[],
+  feeds: Readonly<Record<string, TensorLike>>,
+  options: SequenceOptions = {},
 ): Promise<Record<string, ort.Tensor>> {
-  let boundary: Record<string, ort.Tensor> = { ...feeds };
-  for (const op of spec.operators) {
-    const model = operatorModels[op.index];
-    if (!model) throw new RangeError(`no sub-model for operator ${op.index} of ${spec.name}`);
+  const n = spec.operators.length;
+  const start = options.start ?? 0;
+  const end = options.end ?? n;
+  if (!Number.isInteger(start) || start < 0 || start >= n) throw new RangeError(`start ${start} of ${spec.name} must be an integer in [0, ${n - 1}]`);
+  if (!Number.isInteger(end) || end <= start || end > n) throw new RangeError(`end ${end} of ${spec.name} must be an integer in [${start + 1}, ${n}]`);
+  const sessionOptions = options.sessionOptions ?? CHECK_SESSION_OPTIONS;
+  let boundary: Record<string, ort.Tensor> = {};
+  for (const [name, t] of Object.entries(feeds)) boundary[name] = toOrtTensor(t);
+  options.onBoundary?.(start, boundary);
+  for (let k = start; k < end; k++) {
+    const op = spec.operators[k]!;
+    const model = operatorModels[k];
+    if (model === undefined) throw new RangeError(`no sub-model for operator ${k} of ${spec.name}`);
     const inputs: Record<string, ort.Tensor> = {};
     for (const t of op.inputs) {
       const v = boundary[t.name];
-      if (!v) throw new Error(`operator ${op.index} (${op.name}) of ${spec.name} needs '${t.name}', which is not on boundary ${op.index}`);
+      if (!v) throw new Error(`operator ${k} (${op.name}) of ${spec.name} needs '${t.name}', which is not on boundary ${k}`);
       inputs[t.name] = v;
     }
-    const out = await runOnnx(model, inputs, options);
+    const out = await runOnnx(model, inputs, sessionOptions);
     const next: Record<string, ort.Tensor> = {};
     for (const t of op.outputs) {
       const v = out[t.name];
-      if (!v) throw new Error(`operator ${op.index} (${op.name}) of ${spec.name} did not return its output '${t.name}'`);
+      if (!v) throw new Error(`operator ${k} (${op.name}) of ${spec.name} did not return its output '${t.name}'`);
       next[t.name] = v;
     }
     for (const name of op.passthrough) {
       const v = boundary[name];
-      if (!v) throw new Error(`operator ${op.index} (${op.name}) of ${spec.name} passes '${name}' through, but it is not on boundary ${op.index}`);
+      if (!v) throw new Error(`operator ${k} (${op.name}) of ${spec.name} passes '${name}' through, but it is not on boundary ${k}`);
       next[name] = v;
     }
     boundary = next;
+    options.onBoundary?.(k + 1, boundary);
   }
   return boundary;
 }
 
-/** Largest |a − b| over two tensors of equal shape (Infinity when shapes or sizes differ). */
-export function maxAbsDiff(a: ort.Tensor, b: ort.Tensor): number {
+/** Value of IEEE half-precision bits. */
+function halfToNumber(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const e = (h >> 10) & 0x1f;
+  const m = h & 0x3ff;
+  if (e === 0) return sign * m * 2 ** -24;
+  if (e === 0x1f) return m ? Number.NaN : sign * Number.POSITIVE_INFINITY;
+  return sign * (1 + m / 1024) * 2 ** (e - 15);
+}
+
+/** Element values as numbers (float16 bits decoded, bigints converted). @throws TypeError for string tensors. */
+function numbers(t: TensorLike): number[] {
+  const type = isHostTensor(t) ? t.dataType : t.type;
+  const d = t.data;
+  if (type === 'string' || typeof (d as ArrayLike<unknown>)[0] === 'string') throw new TypeError('cannot compare string tensors');
+  if (type === 'float16' && d instanceof Uint16Array) return Array.from(d, halfToNumber);
+  return Array.from(d as ArrayLike<number | bigint>, (v) => Number(v));
+}
+
+/** Largest |a − b| over two tensors of equal shape (Infinity when shapes or sizes differ, or a value is NaN). */
+export function maxAbsDiff(a: TensorLike, b: TensorLike): number {
   if (a.dims.length !== b.dims.length || a.dims.some((d, i) => d !== b.dims[i])) return Number.POSITIVE_INFINITY;
   const x = numbers(a);
   const y = numbers(b);
@@ -84,37 +159,56 @@ export function maxAbsDiff(a: ort.Tensor, b: ort.Tensor): number {
   return m;
 }
 
-/** Largest |v| of a tensor. */
-export function maxAbs(t: ort.Tensor): number {
+/** Largest |v| of a tensor (NaN when a value is NaN, 0 for an empty tensor). */
+export function maxAbs(t: TensorLike): number {
   let m = 0;
-  for (const v of numbers(t)) m = Math.max(m, Math.abs(v));
+  for (const v of numbers(t)) {
+    if (Number.isNaN(v)) return Number.NaN;
+    m = Math.max(m, Math.abs(v));
+  }
   return m;
 }
 
-function numbers(t: ort.Tensor): number[] {
-  const d = t.data;
-  if (typeof d[0] === 'string') throw new TypeError(`cannot compare string tensors`);
-  return Array.from(d as ArrayLike<number | bigint>, (v) => Number(v));
-}
-
-/** Result of `compareOutputs`, per output: error, scale and whether error ≤ tolerance · max(1, scale). */
+/** Per output of `compareOutputs`. */
 export interface OutputComparison {
   readonly name: string;
+  /** max |actual − expected| (Infinity when the output is missing or its shape differs). */
   readonly maxAbsError: number;
-  /** max |expected|. */
+  /** The output scale, max |expected|. */
   readonly scale: number;
+  /** maxAbsError ≤ relTolerance · scale, with a finite scale > 0. */
   readonly ok: boolean;
 }
 
 /**
- * Compare outputs by name: max abs error ≤ `relTolerance` × max(1, max|expected|) (issue 2 §3
- * uses 1e-4). A missing output counts as an infinite error.
+ * Compare outputs by name: each passes when its max abs error ≤ `relTolerance` × max|expected|
+ * (issue 2 §3: "max abs error ≤ 1e-4 relative to the output scale"). An output fails when it is
+ * missing from `actual`, has another shape, holds NaN, or when its scale is 0 or not finite —
+ * an all-zero (or infinite) expected output gives no scale to be relative to, and a check that
+ * passes on it would hide a broken graph.
+ * @throws RangeError when `relTolerance` is negative or not finite.
  */
-export function compareOutputs(expected: Readonly<Record<string, ort.Tensor>>, actual: Readonly<Record<string, ort.Tensor>>, relTolerance = 1e-4): OutputComparison[] {
+export function compareOutputs(
+  expected: Readonly<Record<string, TensorLike>>,
+  actual: Readonly<Record<string, TensorLike>>,
+  relTolerance = 1e-4,
+): OutputComparison[] {
+  if (!Number.isFinite(relTolerance) || relTolerance < 0) throw new RangeError(`relTolerance must be a finite number ≥ 0, got ${relTolerance}`);
   return Object.entries(expected).map(([name, e]) => {
     const a = actual[name];
-    const err = a ? maxAbsDiff(e, a) : Number.POSITIVE_INFINITY;
+    const maxAbsError = a ? maxAbsDiff(e, a) : Number.POSITIVE_INFINITY;
     const scale = maxAbs(e);
-    return { name, maxAbsError: err, scale, ok: err <= relTolerance * Math.max(1, scale) };
+    const ok = Number.isFinite(scale) && scale > 0 && Number.isFinite(maxAbsError) && maxAbsError <= relTolerance * scale;
+    return { name, maxAbsError, scale, ok };
   });
+}
+
+/**
+ * Relative error of one output: max|actual − expected| / max|expected|; Infinity when the
+ * scale is 0 or not finite, or the shapes differ (see `compareOutputs`).
+ */
+export function relativeError(expected: TensorLike, actual: TensorLike): number {
+  const scale = maxAbs(expected);
+  if (!Number.isFinite(scale) || scale <= 0) return Number.POSITIVE_INFINITY;
+  return maxAbsDiff(expected, actual) / scale;
 }
