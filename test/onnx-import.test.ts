@@ -18,7 +18,7 @@ import { importOnnxModel, partitionModel } from '../src/model/onnx/partition.ts'
 import { onnx } from '../src/model/onnx/proto.ts';
 import type { OnnxTypes } from '../src/model/onnx/proto.ts';
 import { compareOutputs, runOnnx, runOperatorsInSequence } from '../src/model/onnx/verify.ts';
-import { evalCost } from '../src/model/spec.ts';
+import { evalCost } from '../src/model/cost.ts';
 import type { ModelSpec } from '../src/model/spec.ts';
 import { boundaryViolations, buildInceptionGraph, buildSkipGraph, randomTensor, roundTrip } from './onnx-fixtures.ts';
 

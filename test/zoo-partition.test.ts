@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModelRepository } from '../src/model/repository.ts';
-import { evalCost } from '../src/model/spec.ts';
+import { evalCost } from '../src/model/cost.ts';
 import { ZOO_MODEL_NAMES, type ZooModelName } from '../src/model/zoo/index.ts';
 import { compareOutputs } from '../src/model/onnx/verify.ts';
 import { runOperators, runWhole, zooFeeds } from './helpers/run-operators.ts';

@@ -13,7 +13,7 @@ import { OrtDevice } from '../device/ort/index.ts';
 import { measureOverlap, type OverlapMeasurement } from '../device/overlap.ts';
 import type { Device, DeviceService, GroupResult } from '../device/device.ts';
 import { ModelRepository } from '../model/repository.ts';
-import { segmentGflops } from '../model/spec.ts';
+import { segmentGflops } from '../model/cost.ts';
 import { syntheticTensors } from '../model/synthetic.ts';
 import { resolvedBoundary } from '../model/boundary.ts';
 import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../model/zoo/index.ts';

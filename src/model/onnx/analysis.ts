@@ -10,7 +10,7 @@
  * A model whose batch dim is fixed (an import whose inputs are declared e.g. [4, 3, 224, 224],
  * `fixedBatchSize`) can only be evaluated at that batch, so its FLOP and bytes are measured per
  * run and divided by the fixed batch: costs stay per sample for every model, and
- * `evalCost(op.gflops, fixedBatch)` (`model/spec.ts`) is the FLOP of one run, just as
+ * `evalCost(op.gflops, fixedBatch)` (`model/cost.ts`) is the FLOP of one run, just as
  * `evalCost(op.gflops, b)` is for a query of b samples of a dynamic-batch model. The fixed batch
  * is recorded in the ModelSpec as the numeric dim 0 of its inputs (`fixedBatchOf` in
  * `model/boundary.ts` reads it back).
