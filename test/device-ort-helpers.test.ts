@@ -1,12 +1,14 @@
 /**
  * Pure helpers of device/ort: boundaries (which tensors are live before operator k and their
  * shapes) and seeded synthetic tensors. Golden values are written out by hand from the
- * fixtures' hand-written specs.
+ * fixture graphs (module docs of fixtures/tiny-models.ts), not read from the partitioner.
  */
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { boundarySpecs, resolvedBoundary, resolveShape } from '../src/model/boundary.ts';
-import { SYNTHETIC_MAX_ID, syntheticTensor } from '../src/model/synthetic.ts';
+import { MASK_NAME, SYNTHETIC_MAX_ID, syntheticTensor } from '../src/model/synthetic.ts';
+import type { ModelSpec } from '../src/model/spec.ts';
+import { randomInputs } from './device/conformance.ts';
 import { BadRequestError } from '../src/errors.ts';
 import type { ModelArtifact } from '../src/model/artifact.ts';
 import { buildSkipNet, buildTinyBert, makeFixtureDir } from './fixtures/tiny-models.ts';
@@ -29,7 +31,7 @@ describe('device/ort boundaries', () => {
     expect(names(0)).toEqual(['x']);
     expect(names(1)).toEqual(['a']);
     expect(names(2)).toEqual(['b', 'a']);
-    expect(names(3)).toEqual(['c', 'a']);
+    expect(names(3).sort()).toEqual(['a', 'c']); // the head reads both (order is the partitioner's)
     expect(() => boundarySpecs(skip.spec, 4)).toThrow(RangeError);
   });
 
@@ -56,6 +58,41 @@ describe('device/ort synthetic tensors', () => {
     expect(ids).toHaveLength(1024);
     expect(Math.min(...ids)).toBe(0);
     expect(Math.max(...ids)).toBe(SYNTHETIC_MAX_ID - 1);
+  });
+
+  it('inputs named like a mask (/mask/i) are all ones, whatever the dtype; other names are not', () => {
+    const ones = (name: string, dataType: 'int64' | 'int32' | 'float32' | 'float16' | 'bool'): number[] =>
+      [...syntheticTensor({ name, dataType, dims: [2, 64] }, 5).data].map(Number);
+    expect(MASK_NAME.test('attention_mask')).toBe(true);
+    expect(ones('attention_mask', 'int64').every((v) => v === 1)).toBe(true);
+    expect(ones('Attention_Mask', 'int32').every((v) => v === 1)).toBe(true);
+    expect(ones('padding_mask', 'bool').every((v) => v === 1)).toBe(true);
+    expect(ones('mask.extended_3', 'float32').every((v) => v === 1)).toBe(true);
+    expect(ones('attention_mask', 'float16').every((v) => v === 0x3c00)).toBe(true); // 1.0 in IEEE half
+    const ids = ones('input_ids', 'int64');
+    expect(new Set(ids).size).toBeGreaterThan(10); // ids stay random in [0, 100)
+  });
+
+  it('BERT-like inputs for the conformance suite: ids random, attention_mask all ones', () => {
+    const ids = { name: 'input_ids', dataType: 'int64', shape: ['batch', 'seq'] } as const;
+    const mask = { name: 'attention_mask', dataType: 'int64', shape: ['batch', 'seq'] } as const;
+    const zero = { c0: 0, c1: 0, c2: 0 };
+    const out = { name: 'hidden', dataType: 'float32', shape: ['batch', 'seq', 4] } as const;
+    const spec: ModelSpec = {
+      name: 'bert-like',
+      source: { kind: 'zoo', options: {} },
+      inputs: [ids, mask],
+      outputs: [out],
+      dynamicAxes: { batch: 'batch', seq: 'seq' },
+      defaultSeqLen: 16,
+      operators: [{ index: 0, name: 'op0', inputs: [ids, mask], outputs: [out], passthrough: [], nodeCount: 1, params: 0, paramBytes: 0, gflops: zero, inputBytes: zero, outputBytes: zero }],
+      params: 0,
+      opset: 17,
+    };
+    const t = randomInputs(spec, 2, 8, 1);
+    expect(t['attention_mask']!.dims).toEqual([2, 8]);
+    expect([...(t['attention_mask']!.data as BigInt64Array)].every((v) => v === 1n)).toBe(true);
+    expect(new Set(t['input_ids']!.data as BigInt64Array).size).toBeGreaterThan(1);
   });
 
   it('floats lie in [-1, 1) with mean ≈ 0 (|mean| < 0.02 over 65536 samples, 5σ ≈ 0.011)', () => {

@@ -6,7 +6,9 @@
  *
  * Ownership: the device owns each query's intermediate tensors between segments, keyed by
  * `queryId`, from the first segment until the segment that reaches the last operator
- * (then the outputs are returned and the state is freed) or until `releaseQuery`.
+ * (then the outputs are returned and the state is freed) or until `releaseQuery`. A query
+ * belongs to the service of its first segment. Implementations may bound how many unfinished
+ * queries they keep and how long they remember lost ones (they document the bound).
  * Deliberately left out: queueing, QoS and scheduling (those are the runtime's).
  */
 import type { ModelArtifact } from '../model/artifact.ts';
@@ -46,7 +48,11 @@ export interface Segment {
   readonly input: SegmentInput;
 }
 
-/** Outcome of one segment. `latencyMs` is measured on the device side (no messaging). */
+/**
+ * Outcome of one segment. `latencyMs` (ms) is measured on the device side around the
+ * segment's operator runs only: no transport of inputs/outputs, no queueing, no input
+ * decoding or synthetic generation. Compare `GroupResult.groupLatencyMs`.
+ */
 export type SegmentResult =
   | {
       readonly ok: true;
@@ -65,29 +71,74 @@ export type SegmentResult =
 
 /** Outcome of an operator group: per segment, in the order given, and the whole group. */
 export interface GroupResult {
-  /** From launch until the last segment finished, in ms, as seen by the caller. */
+  /**
+   * From launch until the last segment's result arrived, in ms, as seen by the caller: it
+   * includes transport and queueing, so it exceeds the largest segment `latencyMs`. For
+   * `device/ort` the transport is an IPC round trip to each executor process, ≈ 0.2 ms plus
+   * ≈ 1.3 ms per MB of input and output tensors crossing (measured, `ort-device.ts`); for a
+   * simulated device it is whatever the model charges. 0 for an empty group.
+   */
   readonly groupLatencyMs: number;
   readonly segments: readonly SegmentResult[];
 }
 
+/**
+ * A device that hosts several services and runs operator groups of their queries
+ * (DESIGN.md "Pieces and contracts"). Lifecycle: `load` (any number of times, adding
+ * services) → `runGroup` / `releaseQuery` → `close`.
+ *
+ * Scheduling within a group: segments of different services run concurrently (that overlap
+ * is what the runtime schedules for); two segments of the SAME service in one group run one
+ * after the other, in the order given (each `latencyMs` covers its own run only,
+ * `groupLatencyMs` covers both).
+ *
+ * Concurrency: concurrent calls are allowed — `runGroup` may be called again before an
+ * earlier group resolved, and `load` may run alongside `runGroup` and other `load`s. How
+ * concurrent groups share the hardware is the implementation's to document (a simulator may
+ * run them one after the other). `device/ort`: segments of one service from concurrent groups
+ * queue first come, first served in that service's executor; segments of different services
+ * overlap. In every case one query has at most one segment in flight at a time (a second one
+ * is a BadRequestError, before anything runs).
+ *
+ * Failures are results, not exceptions: `runGroup` rejects only for a malformed group (before
+ * anything runs) or a closed device; every dispatched segment gets exactly one result.
+ */
 export interface Device {
   /** Stable id used in profiles and predictor files, e.g. `ort:cpu`, `sim:a100`. */
   readonly id: string;
   /**
-   * Load the services (create sessions / reserve memory) and warm them up.
-   * @throws DeviceUnavailableError when the requested hardware/EP is missing.
+   * Load the services (create sessions / reserve memory) and warm them up. May be called
+   * again to add services.
+   * @throws RangeError for a service name listed twice, already loaded, or being loaded by a
+   *   concurrent `load`.
+   * @throws DeviceUnavailableError when the requested hardware/EP is missing, or the device
+   *   is (being) closed.
    * @throws InvalidModelError when a model cannot be loaded.
    */
   load(services: readonly DeviceService[]): Promise<void>;
   /**
    * Run one operator group; at most one segment per query. Never rejects for a failure of a
-   * segment: that segment's result carries the error and the device stays usable.
+   * segment: that segment's result carries the error and the device stays usable. See the
+   * interface docs for concurrent calls and for segments of the same service.
    * @throws RangeError / TypeError for a malformed group (unknown service, bad range,
-   *   duplicate query), before anything runs.
+   *   duplicate query), BadRequestError for inputs that do not fit, before anything runs;
+   *   DeviceUnavailableError after `close()`.
    */
   runGroup(group: readonly Segment[]): Promise<GroupResult>;
-  /** Drop the kept state of a query that will not continue (rejected mid-way). Idempotent. */
+  /**
+   * Drop the kept state of a query that will not continue (rejected mid-way). Idempotent: a
+   * query the device does not know (never started, finished, already released) is a no-op, as
+   * is any call after `close()`. A release while the query's segment runs takes effect when
+   * it finishes (its state is not kept).
+   * @throws RangeError for a service that is not loaded, or when `queryId` belongs to another
+   *   service (its state is kept, lost or running there); the message names the owning
+   *   service and nothing is released.
+   */
   releaseQuery(service: string, queryId: string): Promise<void>;
-  /** Stop executors and free everything. Idempotent. */
+  /**
+   * Stop executors and free everything, including what a `load` in progress was starting
+   * (that `load` rejects with DeviceUnavailableError). Segments still running get
+   * `device_unavailable` error results. Idempotent.
+   */
   close(): Promise<void>;
 }

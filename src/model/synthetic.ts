@@ -3,7 +3,10 @@
  *
  * Values: floats uniform in [-1, 1); integer types (int64/int32/uint8/int8) uniform in
  * [0, SYNTHETIC_MAX_ID) — valid small token ids for BERT-like `input_ids`; bool 0/1.
- * The stream of each tensor depends only on (seed, tensor name), so a boundary is the same
+ * Masks: a tensor whose name matches `MASK_NAME` (/mask/i, e.g. BERT's `attention_mask`) is all
+ * ones whatever its type (1 = attend to every position: random 0/1 or ids would mask out
+ * arbitrary positions and make attention degenerate; for an additive float mask, a constant
+ * shift leaves softmax unchanged). The stream of each tensor depends only on (seed, tensor name), so a boundary is the same
  * whatever order its tensors are made in. PRNG: mulberry32 (public-domain 32-bit generator,
  * ~1 ns/element), fast enough for [32, 64, 112, 112] activations.
  */
@@ -13,6 +16,12 @@ import type { ResolvedTensorSpec } from './boundary.ts';
 
 /** Exclusive upper bound of synthetic integer values (token ids in [0, 100)). */
 export const SYNTHETIC_MAX_ID = 100;
+
+/** Names of tensors filled with ones (attention/padding masks). */
+export const MASK_NAME = /mask/i;
+
+/** IEEE half-precision bits of 1.0. */
+const HALF_ONE = 0x3c00;
 
 /** 32-bit FNV-1a of a string, mixed with a numeric seed. */
 function hashSeed(seed: number, name: string): number {
@@ -47,8 +56,40 @@ function toHalfBits(x: number): number {
   return sign | ((e + 15) << 10) | (mant & 0x3ff);
 }
 
-/** One synthetic tensor shaped `spec.dims`. */
+/** A tensor of ones shaped `spec.dims`. */
+function onesTensor(spec: ResolvedTensorSpec): HostTensor {
+  const n = elementCount(spec.dims);
+  let data: TensorData;
+  switch (spec.dataType) {
+    case 'float32':
+      data = new Float32Array(n).fill(1);
+      break;
+    case 'float64':
+      data = new Float64Array(n).fill(1);
+      break;
+    case 'float16':
+      data = new Uint16Array(n).fill(HALF_ONE);
+      break;
+    case 'int64':
+      data = new BigInt64Array(n).fill(1n);
+      break;
+    case 'int32':
+      data = new Int32Array(n).fill(1);
+      break;
+    case 'uint8':
+    case 'bool':
+      data = new Uint8Array(n).fill(1);
+      break;
+    case 'int8':
+      data = new Int8Array(n).fill(1);
+      break;
+  }
+  return { dataType: spec.dataType, dims: [...spec.dims], data };
+}
+
+/** One synthetic tensor shaped `spec.dims` (all ones when the name matches `MASK_NAME`). */
 export function syntheticTensor(spec: ResolvedTensorSpec, seed: number): HostTensor {
+  if (MASK_NAME.test(spec.name)) return onesTensor(spec);
   const n = elementCount(spec.dims);
   const next = mulberry32(hashSeed(seed, spec.name));
   const unit = (): number => next() / 0x80000000 - 1; // [-1, 1)

@@ -17,8 +17,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from '../../src/device/device.ts';
 import { AbacusError, BadRequestError } from '../../src/errors.ts';
+import { resolvedBoundary, resolveShape } from '../../src/model/boundary.ts';
 import type { ModelSpec, TensorSpec } from '../../src/model/spec.ts';
-import type { HostTensor, TensorMap } from '../../src/tensor.ts';
+import { syntheticTensors } from '../../src/model/synthetic.ts';
+import type { TensorMap } from '../../src/tensor.ts';
 
 export interface ConformanceSetup {
   readonly device: Device;
@@ -39,6 +41,7 @@ export const CASE = {
   outputsEqual: 'segments [0,k)+[k,N) with resume equal the full query',
   twoServices: 'a group of two services completes with per-segment latencies',
   sameService: 'two queries of the same service in one group both complete',
+  concurrentGroups: 'runGroup may be called again before an earlier group resolved; every segment of both completes',
   syntheticMid: 'synthetic input at start > 0 runs the rest of the model',
   emptyGroup: 'an empty group resolves with no segments',
   rangeErrors: 'unknown service and out-of-range start/end/batchSize throw RangeError naming the field',
@@ -49,53 +52,18 @@ export const CASE = {
   resumeStart: 'resume at the wrong start throws BadRequestError naming the expected start',
   finished: 'a finished query keeps no state',
   release: 'releaseQuery frees kept state and is idempotent',
+  releaseOwner: "releaseQuery with another service's name throws RangeError naming the owner and keeps the state",
   close: 'close is idempotent and runGroup after close rejects with device_unavailable',
 } as const;
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-/** Concrete dims of a spec'd tensor (batch/seq substituted; other symbols → 1). */
+/** Concrete dims of a spec'd tensor for a query (batch/seq substituted; `resolveShape`). */
 export function dimsOf(spec: ModelSpec, t: TensorSpec, batch: number, seqLen: number): number[] {
-  const seq = seqLen > 0 ? seqLen : spec.defaultSeqLen;
-  return t.shape.map((d) => (typeof d === 'number' ? d : d === spec.dynamicAxes.batch ? batch : d === spec.dynamicAxes.seq ? seq : 1));
+  return resolveShape(spec, t, batch, seqLen);
 }
 
-/** Seeded inputs for a model: floats in [-1, 1), integers (token ids) in [0, 100). */
+/** Seeded inputs of a model (boundary 0), as the device's synthetic inputs: `syntheticTensors` rules (masks all ones). */
 export function randomInputs(spec: ModelSpec, batch: number, seqLen: number, seed: number): TensorMap {
-  const next = rng(seed);
-  const out: TensorMap = {};
-  for (const t of spec.inputs) {
-    const dims = dimsOf(spec, t, batch, seqLen);
-    const n = dims.reduce((a, b) => a * b, 1);
-    let data: HostTensor['data'];
-    switch (t.dataType) {
-      case 'float32':
-        data = Float32Array.from({ length: n }, () => next() * 2 - 1);
-        break;
-      case 'float64':
-        data = Float64Array.from({ length: n }, () => next() * 2 - 1);
-        break;
-      case 'int64':
-        data = BigInt64Array.from({ length: n }, () => BigInt(Math.floor(next() * 100)));
-        break;
-      case 'int32':
-        data = Int32Array.from({ length: n }, () => Math.floor(next() * 100));
-        break;
-      default:
-        data = Uint8Array.from({ length: n }, () => Math.floor(next() * 2));
-    }
-    out[t.name] = { dataType: t.dataType, dims, data };
-  }
-  return out;
+  return syntheticTensors(resolvedBoundary(spec, 0, batch, seqLen), seed);
 }
 
 /** Max |a - b| over all outputs, and the output scale (max |b|). */
@@ -221,6 +189,14 @@ export function describeDeviceConformance(name: string, factory: () => Promise<C
       await device.releaseQuery(a.name, r2.queryId);
     });
 
+    test(CASE.concurrentGroups, async () => {
+      const [g1, g2] = await Promise.all([
+        run([seg(a, qid('conc-a'), 0, nOps(a), { kind: 'synthetic', seed: 1 })]),
+        run([seg(a, qid('conc-a2'), 0, nOps(a), { kind: 'synthetic', seed: 2 }), seg(b, qid('conc-b'), 0, nOps(b), { kind: 'synthetic', seed: 3 })]),
+      ]);
+      for (const r of [...g1.segments, ...g2.segments]) expect(okResult(r).outputs).toBeDefined();
+    });
+
     test(CASE.syntheticMid, async () => {
       for (const s of [a, b]) {
         const start = nOps(s) - 1;
@@ -316,6 +292,17 @@ export function describeDeviceConformance(name: string, factory: () => Promise<C
       await expect(run([seg(b, q, 1, nOps(b), { kind: 'resume' })])).rejects.toThrow(/no kept state/);
       // The query id can start over.
       okResult((await run([seg(b, q, 0, nOps(b), { kind: 'synthetic', seed: 1 })])).segments[0]);
+    });
+
+    test(CASE.releaseOwner, async () => {
+      const q = qid('owner');
+      okResult((await run([seg(a, q, 0, 1, { kind: 'synthetic', seed: 1 })])).segments[0]);
+      const p = device.releaseQuery(b.name, q);
+      await expect(p).rejects.toThrow(RangeError);
+      await expect(p).rejects.toThrow(a.name);
+      // Nothing was released: the query resumes on its own service.
+      const done = okResult((await run([seg(a, q, 1, nOps(a), { kind: 'resume' })])).segments[0]);
+      expect(done.outputs).toBeDefined();
     });
 
     test(CASE.close, async () => {

@@ -3,14 +3,34 @@
  *
  * Starts the child (`fork` of `executor-process.ts` under tsx's ESM loader, IPC with V8
  * serialization), loads the service's sessions, dispatches segments and matches results by
- * request id. When the child dies unexpectedly (crash, OOM kill, exit) every segment it was
- * running or had queued resolves with a `DeviceFailureError` naming the service, the query,
- * the exit code or signal and the tail of the child's stderr; the owner is told that the kept
- * states are lost (`onStateLost`), and a fresh child is started at once. If that restart
- * fails, the next `run` tries once more and reports the failure as the segment's error.
+ * request id. Every segment handed to `run` resolves exactly once, whatever happens:
+ *
+ * - A message the channel refuses (a value structured clone cannot copy, a closed channel)
+ *   resolves that segment with a `DeviceFailureError`; the child never saw it and stays up.
+ * - When the child dies unexpectedly (crash, OOM kill, exit) every segment it was running or
+ *   had queued resolves with a `DeviceFailureError` naming the service, the query, the exit
+ *   code or signal and the tail of the child's output; the owner is told that the kept states
+ *   are lost (`onStateLost`), and a fresh child is started at once.
+ * - Deadlines: spawn + load + warm-up must finish within `loadTimeoutMs` (else the child is
+ *   killed and the start fails with a `DeviceFailureError`). With `segmentTimeoutMs > 0`, the
+ *   segment at the front of the child's queue must answer within that many ms, counted from
+ *   when it reached the front (its dispatch, or the result of the segment before it — the
+ *   child runs segments one at a time in order), so its input transfer counts and time spent
+ *   queued behind another segment does not. On expiry the child gets SIGKILL, that segment
+ *   fails with "exceeded segmentTimeoutMs N ms", the other queued ones fail naming it, and the
+ *   restart path above runs.
+ * - Restarts: a failed restart is reported as the error of the segments waiting for it, and
+ *   the next `run` tries again. After `MAX_FAILED_RESTARTS` consecutive failed restarts the
+ *   handle gives up (state `failed`): every later `run` resolves at once with a
+ *   `DeviceFailureError` saying the executor is down. Only a new handle (the device's `load`
+ *   of that service again) brings it back. A successful restart resets the count.
+ *
+ * Logging (the `logger` of the config): `warn` for every unexpected exit (service, pid, exit
+ * code, signal, output tail), segment-timeout kill, restart and failed restart; `error` when
+ * the handle gives up; `info` with `loadMs` for each (re)load; `debug` for each spawn.
  *
  * Ownership: the handle owns the child process; `close()` ends it (SIGTERM, SIGKILL after
- * `CLOSE_GRACE_MS`).
+ * `CLOSE_GRACE_MS`), also while it is starting.
  */
 import { fork } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -18,6 +38,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { AbacusError } from '../../errors.ts';
 import { DeviceFailureError, DeviceUnavailableError, describeError } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
 import type { ModelSpec } from '../../model/spec.ts';
 import type { TensorMap } from '../../tensor.ts';
 import type { ChildMessage, LoadMessage, ParentMessage, RunMessage, SessionConfig } from './protocol.ts';
@@ -25,7 +46,9 @@ import { fromWire } from './protocol.ts';
 
 /** Grace period between SIGTERM and SIGKILL when closing, in ms. */
 export const CLOSE_GRACE_MS = 2000;
-/** Characters of child stdout/stderr kept for error messages. */
+/** Consecutive failed restarts after which a handle stops restarting its child. */
+export const MAX_FAILED_RESTARTS = 3;
+/** Characters of child stdout/stderr kept for error messages and logs. */
 const OUTPUT_TAIL_CHARS = 2000;
 
 /** Outcome of one segment as the handle reports it (the device adds query/service). */
@@ -38,6 +61,8 @@ export type RunRequest = Omit<RunMessage, 't' | 'reqId'>;
 export type ExecutorFault =
   /** The child exits (code 70) after the first operator of the next segment it starts. */
   | 'exit-in-next-segment'
+  /** The child blocks its thread (like a hung kernel) after the first operator of the next segment it starts. */
+  | 'stall-in-next-segment'
   /** The parent sends SIGKILL to the child now (like an OOM kill); resolves once the death is handled. */
   | 'kill';
 
@@ -48,6 +73,11 @@ export interface ExecutorConfig {
   readonly session: SessionConfig;
   readonly warmupRuns: number;
   readonly syntheticCacheBytes: number;
+  /** Deadline of spawn + load + warm-up of one start, in ms (> 0). */
+  readonly loadTimeoutMs: number;
+  /** Deadline of one segment from the moment it reaches the front of the child's queue, in ms; 0 = none. */
+  readonly segmentTimeoutMs: number;
+  readonly logger: Logger;
 }
 
 const EXECUTOR_ENTRY = fileURLToPath(new URL('./executor-process.ts', import.meta.url));
@@ -67,17 +97,20 @@ export function spawnExecutorProcess(): ChildProcess {
 
 /** Keeps the last `limit` characters a child wrote to stdout/stderr. */
 class OutputTail {
-  private text = '';
+  private buffer = '';
   constructor(private readonly limit: number) {}
   attach(child: ChildProcess): void {
     const push = (chunk: Buffer): void => {
-      this.text = (this.text + chunk.toString('utf8')).slice(-this.limit);
+      this.buffer = (this.buffer + chunk.toString('utf8')).slice(-this.limit);
     };
     child.stdout?.on('data', push);
     child.stderr?.on('data', push);
   }
+  text(): string {
+    return this.buffer.trim();
+  }
   suffix(): string {
-    const t = this.text.trim();
+    const t = this.text();
     return t ? `; executor output (tail): ${t}` : '';
   }
 }
@@ -86,14 +119,23 @@ function exitDescription(code: number | null, signal: NodeJS.Signals | null): st
   return signal ? `signal ${signal}` : `exit code ${String(code)}`;
 }
 
-/** Send a message; resolves false when the channel refused it (child gone). */
-function sendTo(child: ChildProcess, msg: ParentMessage): Promise<boolean> {
+function isAlive(child: ChildProcess): boolean {
+  return child.exitCode === null && child.signalCode === null;
+}
+
+/**
+ * Send a message. Never rejects: resolves `undefined` once the channel took it, or the reason
+ * it did not (channel closed, or a value structured clone cannot copy — `child.send` throws
+ * that synchronously, before anything is written).
+ */
+function sendTo(child: ChildProcess, msg: ParentMessage): Promise<string | undefined> {
+  if (!child.connected) return Promise.resolve('the IPC channel is closed');
   return new Promise((resolve) => {
-    if (!child.connected) {
-      resolve(false);
-      return;
+    try {
+      child.send(msg, (err) => resolve(err ? describeError(err) : undefined));
+    } catch (err) {
+      resolve(describeError(err));
     }
-    child.send(msg, (err) => resolve(err === null || err === undefined));
   });
 }
 
@@ -101,41 +143,61 @@ function sendTo(child: ChildProcess, msg: ParentMessage): Promise<boolean> {
  * Ask a throwaway child whether an execution provider works here: lists the backends of the
  * onnxruntime-node build and creates one session on `model` (ONNX bytes) with `session`.
  * Done in a child so a provider that crashes natively cannot take the caller down.
- * @returns `error` set (ORT's message) when the provider is unusable.
+ * @param timeoutMs how long to wait for the answer (the child is killed afterwards).
+ * @returns `error` set (ORT's message, or the timeout) when the provider is unusable.
  */
-export async function probeExecutionProvider(session: SessionConfig, model: Uint8Array): Promise<{ backends: readonly string[]; error?: string }> {
+export async function probeExecutionProvider(session: SessionConfig, model: Uint8Array, timeoutMs: number): Promise<{ backends: readonly string[]; error?: string }> {
   const child = spawnExecutorProcess();
   const tail = new OutputTail(OUTPUT_TAIL_CHARS);
   tail.attach(child);
+  let timer: NodeJS.Timeout | undefined;
   try {
     return await new Promise((resolve) => {
+      timer = setTimeout(() => resolve({ backends: [], error: `the provider probe did not answer within ${timeoutMs} ms (loadTimeoutMs)${tail.suffix()}` }), timeoutMs);
       child.on('message', (raw: unknown) => {
         const m = raw as ChildMessage;
         if (m.t === 'probe-result') resolve(m.error === undefined ? { backends: m.backends } : { backends: m.backends, error: m.error });
       });
       child.once('close', (code, signal) => resolve({ backends: [], error: `probe process ended (${exitDescription(code, signal)})${tail.suffix()}` }));
       child.once('error', (err) => resolve({ backends: [], error: `probe process failed: ${err.message}` }));
-      void sendTo(child, { t: 'probe', session, model });
+      void sendTo(child, { t: 'probe', session, model }).then((failure) => {
+        if (failure !== undefined) resolve({ backends: [], error: `the probe could not be sent: ${failure}` });
+      });
     });
   } finally {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    clearTimeout(timer);
+    if (isAlive(child)) child.kill('SIGKILL');
   }
 }
 
 interface Pending {
   readonly queryId: string;
+  readonly start: number;
+  readonly end: number;
   readonly resolve: (outcome: RunOutcome) => void;
+}
+
+/** Why the parent killed the current child itself (segment deadline). */
+interface DeadlineKill {
+  readonly reqId: number;
+  readonly queryId: string;
 }
 
 export class ExecutorHandle {
   private child: ChildProcess | undefined;
-  private state: 'down' | 'starting' | 'ready' | 'closed' = 'down';
+  private state: 'down' | 'starting' | 'ready' | 'failed' | 'closed' = 'down';
   private starting: Promise<void> | undefined;
   private loadWaiter: { resolve: () => void; reject: (err: AbacusError) => void } | undefined;
   private readonly pending = new Map<number, Pending>();
   private nextReqId = 1;
   private tail = new OutputTail(OUTPUT_TAIL_CHARS);
   private restartCount = 0;
+  private loadedOnce = false;
+  private failedRestarts = 0;
+  private lastRestartError = '';
+  private deadline: { readonly reqId: number; readonly timer: NodeJS.Timeout } | undefined;
+  private killedForDeadline: DeadlineKill | undefined;
+  private readonly log: Logger;
 
   /**
    * @param onStateLost called (synchronously, before any restart) when the child died and
@@ -144,9 +206,11 @@ export class ExecutorHandle {
   constructor(
     private readonly cfg: ExecutorConfig,
     private readonly onStateLost: (reason: string) => void,
-  ) {}
+  ) {
+    this.log = cfg.logger;
+  }
 
-  /** Automatic restarts so far (after unexpected exits). */
+  /** Automatic restarts so far (after unexpected exits and segment-timeout kills). */
   get restarts(): number {
     return this.restartCount;
   }
@@ -156,16 +220,25 @@ export class ExecutorHandle {
     return this.child?.pid;
   }
 
+  /** True once the handle gave up after `MAX_FAILED_RESTARTS` consecutive failed restarts. */
+  get isDown(): boolean {
+    return this.state === 'failed';
+  }
+
   /**
    * Start the child and load the sessions (idempotent while starting).
    * @throws DeviceUnavailableError (CUDA missing, or the handle is closed), InvalidModelError
-   *   (a model that does not load), DeviceFailureError (the child died while loading).
+   *   (a model that does not load), DeviceFailureError (the child died while loading, or did
+   *   not load within `loadTimeoutMs`, or the handle gave up restarting).
    */
   start(): Promise<void> {
     if (this.state === 'closed') return Promise.reject(new DeviceUnavailableError(`executor of service ${this.cfg.service} is closed`));
+    if (this.state === 'failed') return Promise.reject(this.downError());
     if (this.state === 'ready') return Promise.resolve();
     if (this.starting) return this.starting;
     this.state = 'starting';
+    const restart = this.loadedOnce;
+    const t0 = performance.now();
     const starting = this.spawnAndLoad().then(
       () => {
         this.starting = undefined;
@@ -174,12 +247,20 @@ export class ExecutorHandle {
           throw new DeviceUnavailableError(`executor of service ${this.cfg.service} was closed while starting`);
         }
         this.state = 'ready';
+        this.loadedOnce = true;
+        this.failedRestarts = 0;
+        this.log.info({ service: this.cfg.service, pid: this.child?.pid, loadMs: performance.now() - t0, restart }, restart ? 'executor restarted' : 'executor loaded');
       },
       (err: unknown) => {
         this.starting = undefined;
-        if (this.state !== 'closed') this.state = 'down';
+        // Forget the child first, so its death is not reported as an unexpected exit.
         const child = this.child;
-        if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        this.child = undefined;
+        if (child && isAlive(child)) child.kill('SIGKILL');
+        if (this.state !== 'closed') {
+          this.state = 'down';
+          if (restart) this.restartFailed(err);
+        }
         throw err;
       },
     );
@@ -194,12 +275,20 @@ export class ExecutorHandle {
   run(req: RunRequest): Promise<RunOutcome> {
     if (this.state === 'ready' && this.child) return this.dispatch(this.child, req);
     if (this.state === 'closed') return Promise.resolve({ ok: false, error: new DeviceUnavailableError(`device closed: query ${req.queryId} of service ${this.cfg.service} was not run`) });
+    if (this.state === 'failed') return Promise.resolve({ ok: false, error: this.downError(req.queryId) });
     return this.start().then(
-      () => (this.child ? this.dispatch(this.child, req) : this.run(req)),
-      (err: unknown) => ({
-        ok: false as const,
-        error: new DeviceFailureError(`executor of service ${this.cfg.service} is down and could not be restarted, query ${req.queryId} was not run: ${describeError(err)}`, { cause: err }),
-      }),
+      () => this.run(req),
+      (err: unknown): RunOutcome => {
+        if (this.state === 'closed') return { ok: false, error: new DeviceUnavailableError(`device closed: query ${req.queryId} of service ${this.cfg.service} was not run`) };
+        if (this.state === 'failed') return { ok: false, error: this.downError(req.queryId) };
+        return {
+          ok: false,
+          error: new DeviceFailureError(
+            `executor of service ${this.cfg.service} could not be restarted (${this.failedRestarts} of at most ${MAX_FAILED_RESTARTS} consecutive failures), query ${req.queryId} was not run: ${describeError(err)}`,
+            { cause: err },
+          ),
+        };
+      },
     );
   }
 
@@ -223,15 +312,16 @@ export class ExecutorHandle {
       await gone;
       return;
     }
-    if (!(await sendTo(child, { t: 'fault', fault }))) throw new DeviceFailureError(`executor of service ${this.cfg.service} did not take the fault message`);
+    const failure = await sendTo(child, { t: 'fault', fault });
+    if (failure !== undefined) throw new DeviceFailureError(`executor of service ${this.cfg.service} did not take the fault message: ${failure}`);
   }
 
-  /** End the child (SIGTERM, then SIGKILL after CLOSE_GRACE_MS); pending segments get errors. Idempotent. */
+  /** End the child (SIGTERM, then SIGKILL after CLOSE_GRACE_MS), also mid-start; pending segments get errors. Idempotent. */
   async close(): Promise<void> {
     this.state = 'closed';
+    this.clearDeadline();
     const child = this.child;
-    if (!child) return;
-    if (child.exitCode !== null || child.signalCode !== null) return;
+    if (!child || !isAlive(child)) return;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => child.kill('SIGKILL'), CLOSE_GRACE_MS);
       child.once('close', () => {
@@ -242,49 +332,127 @@ export class ExecutorHandle {
     });
   }
 
+  private downError(queryId?: string): DeviceFailureError {
+    const svc = this.cfg.service;
+    const notRun = queryId === undefined ? '' : `; query ${queryId} was not run`;
+    return new DeviceFailureError(
+      `executor of service ${svc} is down: ${this.failedRestarts} consecutive restarts failed (last: ${this.lastRestartError}), so it is not restarted again until service ${svc} is loaded again${notRun}`,
+    );
+  }
+
+  private restartFailed(err: unknown): void {
+    this.failedRestarts += 1;
+    this.lastRestartError = describeError(err);
+    const fields = { service: this.cfg.service, failedRestarts: this.failedRestarts, err: this.lastRestartError };
+    if (this.failedRestarts >= MAX_FAILED_RESTARTS) {
+      this.state = 'failed';
+      this.log.error(fields, `executor is down: ${MAX_FAILED_RESTARTS} consecutive restarts failed; not restarting again`);
+    } else {
+      this.log.warn(fields, 'executor restart failed');
+    }
+  }
+
   private spawnAndLoad(): Promise<void> {
     return new Promise<void>((resolve, reject) => {
+      const svc = this.cfg.service;
       let child: ChildProcess;
       try {
         child = spawnExecutorProcess();
       } catch (err) {
-        reject(new DeviceFailureError(`executor of service ${this.cfg.service} could not be started: ${describeError(err)}`, { cause: err }));
+        reject(new DeviceFailureError(`executor of service ${svc} could not be started: ${describeError(err)}`, { cause: err }));
         return;
       }
       this.child = child;
+      this.log.debug({ service: svc, pid: child.pid }, 'executor spawned');
       this.tail = new OutputTail(OUTPUT_TAIL_CHARS);
       this.tail.attach(child);
-      this.loadWaiter = { resolve, reject };
+      const timer = setTimeout(() => {
+        if (this.loadWaiter !== waiter) return;
+        this.loadWaiter = undefined;
+        this.log.warn({ service: svc, pid: child.pid, loadTimeoutMs: this.cfg.loadTimeoutMs }, 'executor load timed out; killing it');
+        reject(new DeviceFailureError(`executor of service ${svc} did not load within ${this.cfg.loadTimeoutMs} ms (loadTimeoutMs)${this.tail.suffix()}`));
+      }, this.cfg.loadTimeoutMs);
+      const waiter = {
+        resolve: (): void => {
+          clearTimeout(timer);
+          resolve();
+        },
+        reject: (err: AbacusError): void => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      };
+      this.loadWaiter = waiter;
       child.on('message', (raw: unknown) => this.onMessage(child, raw as ChildMessage));
       // 'close' (not 'exit'): fires after the IPC channel and stdio are drained, so a result
       // sent just before an exit is delivered before the exit is handled.
-      child.once('close', (code, signal) => this.onGone(child, exitDescription(code, signal)));
+      child.once('close', (code, signal) => this.onGone(child, code, signal, exitDescription(code, signal)));
       child.on('error', (err) => {
-        if (child.pid === undefined) this.onGone(child, `spawn failed: ${err.message}`);
+        if (child.pid === undefined) this.onGone(child, null, null, `spawn failed: ${err.message}`);
       });
       const load: LoadMessage = {
         t: 'load',
-        service: this.cfg.service,
+        service: svc,
         spec: this.cfg.spec,
         operatorPaths: this.cfg.operatorPaths,
         session: this.cfg.session,
         warmupRuns: this.cfg.warmupRuns,
         syntheticCacheBytes: this.cfg.syntheticCacheBytes,
       };
-      void sendTo(child, load);
+      void sendTo(child, load).then((failure) => {
+        if (failure === undefined || this.loadWaiter !== waiter) return;
+        this.loadWaiter = undefined;
+        waiter.reject(new DeviceFailureError(`executor of service ${svc}: the load message could not be sent (${failure})`));
+      });
     });
   }
 
   private dispatch(child: ChildProcess, req: RunRequest): Promise<RunOutcome> {
     const reqId = this.nextReqId++;
     return new Promise<RunOutcome>((resolve) => {
-      this.pending.set(reqId, { queryId: req.queryId, resolve });
-      void sendTo(child, { t: 'run', reqId, ...req }).then((sent) => {
-        if (!sent && this.pending.delete(reqId)) {
-          resolve({ ok: false, error: new DeviceFailureError(`executor of service ${this.cfg.service} did not take query ${req.queryId} (channel closed)`) });
-        }
+      this.pending.set(reqId, { queryId: req.queryId, start: req.start, end: req.end, resolve });
+      this.armDeadline();
+      void sendTo(child, { t: 'run', reqId, ...req }).then((failure) => {
+        if (failure === undefined || !this.pending.delete(reqId)) return;
+        this.armDeadline();
+        resolve({
+          ok: false,
+          error: new DeviceFailureError(`service ${this.cfg.service}, query ${req.queryId}: segment [${req.start}, ${req.end}) could not be sent to its executor, nothing ran: ${failure}`),
+        });
       });
     });
+  }
+
+  /** Keep one deadline timer on the segment at the front of the child's queue (segmentTimeoutMs > 0). */
+  private armDeadline(): void {
+    const ms = this.cfg.segmentTimeoutMs;
+    if (ms <= 0) return;
+    const head = this.pending.entries().next();
+    const headId = head.done ? undefined : head.value[0];
+    if (this.deadline !== undefined && this.deadline.reqId === headId) return;
+    this.clearDeadline();
+    const child = this.child;
+    if (head.done || !child) return;
+    const [reqId, p] = head.value;
+    const timer = setTimeout(() => this.onDeadline(child, reqId, p), ms);
+    timer.unref();
+    this.deadline = { reqId, timer };
+  }
+
+  private clearDeadline(): void {
+    if (this.deadline) clearTimeout(this.deadline.timer);
+    this.deadline = undefined;
+  }
+
+  private onDeadline(child: ChildProcess, reqId: number, p: Pending): void {
+    if (child !== this.child || !this.pending.has(reqId) || !isAlive(child)) return;
+    this.deadline = undefined;
+    this.killedForDeadline = { reqId, queryId: p.queryId };
+    this.log.warn(
+      { service: this.cfg.service, pid: child.pid, queryId: p.queryId, segment: [p.start, p.end], segmentTimeoutMs: this.cfg.segmentTimeoutMs },
+      'segment exceeded segmentTimeoutMs; killing its executor (SIGKILL)',
+    );
+    child.kill('SIGKILL');
   }
 
   private onMessage(child: ChildProcess, m: ChildMessage): void {
@@ -302,6 +470,7 @@ export class ExecutorHandle {
         const p = this.pending.get(m.reqId);
         if (!p) break;
         this.pending.delete(m.reqId);
+        this.armDeadline();
         p.resolve(m.ok ? (m.outputs ? { ok: true, latencyMs: m.latencyMs, outputs: m.outputs } : { ok: true, latencyMs: m.latencyMs }) : { ok: false, error: fromWire(m.error) });
         break;
       }
@@ -310,35 +479,50 @@ export class ExecutorHandle {
     }
   }
 
-  private onGone(child: ChildProcess, how: string): void {
+  private onGone(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null, how: string): void {
     if (child !== this.child) return;
     this.child = undefined;
+    this.clearDeadline();
+    const killed = this.killedForDeadline;
+    this.killedForDeadline = undefined;
     const closed = this.state === 'closed';
     const wasReady = this.state === 'ready';
     const svc = this.cfg.service;
+    const ms = this.cfg.segmentTimeoutMs;
     const suffix = this.tail.suffix();
+    if (!closed) {
+      this.log.warn(
+        { service: svc, pid: child.pid, code, signal, pendingSegments: this.pending.size, segmentTimeout: killed !== undefined, outputTail: this.tail.text() },
+        killed ? `executor killed: query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms` : `executor ended unexpectedly (${how})`,
+      );
+    }
     if (this.loadWaiter) {
       this.loadWaiter.reject(
         closed ? new DeviceUnavailableError(`executor of service ${svc} was closed while loading`) : new DeviceFailureError(`executor of service ${svc} ended (${how}) while loading${suffix}`),
       );
       this.loadWaiter = undefined;
     }
-    for (const p of this.pending.values()) {
-      p.resolve({
-        ok: false,
-        error: closed
-          ? new DeviceUnavailableError(`device closed while query ${p.queryId} of service ${svc} was running`)
-          : new DeviceFailureError(`executor of service ${svc} ended (${how}) while running query ${p.queryId}; the query's state is lost${suffix}`),
-      });
+    for (const [reqId, p] of this.pending) {
+      let error: AbacusError;
+      if (closed) error = new DeviceUnavailableError(`device closed while query ${p.queryId} of service ${svc} was running`);
+      else if (killed && reqId === killed.reqId) {
+        error = new DeviceFailureError(
+          `service ${svc}, query ${p.queryId}: segment [${p.start}, ${p.end}) exceeded segmentTimeoutMs ${ms} ms; its executor was killed (SIGKILL) and is restarting, the query's state is lost`,
+        );
+      } else if (killed) {
+        error = new DeviceFailureError(
+          `executor of service ${svc} was killed (SIGKILL) while query ${p.queryId} was queued or running, because query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms; the query's state is lost`,
+        );
+      } else error = new DeviceFailureError(`executor of service ${svc} ended (${how}) while running query ${p.queryId}; the query's state is lost${suffix}`);
+      p.resolve({ ok: false, error });
     }
     this.pending.clear();
-    if (closed) return;
-    this.onStateLost(`executor of service ${svc} ended (${how})`);
-    if (wasReady) {
-      this.state = 'down';
-      this.restartCount += 1;
-      // A failed restart is not lost: the next run() retries and reports it as the segment's error.
-      this.start().catch(() => undefined);
-    }
+    if (closed || !wasReady) return; // a death while starting fails that start (see start())
+    this.onStateLost(killed ? `executor of service ${svc} was killed because query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms` : `executor of service ${svc} ended (${how})`);
+    this.state = 'down';
+    this.restartCount += 1;
+    this.log.warn({ service: svc, restarts: this.restartCount }, 'restarting executor');
+    // A failed restart is not lost: the next run() retries and reports it as the segment's error.
+    this.start().catch(() => undefined);
   }
 }

@@ -11,8 +11,8 @@ import process from 'node:process';
 import { InferenceSession, listSupportedBackends } from 'onnxruntime-node';
 import { describeError } from '../../errors.ts';
 import { ExecutorLoadError, SegmentExecutor, sessionOptions } from './executor.ts';
-import type { ChildMessage, ParentMessage, ProbeMessage } from './protocol.ts';
-import { FAULT_EXIT_CODE } from './protocol.ts';
+import type { ChildMessage, FaultMessage, ParentMessage, ProbeMessage } from './protocol.ts';
+import { FAULT_EXIT_CODE, STALL_MS } from './protocol.ts';
 
 async function probe(msg: ProbeMessage): Promise<ChildMessage> {
   const backends = listSupportedBackends().map((b) => b.name);
@@ -29,6 +29,19 @@ async function probe(msg: ProbeMessage): Promise<ChildMessage> {
   }
 }
 
+/** Run an armed fault after the first operator of a segment. */
+function injectFault(fault: FaultMessage['fault']): void {
+  switch (fault) {
+    case 'exit-in-next-segment':
+      process.exit(FAULT_EXIT_CODE);
+      break;
+    case 'stall-in-next-segment':
+      // Block the thread like a hung native kernel: no message is answered until the parent kills us.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, STALL_MS);
+      break;
+  }
+}
+
 function main(): void {
   const sendRaw = process.send?.bind(process);
   if (!sendRaw) {
@@ -41,7 +54,7 @@ function main(): void {
   };
 
   let executor: SegmentExecutor | undefined;
-  let exitInNextSegment = false;
+  let armed: FaultMessage['fault'] | undefined;
   let queue: Promise<void> = Promise.resolve();
   const enqueue = (job: () => Promise<void>): void => {
     queue = queue.then(job).catch((err: unknown) => {
@@ -75,15 +88,9 @@ function main(): void {
             send({ t: 'result', reqId: msg.reqId, ok: false, error: { code: 'device_failure', message: `query ${msg.queryId}: executor has no model loaded` } });
             return;
           }
-          const arm = exitInNextSegment;
-          exitInNextSegment = false;
-          const hooks = arm
-            ? {
-                afterOperator: () => {
-                  process.exit(FAULT_EXIT_CODE);
-                },
-              }
-            : {};
+          const fault = armed;
+          armed = undefined;
+          const hooks = fault ? { afterOperator: () => injectFault(fault) } : {};
           send(await executor.run(msg, hooks));
         });
         break;
@@ -96,7 +103,7 @@ function main(): void {
       case 'fault':
         // Queued like a run, so it arms the first segment sent after it.
         enqueue(() => {
-          exitInNextSegment = true;
+          armed = msg.fault;
           return Promise.resolve();
         });
         break;

@@ -61,13 +61,41 @@
  *   messaging, no input decoding, no synthetic generation). `groupLatencyMs`: in the caller,
  *   from dispatch of the first segment to the last result (includes IPC: ≈ 0.2 ms plus
  *   ≈ 1.3 ms per MB of inputs and outputs crossing).
+ * - Concurrency: `runGroup` may be called again before an earlier group finished. Segments of
+ *   different services overlap; segments of one service, from one group or several, queue
+ *   FIFO in its executor. A query may have one segment in flight at a time (else
+ *   BadRequestError). `load` may run concurrently with `runGroup` and with other `load`s
+ *   (service names are reserved when `load` is called, before anything is awaited).
  * - Failures: an ORT error fails that segment only (`DeviceFailureError` naming service,
  *   query and operator) and drops the query's state; the executor stays usable. A dead
  *   executor is restarted at once; every query it was running gets an error result, and every
  *   query whose state it kept gets one at its next `resume` (never silence, never a throw).
+ *   A message the IPC channel cannot carry (structured clone refuses a value) fails its
+ *   segment with a `DeviceFailureError`; nothing ran, the executor stays up.
+ * - Deadlines: `loadTimeoutMs` bounds the CUDA probe and each executor start (spawn + load +
+ *   warm-up; also restarts). `segmentTimeoutMs` (off by default) bounds each segment from when
+ *   it reaches the front of its executor's queue; an overrun kills the executor (SIGKILL),
+ *   fails that segment ("exceeded segmentTimeoutMs N ms") and the others queued there, and
+ *   restarts it (details: `executor-handle.ts`).
+ * - Restart backoff: after `MAX_FAILED_RESTARTS` (3) consecutive failed restarts of one
+ *   service's executor, it is left down and that service's segments fail at once with a
+ *   `DeviceFailureError` saying so. Loading the service again under the same name (`load`)
+ *   replaces the down executor with a fresh one (0 restarts); while it is up, that name stays
+ *   taken.
+ * - Bounded bookkeeping: the device remembers at most `maxLostQueries` queries whose state was
+ *   lost (so their next `resume` gets an error result; the oldest are forgotten first, after
+ *   which a resume is a BadRequestError "no kept state"), and keeps the state of at most
+ *   `maxKeptQueries` unfinished queries: beyond that the oldest kept state is freed in its
+ *   executor and the query is treated as lost ("evicted"). Callers should `releaseQuery`
+ *   what will not continue; the caps only bound leaks.
+ * - Logging: pass `logger` (pino) to see executor exits and restarts (warn, with service, exit
+ *   code or signal and output tail), segment-timeout kills (warn), an executor left down
+ *   (error), load timings (info `loadMs`) and spawns (debug). Default: silent.
  */
 import fs from 'node:fs/promises';
+import { pino } from 'pino';
 import { DeviceFailureError, DeviceUnavailableError, InvalidModelError, describeError } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
 import { GraphBuilder } from '../../model/onnx/builder.ts';
 import { onnx } from '../../model/onnx/proto.ts';
 import type { ModelSpec } from '../../model/spec.ts';
@@ -75,7 +103,7 @@ import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from 
 import type { ExecutorFault } from './executor-handle.ts';
 import { ExecutorHandle, probeExecutionProvider } from './executor-handle.ts';
 import type { SessionConfig } from './protocol.ts';
-import type { KeptQuery } from './validate.ts';
+import type { KeptQuery, LostQuery } from './validate.ts';
 import { validateGroup } from './validate.ts';
 
 /** Options of `OrtDevice.create`. Every field is optional; defaults in brackets. */
@@ -96,9 +124,30 @@ export interface OrtDeviceOptions {
   readonly warmupRuns?: number;
   /** Per-executor budget of the synthetic-input cache in bytes [268435456 = 256 MiB]; 0 disables it. */
   readonly syntheticCacheBytes?: number;
+  /**
+   * Deadline in ms [120000], in [1, 2147483647], of the CUDA probe in `create` and of each
+   * executor start (spawn + session creation + warm-up), at `load` and at every restart.
+   */
+  readonly loadTimeoutMs?: number;
+  /**
+   * Deadline in ms of one segment [0 = none], in [0, 2147483647], counted from when it reaches
+   * the front of its executor's queue. An overrun kills the executor (SIGKILL) and restarts it;
+   * the segment gets a DeviceFailureError "exceeded segmentTimeoutMs N ms".
+   */
+  readonly segmentTimeoutMs?: number;
+  /** Most queries remembered as lost (their next resume gets an error result) [10000]; oldest forgotten first. */
+  readonly maxLostQueries?: number;
+  /** Most unfinished queries whose state is kept [10000]; beyond that the oldest is evicted (treated as lost). */
+  readonly maxKeptQueries?: number;
+  /** Where executor exits, restarts, timeouts and load timings are logged [silent]. */
+  readonly logger?: Logger;
 }
 
 const DEFAULT_SYNTHETIC_CACHE_BYTES = 256 * 1024 * 1024;
+const DEFAULT_LOAD_TIMEOUT_MS = 120_000;
+const DEFAULT_MAX_QUERIES = 10_000;
+/** Largest delay setTimeout takes (2^31 − 1 ms). */
+const MAX_TIMER_MS = 2_147_483_647;
 const EXECUTION_PROVIDERS = ['cpu', 'cuda'] as const;
 const OPT_LEVELS = ['disabled', 'basic', 'extended', 'all'] as const;
 
@@ -106,6 +155,11 @@ interface ResolvedOptions {
   readonly session: SessionConfig;
   readonly warmupRuns: number;
   readonly syntheticCacheBytes: number;
+  readonly loadTimeoutMs: number;
+  readonly segmentTimeoutMs: number;
+  readonly maxLostQueries: number;
+  readonly maxKeptQueries: number;
+  readonly logger: Logger;
 }
 
 function intOption(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
@@ -128,6 +182,9 @@ function resolveOptions(o: OrtDeviceOptions): ResolvedOptions {
     throw new RangeError(`OrtDeviceOptions.graphOptimizationLevel '${String(level)}' must be one of ${OPT_LEVELS.map((e) => `'${e}'`).join(', ')}`);
   }
   if (o.spinning !== undefined && typeof o.spinning !== 'boolean') throw new TypeError('OrtDeviceOptions.spinning must be a boolean');
+  if (o.logger !== undefined && (typeof o.logger !== 'object' || o.logger === null || typeof o.logger.warn !== 'function')) {
+    throw new TypeError('OrtDeviceOptions.logger must be a pino Logger');
+  }
   return {
     session: {
       executionProvider: ep,
@@ -139,6 +196,11 @@ function resolveOptions(o: OrtDeviceOptions): ResolvedOptions {
     },
     warmupRuns: intOption('warmupRuns', o.warmupRuns, 1, 0, 100),
     syntheticCacheBytes: intOption('syntheticCacheBytes', o.syntheticCacheBytes, DEFAULT_SYNTHETIC_CACHE_BYTES, 0, Number.MAX_SAFE_INTEGER),
+    loadTimeoutMs: intOption('loadTimeoutMs', o.loadTimeoutMs, DEFAULT_LOAD_TIMEOUT_MS, 1, MAX_TIMER_MS),
+    segmentTimeoutMs: intOption('segmentTimeoutMs', o.segmentTimeoutMs, 0, 0, MAX_TIMER_MS),
+    maxLostQueries: intOption('maxLostQueries', o.maxLostQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER),
+    maxKeptQueries: intOption('maxKeptQueries', o.maxKeptQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER),
+    logger: o.logger ?? pino({ enabled: false }),
   };
 }
 
@@ -156,32 +218,44 @@ export class OrtDevice implements Device {
   /** `ort:cpu`, `ort:cuda` (device 0) or `ort:cuda:N`. */
   readonly id: string;
   private readonly options: ResolvedOptions;
+  private readonly log: Logger;
   private readonly handles = new Map<string, ExecutorHandle>();
   private readonly specs = new Map<string, ModelSpec>();
+  /** Unfinished queries whose state an executor keeps, oldest first. */
   private readonly kept = new Map<string, KeptQuery>();
-  private readonly lost = new Map<string, { service: string; reason: string }>();
-  private readonly inFlight = new Set<string>();
+  /** Queries whose state was lost, oldest first (bounded by maxLostQueries). */
+  private readonly lost = new Map<string, LostQuery>();
+  /** Queries with a segment running: queryId → service. */
+  private readonly inFlight = new Map<string, string>();
   private readonly releasedInFlight = new Set<string>();
+  /** Service names of `load` calls in progress (reserved before the first await). */
+  private readonly reserved = new Set<string>();
+  /** Executors that a `load` in progress is starting (not yet in `handles`). */
+  private readonly loading = new Set<ExecutorHandle>();
   private closing: Promise<void> | undefined;
 
   private constructor(options: ResolvedOptions) {
     this.options = options;
     const s = options.session;
     this.id = s.executionProvider === 'cpu' ? 'ort:cpu' : s.cudaDeviceId === 0 ? 'ort:cuda' : `ort:cuda:${s.cudaDeviceId}`;
+    this.log = options.logger.child({ device: this.id });
   }
 
   /**
    * Create a device (no executor starts until `load`). For 'cuda' the provider is probed in
-   * a throwaway child process: the build must list a CUDA backend and a session must be
-   * creatable with it.
+   * a throwaway child process within `loadTimeoutMs`: the build must list a CUDA backend and a
+   * session must be creatable with it.
    * @throws RangeError / TypeError for a bad option (naming it and the valid values).
-   * @throws DeviceUnavailableError when CUDA is requested but not usable here; the message
-   *   says so and names the alternative (`executionProvider: 'cpu'`).
+   * @throws DeviceUnavailableError when CUDA is requested but not usable here (or the probe
+   *   did not answer in time); the message says so and names the alternative
+   *   (`executionProvider: 'cpu'`).
    */
   static async create(options: OrtDeviceOptions = {}): Promise<OrtDevice> {
     const resolved = resolveOptions(options);
     if (resolved.session.executionProvider === 'cuda') {
-      const probe = await probeExecutionProvider(resolved.session, probeModel());
+      const t0 = performance.now();
+      const probe = await probeExecutionProvider(resolved.session, probeModel(), resolved.loadTimeoutMs);
+      resolved.logger.debug({ probeMs: performance.now() - t0, backends: probe.backends, error: probe.error }, 'CUDA provider probed');
       if (probe.error !== undefined) {
         throw new DeviceUnavailableError(`CUDA is not available here: ${probe.error.trim()}. Use executionProvider 'cpu' instead (backends in this build: ${probe.backends.join(', ') || 'unknown'})`);
       }
@@ -196,12 +270,16 @@ export class OrtDevice implements Device {
 
   /**
    * Start one executor per service, create its operator sessions and warm each operator up;
-   * resolves once all are ready. May be called again to add services.
-   * @throws RangeError for a duplicate or already loaded service name.
+   * resolves once all are ready. May be called again, also concurrently, to add services.
+   * A service whose executor was left down after repeated failed restarts may be loaded again
+   * under its name: on success the fresh executor replaces the down one.
+   * @throws RangeError for a name listed twice, already loaded (and up), or being loaded by
+   *   another `load` call in progress.
    * @throws InvalidModelError when an operator file is missing, does not load, does not match
    *   the spec or fails its warm-up; DeviceUnavailableError when the EP is missing or the
-   *   device is closed; DeviceFailureError when an executor dies while loading. On any error
-   *   no executor of this call is left running.
+   *   device is closed (also when `close()` is called while loading); DeviceFailureError when
+   *   an executor dies while loading or does not load within `loadTimeoutMs`. On any error no
+   *   executor of this call is left running.
    */
   async load(services: readonly DeviceService[]): Promise<void> {
     if (this.closing) throw new DeviceUnavailableError(`${this.id} is closed`);
@@ -210,54 +288,71 @@ export class OrtDevice implements Device {
     const names = new Set<string>();
     services.forEach((s, i) => {
       if (typeof s.name !== 'string' || s.name.length === 0) throw new TypeError(`services[${i}].name must be a non-empty string`);
-      if (names.has(s.name) || this.specs.has(s.name)) throw new RangeError(`services[${i}].name '${s.name}' is already loaded or listed twice; service names must be unique`);
+      const taken = names.has(s.name) || this.reserved.has(s.name) || (this.specs.has(s.name) && !this.handles.get(s.name)?.isDown);
+      if (taken) throw new RangeError(`services[${i}].name '${s.name}' is already loaded or listed twice (or being loaded by a load() in progress); service names must be unique`);
       names.add(s.name);
       const n = s.model.spec.operators.length;
       if (n === 0) throw new InvalidModelError(`service ${s.name}: model ${s.model.spec.name} has no operators`);
       if (s.model.operatorPaths.length !== n) throw new InvalidModelError(`service ${s.name}: ${s.model.operatorPaths.length} operator files for ${n} operators`);
     });
-    await Promise.all(
-      services.flatMap((s) =>
-        s.model.operatorPaths.map(async (p: string, k: number): Promise<void> => {
-          try {
-            await fs.access(p);
-          } catch {
-            throw new InvalidModelError(`service ${s.name}: operator ${k} file ${p} does not exist or is not readable`);
-          }
-        }),
-      ),
-    );
-    const started: { name: string; spec: ModelSpec; handle: ExecutorHandle }[] = services.map((s) => ({
-      name: s.name,
-      spec: s.model.spec,
-      handle: new ExecutorHandle(
-        {
-          service: s.name,
-          spec: s.model.spec,
-          operatorPaths: s.model.operatorPaths,
-          session: this.options.session,
-          warmupRuns: this.options.warmupRuns,
-          syntheticCacheBytes: this.options.syntheticCacheBytes,
-        },
-        (reason) => this.onStateLost(s.name, reason),
-      ),
-    }));
-    const results = await Promise.allSettled(started.map((s) => s.handle.start()));
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed || this.closing) {
-      await Promise.all(started.map((s) => s.handle.close()));
-      if (failed) throw failed.reason instanceof Error ? failed.reason : new DeviceFailureError(describeError(failed.reason));
-      throw new DeviceUnavailableError(`${this.id} was closed while loading`);
-    }
-    for (const s of started) {
-      this.handles.set(s.name, s.handle);
-      this.specs.set(s.name, s.spec);
+    // Reserve the names before the first await, so a concurrent load of the same name fails above.
+    for (const name of names) this.reserved.add(name);
+    const started: { name: string; spec: ModelSpec; handle: ExecutorHandle }[] = [];
+    try {
+      await Promise.all(
+        services.flatMap((s) =>
+          s.model.operatorPaths.map(async (p: string, k: number): Promise<void> => {
+            try {
+              await fs.access(p);
+            } catch {
+              throw new InvalidModelError(`service ${s.name}: operator ${k} file ${p} does not exist or is not readable`);
+            }
+          }),
+        ),
+      );
+      if (this.closing) throw new DeviceUnavailableError(`${this.id} was closed while loading`);
+      for (const s of services) {
+        const handle = new ExecutorHandle(
+          {
+            service: s.name,
+            spec: s.model.spec,
+            operatorPaths: s.model.operatorPaths,
+            session: this.options.session,
+            warmupRuns: this.options.warmupRuns,
+            syntheticCacheBytes: this.options.syntheticCacheBytes,
+            loadTimeoutMs: this.options.loadTimeoutMs,
+            segmentTimeoutMs: this.options.segmentTimeoutMs,
+            logger: this.log,
+          },
+          (reason) => this.onStateLost(s.name, reason),
+        );
+        started.push({ name: s.name, spec: s.model.spec, handle });
+        this.loading.add(handle);
+      }
+      const t0 = performance.now();
+      const results = await Promise.allSettled(started.map((s) => s.handle.start()));
+      const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed || this.closing) {
+        await Promise.all(started.map((s) => s.handle.close()));
+        if (this.closing || !failed) throw new DeviceUnavailableError(`${this.id} was closed while loading`);
+        throw failed.reason instanceof Error ? failed.reason : new DeviceFailureError(describeError(failed.reason));
+      }
+      for (const s of started) {
+        const old = this.handles.get(s.name);
+        this.handles.set(s.name, s.handle);
+        this.specs.set(s.name, s.spec);
+        if (old) void old.close(); // a down executor being replaced: nothing runs there
+      }
+      this.log.info({ services: started.map((s) => s.name), loadMs: performance.now() - t0 }, 'services loaded');
+    } finally {
+      for (const name of names) this.reserved.delete(name);
+      for (const s of started) this.loading.delete(s.handle);
     }
   }
 
   /**
    * Run one operator group: validate it, dispatch every segment to its service's executor at
-   * once, wait for all. Results come back in the order given.
+   * once, wait for all. Results come back in the order given. May be called concurrently.
    * @throws TypeError / RangeError / BadRequestError for a malformed group or inputs that do
    *   not fit (see validate.ts), before anything runs; DeviceUnavailableError after close().
    */
@@ -273,13 +368,19 @@ export class OrtDevice implements Device {
 
   /**
    * Drop the kept state of a query (in its executor, after any segment of it already sent).
-   * Idempotent; a no-op after close().
-   * @throws RangeError for a service that is not loaded.
+   * Idempotent (a query the device does not know is a no-op); a no-op after close().
+   * @throws RangeError for a service that is not loaded, or for a query that belongs to
+   *   another service (kept, lost or running there); the message names the owning service,
+   *   and nothing is released.
    */
   releaseQuery(service: string, queryId: string): Promise<void> {
     if (this.closing) return Promise.resolve();
     const handle = this.handles.get(service);
     if (!handle) return Promise.reject(new RangeError(`service '${service}' is not loaded on ${this.id} (loaded: ${this.services.join(', ') || 'none'})`));
+    const owner = this.kept.get(queryId)?.service ?? this.lost.get(queryId)?.service ?? this.inFlight.get(queryId);
+    if (owner !== undefined && owner !== service) {
+      return Promise.reject(new RangeError(`releaseQuery: query '${queryId}' belongs to service '${owner}', not '${service}'; call releaseQuery('${owner}', '${queryId}')`));
+    }
     this.kept.delete(queryId);
     this.lost.delete(queryId);
     if (this.inFlight.has(queryId)) this.releasedInFlight.add(queryId);
@@ -290,7 +391,8 @@ export class OrtDevice implements Device {
   /**
    * Inject a fault into a service's executor — for tests and chaos drills, not for serving.
    * 'exit-in-next-segment': the executor process exits after the first operator of the next
-   * segment it starts; 'kill': SIGKILL now. Either way the device restarts it.
+   * segment it starts; 'stall-in-next-segment': it hangs there instead (only
+   * `segmentTimeoutMs` or `close()` ends it); 'kill': SIGKILL now. The device restarts it.
    * @throws RangeError for an unknown service; DeviceFailureError when the executor is down.
    */
   async injectExecutorFault(service: string, fault: ExecutorFault): Promise<void> {
@@ -299,17 +401,23 @@ export class OrtDevice implements Device {
     await handle.injectFault(fault);
   }
 
-  /** Automatic executor restarts of a service so far (0 when none). @throws RangeError for an unknown service. */
+  /**
+   * Automatic executor restarts of a service since it was (last) loaded (0 when none).
+   * @throws RangeError for an unknown service.
+   */
   executorRestarts(service: string): number {
     const handle = this.handles.get(service);
     if (!handle) throw new RangeError(`service '${service}' is not loaded on ${this.id}`);
     return handle.restarts;
   }
 
-  /** Terminate every executor and free all state. Idempotent; later runGroup/load reject. */
+  /**
+   * Terminate every executor, including those a `load` in progress is starting, and free all
+   * state. Idempotent; later runGroup/load reject.
+   */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      await Promise.all([...this.handles.values()].map((h) => h.close()));
+      await Promise.all([...this.handles.values(), ...this.loading].map((h) => h.close()));
       this.kept.clear();
       this.lost.clear();
     })();
@@ -321,34 +429,57 @@ export class OrtDevice implements Device {
     const { queryId, service } = seg;
     const lost = seg.input.kind === 'resume' ? this.lost.get(queryId) : undefined;
     this.lost.delete(queryId);
+    this.kept.delete(queryId);
     if (lost) {
       // Answered once with an error; afterwards the query is unknown to the device.
-      this.kept.delete(queryId);
       const error = new DeviceFailureError(`service ${service}, query ${queryId}: cannot resume at operator ${seg.start}, its state was lost (${lost.reason})`);
       return Promise.resolve({ ok: false, queryId, service, error });
     }
-    this.inFlight.add(queryId);
+    this.inFlight.set(queryId, service);
     const handle = this.handles.get(service)!;
     const run = handle.run({ queryId, start: seg.start, end: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen, input: seg.input });
     return run.then((outcome): SegmentResult => {
       this.inFlight.delete(queryId);
       const released = this.releasedInFlight.delete(queryId);
-      this.kept.delete(queryId);
       if (!outcome.ok) {
-        if (outcome.error.code === 'device_failure' && !released) this.lost.set(queryId, { service, reason: outcome.error.message });
+        if (outcome.error.code === 'device_failure' && !released) this.markLost(queryId, service, outcome.error.message);
         return { ok: false, queryId, service, error: outcome.error };
       }
       const n = this.specs.get(service)!.operators.length;
-      if (seg.end < n && !released) this.kept.set(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
+      if (seg.end < n && !released) this.keep(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
       return outcome.outputs ? { ok: true, queryId, service, latencyMs: outcome.latencyMs, outputs: outcome.outputs } : { ok: true, queryId, service, latencyMs: outcome.latencyMs };
     });
+  }
+
+  /** Remember a query's kept state; beyond maxKeptQueries evict the oldest (freed in its executor, then lost). */
+  private keep(queryId: string, k: KeptQuery): void {
+    this.kept.set(queryId, k);
+    const max = this.options.maxKeptQueries;
+    for (const [oldId, old] of this.kept) {
+      if (this.kept.size <= max) break;
+      this.kept.delete(oldId);
+      this.handles.get(old.service)?.release(oldId);
+      this.markLost(oldId, old.service, `evicted: more than maxKeptQueries ${max} unfinished queries were kept; release queries that will not continue`);
+      this.log.warn({ service: old.service, queryId: oldId, maxKeptQueries: max }, 'kept query state evicted');
+    }
+  }
+
+  /** Remember a lost query (re-inserted as newest); beyond maxLostQueries forget the oldest. */
+  private markLost(queryId: string, service: string, reason: string): void {
+    this.lost.delete(queryId);
+    this.lost.set(queryId, { service, reason });
+    const max = this.options.maxLostQueries;
+    for (const oldId of this.lost.keys()) {
+      if (this.lost.size <= max) break;
+      this.lost.delete(oldId);
+    }
   }
 
   private onStateLost(service: string, reason: string): void {
     for (const [queryId, k] of this.kept) {
       if (k.service !== service) continue;
       this.kept.delete(queryId);
-      this.lost.set(queryId, { service, reason });
+      this.markLost(queryId, service, reason);
     }
   }
 }

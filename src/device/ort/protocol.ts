@@ -59,10 +59,14 @@ export interface ReleaseMessage {
   readonly queryId: string;
 }
 
-/** Parent → child: fault injection; the child exits with code 70 after the first operator of its next segment. */
+/**
+ * Parent → child: fault injection, armed for the next segment the child starts (queued like a
+ * run). 'exit-in-next-segment': exit with code 70 after its first operator. 'stall-in-next-segment':
+ * block the child's thread for `STALL_MS` after its first operator (a hung kernel).
+ */
 export interface FaultMessage {
   readonly t: 'fault';
-  readonly fault: 'exit-in-next-segment';
+  readonly fault: 'exit-in-next-segment' | 'stall-in-next-segment';
 }
 
 /** Parent → child: check an execution provider by creating a session on `model` (ONNX bytes). */
@@ -83,6 +87,9 @@ export type ChildMessage =
 
 /** Exit code of a child that exits on an injected fault. */
 export const FAULT_EXIT_CODE = 70;
+
+/** How long an injected stall blocks the child, in ms (10 min: "forever" for a test; the parent kills it). */
+export const STALL_MS = 600_000;
 
 /** Turn a wire error back into the domain error class of its code. */
 export function fromWire(e: WireError): AbacusError {

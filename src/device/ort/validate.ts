@@ -25,12 +25,20 @@ export interface KeptQuery {
   readonly seqLen: number;
 }
 
+/** A query whose state was lost (executor died, segment failed, evicted). */
+export interface LostQuery {
+  readonly service: string;
+  /** Why, for the error result of its next resume. */
+  readonly reason: string;
+}
+
 /** What validation needs to know about the device's queries. */
 export interface QueryBookView {
   readonly kept: ReadonlyMap<string, KeptQuery>;
-  /** Queries whose state was lost (executor died, segment failed): a resume yields an error result. */
-  readonly lost: ReadonlyMap<string, { readonly service: string; readonly reason: string }>;
-  readonly inFlight: ReadonlySet<string>;
+  /** Queries whose state was lost: a resume yields an error result. */
+  readonly lost: ReadonlyMap<string, LostQuery>;
+  /** Queries with a segment running: queryId → service. */
+  readonly inFlight: ReadonlyMap<string, string>;
 }
 
 const TYPED_ARRAY: Readonly<Record<TensorDataType, { readonly name: string; readonly is: (d: unknown) => boolean }>> = {
@@ -100,7 +108,11 @@ function validateInput(at: string, s: Segment, spec: ModelSpec, book: QueryBookV
       return;
     }
     case 'resume': {
-      if (book.lost.has(s.queryId)) return; // answered with an error result, not thrown
+      const lost = book.lost.get(s.queryId);
+      if (lost) {
+        if (lost.service !== s.service) throw new BadRequestError(`${at}: query ${s.queryId} belongs to service ${lost.service}, not ${s.service}`);
+        return; // answered with an error result, not thrown
+      }
       const kept = book.kept.get(s.queryId);
       if (!kept) {
         throw new BadRequestError(`${at}.input.kind 'resume': query ${s.queryId} has no kept state (never started, finished, or released); its first segment needs 'tensors' or 'synthetic'`);
