@@ -6,7 +6,11 @@ import { pino, type Logger } from 'pino';
 
 export type { Logger };
 
-/** A logger writing JSON lines to stderr. Level from `$ABACUS_LOG_LEVEL` (default `info`). */
-export function createLogger(env: NodeJS.ProcessEnv = process.env): Logger {
-  return pino({ level: env['ABACUS_LOG_LEVEL'] ?? 'info', base: { pid: process.pid } }, pino.destination(2));
+/**
+ * A logger writing JSON lines to stderr. Level from `$ABACUS_LOG_LEVEL`, else `defaultLevel`
+ * (the CLI uses `warn` so that only executor failures and restarts interrupt its output).
+ */
+export function createLogger(options: { defaultLevel?: string; env?: NodeJS.ProcessEnv } = {}): Logger {
+  const env = options.env ?? process.env;
+  return pino({ level: env['ABACUS_LOG_LEVEL'] ?? options.defaultLevel ?? 'info', base: { pid: process.pid } }, pino.destination(2));
 }

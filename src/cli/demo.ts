@@ -18,7 +18,9 @@ import { syntheticTensors } from '../model/synthetic.ts';
 import { resolvedBoundary } from '../model/boundary.ts';
 import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../model/zoo/index.ts';
 import type { TensorMap } from '../tensor.ts';
+import { compareOutputs } from '../model/onnx/verify.ts';
 import { formatTable } from './format.ts';
+import { createLogger } from '../log.ts';
 import type { CliContext } from './main.ts';
 
 /** Small variants for `--small` (fast on any machine; same operators as the full models). */
@@ -89,7 +91,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<void> {
     const serviceName = services.some((s) => s.name === name) ? `${name}#${services.length}` : name;
     services.push({ name: serviceName, model: artifact });
   }
-  const device = await OrtDevice.create({ intraOpNumThreads: opts.threads });
+  const device = await OrtDevice.create({ intraOpNumThreads: opts.threads, logger: createLogger({ defaultLevel: 'warn' }) });
   try {
     say(`starting ${services.length} executors (one process per service, one ORT session per operator) ... `);
     const t0 = performance.now();
@@ -164,18 +166,9 @@ async function demoSegments(device: Device, services: readonly DeviceService[], 
   const g2 = failOn(await device.runGroup([{ service: a.name, queryId: 'demo-split', start: cut, end: n, batchSize: opts.batch, seqLen: seqA, input: { kind: 'resume' } }]));
   const outWhole = whole.segments[0];
   const outSplit = g2.segments[0];
-  let maxAbsDiff = 0;
+  let maxAbsDiff = Infinity;
   if (outWhole?.ok && outSplit?.ok && outWhole.outputs && outSplit.outputs) {
-    for (const [name, t] of Object.entries(outWhole.outputs)) {
-      const u = outSplit.outputs[name];
-      if (!u || u.data.length !== t.data.length) {
-        maxAbsDiff = Infinity;
-        continue;
-      }
-      for (let i = 0; i < t.data.length; i++) maxAbsDiff = Math.max(maxAbsDiff, Math.abs(Number(t.data[i]) - Number(u.data[i])));
-    }
-  } else {
-    maxAbsDiff = Infinity;
+    maxAbsDiff = Math.max(...compareOutputs(outWhole.outputs, outSplit.outputs).map((c) => c.maxAbsError));
   }
   return { service: a.name, partner: b.name, operators: n, cut, partnerEnd: nb, group1Ms: g1.groupLatencyMs, group2Ms: g2.groupLatencyMs, maxAbsDiff };
 }
