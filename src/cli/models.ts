@@ -35,6 +35,14 @@ function parseNumber(flag: string): (value: string) => number {
   };
 }
 
+function positiveInt(flag: string): (value: string) => number {
+  return (value: string) => {
+    const x = Number(value);
+    if (!Number.isInteger(x) || x < 1) throw new InvalidArgumentError(`${flag} expects an integer ≥ 1, got '${value}'`);
+    return x;
+  };
+}
+
 function addZooFlags(cmd: Command): Command {
   for (const f of ZOO_FLAGS) cmd.option(f.flag, f.help, parseNumber(f.flag.split(' ')[0]!));
   return cmd;
@@ -112,8 +120,8 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
       .command('show')
       .description('per-operator metadata of one zoo model: GFLOP, parameters, boundary bytes, ONNX nodes')
       .argument('<name>', `zoo model (${ZOO_MODEL_NAMES.join(', ')})`, zooName)
-      .option('--batch <n>', 'batch size for GFLOP and bytes', parseNumber('--batch'), 1)
-      .option('--seq-len <n>', 'sequence length (BERT)', parseNumber('--seq-len'))
+      .option('--batch <n>', 'batch size for GFLOP and bytes', positiveInt('--batch'), 1)
+      .option('--seq-len <n>', 'sequence length (BERT)', positiveInt('--seq-len'))
       .option('--json', 'print the ModelSpec as JSON'),
   ).action(async (name: ZooModelName, opts: Record<string, unknown> & { batch: number; seqLen?: number; json?: boolean }) => {
     const repo = new ModelRepository(ctx.cacheOptions());
@@ -126,8 +134,9 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
       .command('export')
       .description('write the whole model to FILE and its operators (op-NNN.onnx + spec.json) to FILE without .onnx + ".operators/"')
       .argument('<name>', `zoo model (${ZOO_MODEL_NAMES.join(', ')})`, zooName)
-      .requiredOption('--out <file>', 'output .onnx file for the whole model'),
-  ).action(async (name: ZooModelName, opts: Record<string, unknown> & { out: string }) => {
+      .requiredOption('--out <file>', 'output .onnx file for the whole model')
+      .option('--json', 'print what was written as JSON'),
+  ).action(async (name: ZooModelName, opts: Record<string, unknown> & { out: string; json?: boolean }) => {
     const repo = new ModelRepository(ctx.cacheOptions());
     const { artifact, built } = await repo.zooArtifact(name, zooOptionsFrom(opts));
     const out = path.resolve(opts.out);
@@ -140,6 +149,10 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     }
     await fs.copyFile(path.join(artifact.dir, SPEC_FILE), path.join(opsDir, SPEC_FILE));
     await fs.copyFile(artifact.modelPath, path.join(opsDir, MODEL_FILE));
+    if (opts.json) {
+      ctx.out(JSON.stringify({ name, built, model: out, operatorsDir: opsDir, operators: artifact.operatorPaths.length }, null, 2) + '\n');
+      return;
+    }
     ctx.out(`${name}: ${built ? 'built' : 'from cache'}; wrote ${out} and ${artifact.operatorPaths.length} operators to ${opsDir}\n`);
   });
 
@@ -148,11 +161,16 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     .description('partition any ONNX model into N operators balanced by FLOPs and add it to the cache')
     .argument('<file>', 'an .onnx file (external data files next to it are read)')
     .requiredOption('--operators <n>', 'number of operators N (1 ≤ N ≤ node count)', parseNumber('--operators'))
+    .option('--default-seq-len <n>', 'sequence length for metadata when the model has a sequence axis (default 128)', positiveInt('--default-seq-len'))
     .option('--name <name>', 'model name (default: file name without .onnx)')
     .option('--json', 'print the ModelSpec as JSON')
-    .action(async (file: string, opts: { operators: number; name?: string; json?: boolean }) => {
+    .action(async (file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; json?: boolean }) => {
       const repo = new ModelRepository(ctx.cacheOptions());
-      const { artifact, built } = await repo.importModel(file, opts.name === undefined ? { operators: opts.operators } : { operators: opts.operators, name: opts.name });
+      const { artifact, built } = await repo.importModel(file, {
+        operators: opts.operators,
+        ...(opts.name === undefined ? {} : { name: opts.name }),
+        ...(opts.defaultSeqLen === undefined ? {} : { defaultSeqLen: opts.defaultSeqLen }),
+      });
       if (!opts.json) ctx.out(`${artifact.spec.name}: ${built ? 'imported' : 'already imported'} into ${artifact.dir}\n`);
       printSpec(ctx, artifact.spec, 1, artifact.spec.defaultSeqLen, opts.json === true);
     });

@@ -114,7 +114,7 @@ export class ModelRepository {
    * `imports`. Nothing is written unless the whole import succeeds.
    * @throws InvalidModelError for unreadable/invalid models; RangeError for a bad `operators`.
    */
-  async importModel(file: string, opts: { operators: number; name?: string }): Promise<ArtifactResult> {
+  async importModel(file: string, opts: { operators: number; name?: string; defaultSeqLen?: number }): Promise<ArtifactResult> {
     let bytes: Buffer;
     try {
       bytes = await fs.readFile(file);
@@ -123,10 +123,10 @@ export class ModelRepository {
     }
     const sha256 = await importContentHash(file, bytes);
     const name = opts.name ?? path.basename(file).replace(/\.onnx$/i, '');
-    const dir = path.join(this.cacheDir, `${sanitize(name)}-${hashKey({ sha256, operators: opts.operators, name, version: ZOO_BUILD_VERSION })}`);
+    const dir = path.join(this.cacheDir, `${sanitize(name)}-${hashKey({ sha256, operators: opts.operators, name, defaultSeqLen: opts.defaultSeqLen ?? null, version: ZOO_BUILD_VERSION })}`);
     const cached = await readSpec(dir);
     if (cached) return { artifact: artifactAt(dir, cached), built: false };
-    const { spec, model, operatorModels } = await importOnnxModel(file, { operators: opts.operators, name });
+    const { spec, model, operatorModels } = await importOnnxModel(file, { operators: opts.operators, name, ...(opts.defaultSeqLen === undefined ? {} : { defaultSeqLen: opts.defaultSeqLen }) });
     const artifact = await this.writeEntry(dir, spec, model, operatorModels);
     return { artifact, built: true };
   }
