@@ -163,11 +163,11 @@ export async function writeArtifactAtomically(
   await sweepStaleTemps(parent);
   const tmp = await fs.mkdtemp(path.join(parent, `.tmp-${path.basename(dir)}-`));
   try {
-    await fs.writeFile(path.join(tmp, MODEL_FILE), onnx.ModelProto.encode(model).finish());
+    await writeDurably(path.join(tmp, MODEL_FILE), onnx.ModelProto.encode(model).finish());
     for (let k = 0; k < operatorModels.length; k++) {
-      await fs.writeFile(path.join(tmp, operatorFileName(k)), onnx.ModelProto.encode(operatorModels[k]!).finish());
+      await writeDurably(path.join(tmp, operatorFileName(k)), onnx.ModelProto.encode(operatorModels[k]!).finish());
     }
-    await fs.writeFile(path.join(tmp, SPEC_FILE), JSON.stringify(spec, null, 2));
+    await writeDurably(path.join(tmp, SPEC_FILE), JSON.stringify(spec, null, 2));
     try {
       await fs.rename(tmp, dir);
     } catch (err) {
@@ -181,6 +181,22 @@ export async function writeArtifactAtomically(
   } catch (err) {
     await fs.rm(tmp, { recursive: true, force: true });
     throw err;
+  }
+}
+
+/**
+ * Write and fsync a file: the rename that publishes an entry then never exposes unwritten
+ * data after a crash, and the kernel's write-back of hundreds of MB does not run later, in
+ * the middle of whatever is measured next (seen here: a demo right after a build measured
+ * 0.88 instead of 0.56 for group/sequential).
+ */
+async function writeDurably(file: string, data: Uint8Array | string): Promise<void> {
+  const handle = await fs.open(file, 'w');
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } finally {
+    await handle.close();
   }
 }
 
