@@ -10,7 +10,7 @@ import os from 'node:os';
 import { InvalidArgumentError, type Command } from 'commander';
 import * as ort from 'onnxruntime-node';
 import { OrtDevice } from '../device/ort/index.ts';
-import { measureOverlap, type OverlapMeasurement } from '../device/overlap.ts';
+import { measureOverlap, measureSequential, type OverlapMeasurement } from '../device/overlap.ts';
 import type { Device, DeviceService, GroupResult } from '../device/device.ts';
 import { ModelRepository } from '../model/repository.ts';
 import { segmentGflops } from '../model/cost.ts';
@@ -100,11 +100,16 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<void> {
     const queries = services.map((service) => ({ service, batchSize: opts.batch, seqLen: service.model.spec.dynamicAxes.seq === undefined ? 0 : opts.seqLen }));
     const overlap = await measureOverlap(device, queries, { repeat: opts.repeat, warmup: 1 });
     const segmental = await demoSegments(device, services, opts);
+    const fair = await measureAllCores(services, queries, opts);
     if (opts.json) {
-      ctx.out(JSON.stringify({ deviceId: device.id, batch: opts.batch, seqLen: opts.seqLen, threads: opts.threads, services: services.map((s) => s.name), overlap, segmental }, null, 2) + '\n');
+      ctx.out(JSON.stringify({ deviceId: device.id, batch: opts.batch, seqLen: opts.seqLen, threads: opts.threads, services: services.map((s) => s.name), overlap, allCores: fair, segmental }, null, 2) + '\n');
       return;
     }
     printOverlap(ctx, services, queries.map((q) => q.seqLen), opts, overlap);
+    ctx.out(
+      `one after the other, each query with all ${fair.threads} cores: ${fair.sequentialMs.toFixed(2)} ms → group / that = ${(overlap.groupMs / fair.sequentialMs).toFixed(3)}\n` +
+        `(overlap pays off on this CPU when this ratio is below 1: small operators that cannot use every core leave room for another query's)\n`,
+    );
     ctx.out(
       `\nSegmental execution: ${segmental.service} as [0,${segmental.cut}) in group 1 (with ${segmental.partner} [0,${segmental.partnerEnd})) and [${segmental.cut},${segmental.operators}) in group 2:\n` +
         `  group 1 ${segmental.group1Ms.toFixed(2)} ms, group 2 ${segmental.group2Ms.toFixed(2)} ms; outputs vs the whole query in one segment: max abs difference ${segmental.maxAbsDiff.toExponential(2)}\n`,
@@ -128,6 +133,22 @@ function printOverlap(ctx: CliContext, services: readonly DeviceService[], seqLe
   ctx.out(formatTable(['query', 'operators', 'GFLOP', 'alone ms (median)'], rows));
   ctx.out(`\none after the other: ${m.sequentialMs.toFixed(2)} ms\nas one operator group: ${m.groupMs.toFixed(2)} ms\n`);
   ctx.out(`group / sequential = ${m.ratio.toFixed(3)} (median of ${m.repeat} rounds; 1.0 = no overlap, ${(1 / services.length).toFixed(2)} = perfect)\n`);
+}
+
+/**
+ * The fair one-query-at-a-time baseline: executors with intra-op threads = cores, so a query
+ * alone can use the whole CPU. Returns the median sum of the solo latencies (ms).
+ */
+async function measureAllCores(services: readonly DeviceService[], queries: Parameters<typeof measureSequential>[1], opts: DemoOptions): Promise<{ threads: number; soloMs: number[]; sequentialMs: number }> {
+  const threads = os.cpus().length;
+  const wide = await OrtDevice.create({ intraOpNumThreads: threads, logger: createLogger({ defaultLevel: 'warn' }) });
+  try {
+    await wide.load(services);
+    const m = await measureSequential(wide, queries, { repeat: opts.repeat, warmup: 1 });
+    return { threads, ...m };
+  } finally {
+    await wide.close();
+  }
 }
 
 interface SegmentalDemo {
