@@ -11,13 +11,13 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { DeviceService, Segment, SegmentResult } from '../src/device/device.ts';
+import type { DeviceService, SegmentResult } from '../src/device/device.ts';
 import { OrtDevice } from '../src/device/ort/index.ts';
 import { MAX_FAILED_RESTARTS } from '../src/device/ort/executor-handle.ts';
 import { BadRequestError, DeviceFailureError, DeviceUnavailableError } from '../src/errors.ts';
 import type { Logger } from '../src/log.ts';
 import type { HostTensor } from '../src/tensor.ts';
-import { maxAbsDiff, okResult, randomInputs } from './device/conformance.ts';
+import { maxAbsDiff, okResult, randomInputs, seg } from './device/conformance.ts';
 import { buildSkipNet, buildTinyBert, makeFixtureDir } from './fixtures/tiny-models.ts';
 
 interface LogLine {
@@ -47,15 +47,6 @@ function captureLogs(onLine?: (line: LogLine) => void): { logger: Logger; lines:
 const WARN = 40;
 const ERROR = 50;
 const synth = (seed: number) => ({ kind: 'synthetic', seed }) as const;
-const seg = (s: DeviceService, queryId: string, start: number, end: number, input: Segment['input'], batchSize = 1, seqLen = 0): Segment => ({
-  service: s.name,
-  queryId,
-  start,
-  end,
-  batchSize,
-  seqLen,
-  input,
-});
 
 function isAlive(pid: number): boolean {
   try {

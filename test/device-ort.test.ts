@@ -7,12 +7,12 @@ import path from 'node:path';
 import fs from 'node:fs/promises';
 import { InferenceSession, Tensor } from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DeviceService, Segment } from '../src/device/device.ts';
+import type { DeviceService } from '../src/device/device.ts';
 import { OrtDevice } from '../src/device/ort/index.ts';
 import { DeviceFailureError, DeviceUnavailableError, InvalidModelError } from '../src/errors.ts';
 import { artifactAt } from '../src/model/artifact.ts';
 import type { TensorMap } from '../src/tensor.ts';
-import { describeDeviceConformance, maxAbsDiff, okResult, randomInputs } from './device/conformance.ts';
+import { describeDeviceConformance, maxAbsDiff, okResult, randomInputs, seg } from './device/conformance.ts';
 import { buildSkipNet, buildTinyBert, makeFixtureDir } from './fixtures/tiny-models.ts';
 
 describeDeviceConformance('ort:cpu', async () => {
@@ -47,15 +47,6 @@ describe('OrtDevice (onnxruntime-node, cpu)', () => {
   let cnn: DeviceService;
   let nlp: DeviceService;
   let fragile: DeviceService;
-  const seg = (s: DeviceService, queryId: string, start: number, end: number, input: Segment['input'], batchSize = 1, seqLen = 0): Segment => ({
-    service: s.name,
-    queryId,
-    start,
-    end,
-    batchSize,
-    seqLen,
-    input,
-  });
 
   beforeAll(async () => {
     fixtures = await makeFixtureDir();

@@ -16,9 +16,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { artifactAt, MODEL_FILE, operatorFileName, SPEC_FILE, type ModelArtifact } from './artifact.ts';
 import { onnx, type OnnxTypes } from './onnx/proto.ts';
-import { importOnnxModel, partitionModel } from './onnx/partition.ts';
+import { importOnnxModel, partitionModel, type PartitionInput } from './onnx/partition.ts';
 import { decodeOnnxModel, hasExternalData } from './onnx/load.ts';
-import { buildZooModel, parseZooOptions, type ZooModelName } from './zoo/index.ts';
+import { buildZooModel, parseZooOptions, type ZooBuild, type ZooModelName } from './zoo/index.ts';
 import type { ModelSpec } from './spec.ts';
 import { InvalidModelError } from '../errors.ts';
 
@@ -70,18 +70,8 @@ export class ModelRepository {
     const dir = this.zooEntryDir(name, rawOptions);
     const cached = await readSpec(dir);
     if (cached) return cached;
-    const options = parseZooOptions(name, rawOptions);
-    const built = buildZooModel(name, options, { withWeights: false });
-    const { spec } = await partitionModel({
-      name,
-      model: built.model,
-      operatorOfNode: built.operatorOfNode,
-      operatorNames: built.operatorNames,
-      nonTrainable: built.nonTrainable,
-      dynamicAxes: built.dynamicAxes,
-      defaultSeqLen: built.defaultSeqLen,
-      source: { kind: 'zoo', options: built.options },
-    });
+    const built = buildZooModel(name, parseZooOptions(name, rawOptions), { withWeights: false });
+    const { spec } = await partitionModel(zooPartitionInput(built));
     return spec;
   }
 
@@ -93,18 +83,8 @@ export class ModelRepository {
     const dir = this.zooEntryDir(name, rawOptions);
     const cached = await readSpec(dir);
     if (cached) return { artifact: artifactAt(dir, cached), built: false };
-    const options = parseZooOptions(name, rawOptions);
-    const built = buildZooModel(name, options, { withWeights: true });
-    const { spec, operatorModels } = await partitionModel({
-      name,
-      model: built.model,
-      operatorOfNode: built.operatorOfNode,
-      operatorNames: built.operatorNames,
-      nonTrainable: built.nonTrainable,
-      dynamicAxes: built.dynamicAxes,
-      defaultSeqLen: built.defaultSeqLen,
-      source: { kind: 'zoo', options: built.options },
-    });
+    const built = buildZooModel(name, parseZooOptions(name, rawOptions), { withWeights: true });
+    const { spec, operatorModels } = await partitionModel(zooPartitionInput(built));
     const artifact = await this.writeEntry(dir, spec, built.model, operatorModels);
     return { artifact, built: true };
   }
@@ -143,6 +123,20 @@ export class ModelRepository {
     await writeArtifactAtomically(dir, spec, model, operatorModels);
     return artifactAt(dir, spec);
   }
+}
+
+/** What `partitionModel` needs for a zoo build: the builder's own operator tags and metadata. */
+function zooPartitionInput(built: ZooBuild): PartitionInput {
+  return {
+    name: built.name,
+    model: built.model,
+    operatorOfNode: built.operatorOfNode,
+    operatorNames: built.operatorNames,
+    nonTrainable: built.nonTrainable,
+    dynamicAxes: built.dynamicAxes,
+    defaultSeqLen: built.defaultSeqLen,
+    source: { kind: 'zoo', options: built.options },
+  };
 }
 
 /**

@@ -84,6 +84,17 @@ export function maxAbsDiff(a: TensorMap, b: TensorMap): { diff: number; scale: n
   return { diff, scale };
 }
 
+/** A segment of service `s` (tests' shorthand). */
+export const seg = (s: DeviceService, queryId: string, start: number, end: number, input: Segment['input'], batchSize = 1, seqLen = 0): Segment => ({
+  service: s.name,
+  queryId,
+  start,
+  end,
+  batchSize,
+  seqLen,
+  input,
+});
+
 /** The result of a segment that must have succeeded (fails the test with its error otherwise). */
 export function okResult(r: SegmentResult | undefined): Extract<SegmentResult, { ok: true }> {
   if (!r) throw new Error('missing segment result');
@@ -100,15 +111,6 @@ export function describeDeviceConformance(name: string, factory: () => Promise<C
     let qn = 0;
     const qid = (tag: string): string => `${name}-${tag}-${++qn}`;
     const nOps = (s: DeviceService): number => s.model.spec.operators.length;
-    const seg = (s: DeviceService, queryId: string, start: number, end: number, input: Segment['input'], batchSize = 1, seqLen = 0): Segment => ({
-      service: s.name,
-      queryId,
-      start,
-      end,
-      batchSize,
-      seqLen,
-      input,
-    });
     const run = (group: Segment[]): Promise<GroupResult> => device.runGroup(group);
     const test = (caseName: string, fn: () => Promise<void>): void => {
       const reason = options.skip?.[caseName];

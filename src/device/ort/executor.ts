@@ -56,25 +56,7 @@ export function sessionOptions(cfg: SessionConfig): InferenceSession.SessionOpti
 
 /** Wrap a host tensor as an ORT tensor (no copy). @throws TypeError from ORT on a bad data/type pair. */
 export function toOrtTensor(t: HostTensor): Tensor {
-  const dims = [...t.dims];
-  switch (t.dataType) {
-    case 'float32':
-      return new Tensor('float32', t.data as Float32Array, dims);
-    case 'float64':
-      return new Tensor('float64', t.data as Float64Array, dims);
-    case 'float16':
-      return new Tensor('float16', t.data as Uint16Array, dims);
-    case 'int64':
-      return new Tensor('int64', t.data as BigInt64Array, dims);
-    case 'int32':
-      return new Tensor('int32', t.data as Int32Array, dims);
-    case 'uint8':
-      return new Tensor('uint8', t.data as Uint8Array, dims);
-    case 'int8':
-      return new Tensor('int8', t.data as Int8Array, dims);
-    case 'bool':
-      return new Tensor('bool', t.data as Uint8Array, dims);
-  }
+  return new Tensor(t.dataType, t.data, [...t.dims]);
 }
 
 const HOST_TYPES: ReadonlySet<string> = new Set<TensorDataType>(['float32', 'float64', 'float16', 'int64', 'int32', 'uint8', 'int8', 'bool']);
