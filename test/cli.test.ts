@@ -90,6 +90,51 @@ describe('abacus models', () => {
     const spec = JSON.parse(r.stdout) as { name: string; operators: unknown[] };
     expect(spec.name).toBe('r50-5');
     expect(spec.operators).toHaveLength(5);
+
+    // listed, shown and served like a zoo model
+    const list = JSON.parse((await abacus('models', '--json')).stdout) as { name: string; source: string; operators: number }[];
+    expect(list.find((m) => m.name === 'r50-5')).toMatchObject({ source: 'import', operators: 5 });
+    const show = await abacus('models', 'show', 'r50-5', '--json');
+    expect(show.code, show.stderr).toBe(0);
+    expect((JSON.parse(show.stdout) as { operators: unknown[] }).operators).toHaveLength(5);
+    const demo = await abacus('demo', '--small', '--models', 'r50-5,bert', '--repeat', '1', '--json');
+    expect(demo.code, demo.stderr).toBe(0);
+    expect((JSON.parse(demo.stdout) as { services: string[] }).services).toEqual(['r50-5', 'bert']);
+  });
+
+  it('import names are checked: no zoo names, no paths', async () => {
+    const good = path.join(tmp, 'imp', 'r50.onnx');
+    for (const name of ['resnet50', '../evil', '.tmp', 'x'.repeat(65)]) {
+      const r = await abacus('models', 'import', good, '--operators', '3', '--name', name);
+      expect(r.code, name).toBe(1);
+      expect(r.stderr).toMatch(/name/);
+    }
+  });
+
+  it('export to a directory or an impossible path fails with a clear error and no stack trace', async () => {
+    const dir = path.join(tmp, 'adir');
+    await fs.mkdir(dir, { recursive: true });
+    for (const out of [dir, '/proc/abacus-test.onnx']) {
+      const r = await abacus('models', 'export', 'resnet50', ...SMALL_RESNET, '--out', out);
+      expect(r.code, out).toBe(1);
+      expect(r.stderr).toMatch(/^error: /);
+      expect(r.stderr).not.toMatch(/internal error|\n\s+at /);
+    }
+  });
+
+  it('sequence lengths beyond the model maximum, or for models without one, are errors', async () => {
+    const tooLong = await abacus('models', 'show', 'bert', '--seq-len', '513');
+    expect(tooLong.code).toBe(1);
+    expect(tooLong.stderr).toMatch(/maximum sequence length 512/);
+    const noSeq = await abacus('models', 'show', 'resnet50', '--seq-len', '8');
+    expect(noSeq.code).toBe(1);
+    expect(noSeq.stderr).toMatch(/no sequence axis/);
+  });
+
+  it('--version prints the package version', async () => {
+    const r = await abacus('--version');
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
   });
 
   it('bad input: clear errors, exit code 1, nothing half-written in the cache', async () => {
@@ -111,8 +156,8 @@ describe('abacus models', () => {
     expect(zero.stderr).toMatch(/operators/);
 
     const unknown = await abacus('models', 'show', 'alexnet');
-    expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/unknown model 'alexnet'/);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/unknown model 'alexnet'.*resnet50/);
     const badOpt = await abacus('models', 'show', 'resnet50', '--layers', '3');
     expect(badOpt.code).toBe(1);
     expect(badOpt.stderr).toMatch(/layers/);

@@ -43,6 +43,15 @@ describe('ort:cpu segments across groups equal the whole model', () => {
     await cleanup();
   });
 
+  it('a sequence longer than the model accepts is a bad request, before anything runs', async () => {
+    const bert = services.find((s) => s.name === 'bert')!;
+    const max = bert.model.spec.maxSeqLen!;
+    expect(max).toBe(SMALL_VARIANTS.bert['maxPositions']);
+    await expect(
+      device.runGroup([{ service: 'bert', queryId: 'too-long', start: 0, end: bert.model.spec.operators.length, batchSize: 1, seqLen: max + 1, input: { kind: 'synthetic', seed: 1 } }]),
+    ).rejects.toMatchObject({ code: 'bad_request', message: expect.stringMatching(/maximum sequence length/) });
+  });
+
   it.each([['inception_v3'], ['bert'], ['vgg16']])('%s in three segments interleaved with another service', async (name) => {
     const svc = services.find((s) => s.name === name)!;
     const other = services.find((s) => s.name !== name)!;

@@ -17,6 +17,8 @@ import { segmentGflops } from '../model/cost.ts';
 import { syntheticTensors } from '../model/synthetic.ts';
 import { resolvedBoundary } from '../model/boundary.ts';
 import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../model/zoo/index.ts';
+import type { ModelArtifact } from '../model/artifact.ts';
+import { checkSeqLenFlag } from './models.ts';
 import type { TensorMap } from '../tensor.ts';
 import { compareOutputs } from '../model/onnx/verify.ts';
 import { formatTable } from './format.ts';
@@ -35,7 +37,8 @@ const SMALL: Readonly<Record<ZooModelName, Record<string, number>>> = {
 };
 
 interface DemoOptions {
-  models: ZooModelName[];
+  /** Zoo model names or names given to `abacus models import`. */
+  models: string[];
   batch: number;
   seqLen: number;
   repeat: number;
@@ -44,11 +47,10 @@ interface DemoOptions {
   json?: boolean;
 }
 
-function parseModels(value: string): ZooModelName[] {
+function parseModels(value: string): string[] {
   const names = value.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  if (names.length < 2) throw new InvalidArgumentError('--models needs at least two zoo models, e.g. resnet50,bert');
-  for (const n of names) if (!isZooModelName(n)) throw new InvalidArgumentError(`unknown model '${n}' (zoo models: ${ZOO_MODEL_NAMES.join(', ')})`);
-  return names as ZooModelName[];
+  if (names.length < 2) throw new InvalidArgumentError(`--models needs at least two models, e.g. resnet50,bert (zoo: ${ZOO_MODEL_NAMES.join(', ')}; or imported ones)`);
+  return names;
 }
 
 function positiveInt(flag: string): (value: string) => number {
@@ -63,9 +65,9 @@ export function registerDemoCommand(program: Command, ctx: CliContext): void {
   program
     .command('demo')
     .description('run two co-located services on onnxruntime-node: overlapped group vs one after the other, and a query split into segments')
-    .option('--models <a,b>', 'zoo models to co-locate', parseModels, ['resnet50', 'bert'] as ZooModelName[])
+    .option('--models <a,b>', 'models to co-locate: zoo models or imported ones', parseModels, ['resnet50', 'bert'])
     .option('--batch <n>', 'batch size of each query', positiveInt('--batch'), 1)
-    .option('--seq-len <n>', 'sequence length for BERT', positiveInt('--seq-len'), 32)
+    .option('--seq-len <n>', 'sequence length for sequence models (BERT)', positiveInt('--seq-len'), 32)
     .option('--repeat <n>', 'timed repetitions (median reported)', positiveInt('--repeat'), 5)
     .option('--threads <n>', 'ORT intra-op threads per executor', positiveInt('--threads'), 1)
     .option('--small', 'use small model variants (fewer channels, lower resolution)')
@@ -83,11 +85,18 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<void> {
   say(`Abacus-TS demo on onnxruntime-node ${ort.env.versions.node} (CPU, ${os.cpus().length} cores, ${opts.threads} intra-op thread(s) per executor)\n`);
   const services: DeviceService[] = [];
   for (const name of opts.models) {
-    const options = opts.small ? SMALL[name] : {};
-    const t0 = performance.now();
-    if (!repo.isZooCached(name, options)) say(`building ${name} (first run only; cached in ${repo.cacheDir}) ... `);
-    const { artifact, built } = await repo.zooArtifact(name, options);
-    if (built) say(`done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    let artifact: ModelArtifact;
+    if (isZooModelName(name)) {
+      const options = opts.small ? SMALL[name] : {};
+      const t0 = performance.now();
+      if (!repo.isZooCached(name, options)) say(`building ${name} (first run only; cached in ${repo.cacheDir}) ... `);
+      const result = await repo.zooArtifact(name, options);
+      if (result.built) say(`done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+      artifact = result.artifact;
+    } else {
+      artifact = await repo.findImported(name);
+    }
+    if (artifact.spec.dynamicAxes.seq !== undefined) checkSeqLenFlag(artifact.spec, opts.seqLen);
     const serviceName = services.some((s) => s.name === name) ? `${name}#${services.length}` : name;
     services.push({ name: serviceName, model: artifact });
   }
@@ -132,7 +141,11 @@ function printOverlap(ctx: CliContext, services: readonly DeviceService[], seqLe
   });
   ctx.out(formatTable(['query', 'operators', 'GFLOP', 'alone ms (median)'], rows));
   ctx.out(`\none after the other: ${m.sequentialMs.toFixed(2)} ms\nas one operator group: ${m.groupMs.toFixed(2)} ms\n`);
-  ctx.out(`group / sequential = ${m.ratio.toFixed(3)} (median of ${m.repeat} rounds; 1.0 = no overlap, ${(1 / services.length).toFixed(2)} = perfect)\n`);
+  const perfect = 1 / Math.min(services.length, os.cpus().length);
+  ctx.out(
+    `group / sequential = ${m.ratio.toFixed(3)} (median of ${m.repeat} round${m.repeat === 1 ? '' : 's'}, range ${m.ratioMin.toFixed(2)}–${m.ratioMax.toFixed(2)}; ` +
+      `1.0 = no overlap, ${perfect.toFixed(2)} = perfect on ${os.cpus().length} cores)\n`,
+  );
 }
 
 /**

@@ -2,6 +2,7 @@
  * `abacus` command line (commander). Every command that prints results accepts `--json`.
  * Exit codes: 0 success, 1 runtime error (message on stderr), 2 usage error.
  */
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { AbacusError } from '../errors.ts';
 import { registerModelsCommand } from './models.ts';
@@ -15,6 +16,11 @@ export interface CliContext {
   cacheOptions(): { cacheDir?: string };
 }
 
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+  return pkg.version ?? '0.0.0';
+}
+
 /** Build the program (exposed for tests). */
 export function buildProgram(ctx: CliContext): Command {
   const program = new Command('abacus')
@@ -22,11 +28,17 @@ export function buildProgram(ctx: CliContext): Command {
     .option('--cache-dir <dir>', 'model cache directory (default $ABACUS_CACHE_DIR or <project>/.cache/models)')
     .showHelpAfterError()
     .enablePositionalOptions()
+    .version(packageVersion(), '--version', 'print the version')
     .configureOutput({ writeOut: (s) => ctx.out(s), writeErr: (s) => ctx.err(s) })
     .exitOverride();
   registerModelsCommand(program, ctx);
   registerDemoCommand(program, ctx);
   return program;
+}
+
+/** An error from the file system (EACCES, ENOENT, EISDIR, ENAMETOOLONG, …): the user's path, not our bug. */
+function isFileSystemError(err: unknown): err is NodeJS.ErrnoException {
+  return err instanceof Error && typeof (err as NodeJS.ErrnoException).code === 'string' && typeof (err as NodeJS.ErrnoException).syscall === 'string';
 }
 
 /** Run the CLI on `argv` (as `process.argv`); sets `process.exitCode`. */
@@ -49,7 +61,7 @@ export async function main(argv: readonly string[]): Promise<void> {
       process.exitCode = err.exitCode === 0 ? 0 : 2;
       return;
     }
-    if (err instanceof AbacusError || err instanceof RangeError || err instanceof TypeError) {
+    if (err instanceof AbacusError || err instanceof RangeError || err instanceof TypeError || isFileSystemError(err)) {
       ctx.err(`error: ${err.message}\n`);
       process.exitCode = 1;
       return;

@@ -8,7 +8,8 @@ import { ModelRepository } from '../model/repository.ts';
 import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../model/zoo/index.ts';
 import { evalCost } from '../model/cost.ts';
 import type { ModelSpec } from '../model/spec.ts';
-import { MODEL_FILE, operatorFileName, SPEC_FILE } from '../model/artifact.ts';
+import { operatorFileName, SPEC_FILE } from '../model/artifact.ts';
+import { ensureDir, isDirectory } from '../fs.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './main.ts';
 
@@ -70,6 +71,8 @@ export interface ModelListing {
   readonly paramMB: number;
   readonly defaultSeqLen: number;
   readonly cached: boolean;
+  /** `zoo` (built by this project) or `import` (from `abacus models import`). */
+  readonly source: 'zoo' | 'import';
 }
 
 function totalGflops(spec: ModelSpec, batch: number, seqLen: number): number {
@@ -85,7 +88,7 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
   const models = program
     .command('models')
     .enablePositionalOptions()
-    .description('list the model zoo: operators, GFLOP at batch 1, parameters, cache state')
+    .description('list the model zoo and imported models: operators, GFLOP at batch 1, parameters, cache state')
     .option('--json', 'print a JSON array, one object per model')
     .action(async (opts: { json?: boolean }) => {
       const repo = new ModelRepository(ctx.cacheOptions());
@@ -100,6 +103,20 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
           paramMB: round(spec.operators.reduce((s, op) => s + op.paramBytes, 0) / 1e6, 1),
           defaultSeqLen: spec.defaultSeqLen,
           cached: repo.isZooCached(name),
+          source: 'zoo',
+        });
+      }
+      for (const artifact of await repo.listImported()) {
+        const spec = artifact.spec;
+        rows.push({
+          name: spec.name,
+          operators: spec.operators.length,
+          gflops: round(totalGflops(spec, 1, spec.defaultSeqLen), 3),
+          params: spec.params,
+          paramMB: round(spec.operators.reduce((s, op) => s + op.paramBytes, 0) / 1e6, 1),
+          defaultSeqLen: spec.defaultSeqLen,
+          cached: true,
+          source: 'import',
         });
       }
       if (opts.json) {
@@ -108,8 +125,8 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
       }
       ctx.out(
         formatTable(
-          ['model', 'operators', 'GFLOP (batch 1)', 'params', 'weights MB', 'input', 'cached'],
-          rows.map((r) => [r.name, r.operators, r.gflops, r.params, r.paramMB, r.defaultSeqLen > 0 ? `seq ${r.defaultSeqLen}` : 'image', r.cached ? 'yes' : 'no']),
+          ['model', 'source', 'operators', 'GFLOP (batch 1)', 'params', 'weights MB', 'input', 'cached'],
+          rows.map((r) => [r.name, r.source, r.operators, r.gflops, r.params, r.paramMB, r.defaultSeqLen > 0 ? `seq ${r.defaultSeqLen}` : r.source === 'zoo' ? 'image' : '-', r.cached ? 'yes' : 'no']),
         ),
       );
       ctx.out(`cache: ${repo.cacheDir}\n`);
@@ -119,14 +136,17 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     models
       .command('show')
       .description('per-operator metadata of one zoo model: GFLOP, parameters, boundary bytes, ONNX nodes')
-      .argument('<name>', `zoo model (${ZOO_MODEL_NAMES.join(', ')})`, zooName)
+      .argument('<name>', `zoo model (${ZOO_MODEL_NAMES.join(', ')}) or imported model`)
       .option('--batch <n>', 'batch size for GFLOP and bytes', positiveInt('--batch'), 1)
       .option('--seq-len <n>', 'sequence length (BERT)', positiveInt('--seq-len'))
+      .option('--operators <n>', 'for an imported model imported with several operator counts: which one', positiveInt('--operators'))
       .option('--json', 'print the ModelSpec as JSON'),
-  ).action(async (name: ZooModelName, opts: Record<string, unknown> & { batch: number; seqLen?: number; json?: boolean }) => {
+  ).action(async (name: string, opts: Record<string, unknown> & { batch: number; seqLen?: number; operators?: number; json?: boolean }) => {
     const repo = new ModelRepository(ctx.cacheOptions());
-    const spec = await repo.zooSpec(name, zooOptionsFrom(opts));
-    printSpec(ctx, spec, opts.batch, opts.seqLen ?? spec.defaultSeqLen, opts.json === true);
+    const spec = isZooModelName(name) ? await repo.zooSpec(name, zooOptionsFrom(opts)) : (await repo.findImported(name, opts.operators)).spec;
+    if (!isZooModelName(name) && Object.keys(zooOptionsFrom(opts)).length > 0) throw new RangeError(`zoo options do not apply to the imported model '${name}'`);
+    const seqLen = checkSeqLenFlag(spec, opts.seqLen);
+    printSpec(ctx, spec, opts.batch, seqLen, opts.json === true);
   });
 
   addZooFlags(
@@ -139,16 +159,17 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
   ).action(async (name: ZooModelName, opts: Record<string, unknown> & { out: string; json?: boolean }) => {
     const repo = new ModelRepository(ctx.cacheOptions());
     const { artifact, built } = await repo.zooArtifact(name, zooOptionsFrom(opts));
+    if (opts.out.trim() === '') throw new RangeError('--out must name a file');
     const out = path.resolve(opts.out);
+    if (await isDirectory(out)) throw new RangeError(`--out ${out} is a directory; give a file name such as ${path.join(out, `${name}.onnx`)}`);
     const opsDir = out.replace(/\.onnx$/i, '') + '.operators';
-    await fs.mkdir(path.dirname(out), { recursive: true });
-    await fs.mkdir(opsDir, { recursive: true });
+    await ensureDir(path.dirname(out));
+    await ensureDir(opsDir);
     await fs.copyFile(artifact.modelPath, out);
     for (let k = 0; k < artifact.operatorPaths.length; k++) {
       await fs.copyFile(artifact.operatorPaths[k]!, path.join(opsDir, operatorFileName(k)));
     }
     await fs.copyFile(path.join(artifact.dir, SPEC_FILE), path.join(opsDir, SPEC_FILE));
-    await fs.copyFile(artifact.modelPath, path.join(opsDir, MODEL_FILE));
     if (opts.json) {
       ctx.out(JSON.stringify({ name, built, model: out, operatorsDir: opsDir, operators: artifact.operatorPaths.length }, null, 2) + '\n');
       return;
@@ -175,6 +196,18 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
       printSpec(ctx, artifact.spec, 1, artifact.spec.defaultSeqLen, opts.json === true);
     });
 
+}
+
+/**
+ * The sequence length to use for `spec`: the flag, else the model's default.
+ * @throws RangeError when the flag is given for a model without a sequence axis or exceeds
+ *   the model's maximum.
+ */
+export function checkSeqLenFlag(spec: ModelSpec, seqLen: number | undefined): number {
+  if (seqLen === undefined) return spec.defaultSeqLen;
+  if (spec.dynamicAxes.seq === undefined) throw new RangeError(`--seq-len does not apply to ${spec.name}: it has no sequence axis`);
+  if (spec.maxSeqLen !== undefined && seqLen > spec.maxSeqLen) throw new RangeError(`--seq-len ${seqLen} exceeds ${spec.name}'s maximum sequence length ${spec.maxSeqLen}`);
+  return seqLen;
 }
 
 function printSpec(ctx: CliContext, spec: ModelSpec, batch: number, seqLen: number, json: boolean): void {

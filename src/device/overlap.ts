@@ -25,6 +25,9 @@ export interface OverlapMeasurement {
   readonly groupMs: number;
   /** groupMs / sequentialMs, from the per-repetition ratios' median. */
   readonly ratio: number;
+  /** Smallest and largest per-repetition ratio (the spread a busy machine adds). */
+  readonly ratioMin: number;
+  readonly ratioMax: number;
   readonly repeat: number;
 }
 
@@ -96,7 +99,15 @@ export async function measureOverlap(device: Device, queries: readonly OverlapQu
       ratios.push(groupMs / seqMs);
     }
   }
-  return { soloMs: solo.map(median), sequentialMs: median(sequential), groupMs: median(group), ratio: median(ratios), repeat: opts.repeat };
+  return {
+    soloMs: solo.map(median),
+    sequentialMs: median(sequential),
+    groupMs: median(group),
+    ratio: median(ratios),
+    ratioMin: Math.min(...ratios),
+    ratioMax: Math.max(...ratios),
+    repeat: opts.repeat,
+  };
 }
 
 /**

@@ -18,15 +18,16 @@ import { artifactAt, MODEL_FILE, operatorFileName, SPEC_FILE, type ModelArtifact
 import { onnx, type OnnxTypes } from './onnx/proto.ts';
 import { importOnnxModel, partitionModel, type PartitionInput } from './onnx/partition.ts';
 import { decodeOnnxModel, hasExternalData } from './onnx/load.ts';
-import { buildZooModel, parseZooOptions, type ZooBuild, type ZooModelName } from './zoo/index.ts';
+import { buildZooModel, isZooModelName, parseZooOptions, ZOO_MODEL_NAMES, type ZooBuild, type ZooModelName } from './zoo/index.ts';
 import type { ModelSpec } from './spec.ts';
 import { InvalidModelError } from '../errors.ts';
+import { ensureDir } from '../fs.ts';
 
 /**
  * Bump when a zoo builder or the partitioner changes what it emits: old cache entries are then
  * simply not found (and can be deleted by hand).
  */
-export const ZOO_BUILD_VERSION = 2;
+export const ZOO_BUILD_VERSION = 3;
 
 /** Default cache directory: `<project root>/.cache/models`. */
 export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {
@@ -101,14 +102,49 @@ export class ModelRepository {
     } catch (err) {
       throw new InvalidModelError(`cannot read ONNX file ${file}: ${(err as Error).message}`, { cause: err });
     }
+    const name = checkModelName(opts.name ?? path.basename(file).replace(/\.onnx$/i, ''), opts.name === undefined ? 'the file name (pass a name)' : 'name');
     const sha256 = await importContentHash(file, bytes);
-    const name = opts.name ?? path.basename(file).replace(/\.onnx$/i, '');
     const dir = path.join(this.cacheDir, `${sanitize(name)}-${hashKey({ sha256, operators: opts.operators, name, defaultSeqLen: opts.defaultSeqLen ?? null, version: ZOO_BUILD_VERSION })}`);
     const cached = await readSpec(dir);
     if (cached) return { artifact: artifactAt(dir, cached), built: false };
     const { spec, model, operatorModels } = await importOnnxModel(file, { operators: opts.operators, name, ...(opts.defaultSeqLen === undefined ? {} : { defaultSeqLen: opts.defaultSeqLen }) });
     const artifact = await this.writeEntry(dir, spec, model, operatorModels);
     return { artifact, built: true };
+  }
+
+  /**
+   * Every imported model in the cache (one entry per file content × operator count), sorted
+   * by name then operator count.
+   */
+  async listImported(): Promise<ModelArtifact[]> {
+    let names: string[];
+    try {
+      names = await fs.readdir(this.cacheDir);
+    } catch {
+      return [];
+    }
+    const out: ModelArtifact[] = [];
+    for (const entry of names) {
+      if (entry.startsWith('.')) continue;
+      const dir = path.join(this.cacheDir, entry);
+      const spec = await readSpec(dir);
+      if (spec?.source.kind === 'import') out.push(artifactAt(dir, spec));
+    }
+    return out.sort((a, b) => a.spec.name.localeCompare(b.spec.name) || a.spec.operators.length - b.spec.operators.length);
+  }
+
+  /**
+   * The imported model called `name` (with `operators` operators when several were imported).
+   * @throws RangeError when there is none, or several and `operators` does not pick one.
+   */
+  async findImported(name: string, operators?: number): Promise<ModelArtifact> {
+    const all = (await this.listImported()).filter((a) => a.spec.name === name);
+    const matching = operators === undefined ? all : all.filter((a) => a.spec.operators.length === operators);
+    if (matching.length === 1) return matching[0]!;
+    if (all.length === 0) throw new RangeError(`unknown model '${name}': not a zoo model (${ZOO_MODEL_NAMES.join(', ')}) and not imported (see abacus models)`);
+    const counts = all.map((a) => a.spec.operators.length).join(', ');
+    if (matching.length === 0) throw new RangeError(`model '${name}' was imported with ${counts} operators, not ${operators}`);
+    throw new RangeError(`model '${name}' was imported several times (${counts} operators): pick one with --operators`);
   }
 
   /** Open an artifact directory written earlier (by the cache or `models export`). */
@@ -135,6 +171,7 @@ function zooPartitionInput(built: ZooBuild): PartitionInput {
     nonTrainable: built.nonTrainable,
     dynamicAxes: built.dynamicAxes,
     defaultSeqLen: built.defaultSeqLen,
+    ...(built.options['maxPositions'] === undefined ? {} : { maxSeqLen: built.options['maxPositions'] }),
     source: { kind: 'zoo', options: built.options },
   };
 }
@@ -153,7 +190,7 @@ export async function writeArtifactAtomically(
     throw new RangeError(`operatorModels has ${operatorModels.length} entries, spec ${spec.name} has ${spec.operators.length} operators`);
   }
   const parent = path.dirname(dir);
-  await fs.mkdir(parent, { recursive: true });
+  await ensureDir(parent);
   await sweepStaleTemps(parent);
   const tmp = await fs.mkdtemp(path.join(parent, `.tmp-${path.basename(dir)}-`));
   try {
@@ -273,6 +310,21 @@ async function sweepStaleTemps(parent: string): Promise<void> {
 
 function hashKey(value: unknown): string {
   return createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, 12);
+}
+
+/** Valid served-model names: a letter or digit, then letters, digits, `_`, `.`, `-`; at most 64. */
+export const MODEL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+/**
+ * @returns `name` when it is a valid name for an imported model.
+ * @throws RangeError naming `what` when it does not match MODEL_NAME_PATTERN or is a zoo name.
+ */
+export function checkModelName(name: string, what = 'name'): string {
+  if (!MODEL_NAME_PATTERN.test(name)) {
+    throw new RangeError(`${what} '${name}' is not a valid model name: 1–64 characters, letters, digits, '_', '.', '-', starting with a letter or digit`);
+  }
+  if (isZooModelName(name)) throw new RangeError(`${what} '${name}' is a zoo model's name; choose another name for the import`);
+  return name;
 }
 
 function sanitize(name: string): string {

@@ -93,6 +93,11 @@ export interface ModelSpec {
   readonly dynamicAxes: DynamicAxes;
   /** Sequence length used when a caller gives none (0 for models without a sequence axis). */
   readonly defaultSeqLen: number;
+  /**
+   * Largest sequence length the model accepts (BERT: its position table, 512 for bert-base);
+   * absent when unbounded or unknown (imports). Longer queries are bad requests.
+   */
+  readonly maxSeqLen?: number;
   readonly operators: readonly OperatorSpec[];
   /** Trainable parameters of the whole model (elements). */
   readonly params: number;

@@ -89,6 +89,9 @@ export function validateGroup(group: readonly Segment[], services: ReadonlyMap<s
     if (typeof s.seqLen !== 'number' || !Number.isInteger(s.seqLen) || s.seqLen < 0) {
       throw new RangeError(`${at}.seqLen ${String(s.seqLen)} must be an integer ≥ 0 (0 = the model's default)`);
     }
+    if (spec.maxSeqLen !== undefined && s.seqLen > spec.maxSeqLen) {
+      throw new BadRequestError(`${at}.seqLen ${s.seqLen} exceeds ${s.service}'s maximum sequence length ${spec.maxSeqLen}`);
+    }
     const dup = seen.get(s.queryId);
     if (dup !== undefined) throw new RangeError(`${at}.queryId '${s.queryId}' is already used by group[${dup}]; a group holds at most one segment per query`);
     seen.set(s.queryId, i);

@@ -46,6 +46,8 @@ export interface PartitionInput {
   readonly dynamicAxes: DynamicAxes;
   /** Sequence length when a caller gives none (0 without a seq axis; > 0 with one). */
   readonly defaultSeqLen: number;
+  /** Largest accepted sequence length, when the model has one (copied to the spec). */
+  readonly maxSeqLen?: number;
   readonly source: ModelSpec['source'];
 }
 
@@ -156,6 +158,7 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
     outputs: index.outputs.map(tensorSpec),
     dynamicAxes: input.dynamicAxes,
     defaultSeqLen: input.defaultSeqLen,
+    ...(input.maxSeqLen === undefined ? {} : { maxSeqLen: input.maxSeqLen }),
     operators,
     params: totalParams,
     opset: defaultOpsetVersion(structure.model),
