@@ -152,7 +152,7 @@ describe('abacus models', () => {
     expect(tooMany.code).toBe(1);
     expect(tooMany.stderr).toMatch(/operators/);
     const zero = await abacus('models', 'import', good, '--operators', '0');
-    expect(zero.code).toBe(1);
+    expect(zero.code).toBeGreaterThan(0);
     expect(zero.stderr).toMatch(/operators/);
 
     const unknown = await abacus('models', 'show', 'alexnet');

@@ -18,7 +18,7 @@ import { syntheticTensors } from '../model/synthetic.ts';
 import { resolvedBoundary } from '../model/boundary.ts';
 import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../model/zoo/index.ts';
 import type { ModelArtifact } from '../model/artifact.ts';
-import { checkSeqLenFlag } from './models.ts';
+import { checkSeqLenFlag, positiveInt } from './models.ts';
 import type { TensorMap } from '../tensor.ts';
 import { compareOutputs } from '../model/onnx/verify.ts';
 import { formatTable } from './format.ts';
@@ -51,14 +51,6 @@ function parseModels(value: string): string[] {
   const names = value.split(',').map((s) => s.trim()).filter((s) => s !== '');
   if (names.length < 2) throw new InvalidArgumentError(`--models needs at least two models, e.g. resnet50,bert (zoo: ${ZOO_MODEL_NAMES.join(', ')}; or imported ones)`);
   return names;
-}
-
-function positiveInt(flag: string): (value: string) => number {
-  return (value: string) => {
-    const x = Number(value);
-    if (!Number.isInteger(x) || x < 1) throw new InvalidArgumentError(`${flag} expects an integer ≥ 1, got '${value}'`);
-    return x;
-  };
 }
 
 export function registerDemoCommand(program: Command, ctx: CliContext): void {

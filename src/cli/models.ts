@@ -36,10 +36,11 @@ function parseNumber(flag: string): (value: string) => number {
   };
 }
 
-function positiveInt(flag: string): (value: string) => number {
+/** Parser for a flag taking a decimal integer ≥ 1 (no hex, exponents or fractions). */
+export function positiveInt(flag: string): (value: string) => number {
   return (value: string) => {
     const x = Number(value);
-    if (!Number.isInteger(x) || x < 1) throw new InvalidArgumentError(`${flag} expects an integer ≥ 1, got '${value}'`);
+    if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(x) || x < 1) throw new InvalidArgumentError(`${flag} expects an integer ≥ 1, got '${value}'`);
     return x;
   };
 }
@@ -47,6 +48,22 @@ function positiveInt(flag: string): (value: string) => number {
 function addZooFlags(cmd: Command): Command {
   for (const f of ZOO_FLAGS) cmd.option(f.flag, f.help, parseNumber(f.flag.split(' ')[0]!));
   return cmd;
+}
+
+/**
+ * Re-throw a zoo option error with the CLI's flag names (`--width-multiplier`) in place of the
+ * option keys (`'widthMultiplier'`), so the message names what the user typed.
+ */
+export async function withFlagNames<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!(err instanceof RangeError || err instanceof TypeError)) throw err;
+    let message = err.message;
+    for (const f of ZOO_FLAGS) message = message.split(`'${f.key}'`).join(f.flag.split(' ')[0]).split(` ${f.key}`).join(` ${f.flag.split(' ')[0]!}`);
+    const Ctor = err instanceof RangeError ? RangeError : TypeError;
+    throw new Ctor(message, { cause: err });
+  }
 }
 
 /** Pick the zoo options out of parsed commander options. */
@@ -143,7 +160,7 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
       .option('--json', 'print the ModelSpec as JSON'),
   ).action(async (name: string, opts: Record<string, unknown> & { batch: number; seqLen?: number; operators?: number; json?: boolean }) => {
     const repo = new ModelRepository(ctx.cacheOptions());
-    const spec = isZooModelName(name) ? await repo.zooSpec(name, zooOptionsFrom(opts)) : (await repo.findImported(name, opts.operators)).spec;
+    const spec = isZooModelName(name) ? await withFlagNames(() => repo.zooSpec(name, zooOptionsFrom(opts))) : (await repo.findImported(name, opts.operators)).spec;
     if (!isZooModelName(name) && Object.keys(zooOptionsFrom(opts)).length > 0) throw new RangeError(`zoo options do not apply to the imported model '${name}'`);
     const seqLen = checkSeqLenFlag(spec, opts.seqLen);
     printSpec(ctx, spec, opts.batch, seqLen, opts.json === true);
@@ -158,7 +175,7 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
       .option('--json', 'print what was written as JSON'),
   ).action(async (name: ZooModelName, opts: Record<string, unknown> & { out: string; json?: boolean }) => {
     const repo = new ModelRepository(ctx.cacheOptions());
-    const { artifact, built } = await repo.zooArtifact(name, zooOptionsFrom(opts));
+    const { artifact, built } = await withFlagNames(() => repo.zooArtifact(name, zooOptionsFrom(opts)));
     if (opts.out.trim() === '') throw new RangeError('--out must name a file');
     const out = path.resolve(opts.out);
     if (await isDirectory(out)) throw new RangeError(`--out ${out} is a directory; give a file name such as ${path.join(out, `${name}.onnx`)}`);
@@ -181,7 +198,7 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     .command('import')
     .description('partition any ONNX model into N operators balanced by FLOPs and add it to the cache')
     .argument('<file>', 'an .onnx file (external data files next to it are read)')
-    .requiredOption('--operators <n>', 'number of operators N (1 ≤ N ≤ node count)', parseNumber('--operators'))
+    .requiredOption('--operators <n>', 'number of operators N (1 ≤ N ≤ node count)', positiveInt('--operators'))
     .option('--default-seq-len <n>', 'sequence length for metadata when the model has a sequence axis (default 128)', positiveInt('--default-seq-len'))
     .option('--name <name>', 'model name (default: file name without .onnx)')
     .option('--json', 'print the ModelSpec as JSON')

@@ -147,13 +147,6 @@ export class ModelRepository {
     throw new RangeError(`model '${name}' was imported several times (${counts} operators): pick one with --operators`);
   }
 
-  /** Open an artifact directory written earlier (by the cache or `models export`). */
-  async openArtifact(dir: string): Promise<ModelArtifact> {
-    const spec = await readSpec(dir);
-    if (!spec) throw new InvalidModelError(`${dir} is not a model artifact (no ${SPEC_FILE})`);
-    return artifactAt(dir, spec);
-  }
-
   /** Atomically write an artifact to `dir` (temp sibling + rename). */
   async writeEntry(dir: string, spec: ModelSpec, model: OnnxTypes.IModelProto, operatorModels: readonly OnnxTypes.IModelProto[]): Promise<ModelArtifact> {
     await writeArtifactAtomically(dir, spec, model, operatorModels);
@@ -233,7 +226,8 @@ async function writeDurably(file: string, data: Uint8Array | string): Promise<vo
 
 /**
  * The cached spec in `dir`, or undefined when there is none. An entry whose spec cannot be
- * parsed (disk corruption, a hand edit) is removed so that it is rebuilt, never half-used.
+ * parsed or whose files are not all there (disk corruption, a hand edit) is removed so that it
+ * is rebuilt, never half-used.
  */
 async function readSpec(dir: string): Promise<ModelSpec | undefined> {
   let text: string;
@@ -244,12 +238,25 @@ async function readSpec(dir: string): Promise<ModelSpec | undefined> {
   }
   try {
     const spec = JSON.parse(text) as ModelSpec;
-    if (typeof spec === 'object' && spec !== null && Array.isArray(spec.operators)) return spec;
+    if (typeof spec === 'object' && spec !== null && Array.isArray(spec.operators) && (await hasAllFiles(dir, spec))) return spec;
   } catch {
     // fall through: corrupt entry
   }
   await fs.rm(dir, { recursive: true, force: true });
   return undefined;
+}
+
+/** True when every file of the artifact is present (a file deleted by hand → rebuild). */
+async function hasAllFiles(dir: string, spec: ModelSpec): Promise<boolean> {
+  const files = [MODEL_FILE, ...spec.operators.map((op) => operatorFileName(op.index))];
+  for (const f of files) {
+    try {
+      await fs.access(path.join(dir, f));
+    } catch {
+      return false;
+    }
+  }
+  return true;
 }
 
 /**
