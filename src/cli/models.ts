@@ -60,7 +60,10 @@ export async function withFlagNames<T>(work: () => Promise<T>): Promise<T> {
   } catch (err) {
     if (!(err instanceof RangeError || err instanceof TypeError)) throw err;
     let message = err.message;
-    for (const f of ZOO_FLAGS) message = message.split(`'${f.key}'`).join(f.flag.split(' ')[0]).split(` ${f.key}`).join(` ${f.flag.split(' ')[0]!}`);
+    for (const f of ZOO_FLAGS) {
+      const flag = f.flag.split(' ')[0]!;
+      message = message.replaceAll(`'${f.key}'`, flag).replaceAll(` ${f.key}`, ` ${flag}`);
+    }
     const Ctor = err instanceof RangeError ? RangeError : TypeError;
     throw new Ctor(message, { cause: err });
   }
