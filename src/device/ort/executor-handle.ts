@@ -39,7 +39,6 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { AbacusError } from '../../errors.ts';
 import { DeviceFailureError, DeviceUnavailableError, describeError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
-import type { ModelSpec } from '../../model/spec.ts';
 import type { TensorMap } from '../../tensor.ts';
 import type { ChildMessage, LoadMessage, ParentMessage, RunMessage, SessionConfig } from './protocol.ts';
 import { fromWire } from './protocol.ts';
@@ -66,13 +65,8 @@ export type ExecutorFault =
   /** The parent sends SIGKILL to the child now (like an OOM kill); resolves once the death is handled. */
   | 'kill';
 
-export interface ExecutorConfig {
-  readonly service: string;
-  readonly spec: ModelSpec;
-  readonly operatorPaths: readonly string[];
-  readonly session: SessionConfig;
-  readonly warmupRuns: number;
-  readonly syntheticCacheBytes: number;
+/** What one executor is started with: its load message plus the parent-side limits. */
+export interface ExecutorConfig extends Omit<LoadMessage, 't'> {
   /** Deadline of spawn + load + warm-up of one start, in ms (> 0). */
   readonly loadTimeoutMs: number;
   /** Deadline of one segment from the moment it reaches the front of the child's queue, in ms; 0 = none. */

@@ -8,7 +8,7 @@ import type { AbacusErrorCode } from '../../errors.ts';
 import { AbacusError, BadRequestError, DeviceFailureError, DeviceUnavailableError, InvalidModelError } from '../../errors.ts';
 import type { ModelSpec } from '../../model/spec.ts';
 import type { TensorMap } from '../../tensor.ts';
-import type { SegmentInput } from '../device.ts';
+import type { Segment } from '../device.ts';
 
 /** ORT session settings applied to every operator session of an executor. */
 export interface SessionConfig {
@@ -41,16 +41,10 @@ export interface LoadMessage {
   readonly syntheticCacheBytes: number;
 }
 
-/** Parent → child: run operators `[start, end)` of one query. */
-export interface RunMessage {
+/** Parent → child: run operators `[start, end)` of one query (a Segment; the child knows its service). */
+export interface RunMessage extends Omit<Segment, 'service'> {
   readonly t: 'run';
   readonly reqId: number;
-  readonly queryId: string;
-  readonly start: number;
-  readonly end: number;
-  readonly batchSize: number;
-  readonly seqLen: number;
-  readonly input: SegmentInput;
 }
 
 /** Parent → child: free a query's kept state (queued behind earlier runs). */
