@@ -13,7 +13,7 @@
  */
 import os from 'node:os';
 import { OrtDevice } from '../src/device/ort/index.ts';
-import { measureOverlap, measureSequential, type OverlapMeasurement } from '../src/device/overlap.ts';
+import { measureOverlap, measureSequential, type OverlapMeasurement, type OverlapQuery } from '../src/device/overlap.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import type { ZooModelName } from '../src/model/zoo/index.ts';
 
@@ -49,21 +49,28 @@ export async function benchOverlap(opts: {
       { name: `${a}`, model: (await repo.zooArtifact(a, opts.zooOptions?.[a] ?? {})).artifact },
       { name: `${b}${a === b ? '#2' : ''}`, model: (await repo.zooArtifact(b, opts.zooOptions?.[b] ?? {})).artifact },
     ];
+    const perBatch: { batch: number; m: OverlapMeasurement; queries: OverlapQuery[] }[] = [];
     const device = await OrtDevice.create({ intraOpNumThreads: opts.threads });
-    const wide = await OrtDevice.create({ intraOpNumThreads: cores });
     try {
       await device.load(services);
-      await wide.load(services);
       for (const batch of opts.batches) {
         const queries = services.map((service) => ({ service, batchSize: batch, seqLen: service.model.spec.dynamicAxes.seq === undefined ? 0 : opts.seqLen }));
-        const m = await measureOverlap(device, queries, { repeat: opts.repeat, warmup: 1 });
+        perBatch.push({ batch, queries, m: await measureOverlap(device, queries, { repeat: opts.repeat, warmup: 1 }) });
+      }
+    } finally {
+      await device.close();
+    }
+    // The fair baseline's executors start after the first ones are gone (one copy of the weights).
+    const wide = await OrtDevice.create({ intraOpNumThreads: cores });
+    try {
+      await wide.load(services);
+      for (const { batch, queries, m } of perBatch) {
         const fair = await measureSequential(wide, queries, { repeat: opts.repeat, warmup: 1 });
         const ratioVsAllCores = m.groupMs / fair.sequentialMs;
         opts.log(`overlap ${a}+${b} batch ${batch}: group/sequential ${m.ratio.toFixed(3)}, group/sequential(all cores) ${ratioVsAllCores.toFixed(3)}\n`);
         results.push({ ...m, pair: `${a}+${b}`, batch, seqLen: opts.seqLen, threads: opts.threads, allCoresThreads: cores, sequentialAllCoresMs: fair.sequentialMs, ratioVsAllCores });
       }
     } finally {
-      await device.close();
       await wide.close();
     }
   }

@@ -30,7 +30,12 @@ export async function ensureDir(dir: string): Promise<void> {
     if (code !== 'ENOENT') throw err;
   }
   const parent = path.dirname(dir);
-  if (parent === dir) throw new Error(`cannot create ${dir}`);
+  if (parent === dir) throw Object.assign(new Error(`ENOENT: cannot create directory '${dir}'`), { code: 'ENOENT', syscall: 'mkdir', path: dir });
   await ensureDir(parent);
-  await fs.mkdir(dir);
+  try {
+    await fs.mkdir(dir);
+  } catch (err) {
+    // another process may have made it meanwhile
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || !(await isDirectory(dir))) throw err;
+  }
 }

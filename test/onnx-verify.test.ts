@@ -1,6 +1,6 @@
 /**
  * The comparison of issue 2 §3, "max abs error ≤ 1e-4 relative to the output scale":
- * err ≤ 1e-4 · max|expected|, failing when the scale is 0 or not finite (verify.ts, the one
+ * err ≤ 1e-4 · max|expected| (exact equality always passes), failing when the scale is 0 or not finite (verify.ts, the one
  * implementation, also behind test/helpers/run-operators.ts). Values are chosen by hand.
  */
 import * as ort from 'onnxruntime-node';
@@ -26,8 +26,9 @@ describe('compareOutputs', () => {
     expect(compareOutputs({ y: f32([1000, 3]) }, { y: f32([1000.25, 3]) })[0]!.ok).toBe(false);
   });
 
-  it('fails an all-zero or non-finite expected output, a missing output, another shape, and NaN', () => {
-    expect(compareOutputs({ y: f32([0, 0]) }, { y: f32([0, 0]) })[0]!.ok).toBe(false);
+  it('passes exact equality even at scale 0; fails a non-finite expected output, a missing output, another shape, and NaN', () => {
+    expect(compareOutputs({ y: f32([0, 0]) }, { y: f32([0, 0]) })[0]!.ok).toBe(true);
+    expect(compareOutputs({ y: f32([0, 0]) }, { y: f32([0, 1e-9]) })[0]!.ok).toBe(false);
     expect(compareOutputs({ y: f32([Infinity, 1]) }, { y: f32([Infinity, 1]) })[0]!.ok).toBe(false);
     expect(compareOutputs({ y: f32([1, 2]) }, {})[0]).toMatchObject({ ok: false, maxAbsError: Infinity });
     expect(compareOutputs({ y: f32([1, 2], [2]) }, { y: f32([1, 2], [1, 2]) })[0]!.ok).toBe(false);

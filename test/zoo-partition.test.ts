@@ -46,7 +46,10 @@ describe.each(ZOO_MODEL_NAMES.map((n) => [n]))('%s small variant', (name) => {
     const split = await runOperators(artifact, feeds);
     expect(Object.keys(split).sort()).toEqual(artifact.spec.outputs.map((t) => t.name).sort());
     for (const out of artifact.spec.outputs) expect(split[out.name]!.dims).toEqual(whole[out.name]!.dims);
-    for (const c of compareOutputs(whole, split)) expect(c, `output ${c.name}`).toMatchObject({ ok: true });
+    for (const c of compareOutputs(whole, split)) {
+      expect(c.scale, `output ${c.name} is not all zero`).toBeGreaterThan(0);
+      expect(c, `output ${c.name}`).toMatchObject({ ok: true });
+    }
     // second request: served from the cache, not rebuilt
     const again = await repo.zooArtifact(name, SMALL_VARIANTS[name]);
     expect(again.built).toBe(false);

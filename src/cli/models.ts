@@ -8,6 +8,7 @@ import { ModelRepository } from '../model/repository.ts';
 import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../model/zoo/index.ts';
 import { evalCost } from '../model/cost.ts';
 import type { ModelSpec } from '../model/spec.ts';
+import type { ModelArtifact } from '../model/artifact.ts';
 import { operatorFileName, SPEC_FILE } from '../model/artifact.ts';
 import { ensureDir, isDirectory } from '../fs.ts';
 import { formatTable } from './format.ts';
@@ -30,9 +31,8 @@ const ZOO_FLAGS: readonly { flag: string; key: string; help: string }[] = [
 
 function parseNumber(flag: string): (value: string) => number {
   return (value: string) => {
-    const x = Number(value);
-    if (value.trim() === '' || !Number.isFinite(x)) throw new InvalidArgumentError(`${flag} expects a number, got '${value}'`);
-    return x;
+    if (!/^\s*-?(\d+\.?\d*|\.\d+)\s*$/.test(value)) throw new InvalidArgumentError(`${flag} expects a decimal number, got '${value}'`);
+    return Number(value);
   };
 }
 
@@ -95,6 +95,19 @@ export interface ModelListing {
   readonly source: 'zoo' | 'import';
 }
 
+function listing(spec: ModelSpec, source: 'zoo' | 'import', cached: boolean): ModelListing {
+  return {
+    name: spec.name,
+    operators: spec.operators.length,
+    gflops: round(totalGflops(spec, 1, spec.defaultSeqLen), 3),
+    params: spec.params,
+    paramMB: round(spec.operators.reduce((sum, op) => sum + op.paramBytes, 0) / 1e6, 1),
+    defaultSeqLen: spec.defaultSeqLen,
+    cached,
+    source,
+  };
+}
+
 function totalGflops(spec: ModelSpec, batch: number, seqLen: number): number {
   return spec.operators.reduce((s, op) => s + evalCost(op.gflops, batch, seqLen), 0);
 }
@@ -113,32 +126,8 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     .action(async (opts: { json?: boolean }) => {
       const repo = new ModelRepository(ctx.cacheOptions());
       const rows: ModelListing[] = [];
-      for (const name of ZOO_MODEL_NAMES) {
-        const spec = await repo.zooSpec(name);
-        rows.push({
-          name,
-          operators: spec.operators.length,
-          gflops: round(totalGflops(spec, 1, spec.defaultSeqLen), 3),
-          params: spec.params,
-          paramMB: round(spec.operators.reduce((s, op) => s + op.paramBytes, 0) / 1e6, 1),
-          defaultSeqLen: spec.defaultSeqLen,
-          cached: repo.isZooCached(name),
-          source: 'zoo',
-        });
-      }
-      for (const artifact of await repo.listImported()) {
-        const spec = artifact.spec;
-        rows.push({
-          name: spec.name,
-          operators: spec.operators.length,
-          gflops: round(totalGflops(spec, 1, spec.defaultSeqLen), 3),
-          params: spec.params,
-          paramMB: round(spec.operators.reduce((s, op) => s + op.paramBytes, 0) / 1e6, 1),
-          defaultSeqLen: spec.defaultSeqLen,
-          cached: true,
-          source: 'import',
-        });
-      }
+      for (const name of ZOO_MODEL_NAMES) rows.push(listing(await repo.zooSpec(name), 'zoo', await repo.isZooCached(name)));
+      for (const artifact of await repo.listImported()) rows.push(listing(artifact.spec, 'import', true));
       if (opts.json) {
         ctx.out(JSON.stringify(rows, null, 2) + '\n');
         return;
@@ -177,19 +166,14 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
       .requiredOption('--out <file>', 'output .onnx file for the whole model')
       .option('--json', 'print what was written as JSON'),
   ).action(async (name: ZooModelName, opts: Record<string, unknown> & { out: string; json?: boolean }) => {
-    const repo = new ModelRepository(ctx.cacheOptions());
-    const { artifact, built } = await withFlagNames(() => repo.zooArtifact(name, zooOptionsFrom(opts)));
     if (opts.out.trim() === '') throw new RangeError('--out must name a file');
     const out = path.resolve(opts.out);
     if (await isDirectory(out)) throw new RangeError(`--out ${out} is a directory; give a file name such as ${path.join(out, `${name}.onnx`)}`);
     const opsDir = out.replace(/\.onnx$/i, '') + '.operators';
     await ensureDir(path.dirname(out));
-    await ensureDir(opsDir);
-    await fs.copyFile(artifact.modelPath, out);
-    for (let k = 0; k < artifact.operatorPaths.length; k++) {
-      await fs.copyFile(artifact.operatorPaths[k]!, path.join(opsDir, operatorFileName(k)));
-    }
-    await fs.copyFile(path.join(artifact.dir, SPEC_FILE), path.join(opsDir, SPEC_FILE));
+    const repo = new ModelRepository(ctx.cacheOptions());
+    const { artifact, built } = await withFlagNames(() => repo.zooArtifact(name, zooOptionsFrom(opts)));
+    await exportArtifact(artifact, out, opsDir);
     if (opts.json) {
       ctx.out(JSON.stringify({ name, built, model: out, operatorsDir: opsDir, operators: artifact.operatorPaths.length }, null, 2) + '\n');
       return;
@@ -216,6 +200,29 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
       printSpec(ctx, artifact.spec, 1, artifact.spec.defaultSeqLen, opts.json === true);
     });
 
+}
+
+/**
+ * Copy an artifact to `out` (whole model) and `opsDir` (operators + spec.json). Both are
+ * written under temporary names in the same directory and renamed into place, replacing an
+ * earlier export, so a failure never leaves a half export or stale operator files.
+ */
+async function exportArtifact(artifact: ModelArtifact, out: string, opsDir: string): Promise<void> {
+  const suffix = `.abacus-tmp-${process.pid}`;
+  const tmpOut = out + suffix;
+  const tmpOps = opsDir + suffix;
+  try {
+    await fs.copyFile(artifact.modelPath, tmpOut);
+    await fs.mkdir(tmpOps);
+    for (let k = 0; k < artifact.operatorPaths.length; k++) await fs.copyFile(artifact.operatorPaths[k]!, path.join(tmpOps, operatorFileName(k)));
+    await fs.copyFile(path.join(artifact.dir, SPEC_FILE), path.join(tmpOps, SPEC_FILE));
+    await fs.rm(opsDir, { recursive: true, force: true });
+    await fs.rename(tmpOps, opsDir);
+    await fs.rename(tmpOut, out);
+  } finally {
+    await fs.rm(tmpOut, { force: true });
+    await fs.rm(tmpOps, { recursive: true, force: true });
+  }
 }
 
 /**

@@ -34,7 +34,7 @@ export interface OverlapMeasurement {
 /** One input seed for every round: executors cache synthetic inputs, so the warm-up round pays their generation and timed rounds do not. */
 const SEED = 1;
 
-function wholeQuery(q: OverlapQuery, queryId: string, seed: number): Segment {
+function wholeQuery(q: OverlapQuery, queryId: string): Segment {
   return {
     service: q.service.name,
     queryId,
@@ -42,62 +42,67 @@ function wholeQuery(q: OverlapQuery, queryId: string, seed: number): Segment {
     end: q.service.model.spec.operators.length,
     batchSize: q.batchSize,
     seqLen: q.seqLen,
-    input: { kind: 'synthetic', seed },
+    input: { kind: 'synthetic', seed: SEED },
   };
 }
 
-function checkOk(result: GroupResult): void {
+function checkOk(result: GroupResult): GroupResult {
   for (const s of result.segments) {
     if (!s.ok) throw s.error;
   }
+  return result;
 }
+
+function checkRepeat(repeat: number): void {
+  if (!Number.isInteger(repeat) || repeat < 1) throw new RangeError(`repeat must be an integer ≥ 1, got ${repeat}`);
+}
+
+/** Query ids unique within one measurement. */
+function idSource(prefix: string): () => string {
+  let n = 0;
+  return () => `${prefix}-${n++}`;
+}
+
+/** Run every query alone, one group each; returns each group's latency (ms), in query order. */
+async function runSoloRound(device: Device, queries: readonly OverlapQuery[], nextId: () => string): Promise<number[]> {
+  const out: number[] = [];
+  for (const q of queries) out.push(checkOk(await device.runGroup([wholeQuery(q, nextId())])).groupLatencyMs);
+  return out;
+}
+
+const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0);
 
 /**
  * Measure `repeat` rounds (after `warmup` untimed rounds). Each round runs every query alone,
  * then all of them as one group; the order alternates between rounds so drift (thermal, cache)
  * hits both modes alike.
- * @throws the device's error when a segment fails.
+ * @throws RangeError for no queries or a bad `repeat`; the device's error when a segment fails.
  */
 export async function measureOverlap(device: Device, queries: readonly OverlapQuery[], opts: { repeat: number; warmup?: number }): Promise<OverlapMeasurement> {
   if (queries.length < 1) throw new RangeError('measureOverlap needs at least one query');
-  if (!Number.isInteger(opts.repeat) || opts.repeat < 1) throw new RangeError(`repeat must be an integer ≥ 1, got ${opts.repeat}`);
+  checkRepeat(opts.repeat);
   const solo: number[][] = queries.map(() => []);
   const sequential: number[] = [];
   const group: number[] = [];
   const ratios: number[] = [];
   const warmup = opts.warmup ?? 1;
-  let id = 0;
+  const nextId = idSource('overlap');
+  const runGroup = async (): Promise<number> => checkOk(await device.runGroup(queries.map((q) => wholeQuery(q, nextId())))).groupLatencyMs;
   for (let round = 0; round < warmup + opts.repeat; round++) {
-    const timed = round >= warmup;
-    const runSolo = async (): Promise<number> => {
-      let sum = 0;
-      for (let i = 0; i < queries.length; i++) {
-        const r = await device.runGroup([wholeQuery(queries[i]!, `overlap-${id++}`, SEED)]);
-        checkOk(r);
-        if (timed) solo[i]!.push(r.groupLatencyMs);
-        sum += r.groupLatencyMs;
-      }
-      return sum;
-    };
-    const runGroup = async (): Promise<number> => {
-      const r = await device.runGroup(queries.map((q) => wholeQuery(q, `overlap-${id++}`, SEED)));
-      checkOk(r);
-      return r.groupLatencyMs;
-    };
-    let seqMs: number;
+    let soloMs: number[];
     let groupMs: number;
     if (round % 2 === 0) {
-      seqMs = await runSolo();
+      soloMs = await runSoloRound(device, queries, nextId);
       groupMs = await runGroup();
     } else {
       groupMs = await runGroup();
-      seqMs = await runSolo();
+      soloMs = await runSoloRound(device, queries, nextId);
     }
-    if (timed) {
-      sequential.push(seqMs);
-      group.push(groupMs);
-      ratios.push(groupMs / seqMs);
-    }
+    if (round < warmup) continue;
+    soloMs.forEach((ms, i) => solo[i]!.push(ms));
+    sequential.push(sum(soloMs));
+    group.push(groupMs);
+    ratios.push(groupMs / sum(soloMs));
   }
   return {
     soloMs: solo.map(median),
@@ -113,22 +118,19 @@ export async function measureOverlap(device: Device, queries: readonly OverlapQu
 /**
  * Median latency of each query run alone, one group per query (the FCFS baseline), over
  * `repeat` rounds after `warmup` untimed rounds. Returns ms per query and their sum.
- * @throws the device's error when a segment fails.
+ * @throws RangeError for a bad `repeat`; the device's error when a segment fails.
  */
 export async function measureSequential(device: Device, queries: readonly OverlapQuery[], opts: { repeat: number; warmup?: number }): Promise<{ soloMs: number[]; sequentialMs: number }> {
-  if (!Number.isInteger(opts.repeat) || opts.repeat < 1) throw new RangeError(`repeat must be an integer ≥ 1, got ${opts.repeat}`);
+  checkRepeat(opts.repeat);
   const solo: number[][] = queries.map(() => []);
   const sums: number[] = [];
   const warmup = opts.warmup ?? 1;
+  const nextId = idSource('sequential');
   for (let round = 0; round < warmup + opts.repeat; round++) {
-    let sum = 0;
-    for (let i = 0; i < queries.length; i++) {
-      const r = await device.runGroup([wholeQuery(queries[i]!, `sequential-${round}-${i}`, SEED)]);
-      checkOk(r);
-      if (round >= warmup) solo[i]!.push(r.groupLatencyMs);
-      sum += r.groupLatencyMs;
-    }
-    if (round >= warmup) sums.push(sum);
+    const soloMs = await runSoloRound(device, queries, nextId);
+    if (round < warmup) continue;
+    soloMs.forEach((ms, i) => solo[i]!.push(ms));
+    sums.push(sum(soloMs));
   }
   return { soloMs: solo.map(median), sequentialMs: median(sums) };
 }

@@ -2,15 +2,20 @@
  * ModelRepository: the on-disk cache of partitioned models (zoo builds and imports).
  *
  * Layout: `<cacheDir>/<name>-<key>/` holds one ModelArtifact (see `artifact.ts`), where `key`
- * is a hash of everything that determines the bytes (model name, normalized options, builder
- * version; for imports the file's SHA-256 and the operator count). An entry is complete iff
- * its directory exists: it is written into a temporary sibling and renamed into place, so a
+ * is 12 hex digits of a hash of everything that determines the bytes (model name, normalized
+ * options, builder version; for imports the content of the file and its external data, the
+ * operator count and the default sequence length). An entry is complete iff its directory
+ * exists: it is written into a temporary sibling (`.abacus-tmp-*`) and renamed into place, so a
  * crash or a failed build never leaves a half-written entry, and a second run never rebuilds.
+ * Only directories named like entries are ever read, and only an entry looked up by its exact
+ * key is ever discarded (when broken); anything else in the cache directory is left alone.
+ * One import per (name, operator count): importing again under that name replaces it.
  *
  * Cache directory: `--cache-dir`, else `$ABACUS_CACHE_DIR`, else `<project>/.cache/models`.
  */
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { createReadStream, existsSync } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -57,9 +62,9 @@ export class ModelRepository {
     return path.join(this.cacheDir, `${name}-${key}`);
   }
 
-  /** True when the zoo model with these options is already built on disk. */
-  isZooCached(name: ZooModelName, rawOptions: Record<string, unknown> = {}): boolean {
-    return existsSync(path.join(this.zooEntryDir(name, rawOptions), SPEC_FILE));
+  /** True when the zoo model with these options is built on disk and complete. */
+  async isZooCached(name: ZooModelName, rawOptions: Record<string, unknown> = {}): Promise<boolean> {
+    return (await readEntrySpec(this.zooEntryDir(name, rawOptions))) !== undefined;
   }
 
   /**
@@ -69,7 +74,7 @@ export class ModelRepository {
    */
   async zooSpec(name: ZooModelName, rawOptions: Record<string, unknown> = {}): Promise<ModelSpec> {
     const dir = this.zooEntryDir(name, rawOptions);
-    const cached = await readSpec(dir);
+    const cached = await readEntryOrDiscard(dir);
     if (cached) return cached;
     const built = buildZooModel(name, parseZooOptions(name, rawOptions), { withWeights: false });
     const { spec } = await partitionModel(zooPartitionInput(built));
@@ -82,7 +87,7 @@ export class ModelRepository {
    */
   async zooArtifact(name: ZooModelName, rawOptions: Record<string, unknown> = {}): Promise<ArtifactResult> {
     const dir = this.zooEntryDir(name, rawOptions);
-    const cached = await readSpec(dir);
+    const cached = await readEntryOrDiscard(dir);
     if (cached) return { artifact: artifactAt(dir, cached), built: false };
     const built = buildZooModel(name, parseZooOptions(name, rawOptions), { withWeights: true });
     const { spec, operatorModels } = await partitionModel(zooPartitionInput(built));
@@ -96,19 +101,23 @@ export class ModelRepository {
    * @throws InvalidModelError for unreadable/invalid models; RangeError for a bad `operators`.
    */
   async importModel(file: string, opts: { operators: number; name?: string; defaultSeqLen?: number }): Promise<ArtifactResult> {
-    let bytes: Buffer;
+    const defaultName = path.basename(file).replace(/\.onnx$/i, '');
+    const name = checkModelName(opts.name ?? defaultName, opts.name === undefined ? `the model name taken from the file name (give one with --name)` : 'name');
+    let contentHash: string;
     try {
-      bytes = await fs.readFile(file);
+      contentHash = await importContentHash(file);
     } catch (err) {
       throw new InvalidModelError(`cannot read ONNX file ${file}: ${(err as Error).message}`, { cause: err });
     }
-    const name = checkModelName(opts.name ?? path.basename(file).replace(/\.onnx$/i, ''), opts.name === undefined ? 'the file name (pass a name)' : 'name');
-    const sha256 = await importContentHash(file, bytes);
-    const dir = path.join(this.cacheDir, `${sanitize(name)}-${hashKey({ sha256, operators: opts.operators, name, defaultSeqLen: opts.defaultSeqLen ?? null, version: ZOO_BUILD_VERSION })}`);
-    const cached = await readSpec(dir);
+    const dir = path.join(this.cacheDir, `${name}-${hashKey({ contentHash, operators: opts.operators, name, defaultSeqLen: opts.defaultSeqLen ?? null, version: ZOO_BUILD_VERSION })}`);
+    const cached = await readEntryOrDiscard(dir);
     if (cached) return { artifact: artifactAt(dir, cached), built: false };
     const { spec, model, operatorModels } = await importOnnxModel(file, { operators: opts.operators, name, ...(opts.defaultSeqLen === undefined ? {} : { defaultSeqLen: opts.defaultSeqLen }) });
     const artifact = await this.writeEntry(dir, spec, model, operatorModels);
+    // One import per (name, operator count): the new entry replaces older ones.
+    for (const old of await this.listImported()) {
+      if (old.spec.name === name && old.spec.operators.length === spec.operators.length && old.dir !== artifact.dir) await discardEntry(old.dir);
+    }
     return { artifact, built: true };
   }
 
@@ -125,10 +134,10 @@ export class ModelRepository {
     }
     const out: ModelArtifact[] = [];
     for (const entry of names) {
-      if (entry.startsWith('.')) continue;
+      if (!ENTRY_NAME.test(entry)) continue;
       const dir = path.join(this.cacheDir, entry);
-      const spec = await readSpec(dir);
-      if (spec?.source.kind === 'import') out.push(artifactAt(dir, spec));
+      const spec = await readEntrySpec(dir);
+      if (spec?.source?.kind === 'import') out.push(artifactAt(dir, spec));
     }
     return out.sort((a, b) => a.spec.name.localeCompare(b.spec.name) || a.spec.operators.length - b.spec.operators.length);
   }
@@ -144,7 +153,7 @@ export class ModelRepository {
     if (all.length === 0) throw new RangeError(`unknown model '${name}': not a zoo model (${ZOO_MODEL_NAMES.join(', ')}) and not imported (see abacus models)`);
     const counts = all.map((a) => a.spec.operators.length).join(', ');
     if (matching.length === 0) throw new RangeError(`model '${name}' was imported with ${counts} operators, not ${operators}`);
-    throw new RangeError(`model '${name}' was imported several times (${counts} operators): pick one with --operators`);
+    throw new RangeError(`model '${name}' was imported several times (${counts} operators): pick one (models show: --operators N; demo: --models ${name}:N)`);
   }
 
   /** Atomically write an artifact to `dir` (temp sibling + rename). */
@@ -185,7 +194,7 @@ export async function writeArtifactAtomically(
   const parent = path.dirname(dir);
   await ensureDir(parent);
   await sweepStaleTemps(parent);
-  const tmp = await fs.mkdtemp(path.join(parent, `.tmp-${path.basename(dir)}-`));
+  const tmp = await fs.mkdtemp(path.join(parent, `${TEMP_PREFIX}${path.basename(dir)}-`));
   try {
     await writeDurably(path.join(tmp, MODEL_FILE), onnx.ModelProto.encode(model).finish());
     for (let k = 0; k < operatorModels.length; k++) {
@@ -224,12 +233,16 @@ async function writeDurably(file: string, data: Uint8Array | string): Promise<vo
   }
 }
 
+/** Names of cache entries: a model name, `-`, 12 hex digits of the key. */
+const ENTRY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*-[0-9a-f]{12}$/;
+/** Prefix of temporary build directories (never a valid entry name). */
+const TEMP_PREFIX = '.abacus-tmp-';
+
 /**
- * The cached spec in `dir`, or undefined when there is none. An entry whose spec cannot be
- * parsed or whose files are not all there (disk corruption, a hand edit) is removed so that it
- * is rebuilt, never half-used.
+ * The spec of the complete entry in `dir`, or undefined when there is none or it is broken
+ * (unparsable spec, missing files). Never modifies anything.
  */
-async function readSpec(dir: string): Promise<ModelSpec | undefined> {
+async function readEntrySpec(dir: string): Promise<ModelSpec | undefined> {
   let text: string;
   try {
     text = await fs.readFile(path.join(dir, SPEC_FILE), 'utf8');
@@ -238,12 +251,35 @@ async function readSpec(dir: string): Promise<ModelSpec | undefined> {
   }
   try {
     const spec = JSON.parse(text) as ModelSpec;
-    if (typeof spec === 'object' && spec !== null && Array.isArray(spec.operators) && (await hasAllFiles(dir, spec))) return spec;
+    if (typeof spec === 'object' && spec !== null && Array.isArray(spec.operators) && typeof spec.source === 'object' && (await hasAllFiles(dir, spec))) return spec;
   } catch {
-    // fall through: corrupt entry
+    // unparsable: broken
   }
-  await fs.rm(dir, { recursive: true, force: true });
   return undefined;
+}
+
+/**
+ * The spec of the entry at exactly `dir` (a key this repository computed). A broken entry
+ * there (disk corruption, a file deleted by hand) is discarded so that the caller rebuilds it.
+ */
+async function readEntryOrDiscard(dir: string): Promise<ModelSpec | undefined> {
+  const spec = await readEntrySpec(dir);
+  if (spec === undefined && existsSync(dir)) await discardEntry(dir);
+  return spec;
+}
+
+/**
+ * Remove an entry: first renamed to a unique temporary name (atomic, so no reader sees it
+ * half-deleted and a concurrent rebuild can publish at once), then deleted. Best effort.
+ */
+async function discardEntry(dir: string): Promise<void> {
+  const trash = path.join(path.dirname(dir), `${TEMP_PREFIX}trash-${path.basename(dir)}-${process.pid}-${Date.now()}`);
+  try {
+    await fs.rename(dir, trash);
+    await fs.rm(trash, { recursive: true, force: true });
+  } catch {
+    // already gone, or not ours to delete: a later lookup tries again
+  }
 }
 
 /** True when every file of the artifact is present (a file deleted by hand → rebuild). */
@@ -261,13 +297,16 @@ async function hasAllFiles(dir: string, spec: ModelSpec): Promise<boolean> {
 
 /**
  * Content hash of an import: the model file plus every external-data file it references, so
- * changing `weights.bin` next to the model is a different cache entry.
+ * changing `weights.bin` next to the model is a different cache entry. Files are streamed into
+ * the hash; only the model file is decoded (to find the external-data locations).
+ * @throws the file system's error when the model file cannot be read.
  */
-async function importContentHash(file: string, bytes: Buffer): Promise<string> {
-  const hash = createHash('sha256').update(bytes);
+async function importContentHash(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  await pipeline(createReadStream(file), hash, { end: false });
   let locations: string[] = [];
   try {
-    const model = decodeOnnxModel(bytes, file);
+    const model = decodeOnnxModel(await fs.readFile(file), file);
     if (hasExternalData(model)) locations = externalDataLocations(model);
   } catch {
     // not decodable: the import itself reports the error
@@ -275,7 +314,7 @@ async function importContentHash(file: string, bytes: Buffer): Promise<string> {
   for (const location of [...new Set(locations)].sort()) {
     hash.update(`\0${location}\0`);
     try {
-      hash.update(await fs.readFile(path.resolve(path.dirname(file), location)));
+      await pipeline(createReadStream(path.resolve(path.dirname(file), location)), hash, { end: false });
     } catch {
       hash.update('missing');
     }
@@ -291,10 +330,10 @@ function externalDataLocations(model: OnnxTypes.IModelProto): string[] {
   return out;
 }
 
-/** Age after which a leftover `.tmp-*` build directory (from a killed build) is deleted. */
+/** Age after which a leftover `.abacus-tmp-*` build directory (from a killed build) is deleted. */
 const STALE_TEMP_MS = 60 * 60 * 1000;
 
-/** Remove `.tmp-*` directories under `parent` older than STALE_TEMP_MS. Best effort. */
+/** Remove `.abacus-tmp-*` directories under `parent` older than STALE_TEMP_MS. Best effort. */
 async function sweepStaleTemps(parent: string): Promise<void> {
   let names: string[];
   try {
@@ -304,7 +343,7 @@ async function sweepStaleTemps(parent: string): Promise<void> {
   }
   const now = Date.now();
   for (const name of names) {
-    if (!name.startsWith('.tmp-')) continue;
+    if (!name.startsWith(TEMP_PREFIX)) continue;
     const full = path.join(parent, name);
     try {
       const st = await fs.stat(full);
@@ -334,6 +373,3 @@ export function checkModelName(name: string, what = 'name'): string {
   return name;
 }
 
-function sanitize(name: string): string {
-  return name.replace(/[^A-Za-z0-9_.-]/g, '_');
-}

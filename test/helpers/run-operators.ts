@@ -5,6 +5,7 @@
  * implementation of the runner and of the error metric.
  */
 import * as ort from 'onnxruntime-node';
+import { MASK_NAME } from '../../src/model/synthetic.ts';
 import type { ModelArtifact } from '../../src/model/artifact.ts';
 import { resolveShape } from '../../src/model/boundary.ts';
 import type { ModelSpec } from '../../src/model/spec.ts';
@@ -46,7 +47,7 @@ export function zooFeeds(source: { readonly spec: ModelSpec }, batch: number, se
     const n = elementCount(dims);
     if (input.dataType === 'int64') {
       const data = new BigInt64Array(n);
-      const isMask = input.name.includes('mask');
+      const isMask = MASK_NAME.test(input.name);
       for (let i = 0; i < n; i++) data[i] = isMask ? 1n : BigInt(Math.floor(rnd() * 100));
       feeds[input.name] = new ort.Tensor('int64', data, dims);
     } else {

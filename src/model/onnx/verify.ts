@@ -176,7 +176,7 @@ export interface OutputComparison {
   readonly maxAbsError: number;
   /** The output scale, max |expected|. */
   readonly scale: number;
-  /** maxAbsError ≤ relTolerance · scale, with a finite scale > 0. */
+  /** maxAbsError === 0, or maxAbsError ≤ relTolerance · scale with a finite scale > 0. */
   readonly ok: boolean;
 }
 
@@ -198,7 +198,8 @@ export function compareOutputs(
     const a = actual[name];
     const maxAbsError = a ? maxAbsDiff(e, a) : Number.POSITIVE_INFINITY;
     const scale = maxAbs(e);
-    const ok = Number.isFinite(scale) && scale > 0 && Number.isFinite(maxAbsError) && maxAbsError <= relTolerance * scale;
+    // Exactly equal always passes (an all-zero integer output, say); otherwise relative to a non-zero scale.
+    const ok = maxAbsError === 0 || (Number.isFinite(scale) && scale > 0 && Number.isFinite(maxAbsError) && maxAbsError <= relTolerance * scale);
     return { name, maxAbsError, scale, ok };
   });
 }

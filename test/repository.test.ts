@@ -1,0 +1,103 @@
+/**
+ * The model cache: what it reads, what it rebuilds, what it never touches.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { ModelRepository } from '../src/model/repository.ts';
+import { ensureDir } from '../src/fs.ts';
+import { SMALL_VARIANTS } from './helpers/small-variants.ts';
+
+let tmp: string;
+let repo: ModelRepository;
+beforeEach(async () => {
+  tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-repo-'));
+  repo = new ModelRepository({ cacheDir: path.join(tmp, 'cache') });
+});
+afterEach(async () => {
+  await fs.rm(tmp, { recursive: true, force: true });
+});
+
+const exists = async (p: string): Promise<boolean> =>
+  fs.access(p).then(
+    () => true,
+    () => false,
+  );
+
+describe('ModelRepository', () => {
+  it('rebuilds an entry whose operator file was deleted, and reports it as not cached meanwhile', async () => {
+    const { artifact } = await repo.zooArtifact('resnet50', SMALL_VARIANTS.resnet50);
+    expect(await repo.isZooCached('resnet50', SMALL_VARIANTS.resnet50)).toBe(true);
+    await fs.rm(artifact.operatorPaths[5]!);
+    expect(await repo.isZooCached('resnet50', SMALL_VARIANTS.resnet50)).toBe(false);
+    const again = await repo.zooArtifact('resnet50', SMALL_VARIANTS.resnet50);
+    expect(again.built).toBe(true);
+    expect(await exists(again.artifact.operatorPaths[5]!)).toBe(true);
+  });
+
+  it('never reads or deletes directories that are not its entries', async () => {
+    const { artifact } = await repo.zooArtifact('resnet50', SMALL_VARIANTS.resnet50);
+    // a foreign directory with a broken spec.json, and an export-like directory without model.onnx
+    const foreign = path.join(repo.cacheDir, 'notes');
+    await fs.mkdir(foreign);
+    await fs.writeFile(path.join(foreign, 'spec.json'), '{ not json');
+    const exportLike = path.join(repo.cacheDir, 'exported.operators');
+    await fs.mkdir(exportLike);
+    await fs.copyFile(path.join(artifact.dir, 'spec.json'), path.join(exportLike, 'spec.json'));
+    const userTemp = path.join(repo.cacheDir, '.tmp-user-file');
+    await fs.writeFile(userTemp, 'mine');
+    const old = new Date(Date.now() - 3 * 3600_000);
+    await fs.utimes(userTemp, old, old);
+
+    expect(await repo.listImported()).toEqual([]);
+    await repo.zooArtifact('vgg16', SMALL_VARIANTS.vgg16); // a write: runs the stale-temp sweep
+    expect(await exists(path.join(foreign, 'spec.json'))).toBe(true);
+    expect(await exists(path.join(exportLike, 'spec.json'))).toBe(true);
+    expect(await exists(userTemp)).toBe(true);
+  });
+
+  it('sweeps its own stale temporary build directories only', async () => {
+    await fs.mkdir(repo.cacheDir, { recursive: true });
+    const stale = path.join(repo.cacheDir, '.abacus-tmp-resnet50-abc');
+    const fresh = path.join(repo.cacheDir, '.abacus-tmp-vgg16-def');
+    await fs.mkdir(stale);
+    await fs.mkdir(fresh);
+    const old = new Date(Date.now() - 3 * 3600_000);
+    await fs.utimes(stale, old, old);
+    await repo.zooArtifact('resnet50', SMALL_VARIANTS.resnet50);
+    expect(await exists(stale)).toBe(false);
+    expect(await exists(fresh)).toBe(true); // maybe another process's build in progress
+  });
+
+  it('one import per (name, operators): importing changed content under the same name replaces it', async () => {
+    const a = (await repo.zooArtifact('resnet50', SMALL_VARIANTS.resnet50)).artifact;
+    const b = (await repo.zooArtifact('resnet50', { ...SMALL_VARIANTS.resnet50, seed: 7 })).artifact;
+    const file = path.join(tmp, 'mine.onnx');
+    await fs.copyFile(a.modelPath, file);
+    const first = await repo.importModel(file, { operators: 3 });
+    await fs.copyFile(b.modelPath, file); // same name, other weights
+    const second = await repo.importModel(file, { operators: 3 });
+    expect(second.built).toBe(true);
+    expect(second.artifact.dir).not.toBe(first.artifact.dir);
+    const four = await repo.importModel(file, { operators: 4 });
+    const listed = await repo.listImported();
+    expect(listed.map((x) => [x.spec.name, x.spec.operators.length, x.dir])).toEqual([
+      ['mine', 3, second.artifact.dir],
+      ['mine', 4, four.artifact.dir],
+    ]);
+    expect((await repo.findImported('mine', 3)).dir).toBe(second.artifact.dir);
+    await expect(repo.findImported('mine')).rejects.toThrow(/several times \(3, 4 operators\)/);
+    await expect(repo.findImported('nope')).rejects.toThrow(/unknown model 'nope'/);
+  });
+});
+
+describe('ensureDir', () => {
+  it('creates missing parents, tolerates concurrent callers, and fails on a file in the way', async () => {
+    const dir = path.join(tmp, 'a', 'b', 'c');
+    await Promise.all(Array.from({ length: 8 }, () => ensureDir(dir)));
+    expect((await fs.stat(dir)).isDirectory()).toBe(true);
+    await fs.writeFile(path.join(tmp, 'file'), 'x');
+    await expect(ensureDir(path.join(tmp, 'file', 'sub'))).rejects.toMatchObject({ code: 'ENOTDIR' });
+  });
+});
