@@ -9,11 +9,12 @@ import { InferenceSession, Tensor } from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeviceService } from '../src/device/device.ts';
 import { OrtDevice } from '../src/device/ort/index.ts';
-import { DeviceFailureError, DeviceUnavailableError, InvalidModelError } from '../src/errors.ts';
+import { BadRequestError, DeviceFailureError, DeviceUnavailableError, InvalidModelError } from '../src/errors.ts';
+import { fixedBatchOf } from '../src/model/boundary.ts';
 import { artifactAt } from '../src/model/artifact.ts';
 import type { TensorMap } from '../src/tensor.ts';
 import { describeDeviceConformance, maxAbsDiff, okResult, randomInputs, seg } from './device/conformance.ts';
-import { buildSkipNet, buildTinyBert, makeFixtureDir } from './fixtures/tiny-models.ts';
+import { buildFixedBatchMlp, buildSkipNet, buildTinyBert, makeFixtureDir } from './fixtures/tiny-models.ts';
 
 describeDeviceConformance('ort:cpu', async () => {
   const { dir, cleanup } = await makeFixtureDir();
@@ -47,6 +48,7 @@ describe('OrtDevice (onnxruntime-node, cpu)', () => {
   let cnn: DeviceService;
   let nlp: DeviceService;
   let fragile: DeviceService;
+  let fixed: DeviceService;
 
   beforeAll(async () => {
     fixtures = await makeFixtureDir();
@@ -54,8 +56,9 @@ describe('OrtDevice (onnxruntime-node, cpu)', () => {
     nlp = { name: 'nlp', model: await buildTinyBert(path.join(fixtures.dir, 'nlp')) };
     // Operator 2's sub-model declares batch 1 while its spec says 'batch': batch 2 fails inside ORT.
     fragile = { name: 'fragile', model: await buildSkipNet(path.join(fixtures.dir, 'fragile'), { fixedBatchAtOperator: 2 }) };
+    fixed = { name: 'fixed', model: await buildFixedBatchMlp(path.join(fixtures.dir, 'fixed'), 4) };
     device = await OrtDevice.create({ intraOpNumThreads: 1, spinning: false });
-    await device.load([cnn, nlp, fragile]);
+    await device.load([cnn, nlp, fragile, fixed]);
   });
 
   afterAll(async () => {
@@ -65,7 +68,7 @@ describe('OrtDevice (onnxruntime-node, cpu)', () => {
 
   it('has id ort:cpu and lists its services', () => {
     expect(device.id).toBe('ort:cpu');
-    expect([...device.services].sort()).toEqual(['cnn', 'fragile', 'nlp']);
+    expect([...device.services].sort()).toEqual(['cnn', 'fixed', 'fragile', 'nlp']);
   });
 
   it('one segment, [0,2)+[2,4) with resume, and a single whole-model ORT session agree', async () => {
@@ -101,6 +104,34 @@ describe('OrtDevice (onnxruntime-node, cpu)', () => {
     const last = okResult((await device.runGroup([seg(cnn, 'hop', 3, 4, { kind: 'resume' })])).segments[0]);
     const { diff, scale } = maxAbsDiff(last.outputs!, reference);
     expect(diff).toBeLessThanOrEqual(1e-5 * scale);
+  });
+
+  it('a model with a fixed batch runs at that batchSize only: any other is a BadRequestError naming service and batch, before anything runs', async () => {
+    const spec = fixed.model.spec;
+    expect(fixedBatchOf(spec)).toBe(4);
+    expect(spec.inputs[0]!.shape).toEqual([4, 16]);
+    const inputs = randomInputs(spec, 4, 0, 3); // [4, 16] whatever the batch argument
+    for (const batch of [1, 2, 8]) {
+      for (const input of [synth(1), { kind: 'tensors', tensors: inputs } as const]) {
+        const p = device.runGroup([seg(cnn, `fx-peer-${batch}`, 0, 2, synth(1)), seg(fixed, `fx-${batch}`, 0, 2, input, batch)]);
+        await expect(p).rejects.toThrow(BadRequestError);
+        await expect(p).rejects.toThrow(`group[1].batchSize ${batch}: service fixed has a fixed batch of 4`);
+        await expect(p).rejects.toThrow(/must use batchSize 4/);
+      }
+      // Nothing ran: the valid segment of the rejected group kept no state.
+      await expect(device.runGroup([seg(cnn, `fx-peer-${batch}`, 2, 4, { kind: 'resume' })])).rejects.toThrow(/no kept state/);
+    }
+    // At batch 4: whole and split runs both equal one ORT session of the whole model.
+    const reference = await runWholeModel(fixed.model.modelPath, inputs);
+    const whole = okResult((await device.runGroup([seg(fixed, 'fx-whole', 0, 2, { kind: 'tensors', tensors: inputs }, 4)])).segments[0]);
+    expect(whole.outputs!.out!.dims).toEqual([4, 8]);
+    okResult((await device.runGroup([seg(fixed, 'fx-split', 0, 1, { kind: 'tensors', tensors: inputs }, 4)])).segments[0]);
+    const split = okResult((await device.runGroup([seg(fixed, 'fx-split', 1, 2, { kind: 'resume' }, 4)])).segments[0]);
+    for (const r of [whole, split]) {
+      const { diff, scale } = maxAbsDiff(r.outputs!, reference);
+      expect(diff).toBeLessThanOrEqual(1e-5 * scale); // same kernels; only fusion order may differ
+    }
+    okResult((await device.runGroup([seg(fixed, 'fx-synth', 0, 2, synth(1), 4)])).segments[0]);
   });
 
   it('synthetic int64 inputs are valid ids and synthetic runs are deterministic per seed', async () => {
@@ -173,6 +204,22 @@ describe('OrtDevice (onnxruntime-node, cpu)', () => {
     await device.releaseQuery('cnn', 'rel-inflight');
     okResult((await p).segments[0]);
     await expect(device.runGroup([seg(cnn, 'rel-inflight', 2, 4, { kind: 'resume' })])).rejects.toThrow(/no kept state/);
+    expect(await device.executorKeptQueries('cnn')).not.toContain('rel-inflight');
+  });
+
+  it('releaseQuery while the segment waits for an executor restart frees its state in the restarted executor', async () => {
+    // 'kill' resolves once the death is handled and the restart has begun, so the segment
+    // below waits for the restart, when nothing can be sent to the child.
+    await device.injectExecutorFault('cnn', 'kill');
+    const p = device.runGroup([seg(cnn, 'rel-restart', 0, 2, synth(1))]);
+    await device.releaseQuery('cnn', 'rel-restart');
+    okResult((await p).segments[0]);
+    await expect(device.runGroup([seg(cnn, 'rel-restart', 2, 4, { kind: 'resume' })])).rejects.toThrow(/no kept state/);
+    // The fresh executor holds only what the device keeps: a control query, until released.
+    okResult((await device.runGroup([seg(cnn, 'rel-control', 0, 2, synth(2))])).segments[0]);
+    expect(await device.executorKeptQueries('cnn')).toEqual(['rel-control']);
+    await device.releaseQuery('cnn', 'rel-control');
+    expect(await device.executorKeptQueries('cnn')).toEqual([]);
   });
 
   it('a query cannot be in two groups at once', async () => {

@@ -41,7 +41,10 @@ export interface Segment {
   readonly start: number;
   /** Last operator, exclusive; `end === operators.length` completes the query. */
   readonly end: number;
-  /** Samples in the query (dim 0). */
+  /**
+   * Samples in the query (dim 0). A model with a fixed batch (its inputs declare a numeric
+   * dim 0, `fixedBatchOf` in `model/boundary.ts`) takes exactly that batch (else BadRequestError).
+   */
   readonly batchSize: number;
   /** Sequence length for models with a sequence axis; 0 otherwise. */
   readonly seqLen: number;

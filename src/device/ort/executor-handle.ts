@@ -183,6 +183,8 @@ export class ExecutorHandle {
   private starting: Promise<void> | undefined;
   private loadWaiter: { resolve: () => void; reject: (err: AbacusError) => void } | undefined;
   private readonly pending = new Map<number, Pending>();
+  /** `keptQueries` requests awaiting the child's answer, by request id. */
+  private readonly statsWaiters = new Map<number, { readonly resolve: (ids: readonly string[]) => void; readonly reject: (err: AbacusError) => void }>();
   private nextReqId = 1;
   private tail = new OutputTail(OUTPUT_TAIL_CHARS);
   private restartCount = 0;
@@ -286,9 +288,36 @@ export class ExecutorHandle {
     );
   }
 
-  /** Free a query's kept state in the child (after any segment already sent). Fire and forget. */
+  /**
+   * Free a query's kept state in the child (after any segment already sent). Fire and forget.
+   * A no-op unless the child is ready: a child that is starting or down keeps no state — but a
+   * segment handed to `run` while the child was (re)starting is sent only once it is ready, so
+   * a query released before that segment's result must be released again afterwards
+   * (`OrtDevice` does so when the result arrives).
+   */
   release(queryId: string): void {
     if (this.state === 'ready' && this.child) void sendTo(this.child, { t: 'release', queryId });
+  }
+
+  /**
+   * Ids of the queries whose state the child keeps, sorted, as of every message sent before
+   * this request (tests and leak checks, not serving). Waits for a (re)start in progress first.
+   * @throws DeviceFailureError when the executor is down, or dies before answering;
+   *   DeviceUnavailableError when it is closed.
+   */
+  async keptQueries(): Promise<readonly string[]> {
+    if (this.state === 'starting') await this.start();
+    const child = this.child;
+    if (this.state === 'closed') throw new DeviceUnavailableError(`executor of service ${this.cfg.service} is closed`);
+    if (this.state !== 'ready' || !child) throw new DeviceFailureError(`executor of service ${this.cfg.service} is not running`);
+    const reqId = this.nextReqId++;
+    return new Promise<readonly string[]>((resolve, reject) => {
+      this.statsWaiters.set(reqId, { resolve, reject });
+      void sendTo(child, { t: 'stats', reqId }).then((failure) => {
+        if (failure === undefined || !this.statsWaiters.delete(reqId)) return;
+        reject(new DeviceFailureError(`executor of service ${this.cfg.service} did not take the stats message: ${failure}`));
+      });
+    });
   }
 
   /**
@@ -468,6 +497,12 @@ export class ExecutorHandle {
         p.resolve(m.ok ? (m.outputs ? { ok: true, latencyMs: m.latencyMs, outputs: m.outputs } : { ok: true, latencyMs: m.latencyMs }) : { ok: false, error: fromWire(m.error) });
         break;
       }
+      case 'stats': {
+        const w = this.statsWaiters.get(m.reqId);
+        this.statsWaiters.delete(m.reqId);
+        w?.resolve(m.keptQueries);
+        break;
+      }
       case 'probe-result':
         break;
     }
@@ -511,6 +546,10 @@ export class ExecutorHandle {
       p.resolve({ ok: false, error });
     }
     this.pending.clear();
+    for (const w of this.statsWaiters.values()) {
+      w.reject(closed ? new DeviceUnavailableError(`executor of service ${svc} was closed before it answered`) : new DeviceFailureError(`executor of service ${svc} ended (${how}) before it answered`));
+    }
+    this.statsWaiters.clear();
     if (closed || !wasReady) return; // a death while starting fails that start (see start())
     this.onStateLost(killed ? `executor of service ${svc} was killed because query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms` : `executor of service ${svc} ended (${how})`);
     this.state = 'down';

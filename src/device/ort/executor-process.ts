@@ -100,6 +100,12 @@ function main(): void {
           return Promise.resolve();
         });
         break;
+      case 'stats':
+        enqueue(() => {
+          send({ t: 'stats', reqId: msg.reqId, keptQueries: executor?.keptQueryIds() ?? [] });
+          return Promise.resolve();
+        });
+        break;
       case 'fault':
         // Queued like a run, so it arms the first segment sent after it.
         enqueue(() => {

@@ -183,6 +183,11 @@ export class SegmentExecutor {
     this.states.delete(queryId);
   }
 
+  /** Ids of the queries whose state is kept, sorted (for leak checks). */
+  keptQueryIds(): string[] {
+    return [...this.states.keys()].sort();
+  }
+
   /**
    * Run one segment. `latencyMs` covers the operator runs only (performance.now around the
    * loop), not input decoding, synthetic generation or output copying. Never rejects.

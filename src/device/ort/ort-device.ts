@@ -53,7 +53,9 @@
  * - A segment runs its operators back to back inside its executor; intermediate tensors stay
  *   there. The query's state is kept under `queryId` until the segment reaching the last
  *   operator (outputs returned, state freed), `releaseQuery`, a failed segment, or the death
- *   of the executor.
+ *   of the executor. A query released while its segment is in flight (running, queued, or
+ *   waiting for an executor restart, when nothing can be sent to the child) is freed in the
+ *   executor when that segment's result arrives.
  * - Two segments of the same service in one group are queued in that service's executor and
  *   run **one after the other** (each `latencyMs` covers its own run only; `groupLatencyMs`
  *   covers both). Segments of different services run concurrently.
@@ -227,6 +229,7 @@ export class OrtDevice implements Device {
   private readonly lost = new Map<string, LostQuery>();
   /** Queries with a segment running: queryId → service. */
   private readonly inFlight = new Map<string, string>();
+  /** In-flight queries released by the caller: their state is freed when their result arrives. */
   private readonly releasedInFlight = new Set<string>();
   /** Service names of `load` calls in progress (reserved before the first await). */
   private readonly reserved = new Set<string>();
@@ -367,8 +370,9 @@ export class OrtDevice implements Device {
   }
 
   /**
-   * Drop the kept state of a query (in its executor, after any segment of it already sent).
-   * Idempotent (a query the device does not know is a no-op); a no-op after close().
+   * Drop the kept state of a query (in its executor, after any segment of it already sent; for
+   * a segment in flight, once its result arrives — also when it is waiting for an executor
+   * restart). Idempotent (a query the device does not know is a no-op); a no-op after close().
    * @throws RangeError for a service that is not loaded, or for a query that belongs to
    *   another service (kept, lost or running there); the message names the owning service,
    *   and nothing is released.
@@ -383,8 +387,10 @@ export class OrtDevice implements Device {
     }
     this.kept.delete(queryId);
     this.lost.delete(queryId);
+    // In flight: freed when its result arrives (dispatch). Sending now would not do: a segment
+    // waiting for an executor restart is sent after it, and the child would keep its state.
     if (this.inFlight.has(queryId)) this.releasedInFlight.add(queryId);
-    handle.release(queryId);
+    else handle.release(queryId);
     return Promise.resolve();
   }
 
@@ -409,6 +415,20 @@ export class OrtDevice implements Device {
     const handle = this.handles.get(service);
     if (!handle) throw new RangeError(`service '${service}' is not loaded on ${this.id}`);
     return handle.restarts;
+  }
+
+  /**
+   * Ids of the queries whose state a service's executor keeps, sorted, as of every segment
+   * and release sent to it before — for tests and leak checks, not for serving. Waits for a
+   * restart in progress. Should mirror the device's book: every unfinished query neither
+   * released, lost nor evicted.
+   * @throws RangeError for an unknown service; DeviceFailureError when the executor is down
+   *   or dies before answering; DeviceUnavailableError after close().
+   */
+  async executorKeptQueries(service: string): Promise<readonly string[]> {
+    const handle = this.handles.get(service);
+    if (!handle) throw new RangeError(`service '${service}' is not loaded on ${this.id} (loaded: ${this.services.join(', ') || 'none'})`);
+    return handle.keptQueries();
   }
 
   /**
@@ -446,7 +466,11 @@ export class OrtDevice implements Device {
         return { ok: false, queryId, service, error: outcome.error };
       }
       const n = this.specs.get(service)!.operators.length;
-      if (seg.end < n && !released) this.keep(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
+      if (seg.end < n) {
+        // The child kept the state: free it there if the caller released the query meanwhile.
+        if (released) handle.release(queryId);
+        else this.keep(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
+      }
       return outcome.outputs ? { ok: true, queryId, service, latencyMs: outcome.latencyMs, outputs: outcome.outputs } : { ok: true, queryId, service, latencyMs: outcome.latencyMs };
     });
   }

@@ -63,6 +63,15 @@ export interface FaultMessage {
   readonly fault: 'exit-in-next-segment' | 'stall-in-next-segment';
 }
 
+/**
+ * Parent → child: report the ids of the queries whose state the executor keeps (queued like a
+ * run, so it reflects every message sent before it). For tests and leak checks.
+ */
+export interface StatsMessage {
+  readonly t: 'stats';
+  readonly reqId: number;
+}
+
 /** Parent → child: check an execution provider by creating a session on `model` (ONNX bytes). */
 export interface ProbeMessage {
   readonly t: 'probe';
@@ -70,13 +79,14 @@ export interface ProbeMessage {
   readonly model: Uint8Array;
 }
 
-export type ParentMessage = LoadMessage | RunMessage | ReleaseMessage | FaultMessage | ProbeMessage;
+export type ParentMessage = LoadMessage | RunMessage | ReleaseMessage | FaultMessage | StatsMessage | ProbeMessage;
 
 export type ChildMessage =
   | { readonly t: 'loaded' }
   | { readonly t: 'load-failed'; readonly error: WireError }
   | { readonly t: 'result'; readonly reqId: number; readonly ok: true; readonly latencyMs: number; readonly outputs?: TensorMap }
   | { readonly t: 'result'; readonly reqId: number; readonly ok: false; readonly error: WireError }
+  | { readonly t: 'stats'; readonly reqId: number; readonly keptQueries: readonly string[] }
   | { readonly t: 'probe-result'; readonly backends: readonly string[]; readonly error?: string };
 
 /** Exit code of a child that exits on an injected fault. */

@@ -7,14 +7,17 @@
  * - Requests that do not fit the service or the query's state: `BadRequestError` naming the
  *   segment and the input — input kind inconsistent with `start` ('tensors' needs start 0,
  *   'resume' needs kept state at exactly `start`), tensor names/dtypes/shapes vs the spec's
- *   inputs, a query that already has a segment in flight, unresolvable synthetic shapes.
+ *   inputs, a query that already has a segment in flight, unresolvable synthetic shapes, a
+ *   `batchSize` other than the fixed batch of a model whose inputs declare a numeric dim 0
+ *   (`fixedBatchOf`: such a model runs at that batch only, whatever a segment says), a
+ *   `seqLen` above the model's maximum.
  */
 import { BadRequestError } from '../../errors.ts';
 import type { ModelSpec } from '../../model/spec.ts';
 import type { HostTensor, TensorDataType, TensorMap } from '../../tensor.ts';
 import { elementCount } from '../../tensor.ts';
 import type { Segment } from '../device.ts';
-import { effectiveSeqLen, resolvedBoundary } from '../../model/boundary.ts';
+import { effectiveSeqLen, fixedBatchOf, resolvedBoundary } from '../../model/boundary.ts';
 
 /** Where a query's state stands between segments (kept by the device). */
 export interface KeptQuery {
@@ -85,6 +88,12 @@ export function validateGroup(group: readonly Segment[], services: ReadonlyMap<s
     }
     if (typeof s.batchSize !== 'number' || !Number.isInteger(s.batchSize) || s.batchSize < 1) {
       throw new RangeError(`${at}.batchSize ${String(s.batchSize)} must be an integer ≥ 1`);
+    }
+    const fixedBatch = fixedBatchOf(spec);
+    if (fixedBatch !== undefined && s.batchSize !== fixedBatch) {
+      throw new BadRequestError(
+        `${at}.batchSize ${s.batchSize}: service ${s.service} has a fixed batch of ${fixedBatch} (model ${spec.name} declares dim 0 of its inputs as ${fixedBatch}), so its segments must use batchSize ${fixedBatch}`,
+      );
     }
     if (typeof s.seqLen !== 'number' || !Number.isInteger(s.seqLen) || s.seqLen < 0) {
       throw new RangeError(`${at}.seqLen ${String(s.seqLen)} must be an integer ≥ 0 (0 = the model's default)`);
