@@ -15,7 +15,7 @@ import type { Device, DeviceService, GroupResult } from '../device/device.ts';
 import { ModelRepository } from '../model/repository.ts';
 import { segmentGflops } from '../model/cost.ts';
 import { syntheticTensors } from '../model/synthetic.ts';
-import { resolvedBoundary } from '../model/boundary.ts';
+import { fixedBatchOf, resolvedBoundary } from '../model/boundary.ts';
 import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../model/zoo/index.ts';
 import type { ModelArtifact } from '../model/artifact.ts';
 import { checkSeqLenFlag, positiveInt } from './models.ts';
@@ -95,7 +95,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<void> {
     const serviceName = services.some((s) => s.name === name) ? `${name}#${services.length}` : name;
     services.push({ name: serviceName, model: artifact });
   }
-  const queries = services.map((service) => ({ service, batchSize: opts.batch, seqLen: service.model.spec.dynamicAxes.seq === undefined ? 0 : opts.seqLen }));
+  const queries = services.map((service) => ({ service, batchSize: batchOf(service, opts), seqLen: service.model.spec.dynamicAxes.seq === undefined ? 0 : opts.seqLen }));
   const device = await OrtDevice.create({ intraOpNumThreads: opts.threads, logger: createLogger({ defaultLevel: 'warn' }) });
   let overlap: OverlapMeasurement;
   let segmental: SegmentalDemo;
@@ -131,9 +131,9 @@ function printOverlap(ctx: CliContext, services: readonly DeviceService[], seqLe
     const spec = s.model.spec;
     const seq = seqLens[i] ?? 0;
     return [
-      `${s.name} batch ${opts.batch}${seq > 0 ? ` seq ${seq}` : ''}`,
+      `${s.name} batch ${batchOf(s, opts)}${seq > 0 ? ` seq ${seq}` : ''}`,
       spec.operators.length,
-      segmentGflops(spec, 0, spec.operators.length, opts.batch, seq),
+      segmentGflops(spec, 0, spec.operators.length, batchOf(s, opts), seq),
       m.soloMs[i] ?? NaN,
     ];
   });
@@ -162,6 +162,11 @@ async function measureAllCores(services: readonly DeviceService[], queries: Para
   }
 }
 
+/** `--batch`, except for an imported model with a fixed batch, which only runs at that batch. */
+function batchOf(service: DeviceService, opts: DemoOptions): number {
+  return fixedBatchOf(service.model.spec) ?? opts.batch;
+}
+
 interface SegmentalDemo {
   service: string;
   partner: string;
@@ -186,16 +191,17 @@ async function demoSegments(device: Device, services: readonly DeviceService[], 
   const seqB = b.model.spec.dynamicAxes.seq === undefined ? 0 : opts.seqLen;
   const n = specA.operators.length;
   const cut = Math.max(1, Math.floor(n / 2));
-  const inputs: TensorMap = syntheticTensors(resolvedBoundary(specA, 0, opts.batch, seqA), 7);
-  const whole = failOn(await device.runGroup([{ service: a.name, queryId: 'demo-whole', start: 0, end: n, batchSize: opts.batch, seqLen: seqA, input: { kind: 'tensors', tensors: inputs } }]));
+  const batchA = batchOf(a, opts);
+  const inputs: TensorMap = syntheticTensors(resolvedBoundary(specA, 0, batchA, seqA), 7);
+  const whole = failOn(await device.runGroup([{ service: a.name, queryId: 'demo-whole', start: 0, end: n, batchSize: batchA, seqLen: seqA, input: { kind: 'tensors', tensors: inputs } }]));
   const nb = b.model.spec.operators.length;
   const g1 = failOn(
     await device.runGroup([
-      { service: a.name, queryId: 'demo-split', start: 0, end: cut, batchSize: opts.batch, seqLen: seqA, input: { kind: 'tensors', tensors: inputs } },
-      { service: b.name, queryId: 'demo-partner', start: 0, end: nb, batchSize: opts.batch, seqLen: seqB, input: { kind: 'synthetic', seed: 3 } },
+      { service: a.name, queryId: 'demo-split', start: 0, end: cut, batchSize: batchA, seqLen: seqA, input: { kind: 'tensors', tensors: inputs } },
+      { service: b.name, queryId: 'demo-partner', start: 0, end: nb, batchSize: batchOf(b, opts), seqLen: seqB, input: { kind: 'synthetic', seed: 3 } },
     ]),
   );
-  const g2 = failOn(await device.runGroup([{ service: a.name, queryId: 'demo-split', start: cut, end: n, batchSize: opts.batch, seqLen: seqA, input: { kind: 'resume' } }]));
+  const g2 = failOn(await device.runGroup([{ service: a.name, queryId: 'demo-split', start: cut, end: n, batchSize: batchA, seqLen: seqA, input: { kind: 'resume' } }]));
   const outWhole = whole.segments[0];
   const outSplit = g2.segments[0];
   let maxAbsDiff = Infinity;
