@@ -1,29 +1,33 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N]`: the foundation benchmarks, full-size models,
- * every ratio against a baseline measured in the same process.
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim]`: the foundation
+ * benchmarks, full-size models, every ratio against a baseline measured in the same process;
+ * `--only sim` runs the simulator speed benchmark (issue 3) alone.
  */
 import os from 'node:os';
 import { Command } from 'commander';
 import * as ort from 'onnxruntime-node';
 import { benchSplitOverhead } from './split-overhead.ts';
 import { benchOverlap } from './overlap.ts';
+import { benchSimSpeed } from './sim-speed.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap');
+  .option('--only <which>', 'split | overlap | sim');
 program.parse(process.argv);
 const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string }>();
+if (opts.only !== undefined && !['split', 'overlap', 'sim'].includes(opts.only)) program.error(`--only must be split, overlap or sim, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
 };
 
 const machine = `${os.cpus()[0]?.model ?? 'cpu'} × ${os.cpus().length}, onnxruntime-node ${ort.env.versions.node}, node ${process.version}`;
 const out: Record<string, unknown> = { machine };
-if (opts.only !== 'overlap') out['splitOverhead'] = await benchSplitOverhead({ repeat: opts.repeat, threads: opts.threads, log });
-if (opts.only !== 'split') {
+if (opts.only === undefined || opts.only === 'split') out['splitOverhead'] = await benchSplitOverhead({ repeat: opts.repeat, threads: opts.threads, log });
+if (opts.only === 'sim') out['simSpeed'] = await benchSimSpeed({ log });
+if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
     pairs: [
       ['resnet50', 'bert'],
@@ -52,6 +56,14 @@ if (opts.json) {
           ['through executor (OrtDevice)', so.executor.wholeMs, so.executor.operatorsMs, so.executor.ratio],
         ],
       ) + '\n',
+    );
+  }
+  const sim = out['simSpeed'] as Awaited<ReturnType<typeof benchSimSpeed>> | undefined;
+  if (sim) {
+    process.stdout.write(
+      `Simulator speed, ${sim.device}, 4-way uncontrolled overlap (${sim.services.join(', ')}), one core: ` +
+        `${Math.round(sim.operators).toLocaleString('en-US')} operator executions in ${(sim.wallMs / 1000).toFixed(2)} s of wall time for ${(sim.simulatedMs / 1000).toFixed(0)} s simulated (${sim.queries.toLocaleString('en-US')} queries)\n` +
+        `  ${Math.round(sim.operatorsPerSecond).toLocaleString('en-US')} operator executions per second = ${Math.round(sim.operatorsPer10s).toLocaleString('en-US')} per 10 s (goal ≥ 1,000,000); simulated/wall time ${sim.speedup.toFixed(1)}×\n`,
     );
   }
   const ov = out['overlap'] as Awaited<ReturnType<typeof benchOverlap>> | undefined;

@@ -7,6 +7,7 @@ import { Command, CommanderError } from 'commander';
 import { AbacusError } from '../errors.ts';
 import { registerModelsCommand } from './models.ts';
 import { registerDemoCommand } from './demo.ts';
+import { registerSimulateCommand } from './simulate.ts';
 
 /** What subcommands need from the process, injectable for tests. */
 export interface CliContext {
@@ -33,6 +34,7 @@ export function buildProgram(ctx: CliContext): Command {
     .exitOverride();
   registerModelsCommand(program, ctx);
   registerDemoCommand(program, ctx);
+  registerSimulateCommand(program, ctx);
   return program;
 }
 

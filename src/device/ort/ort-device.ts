@@ -105,8 +105,8 @@ import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from 
 import type { ExecutorFault } from './executor-handle.ts';
 import { ExecutorHandle, probeExecutionProvider } from './executor-handle.ts';
 import type { SessionConfig } from './protocol.ts';
-import type { KeptQuery, LostQuery } from './validate.ts';
-import { validateGroup } from './validate.ts';
+import type { KeptQuery, LostQuery } from '../validate.ts';
+import { validateGroup } from '../validate.ts';
 
 /** Options of `OrtDevice.create`. Every field is optional; defaults in brackets. */
 export interface OrtDeviceOptions {
@@ -357,7 +357,7 @@ export class OrtDevice implements Device {
    * Run one operator group: validate it, dispatch every segment to its service's executor at
    * once, wait for all. Results come back in the order given. May be called concurrently.
    * @throws TypeError / RangeError / BadRequestError for a malformed group or inputs that do
-   *   not fit (see validate.ts), before anything runs; DeviceUnavailableError after close().
+   *   not fit (see device/validate.ts), before anything runs; DeviceUnavailableError after close().
    */
   async runGroup(group: readonly Segment[]): Promise<GroupResult> {
     if (this.closing) throw new DeviceUnavailableError(`${this.id} is closed`);

@@ -1,5 +1,7 @@
 /**
- * Group validation, done before anything runs (Device.runGroup contract).
+ * Group validation, done before anything runs (Device.runGroup contract), shared by every
+ * Device implementation (`device/ort`, `device/sim`): it sees only the loaded specs and the
+ * device's book of queries (`QueryBookView`), nothing of how a device runs them.
  *
  * - Malformed group (programming errors of the caller): `TypeError` for a field of the wrong
  *   type, `RangeError` naming the field and its valid range for an unknown service, a bad
@@ -12,12 +14,12 @@
  *   (`fixedBatchOf`: such a model runs at that batch only, whatever a segment says), a
  *   `seqLen` above the model's maximum.
  */
-import { BadRequestError } from '../../errors.ts';
-import type { ModelSpec } from '../../model/spec.ts';
-import type { HostTensor, TensorDataType, TensorMap } from '../../tensor.ts';
-import { elementCount } from '../../tensor.ts';
-import type { Segment } from '../device.ts';
-import { effectiveSeqLen, fixedBatchOf, resolvedBoundary } from '../../model/boundary.ts';
+import { BadRequestError } from '../errors.ts';
+import type { ModelSpec } from '../model/spec.ts';
+import type { HostTensor, TensorDataType, TensorMap } from '../tensor.ts';
+import { elementCount } from '../tensor.ts';
+import type { Segment } from './device.ts';
+import { effectiveSeqLen, fixedBatchOf, resolvedBoundary } from '../model/boundary.ts';
 
 /** Where a query's state stands between segments (kept by the device). */
 export interface KeptQuery {

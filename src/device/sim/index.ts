@@ -1,0 +1,30 @@
+/**
+ * `device/sim`: simulated accelerators behind the `Device` contract (DESIGN.md "Devices").
+ * `SimDevice` (the device), the GPU profiles, the cost model and its fitted constants, the
+ * event-driven engine, and the calibration against the A100 reference.
+ */
+export { SimDevice } from './sim-device.ts';
+export type { SimDeviceOptions } from './sim-device.ts';
+export { A100_SXM4_40GB, V100_SXM2_32GB, H100_SXM5_80GB, H200_SXM_141GB, GPU_PROFILES, A100_MIG_PROFILES, a100MigProfile, parseSimDeviceId, simDeviceIds, RUNTIME_MODES } from './profiles.ts';
+export type { GpuProfile, PeakTflops, RuntimeMode, SimDeviceSpec } from './profiles.ts';
+export { DEFAULT_SIM_CONSTANTS, KERNEL_CLASSES, kernelClassOf, operatorClasses, operatorCost, modelCosts, serviceMemoryBytes } from './cost-model.ts';
+export type { KernelClass, OpCost, SimConstants } from './cost-model.ts';
+export { SimEngine } from './engine.ts';
+export type { EngineJob } from './engine.ts';
+export {
+  ARTIFACT_TOLERANCE,
+  BUNDLED_REFERENCE_PATH,
+  CALIBRATION_GOALS,
+  FIT_PARAMETERS,
+  FIT_START,
+  artifactReason,
+  calibrate,
+  fitConstants,
+  fitObjective,
+  loadReference,
+  parseReferenceCsv,
+  referenceModels,
+  simulateGroupMs,
+} from './calibrate.ts';
+export type { CalibrationOptions, CalibrationPairRow, CalibrationReport, CalibrationSoloRow, CalibrationSummary, CalibrationTarget, FitResult, GroupQuery, ReferenceData, ReferencePair, ReferenceSolo } from './calibrate.ts';
+export { LogNormalNoise, Rng } from './rng.ts';
