@@ -16,10 +16,13 @@ import {
   SimEngine,
   a100MigProfile,
   kernelClassOf,
+  modelCosts,
+  operatorClasses,
   parseSimDeviceId,
   simDeviceIds,
   simulateGroupMs,
   type OpCost,
+  type SimConstants,
   type SimDeviceOptions,
 } from '../src/device/sim/index.ts';
 import { DeviceUnavailableError, InvalidModelError } from '../src/errors.ts';
@@ -125,6 +128,14 @@ describe('SimEngine: timelines computed by hand', () => {
       { ex: 2, costs: [cost(0, 1, 0.01, 0.5, 0.01)] },
     ]);
     close(r2[2]![1], 1);
+  });
+
+  it('an operator that starts on the device after its launch began spreads its work over the launch time left', () => {
+    // op0: device-bound, 0 → 2 (its launch ends at 0.1). op1: launch 0.1 → 3.1, device 0.5,
+    // starts on the device at 2 with 1.1 ms of launch left → f = 0.5/1.1, done at 3.1 when
+    // its last kernel is issued (not 2 + 1.1·0.5/3 of the work by 3.1, then the rest: 3.417).
+    const [[, e]] = engineRun([{ ex: 0, costs: [cost(0.1, 2, 0, 1, 0), cost(3, 0.5, 0, 1, 0)] }]) as [[number, number]];
+    close(e, 3.1);
   });
 
   it('a launch-limited operator asks for f = device/host of its share, and falls behind under contention', () => {
@@ -430,6 +441,14 @@ describe('MIG and profiles', () => {
     expect(() => a100MigProfile(5)).toThrow(/5g.*1g, 2g, 3g, 4g, 7g/);
   });
 
+  it('memory in one unit: the capacity NVIDIA states in GB read as GiB, for every profile and MIG instance', () => {
+    for (const id of simDeviceIds()) {
+      const p = parseSimDeviceId(id).profile;
+      const stated = Number(/(\d+)GB$|(\d+)gb$/i.exec(p.name)?.slice(1).find((x) => x !== undefined));
+      expect(p.memoryBytes, id).toBe(stated * 2 ** 30);
+    }
+  });
+
   it('device ids: canonical forms, modes, errors naming the accepted forms', () => {
     expect(parseSimDeviceId('sim:a100')).toMatchObject({ id: 'sim:a100', mode: 'eager', profile: { sms: 108 } });
     expect(parseSimDeviceId('sim:a100:eager').id).toBe('sim:a100');
@@ -437,7 +456,10 @@ describe('MIG and profiles', () => {
     expect(parseSimDeviceId('sim:h100').profile.memoryBandwidthGBs).toBe(3350);
     expect(parseSimDeviceId('sim:h200').profile.memoryBandwidthGBs).toBe(4800);
     expect(parseSimDeviceId('sim:v100').profile.peakTflops.tf32).toBeUndefined();
-    for (const bad of ['a100', 'sim:b200', 'sim:h100:mig-1g', 'sim:a100:graph:mig-1g', 'sim:a100:fast', 'ort:cpu']) expect(() => parseSimDeviceId(bad), bad).toThrow(RangeError);
+    for (const bad of ['a100', 'sim:b200', 'sim:h100:mig-1g', 'sim:a100:graph:mig-1g', 'sim:a100:fast', 'ort:cpu', 'sim:a100:mig-07g', 'sim:a100:mig-5g', 'sim:a100:mig-0g']) {
+      expect(() => parseSimDeviceId(bad), bad).toThrow(RangeError);
+    }
+    expect(() => parseSimDeviceId('sim:a100:mig-07g')).toThrow(/unknown MIG instance 'mig-07g'.*mig-1g, mig-2g, mig-3g, mig-4g, mig-7g.*sim:a100:mig-7g:graph/);
     for (const id of simDeviceIds()) expect(parseSimDeviceId(id).id).toBe(id);
   });
 
@@ -464,6 +486,43 @@ describe('MIG and profiles', () => {
     await expect(SimDevice.create({ clock, seed: NaN })).rejects.toThrow(/seed/);
     await expect(SimDevice.create({ clock, activationBatch: 0 })).rejects.toThrow(/activationBatch/);
     await expect(SimDevice.create({ clock, id: 'sim:tpu' })).rejects.toThrow(/sim:tpu/);
+  });
+
+  it('create rejects constants that would make a cost not finite or negative, naming the field', async () => {
+    const clock = new VirtualClock();
+    const k = DEFAULT_SIM_CONSTANTS;
+    const bad: [Partial<SimConstants>, RegExp][] = [
+      [{ computeEfficiency: { spatial: 0, dense: 0.5 } }, /SimDeviceOptions\.constants\.computeEfficiency\.spatial 0 must be a finite number in \(0, 1\]/],
+      [{ dispatchMs: NaN }, /constants\.dispatchMs NaN/],
+      [{ barrierMs: -5 }, /constants\.barrierMs -5 must be a finite number in \[0, ∞\)/],
+      [{ memoryEfficiency: Infinity }, /constants\.memoryEfficiency/],
+      [{ outputsPerSm: { spatial: 1000, dense: 0 } }, /constants\.outputsPerSm\.dense/],
+      [{ launchUs: { eager: { spatial: 30, dense: -1 }, graph: k.launchUs.graph } }, /constants\.launchUs\.eager\.dense/],
+    ];
+    for (const [patch, re] of bad) {
+      const p = SimDevice.create({ clock, constants: { ...k, ...patch } });
+      await expect(p).rejects.toThrow(RangeError);
+      await expect(p, re.source).rejects.toThrow(re);
+    }
+    await expect(SimDevice.create({ clock, constants: k })).resolves.toBeInstanceOf(SimDevice);
+  });
+
+  it('a cost that is not finite throws a RangeError naming model, operator and batch before anything runs; the engine refuses one too', () => {
+    const r50 = spec('resnet50');
+    const k = { ...DEFAULT_SIM_CONSTANTS, computeEfficiency: { spatial: 0, dense: 0.5 } };
+    expect(() => modelCosts(r50, operatorClasses(r50), 4, 0, A100_SXM4_40GB, 'eager', k)).toThrow(/model resnet50: cost of operator 0 \(\S+\) at batch 4.*computeMs is Infinity/);
+    const engine = new SimEngine();
+    engine.addExecutor();
+    expect(() => engine.submit({ executor: 0, costs: [cost(0.1, NaN, 0.1, 0.5, 0.5)], start: 0, end: 1, onDone: () => undefined }, 0)).toThrow(/costs\[0\]\.computeMs is NaN/);
+    expect(engine.nextEventMs()).toBe(Infinity);
+  });
+
+  it('a batch size whose costs would overflow is rejected, not left hanging', async () => {
+    const { device, clock } = await simDevice({}, ['vgg16']);
+    await expect(device.runGroup([whole('vgg16', 1e300)])).rejects.toThrow(/batchSize 1e\+300 must be an integer in \[1, 65536\]/);
+    // The device is unharmed: a valid group still runs and resolves.
+    ok((await runOn(device, clock, [whole('vgg16', 65_536)])).segments[0]);
+    expect(clock.pendingTimers).toBe(0);
   });
 });
 

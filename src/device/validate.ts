@@ -5,11 +5,13 @@
  *
  * - Malformed group (programming errors of the caller): `TypeError` for a field of the wrong
  *   type, `RangeError` naming the field and its valid range for an unknown service, a bad
- *   `start`/`end`/`batchSize`/`seqLen`, or a `queryId` used twice in the group.
+ *   `start`/`end`/`batchSize` (≤ `MAX_BATCH_SIZE`)/`seqLen` (≤ `MAX_SEQ_LEN`), or a `queryId`
+ *   used twice in the group.
  * - Requests that do not fit the service or the query's state: `BadRequestError` naming the
  *   segment and the input — input kind inconsistent with `start` ('tensors' needs start 0,
- *   'resume' needs kept state at exactly `start`), tensor names/dtypes/shapes vs the spec's
- *   inputs, a query that already has a segment in flight, unresolvable synthetic shapes, a
+ *   'resume' needs kept state at exactly `start`), a `queryId` whose kept or lost state belongs
+ *   to another service (whatever the input kind; the message names the owner), tensor
+ *   names/dtypes/shapes vs the spec's inputs, a query that already has a segment in flight, unresolvable synthetic shapes, a
  *   `batchSize` other than the fixed batch of a model whose inputs declare a numeric dim 0
  *   (`fixedBatchOf`: such a model runs at that batch only, whatever a segment says), a
  *   `seqLen` above the model's maximum.
@@ -45,6 +47,14 @@ export interface QueryBookView {
   /** Queries with a segment running: queryId → service. */
   readonly inFlight: ReadonlyMap<string, string>;
 }
+
+/**
+ * Largest `batchSize` a segment may ask for: far beyond what any model here fits in device
+ * memory, small enough that per-operator costs (FLOP, bytes) stay finite numbers.
+ */
+export const MAX_BATCH_SIZE = 65_536;
+/** Largest `seqLen` a segment may ask for (a model's own `maxSeqLen` may be lower). */
+export const MAX_SEQ_LEN = 1_048_576;
 
 const TYPED_ARRAY: Readonly<Record<TensorDataType, { readonly name: string; readonly is: (d: unknown) => boolean }>> = {
   float32: { name: 'Float32Array', is: (d) => d instanceof Float32Array },
@@ -88,8 +98,8 @@ export function validateGroup(group: readonly Segment[], services: ReadonlyMap<s
     if (typeof s.end !== 'number' || !Number.isInteger(s.end) || s.end <= s.start || s.end > n) {
       throw new RangeError(`${at}.end ${String(s.end)} of service ${s.service} must be an integer in [${s.start + 1}, ${n}]`);
     }
-    if (typeof s.batchSize !== 'number' || !Number.isInteger(s.batchSize) || s.batchSize < 1) {
-      throw new RangeError(`${at}.batchSize ${String(s.batchSize)} must be an integer ≥ 1`);
+    if (typeof s.batchSize !== 'number' || !Number.isInteger(s.batchSize) || s.batchSize < 1 || s.batchSize > MAX_BATCH_SIZE) {
+      throw new RangeError(`${at}.batchSize ${String(s.batchSize)} must be an integer in [1, ${MAX_BATCH_SIZE}]`);
     }
     const fixedBatch = fixedBatchOf(spec);
     if (fixedBatch !== undefined && s.batchSize !== fixedBatch) {
@@ -97,8 +107,8 @@ export function validateGroup(group: readonly Segment[], services: ReadonlyMap<s
         `${at}.batchSize ${s.batchSize}: service ${s.service} has a fixed batch of ${fixedBatch} (model ${spec.name} declares dim 0 of its inputs as ${fixedBatch}), so its segments must use batchSize ${fixedBatch}`,
       );
     }
-    if (typeof s.seqLen !== 'number' || !Number.isInteger(s.seqLen) || s.seqLen < 0) {
-      throw new RangeError(`${at}.seqLen ${String(s.seqLen)} must be an integer ≥ 0 (0 = the model's default)`);
+    if (typeof s.seqLen !== 'number' || !Number.isInteger(s.seqLen) || s.seqLen < 0 || s.seqLen > MAX_SEQ_LEN) {
+      throw new RangeError(`${at}.seqLen ${String(s.seqLen)} must be an integer in [0, ${MAX_SEQ_LEN}] (0 = the model's default)`);
     }
     if (spec.maxSeqLen !== undefined && s.seqLen > spec.maxSeqLen) {
       throw new BadRequestError(`${at}.seqLen ${s.seqLen} exceeds ${s.service}'s maximum sequence length ${spec.maxSeqLen}`);
@@ -114,6 +124,13 @@ export function validateGroup(group: readonly Segment[], services: ReadonlyMap<s
 function validateInput(at: string, s: Segment, spec: ModelSpec, book: QueryBookView): void {
   const input: unknown = s.input;
   if (!isObject(input) || typeof input.kind !== 'string') throw new TypeError(`${at}.input must be { kind: 'tensors' | 'resume' | 'synthetic', … }`);
+  if (input.kind === 'tensors' || input.kind === 'synthetic') {
+    // A fresh start replaces the query's kept (or lost) state — only its own service's.
+    const owner = book.kept.get(s.queryId)?.service ?? book.lost.get(s.queryId)?.service;
+    if (owner !== undefined && owner !== s.service) {
+      throw new BadRequestError(`${at}: query ${s.queryId} belongs to service ${owner}, not ${s.service} (its state is kept there); release it with releaseQuery('${owner}', '${s.queryId}') or use another queryId`);
+    }
+  }
   switch (input.kind) {
     case 'tensors': {
       if (s.start !== 0) throw new BadRequestError(`${at}.input.kind 'tensors' needs start 0 (got start ${s.start}); continue a query with 'resume' or profile with 'synthetic'`);

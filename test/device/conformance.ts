@@ -44,7 +44,7 @@ export const CASE = {
   concurrentGroups: 'runGroup may be called again before an earlier group resolved; every segment of both completes',
   syntheticMid: 'synthetic input at start > 0 runs the rest of the model',
   emptyGroup: 'an empty group resolves with no segments',
-  rangeErrors: 'unknown service and out-of-range start/end/batchSize throw RangeError naming the field',
+  rangeErrors: 'unknown service and out-of-range start/end/batchSize/seqLen throw RangeError naming the field',
   duplicateQuery: 'a query twice in one group throws RangeError',
   inputKind: "'tensors' at start > 0 and 'resume' without state throw BadRequestError",
   inputTensors: 'missing, unknown, mistyped or misshaped input tensors throw BadRequestError naming the input',
@@ -53,6 +53,7 @@ export const CASE = {
   finished: 'a finished query keeps no state',
   release: 'releaseQuery frees kept state and is idempotent',
   releaseOwner: "releaseQuery with another service's name throws RangeError naming the owner and keeps the state",
+  freshStartOwner: "'tensors' or 'synthetic' for a query whose state another service keeps throws BadRequestError naming the owner and keeps the state",
   close: 'close is idempotent and runGroup after close rejects with device_unavailable',
 } as const;
 
@@ -224,6 +225,10 @@ export function describeDeviceConformance(name: string, factory: () => Promise<C
       await expect(run([seg(a, qid('r'), 0, n + 1, synth)])).rejects.toThrow(RangeError);
       await expect(run([seg(a, qid('r'), 0.5, 1, synth)])).rejects.toThrow(/start/);
       await expect(run([seg(a, qid('r'), 0, 1, synth, 0)])).rejects.toThrow(/batchSize/);
+      // Integers so large that costs would overflow are out of range too, not a hang.
+      await expect(run([seg(a, qid('r'), 0, 1, synth, 1e300)])).rejects.toThrow(/batchSize 1e\+300 must be an integer in \[1, 65536\]/);
+      await expect(run([seg(a, qid('r'), 0, 1, synth, 65_537)])).rejects.toThrow(RangeError);
+      await expect(run([seg(a, qid('r'), 0, 1, synth, 1, 1e300)])).rejects.toThrow(/seqLen 1e\+300 must be an integer in \[0, 1048576\]/);
     });
 
     test(CASE.duplicateQuery, async () => {
@@ -304,6 +309,20 @@ export function describeDeviceConformance(name: string, factory: () => Promise<C
       await expect(p).rejects.toThrow(a.name);
       // Nothing was released: the query resumes on its own service.
       const done = okResult((await run([seg(a, q, 1, nOps(a), { kind: 'resume' })])).segments[0]);
+      expect(done.outputs).toBeDefined();
+    });
+
+    test(CASE.freshStartOwner, async () => {
+      const q = qid('fresh-owner');
+      okResult((await run([seg(b, q, 0, 1, { kind: 'synthetic', seed: 1 })])).segments[0]);
+      const p1 = run([seg(a, q, 0, nOps(a), { kind: 'synthetic', seed: 2 })]);
+      await expect(p1).rejects.toThrow(BadRequestError);
+      await expect(p1).rejects.toThrow(`belongs to service ${b.name}`);
+      const p2 = run([seg(a, q, 0, nOps(a), { kind: 'tensors', tensors: randomInputs(a.model.spec, 1, 0, 3) })]);
+      await expect(p2).rejects.toThrow(BadRequestError);
+      await expect(p2).rejects.toThrow(`belongs to service ${b.name}`);
+      // Nothing was dropped: the query resumes on its own service.
+      const done = okResult((await run([seg(b, q, 1, nOps(b), { kind: 'resume' })])).segments[0]);
       expect(done.outputs).toBeDefined();
     });
 

@@ -32,9 +32,13 @@
  *       batch beyond ±0.13),
  *
  * i.e. least squares in log latency and in overlap ratio, with the issue's goals as soft
- * constraints. The search is a deterministic pattern search in log space (each parameter in
- * turn multiplied and divided by a step, the step square-rooted when nothing improves, until
- * < 1 %), from a physically motivated start. `memoryEfficiency` (0.85: streaming kernels reach
+ * constraints. The search is deterministic and works on the logarithms of the parameters,
+ * each clamped to its range, from a physically motivated start (`FIT_START`): Nelder–Mead
+ * (coefficients 1, 2, ½, ½; initial simplex ±0.3 in log; at most 400 evaluations per
+ * parameter), restarted from its result (at most 8 runs) until a restart gains no more than
+ * 0.1 % of the objective; then a polishing pattern search — each parameter in turn added
+ * ± a log step (starting at ln 1.1), keeping any improvement, the step halved when a sweep
+ * improves nothing, until the step is ≤ 1e-3 (a factor of about 1.001). `memoryEfficiency` (0.85: streaming kernels reach
  * 80–90 % of peak HBM bandwidth, e.g. BabelStream, Deakin et al., 2018) and the graph-mode
  * launch costs are not fitted — the reference has no graph-mode data and no memory-bound model.
  */

@@ -134,7 +134,7 @@ export function operatorCost(op: OperatorSpec, cls: KernelClass, batch: number, 
   const memoryMs = bytes / (profile.memoryBandwidthGBs * 1e6 * k.memoryEfficiency);
   // A kernel takes some time however small: a floor of 1 ns keeps every rate finite.
   const deviceMs = Math.max(computeMs, memoryMs, 1e-6);
-  return {
+  const cost: OpCost = {
     hostMs: (op.nodeCount * k.launchUs[mode][cls]) / 1000,
     computeMs,
     memoryMs,
@@ -142,6 +142,29 @@ export function operatorCost(op: OperatorSpec, cls: KernelClass, batch: number, 
     smShare,
     bwShare: memoryMs / deviceMs,
   };
+  const bad = badCostField(cost);
+  if (bad !== undefined) {
+    const [field, v] = bad;
+    {
+      throw new RangeError(
+        `cost of operator ${op.index} (${op.name}) at batch ${batch}, seqLen ${seqLen} on ${profile.name} (${mode}): ${field} is ${v}, not a finite number ≥ 0 ` +
+          `(FLOP ${flop}, bytes ${bytes}; check the batch size, the operator's metadata and the constants)`,
+      );
+    }
+  }
+  return cost;
+}
+
+/** The first field of a cost that is not a finite number ≥ 0, if any. */
+export function badCostField(c: OpCost): [keyof OpCost, number] | undefined {
+  const ok = (v: number): boolean => v >= 0 && v < Infinity; // false for NaN
+  if (!ok(c.hostMs)) return ['hostMs', c.hostMs];
+  if (!ok(c.computeMs)) return ['computeMs', c.computeMs];
+  if (!ok(c.memoryMs)) return ['memoryMs', c.memoryMs];
+  if (!ok(c.deviceMs)) return ['deviceMs', c.deviceMs];
+  if (!ok(c.smShare)) return ['smShare', c.smShare];
+  if (!ok(c.bwShare)) return ['bwShare', c.bwShare];
+  return undefined;
 }
 
 /** Kernel class of every operator of a model (computed once per model). */
@@ -154,7 +177,45 @@ export function operatorClasses(spec: ModelSpec): KernelClass[] {
  * substituted), indexed by operator.
  */
 export function modelCosts(spec: ModelSpec, classes: readonly KernelClass[], batch: number, seqLen: number, profile: GpuProfile, mode: RuntimeMode, k: SimConstants): OpCost[] {
-  return spec.operators.map((op, i) => operatorCost(op, classes[i]!, batch, seqLen, profile, mode, k));
+  return spec.operators.map((op, i) => {
+    try {
+      return operatorCost(op, classes[i]!, batch, seqLen, profile, mode, k);
+    } catch (err) {
+      if (err instanceof RangeError) throw new RangeError(`model ${spec.name}: ${err.message}`);
+      throw err;
+    }
+  });
+}
+
+/**
+ * Check cost-model constants: every field present and finite, within what keeps every cost a
+ * finite number ≥ 0 (launch costs, dispatch and barrier ≥ 0; efficiencies in (0, 1]; outputs
+ * per SM > 0). The plausible ranges documented on `SimConstants` are narrower; these are hard
+ * limits.
+ * @throws RangeError naming the field (prefixed by `where`) and its valid range.
+ */
+export function validateSimConstants(k: SimConstants, where = 'constants'): void {
+  const obj = (v: unknown, name: string): Record<string, unknown> => {
+    if (typeof v !== 'object' || v === null) throw new RangeError(`${where}.${name} must be an object`);
+    return v as Record<string, unknown>;
+  };
+  const num = (v: unknown, name: string, min: number, max: number, minOpen: boolean): void => {
+    const ok = typeof v === 'number' && Number.isFinite(v) && (minOpen ? v > min : v >= min) && v <= max;
+    if (!ok) throw new RangeError(`${where}.${name} ${String(v)} must be a finite number in ${minOpen ? '(' : '['}${min}, ${max === Infinity ? '∞)' : `${max}]`}`);
+  };
+  const root = obj(k, '');
+  const launch = obj(root.launchUs, 'launchUs');
+  for (const mode of ['eager', 'graph'] as const) {
+    const m = obj(launch[mode], `launchUs.${mode}`);
+    for (const cls of KERNEL_CLASSES) num(m[cls], `launchUs.${mode}.${cls}`, 0, Infinity, false);
+  }
+  num(root.dispatchMs, 'dispatchMs', 0, Infinity, false);
+  num(root.barrierMs, 'barrierMs', 0, Infinity, false);
+  const eff = obj(root.computeEfficiency, 'computeEfficiency');
+  for (const cls of KERNEL_CLASSES) num(eff[cls], `computeEfficiency.${cls}`, 0, 1, true);
+  num(root.memoryEfficiency, 'memoryEfficiency', 0, 1, true);
+  const outs = obj(root.outputsPerSm, 'outputsPerSm');
+  for (const cls of KERNEL_CLASSES) num(outs[cls], `outputsPerSm.${cls}`, 0, Infinity, true);
 }
 
 /**
@@ -183,21 +244,21 @@ export const MEMORY_EFFICIENCY = 0.85;
  * `fitConstants` (`calibrate.ts`; `abacus simulate calibrate --fit` reruns the fit) and rounded
  * to three significant digits. What the fit says:
  *
- * - eager launch 36.8 µs per kernel of a spatial operator: the reference's ResNets are flat in
+ * - eager launch 35.8 µs per kernel of a spatial operator: the reference's ResNets are flat in
  *   batch at ≈ 50 µs per ONNX node and its Inception-v3 at ≈ 33 µs; one constant for both
- *   leaves ResNets ≈ 15–20 % fast and Inception ≈ 16–22 % slow at batch 1–4 (the reference
+ *   leaves ResNets ≈ 12–21 % fast and Inception ≈ 16–22 % slow at batch 1–4 (the reference
  *   gives Inception's kernels a cheaper launch than ResNet's; nothing in a ModelSpec tells
  *   them apart, and a per-model constant would be a lookup table);
- * - eager launch 2.74 µs per ONNX node of a dense operator: the reference's BERT (419 nodes,
+ * - eager launch 1.02 µs per ONNX node of a dense operator: the reference's BERT (419 nodes,
  *   2.28 ms at batch 1 including dispatch) cannot have paid eager launch costs of tens of µs
  *   per kernel; BERT's ONNX graph also counts views (Reshape, Transpose) that launch nothing;
- * - dispatch 1.13 ms per group and 1 ms per barrier party beyond the first (the top of its
+ * - dispatch 1.45 ms per group and 1 ms per barrier party beyond the first (the top of its
  *   range: the reference's pairs ask for more contention than the GPU model alone gives);
- * - compute efficiency 0.886 of TF32 peak for spatial kernels at full SM share, 0.447 of FP32
+ * - compute efficiency 0.858 of TF32 peak for spatial kernels at full SM share, 0.48 of FP32
  *   peak for dense ones;
- * - outputs per SM 119 000 for spatial kernels (≈ 7 resident 128×128 tiles per SM: ResNets
- *   stay below a full device until batch 16–32, so they stay launch-bound and flat), 100 for
- *   dense ones (the bottom of its range: BERT's GEMMs fill the GPU at every batch here, so the
+ * - outputs per SM 109 000 for spatial kernels (≈ 7 resident 128×128 tiles per SM: ResNets
+ *   stay below a full device until batch 16–32, so they stay launch-bound and flat), 131 for
+ *   dense ones (near the bottom of its range: BERT's GEMMs fill the GPU at every batch here, so the
  *   value is not determined by the reference beyond "small").
  *
  * Not fitted: graph-mode launch costs (the reference is eager) — a captured CUDA graph replays
@@ -207,10 +268,10 @@ export const MEMORY_EFFICIENCY = 0.85;
  * (BabelStream, Deakin et al., 2018).
  */
 export const DEFAULT_SIM_CONSTANTS: SimConstants = {
-  launchUs: { eager: { spatial: 36.8, dense: 2.74 }, graph: { spatial: GRAPH_LAUNCH_US, dense: GRAPH_LAUNCH_US } },
-  dispatchMs: 1.13,
+  launchUs: { eager: { spatial: 35.8, dense: 1.02 }, graph: { spatial: GRAPH_LAUNCH_US, dense: GRAPH_LAUNCH_US } },
+  dispatchMs: 1.45,
   barrierMs: 1,
-  computeEfficiency: { spatial: 0.886, dense: 0.447 },
+  computeEfficiency: { spatial: 0.858, dense: 0.48 },
   memoryEfficiency: MEMORY_EFFICIENCY,
-  outputsPerSm: { spatial: 119000, dense: 100 },
+  outputsPerSm: { spatial: 109000, dense: 131 },
 };

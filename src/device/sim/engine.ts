@@ -13,8 +13,11 @@
  *   independent (separate processes and cores).
  * - **Device stream.** Operator k runs on the device after operator k−1 finished there (one
  *   CUDA stream per executor) and no faster than its kernels are issued: while its launch is
- *   still in progress (t < hostEnd_k) its work is released at 1/hostMs_k per ms, so it asks for
- *   the fraction f = min(1, deviceMs_k / hostMs_k) of full speed; afterwards f = 1. A
+ *   still in progress (t < hostEnd_k) its kernels are still being issued, so it asks for the
+ *   fraction f = min(1, deviceMs_k / (hostEnd_k − t₀)) of full speed, t₀ being when it starts
+ *   on the device: its work spread over the launch time left (all of hostMs_k when it starts
+ *   as its launch begins; less when the previous operator finished on the device after that);
+ *   afterwards f = 1. A
  *   launch-bound operator (deviceMs < hostMs) thus finishes when its last kernel is issued and
  *   occupies the SMs only f of the time — why such models are flat in batch size and overlap
  *   almost for free. The device never starts an operator before its launch began, since the
@@ -43,7 +46,7 @@
  * shadow copy of the running set ahead (exactly the arithmetic the real steps will do), so a
  * clock-driven caller needs one timer per segment rather than one per operator event.
  */
-import type { OpCost } from './cost-model.ts';
+import { badCostField, type OpCost } from './cost-model.ts';
 import type { LogNormalNoise } from './rng.ts';
 
 /** One segment submitted to an executor. */
@@ -165,6 +168,11 @@ export class SimEngine {
     if (!this.executors[job.executor]) throw new RangeError(`engine executor ${job.executor} does not exist (executors: ${this.executors.length})`);
     if (!(job.start >= 0 && job.end > job.start && job.end <= job.costs.length)) {
       throw new RangeError(`engine job range [${job.start}, ${job.end}) must lie in [0, ${job.costs.length}] and be non-empty`);
+    }
+    // A cost that is not finite would give a NaN rate and an event that never comes: refuse it.
+    for (let k = job.start; k < job.end; k++) {
+      const bad = badCostField(job.costs[k]!);
+      if (bad !== undefined) throw new RangeError(`engine job: costs[${k}].${bad[0]} is ${bad[1]}, not a finite number ≥ 0`);
     }
     const at = atMs > this.nowMs ? atMs : this.nowMs;
     const list = this.arrivals;
@@ -408,7 +416,10 @@ export class SimEngine {
     e.remaining = e.deviceMs;
     e.hostEndMs += hostMs;
     e.launching = e.hostEndMs > t;
-    e.f = e.launching && hostMs > e.deviceMs ? e.deviceMs / hostMs : 1;
+    // Work left to release over the host time left: when the operator starts on the device
+    // after its launch began (the previous operator finished late), only hostEnd − t remains.
+    const hostLeft = e.hostEndMs - t;
+    e.f = e.launching && hostLeft > e.deviceMs ? e.deviceMs / hostLeft : 1;
     e.finishMs = Infinity;
     e.eventMs = Infinity;
   }

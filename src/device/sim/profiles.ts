@@ -31,18 +31,23 @@ export interface GpuProfile {
   readonly peakTflops: PeakTflops;
   /** Peak DRAM bandwidth, GB/s (10⁹ B/s). */
   readonly memoryBandwidthGBs: number;
-  /** Device memory a process may allocate, bytes. */
+  /**
+   * Device memory, bytes: the capacity NVIDIA states in "GB", read as GiB (2³⁰ B) for every
+   * profile — HBM capacities are binary (an A100-40GB carries five 8 GiB HBM2 stacks), so "40GB"
+   * is 40 GiB. The whole capacity, not what is left to a
+   * process after the CUDA context.
+   */
   readonly memoryBytes: number;
   /** Where the numbers come from. */
   readonly source: string;
 }
 
-const GB = 1e9;
+/** Memory unit of every profile (see `GpuProfile.memoryBytes`): 1 GiB. */
 const GIB = 1024 ** 3;
 
 /**
  * NVIDIA A100-SXM4-40GB: 108 SMs; 19.5 TFLOPS FP32, 156 TF32, 312 FP16 (dense); 1555 GB/s HBM2;
- * 40 GB. Sources: NVIDIA A100 Tensor Core GPU datasheet
+ * 40 GiB ("40GB"). Sources: NVIDIA A100 Tensor Core GPU datasheet
  * (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)
  * and the NVIDIA A100 Tensor Core GPU Architecture whitepaper, table 1 (108 SMs on A100).
  */
@@ -58,7 +63,7 @@ export const A100_SXM4_40GB: GpuProfile = {
 
 /**
  * NVIDIA V100-SXM2-32GB: 80 SMs; 15.7 TFLOPS FP32, 125 FP16 tensor (no TF32: PyTorch's TF32
- * setting has no effect and convolutions run FP32); 900 GB/s HBM2; 32 GB. Source: NVIDIA Tesla
+ * setting has no effect and convolutions run FP32); 900 GB/s HBM2; 32 GiB ("32GB"). Source: NVIDIA Tesla
  * V100 datasheet (https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf)
  * and the Volta architecture whitepaper (80 SMs on V100).
  */
@@ -74,7 +79,7 @@ export const V100_SXM2_32GB: GpuProfile = {
 
 /**
  * NVIDIA H100-SXM5-80GB: 132 SMs; 67 TFLOPS FP32, 494.7 TF32, 989.4 FP16 (dense; the datasheet's
- * 989 / 1979 are with sparsity); 3.35 TB/s HBM3; 80 GB. Source: NVIDIA H100 Tensor Core GPU
+ * 989 / 1979 are with sparsity); 3.35 TB/s HBM3; 80 GiB ("80GB"). Source: NVIDIA H100 Tensor Core GPU
  * datasheet (https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet)
  * and the H100 architecture whitepaper (132 SMs on H100 SXM5).
  */
@@ -84,13 +89,13 @@ export const H100_SXM5_80GB: GpuProfile = {
   sms: 132,
   peakTflops: { fp32: 67, tf32: 494.7, fp16: 989.4 },
   memoryBandwidthGBs: 3350,
-  memoryBytes: 80 * GB,
+  memoryBytes: 80 * GIB,
   source: 'NVIDIA H100 datasheet (SXM5) and Hopper architecture whitepaper; dense = half the sparsity figures',
 };
 
 /**
  * NVIDIA H200-SXM-141GB: the H100 SXM compute (132 SMs; 67 TFLOPS FP32, 494.7 TF32, 989.4 FP16
- * dense) with 141 GB of HBM3e at 4.8 TB/s. Source: NVIDIA H200 Tensor Core GPU datasheet
+ * dense) with 141 GiB ("141GB") of HBM3e at 4.8 TB/s. Source: NVIDIA H200 Tensor Core GPU datasheet
  * (https://www.nvidia.com/en-us/data-center/h200/).
  */
 export const H200_SXM_141GB: GpuProfile = {
@@ -99,7 +104,7 @@ export const H200_SXM_141GB: GpuProfile = {
   sms: 132,
   peakTflops: { fp32: 67, tf32: 494.7, fp16: 989.4 },
   memoryBandwidthGBs: 4800,
-  memoryBytes: 141 * GB,
+  memoryBytes: 141 * GIB,
   source: 'NVIDIA H200 datasheet (SXM); compute as H100 SXM5',
 };
 
@@ -110,7 +115,7 @@ export const GPU_PROFILES: readonly GpuProfile[] = [A100_SXM4_40GB, V100_SXM2_32
  * A100-40GB MIG instance profiles (NVIDIA Multi-Instance GPU User Guide, "A100 MIG profiles"):
  * `1g.5gb` … `7g.40gb`. A compute slice is 1/7 of the GPU, 14 SMs (so even `7g` has 98 SMs,
  * not 108: MIG mode leaves some SMs unused); a memory slice is 1/8 of the memory and of its
- * bandwidth (5 GB). `3g` and `4g` both get 4 memory slices (20 GB).
+ * bandwidth (5 GiB, NVIDIA's "5gb"). `3g` and `4g` both get 4 memory slices (20 GiB).
  */
 export const A100_MIG_PROFILES: readonly { readonly slices: 1 | 2 | 3 | 4 | 7; readonly sms: number; readonly memorySlices: number }[] = [
   { slices: 1, sms: 14, memorySlices: 1 },
@@ -168,7 +173,7 @@ export function simDeviceIds(): string[] {
 /**
  * Parse a sim device id: `sim:a100`, `sim:a100:graph`, `sim:a100:mig-2g`, `sim:h100:eager`, …
  * The mode defaults to `eager`, and is left out of the canonical id then.
- * @throws RangeError naming the id and the accepted forms.
+ * @throws RangeError naming the id and the accepted forms (for a bad MIG part, every valid id).
  */
 export function parseSimDeviceId(id: string): SimDeviceSpec {
   const parts = typeof id === 'string' ? id.split(':') : [];
@@ -180,13 +185,15 @@ export function parseSimDeviceId(id: string): SimDeviceSpec {
   let profile = base;
   let mode: RuntimeMode = 'eager';
   for (const part of parts.slice(2)) {
-    const mig = /^mig-(\d+)g$/.exec(part);
+    const mig = /^mig-([12347])g$/.exec(part);
     if (mig) {
       if (base.key !== 'a100' || profile !== base) throw bad(`has a MIG part '${part}' where none is allowed`);
       profile = a100MigProfile(Number(mig[1]));
     } else if ((RUNTIME_MODES as readonly string[]).includes(part)) {
       if (part !== parts[parts.length - 1]) throw bad('must end with the mode');
       mode = part as RuntimeMode;
+    } else if (part.startsWith('mig-')) {
+      throw bad(`has an unknown MIG instance '${part}' (instances: ${A100_MIG_PROFILES.map((m) => `mig-${m.slices}g`).join(', ')}; valid ids: ${simDeviceIds().join(', ')})`);
     } else {
       throw bad(`has an unknown part '${part}'`);
     }

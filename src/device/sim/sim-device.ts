@@ -37,9 +37,12 @@
  *   service and the bytes when the profile's memory would be exceeded.
  * - Noise: each operator execution draws a log-normal factor (mean 1, coefficient of variation
  *   `noiseCv`) for its device work and one for its host time, from a generator seeded with
- *   `seed`. Default cv 0.02: the reference's own run-to-run scatter — its ResNet latencies,
+ *   `seed`. Default cv 0.02, a proxy for run-to-run variation, not a measurement of it: the
+ *   reference comes from a learned predictor and has no repeated runs, so the nearest thing
+ *   is its scatter across batch sizes where nothing should change — its ResNet latencies,
  *   flat in batch size 1–16, have a CV of 2.0 % (ResNet-50), 2.1 % (ResNet-101), 1.3 %
- *   (ResNet-152). 0 makes every run exactly reproducible regardless of the seed.
+ *   (ResNet-152), which is the predictor's scatter rather than the GPU's. 0 makes every run
+ *   exactly reproducible regardless of the seed.
  */
 import { DeviceFailureError, DeviceUnavailableError, InvalidModelError } from '../../errors.ts';
 import type { Clock, TimerHandle } from '../../clock/clock.ts';
@@ -50,7 +53,7 @@ import { elementCount } from '../../tensor.ts';
 import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from '../device.ts';
 import type { KeptQuery, LostQuery } from '../validate.ts';
 import { validateGroup } from '../validate.ts';
-import { DEFAULT_SIM_CONSTANTS, modelCosts, operatorClasses, serviceMemoryBytes, type KernelClass, type OpCost, type SimConstants } from './cost-model.ts';
+import { DEFAULT_SIM_CONSTANTS, modelCosts, operatorClasses, serviceMemoryBytes, validateSimConstants, type KernelClass, type OpCost, type SimConstants } from './cost-model.ts';
 import { SimEngine } from './engine.ts';
 import { parseSimDeviceId, type GpuProfile, type RuntimeMode } from './profiles.ts';
 import { LogNormalNoise, Rng } from './rng.ts';
@@ -196,6 +199,7 @@ export class SimDevice implements Device {
       if (options.noiseCv !== undefined && (typeof options.noiseCv !== 'number' || !(options.noiseCv >= 0 && options.noiseCv <= 1))) {
         throw new RangeError(`SimDeviceOptions.noiseCv ${String(options.noiseCv)} must be a number in [0, 1]`);
       }
+      if (options.constants !== undefined) validateSimConstants(options.constants, 'SimDeviceOptions.constants');
       return Promise.resolve(new SimDevice(options));
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
@@ -254,7 +258,7 @@ export class SimDevice implements Device {
       const bytes = weightsBytes + activationBytes;
       const capacity = this.profile.memoryBytes;
       if (reserved + bytes > capacity) {
-        const mb = (b: number): string => `${(b / 1e6).toFixed(1)} MB`;
+        const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`; // GiB-based like the profiles
         throw new InvalidModelError(
           `service ${s.name} does not fit on ${this.id} (${this.profile.name}): it needs ${bytes} bytes (${mb(bytes)}: weights ${mb(weightsBytes)} + activations ${mb(activationBytes)} at batch ${this.activationBatch}) ` +
             `but only ${Math.max(0, capacity - reserved)} bytes (${mb(Math.max(0, capacity - reserved))}) of ${capacity} (${mb(capacity)}) are free` +
@@ -281,8 +285,12 @@ export class SimDevice implements Device {
     if (this.closed) return Promise.reject(new DeviceUnavailableError(`${this.id} is closed`));
     // Settle what finished by now first (a late WallClock timer), so validation sees it.
     const startMs = this.catchUp();
+    let costs: OpCost[][];
     try {
       validateGroup(group, this.specs, { kept: this.kept, lost: this.lost, inFlight: this.inFlight }, this.id);
+      // Costs before anything runs: a cost that is not finite throws here (RangeError naming
+      // the model, the operator and the batch), never a segment that would not finish.
+      costs = group.map((seg) => this.costsOf(this.hosted.get(seg.service)!, seg));
     } catch (err) {
       this.arm();
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
@@ -305,7 +313,7 @@ export class SimDevice implements Device {
         }
         this.inFlight.set(queryId, service);
         const hosted = this.hosted.get(service)!;
-        this.engine.submit({ executor: hosted.executor, costs: this.costsOf(hosted, seg), start: seg.start, end: seg.end, onDone: (s, e) => this.segmentDone(pending, i, s, e) }, arriveMs);
+        this.engine.submit({ executor: hosted.executor, costs: costs[i]!, start: seg.start, end: seg.end, onDone: (s, e) => this.segmentDone(pending, i, s, e) }, arriveMs);
       });
       if (pending.remaining === 0) this.finishGroup(pending, startMs);
       this.arm();
@@ -366,7 +374,7 @@ export class SimDevice implements Device {
     let costs = h.costs.get(key);
     if (costs === undefined) {
       if (h.costs.size >= MAX_COST_TABLES) h.costs.clear();
-      costs = modelCosts(h.spec, h.classes, seg.batchSize, seq, this.profile, this.mode, this.constants);
+      costs = modelCosts(h.spec, h.classes, seg.batchSize, seq, this.profile, this.mode, this.constants); // throws before caching
       h.costs.set(key, costs);
     }
     return costs;
