@@ -22,7 +22,9 @@ import {
   loadReference,
   parseSimDeviceId,
   referenceModels,
+  type CalibrationPairRow,
   type CalibrationReport,
+  type CalibrationSoloRow,
   type SimConstants,
 } from '../device/sim/index.ts';
 import { formatTable } from './format.ts';
@@ -33,15 +35,8 @@ export interface CalibrateJson {
   readonly device: string;
   readonly reference: string;
   readonly constants: SimConstants;
-  readonly solo: readonly { readonly model: string; readonly batch: number; readonly latencyMs: number; readonly referenceMs: number }[];
-  readonly pairs: readonly {
-    readonly models: readonly [string, string];
-    readonly batch: number;
-    readonly ratio: number;
-    readonly referenceRatio: number;
-    readonly artifact: boolean;
-    readonly artifactReason?: string;
-  }[];
+  readonly solo: readonly CalibrationSoloRow[];
+  readonly pairs: readonly Pick<CalibrationPairRow, 'models' | 'batch' | 'ratio' | 'referenceRatio' | 'artifact' | 'artifactReason'>[];
   readonly summary: CalibrationReport['summary'];
 }
 
