@@ -105,7 +105,7 @@ import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from 
 import type { ExecutorFault } from './executor-handle.ts';
 import { ExecutorHandle, probeExecutionProvider } from './executor-handle.ts';
 import type { SessionConfig } from './protocol.ts';
-import type { KeptQuery, LostQuery } from '../validate.ts';
+import { QueryBook } from '../query-book.ts';
 import { validateGroup } from '../validate.ts';
 
 /** Options of `OrtDevice.create`. Every field is optional; defaults in brackets. */
@@ -223,14 +223,8 @@ export class OrtDevice implements Device {
   private readonly log: Logger;
   private readonly handles = new Map<string, ExecutorHandle>();
   private readonly specs = new Map<string, ModelSpec>();
-  /** Unfinished queries whose state an executor keeps, oldest first. */
-  private readonly kept = new Map<string, KeptQuery>();
-  /** Queries whose state was lost, oldest first (bounded by maxLostQueries). */
-  private readonly lost = new Map<string, LostQuery>();
-  /** Queries with a segment running: queryId → service. */
-  private readonly inFlight = new Map<string, string>();
-  /** In-flight queries released by the caller: their state is freed when their result arrives. */
-  private readonly releasedInFlight = new Set<string>();
+  /** Kept (in an executor), lost and running queries; set up with the options' caps. */
+  private readonly book: QueryBook;
   /** Service names of `load` calls in progress (reserved before the first await). */
   private readonly reserved = new Set<string>();
   /** Executors that a `load` in progress is starting (not yet in `handles`). */
@@ -239,6 +233,7 @@ export class OrtDevice implements Device {
 
   private constructor(options: ResolvedOptions) {
     this.options = options;
+    this.book = new QueryBook(options.maxKeptQueries, options.maxLostQueries);
     const s = options.session;
     this.id = s.executionProvider === 'cpu' ? 'ort:cpu' : s.cudaDeviceId === 0 ? 'ort:cuda' : `ort:cuda:${s.cudaDeviceId}`;
     this.log = options.logger.child({ device: this.id });
@@ -361,7 +356,7 @@ export class OrtDevice implements Device {
    */
   async runGroup(group: readonly Segment[]): Promise<GroupResult> {
     if (this.closing) throw new DeviceUnavailableError(`${this.id} is closed`);
-    validateGroup(group, this.specs, { kept: this.kept, lost: this.lost, inFlight: this.inFlight }, this.id);
+    validateGroup(group, this.specs, this.book, this.id);
     if (group.length === 0) return { groupLatencyMs: 0, segments: [] };
 
     const t0 = performance.now();
@@ -381,16 +376,16 @@ export class OrtDevice implements Device {
     if (this.closing) return Promise.resolve();
     const handle = this.handles.get(service);
     if (!handle) return Promise.reject(new RangeError(`service '${service}' is not loaded on ${this.id} (loaded: ${this.services.join(', ') || 'none'})`));
-    const owner = this.kept.get(queryId)?.service ?? this.lost.get(queryId)?.service ?? this.inFlight.get(queryId);
-    if (owner !== undefined && owner !== service) {
-      return Promise.reject(new RangeError(`releaseQuery: query '${queryId}' belongs to service '${owner}', not '${service}'; call releaseQuery('${owner}', '${queryId}')`));
+    let action;
+    try {
+      action = this.book.release(service, queryId);
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
-    this.kept.delete(queryId);
-    this.lost.delete(queryId);
     // In flight: freed when its result arrives (dispatch). Sending now would not do: a segment
     // waiting for an executor restart is sent after it, and the child would keep its state.
-    if (this.inFlight.has(queryId)) this.releasedInFlight.add(queryId);
-    else handle.release(queryId);
+    // Otherwise sent even for a query the book does not know (idempotent in the executor).
+    if (action.kind !== 'defer') handle.release(queryId);
     return Promise.resolve();
   }
 
@@ -438,8 +433,7 @@ export class OrtDevice implements Device {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await Promise.all([...this.handles.values(), ...this.loading].map((h) => h.close()));
-      this.kept.clear();
-      this.lost.clear();
+      this.book.clear();
     })();
     return this.closing;
   }
@@ -447,63 +441,37 @@ export class OrtDevice implements Device {
   /** Send one segment to its executor; settle the query book when its result arrives. */
   private dispatch(seg: Segment): Promise<SegmentResult> {
     const { queryId, service } = seg;
-    const lost = seg.input.kind === 'resume' ? this.lost.get(queryId) : undefined;
-    this.lost.delete(queryId);
-    this.kept.delete(queryId);
+    const lost = this.book.beginSegment(queryId, service, seg.input.kind === 'resume');
     if (lost) {
       // Answered once with an error; afterwards the query is unknown to the device.
       const error = new DeviceFailureError(`service ${service}, query ${queryId}: cannot resume at operator ${seg.start}, its state was lost (${lost.reason})`);
       return Promise.resolve({ ok: false, queryId, service, error });
     }
-    this.inFlight.set(queryId, service);
     const handle = this.handles.get(service)!;
     const run = handle.run({ queryId, start: seg.start, end: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen, input: seg.input });
     return run.then((outcome): SegmentResult => {
-      this.inFlight.delete(queryId);
-      const released = this.releasedInFlight.delete(queryId);
       if (!outcome.ok) {
-        if (outcome.error.code === 'device_failure' && !released) this.markLost(queryId, service, outcome.error.message);
+        this.book.finishFailed(queryId, service, outcome.error.code === 'device_failure' ? outcome.error.message : undefined);
         return { ok: false, queryId, service, error: outcome.error };
       }
       const n = this.specs.get(service)!.operators.length;
       if (seg.end < n) {
         // The child kept the state: free it there if the caller released the query meanwhile.
+        const { released, evicted } = this.book.finishKept(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
         if (released) handle.release(queryId);
-        else this.keep(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
+        for (const e of evicted) {
+          // Beyond maxKeptQueries: the oldest kept state is freed in its executor (now lost).
+          this.handles.get(e.service)?.release(e.queryId);
+          this.log.warn({ service: e.service, queryId: e.queryId, maxKeptQueries: this.book.maxKept }, 'kept query state evicted');
+        }
+      } else {
+        this.book.finishDone(queryId);
       }
       return outcome.outputs ? { ok: true, queryId, service, latencyMs: outcome.latencyMs, outputs: outcome.outputs } : { ok: true, queryId, service, latencyMs: outcome.latencyMs };
     });
   }
 
-  /** Remember a query's kept state; beyond maxKeptQueries evict the oldest (freed in its executor, then lost). */
-  private keep(queryId: string, k: KeptQuery): void {
-    this.kept.set(queryId, k);
-    const max = this.options.maxKeptQueries;
-    for (const [oldId, old] of this.kept) {
-      if (this.kept.size <= max) break;
-      this.kept.delete(oldId);
-      this.handles.get(old.service)?.release(oldId);
-      this.markLost(oldId, old.service, `evicted: more than maxKeptQueries ${max} unfinished queries were kept; release queries that will not continue`);
-      this.log.warn({ service: old.service, queryId: oldId, maxKeptQueries: max }, 'kept query state evicted');
-    }
-  }
-
-  /** Remember a lost query (re-inserted as newest); beyond maxLostQueries forget the oldest. */
-  private markLost(queryId: string, service: string, reason: string): void {
-    this.lost.delete(queryId);
-    this.lost.set(queryId, { service, reason });
-    const max = this.options.maxLostQueries;
-    for (const oldId of this.lost.keys()) {
-      if (this.lost.size <= max) break;
-      this.lost.delete(oldId);
-    }
-  }
-
   private onStateLost(service: string, reason: string): void {
-    for (const [queryId, k] of this.kept) {
-      if (k.service !== service) continue;
-      this.kept.delete(queryId);
-      this.markLost(queryId, service, reason);
-    }
+    this.book.loseKept(service, reason);
   }
 }

@@ -51,7 +51,7 @@ import type { ModelSpec } from '../../model/spec.ts';
 import type { HostTensor, TensorData, TensorDataType, TensorMap } from '../../tensor.ts';
 import { elementCount } from '../../tensor.ts';
 import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from '../device.ts';
-import type { KeptQuery, LostQuery } from '../validate.ts';
+import { QueryBook } from '../query-book.ts';
 import { validateGroup } from '../validate.ts';
 import { DEFAULT_SIM_CONSTANTS, modelCosts, operatorClasses, serviceMemoryBytes, validateSimConstants, type KernelClass, type OpCost, type SimConstants } from './cost-model.ts';
 import { SimEngine } from './engine.ts';
@@ -153,14 +153,10 @@ export class SimDevice implements Device {
   private readonly clock: Clock;
   private readonly engine: SimEngine;
   private readonly activationBatch: number;
-  private readonly maxKept: number;
-  private readonly maxLost: number;
   private readonly hosted = new Map<string, Hosted>();
   private readonly specs = new Map<string, ModelSpec>();
-  private readonly kept = new Map<string, KeptQuery>();
-  private readonly lost = new Map<string, LostQuery>();
-  private readonly inFlight = new Map<string, string>();
-  private readonly releasedInFlight = new Set<string>();
+  /** Kept, lost and running queries (capped by maxKeptQueries / maxLostQueries). */
+  private readonly book: QueryBook;
   private readonly groups = new Set<PendingGroup>();
   private reservedBytes = 0;
   private armed: { readonly dueMs: number; readonly handle: TimerHandle } | undefined;
@@ -177,8 +173,10 @@ export class SimDevice implements Device {
     const noise = new LogNormalNoise(new Rng(options.seed ?? 0), cv);
     this.engine = new SimEngine(cv > 0 ? noise : undefined);
     this.activationBatch = intOption('activationBatch', options.activationBatch, DEFAULT_ACTIVATION_BATCH, 1, 1 << 20);
-    this.maxKept = intOption('maxKeptQueries', options.maxKeptQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER);
-    this.maxLost = intOption('maxLostQueries', options.maxLostQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER);
+    this.book = new QueryBook(
+      intOption('maxKeptQueries', options.maxKeptQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER),
+      intOption('maxLostQueries', options.maxLostQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER),
+    );
   }
 
   /**
@@ -287,7 +285,7 @@ export class SimDevice implements Device {
     const startMs = this.catchUp();
     let costs: OpCost[][];
     try {
-      validateGroup(group, this.specs, { kept: this.kept, lost: this.lost, inFlight: this.inFlight }, this.id);
+      validateGroup(group, this.specs, this.book, this.id);
       // Costs before anything runs: a cost that is not finite throws here (RangeError naming
       // the model, the operator and the batch), never a segment that would not finish.
       costs = group.map((seg) => this.costsOf(this.hosted.get(seg.service)!, seg));
@@ -302,16 +300,13 @@ export class SimDevice implements Device {
       const arriveMs = startMs + this.constants.dispatchMs;
       group.forEach((seg, i) => {
         const { queryId, service } = seg;
-        const lost = seg.input.kind === 'resume' ? this.lost.get(queryId) : undefined;
-        this.lost.delete(queryId);
-        this.kept.delete(queryId);
+        const lost = this.book.beginSegment(queryId, service, seg.input.kind === 'resume');
         if (lost) {
           const error = new DeviceFailureError(`service ${service}, query ${queryId}: cannot resume at operator ${seg.start}, its state was lost (${lost.reason})`);
           pending.results[i] = { ok: false, queryId, service, error };
           pending.remaining--;
           return;
         }
-        this.inFlight.set(queryId, service);
         const hosted = this.hosted.get(service)!;
         this.engine.submit({ executor: hosted.executor, costs: costs[i]!, start: seg.start, end: seg.end, onDone: (s, e) => this.segmentDone(pending, i, s, e) }, arriveMs);
       });
@@ -329,13 +324,11 @@ export class SimDevice implements Device {
   releaseQuery(service: string, queryId: string): Promise<void> {
     if (this.closed) return Promise.resolve();
     if (!this.hosted.has(service)) return Promise.reject(new RangeError(`service '${service}' is not loaded on ${this.id} (loaded: ${this.services.join(', ') || 'none'})`));
-    const owner = this.kept.get(queryId)?.service ?? this.lost.get(queryId)?.service ?? this.inFlight.get(queryId);
-    if (owner !== undefined && owner !== service) {
-      return Promise.reject(new RangeError(`releaseQuery: query '${queryId}' belongs to service '${owner}', not '${service}'; call releaseQuery('${owner}', '${queryId}')`));
+    try {
+      this.book.release(service, queryId); // nothing to free: the simulation holds no state
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
-    this.kept.delete(queryId);
-    this.lost.delete(queryId);
-    if (this.inFlight.has(queryId)) this.releasedInFlight.add(queryId);
     return Promise.resolve();
   }
 
@@ -360,10 +353,7 @@ export class SimDevice implements Device {
       this.groups.delete(g);
       g.resolve({ groupLatencyMs: Math.max(0, now - g.startMs), segments: g.results as SegmentResult[] });
     }
-    this.kept.clear();
-    this.lost.clear();
-    this.inFlight.clear();
-    this.releasedInFlight.clear();
+    this.book.clear();
     return Promise.resolve();
   }
 
@@ -415,15 +405,14 @@ export class SimDevice implements Device {
   private segmentDone(g: PendingGroup, i: number, startMs: number, endMs: number): void {
     const seg = g.segments[i]!;
     const { queryId, service } = seg;
-    this.inFlight.delete(queryId);
-    const released = this.releasedInFlight.delete(queryId);
     const hosted = this.hosted.get(service)!;
     const n = hosted.spec.operators.length;
     const latencyMs = endMs - startMs;
     if (seg.end < n) {
-      if (!released) this.keep(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
+      this.book.finishKept(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
       g.results[i] = { ok: true, queryId, service, latencyMs };
     } else {
+      this.book.finishDone(queryId);
       const outputs: TensorMap = {};
       for (const o of hosted.spec.outputs) outputs[o.name] = lazyZeroTensor(o.dataType, resolveShape(hosted.spec, o, seg.batchSize, seg.seqLen));
       g.results[i] = { ok: true, queryId, service, latencyMs, outputs };
@@ -446,24 +435,4 @@ export class SimDevice implements Device {
     if (!this.groups.delete(g)) return;
     g.resolve({ groupLatencyMs: endMs - g.startMs, segments: g.results as SegmentResult[] });
   }
-
-  /** Remember a query's kept state; beyond maxKeptQueries evict the oldest (then lost). */
-  private keep(queryId: string, k: KeptQuery): void {
-    this.kept.set(queryId, k);
-    for (const [oldId, old] of this.kept) {
-      if (this.kept.size <= this.maxKept) break;
-      this.kept.delete(oldId);
-      this.markLost(oldId, old.service, `evicted: more than maxKeptQueries ${this.maxKept} unfinished queries were kept; release queries that will not continue`);
-    }
-  }
-
-  private markLost(queryId: string, service: string, reason: string): void {
-    this.lost.delete(queryId);
-    this.lost.set(queryId, { service, reason });
-    for (const oldId of this.lost.keys()) {
-      if (this.lost.size <= this.maxLost) break;
-      this.lost.delete(oldId);
-    }
-  }
 }
-
