@@ -173,10 +173,6 @@ export function buildInceptionV3(o: InceptionOptions, withWeights: boolean): Bui
     x = block(x, name);
   }
 
-  L.beginOperator('head');
-  x = L.globalAvgPool(x, 'avgpool');
-  x = L.flatten(x, 'flatten');
-  x = L.linear(x, 'fc', o.numClasses, { he: false, output: 'logits' });
-  g.output(x);
+  L.classifierHead(x, o.numClasses);
   return g.build();
 }

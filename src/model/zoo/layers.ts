@@ -217,6 +217,18 @@ export class Layers {
     })[0]!;
   }
 
+  /**
+   * The torchvision classification head shared by ResNet and Inception v3, as its own operator
+   * `head`: global average pool, flatten, fully connected layer to `numClasses` (output
+   * `logits`, [batch, numClasses]), declared as the graph output.
+   */
+  classifierHead(x: string, numClasses: number): void {
+    this.beginOperator('head');
+    const pooled = this.globalAvgPool(x, 'avgpool');
+    const flat = this.flatten(pooled, 'flatten');
+    this.g.output(this.linear(flat, 'fc', numClasses, { he: false, output: 'logits' }));
+  }
+
   /** Concat along `axis` (static sizes on that axis). */
   concat(xs: readonly string[], axis: number, name: string): string {
     const shapes = xs.map((x) => this.shape(x));

@@ -79,11 +79,7 @@ export function buildResNet(depth: ResNetDepth, o: ResNetOptions, withWeights: b
     }
   });
 
-  L.beginOperator('head');
-  x = L.globalAvgPool(x, 'avgpool');
-  x = L.flatten(x, 'flatten');
-  x = L.linear(x, 'fc', o.numClasses, { he: false, output: 'logits' });
-  g.output(x);
+  L.classifierHead(x, o.numClasses);
   return g.build();
 }
 
