@@ -15,6 +15,7 @@
 import { InferenceSession, Tensor } from 'onnxruntime-node';
 import type { TensorSpec } from '../../model/spec.ts';
 import type { ModelSpec } from '../../model/spec.ts';
+import { toOrtTensor } from '../../ort-tensor.ts';
 import type { HostTensor, TensorDataType, TensorMap } from '../../tensor.ts';
 import { BYTES_PER_ELEMENT, elementCount } from '../../tensor.ts';
 import { describeError } from '../../errors.ts';
@@ -52,11 +53,6 @@ export function sessionOptions(cfg: SessionConfig): InferenceSession.SessionOpti
     extra: { session: { intra_op: { allow_spinning: spin }, inter_op: { allow_spinning: spin } } },
     logSeverityLevel: 3,
   };
-}
-
-/** Wrap a host tensor as an ORT tensor (no copy). @throws TypeError from ORT on a bad data/type pair. */
-export function toOrtTensor(t: HostTensor): Tensor {
-  return new Tensor(t.dataType, t.data, [...t.dims]);
 }
 
 const HOST_TYPES: ReadonlySet<string> = new Set<TensorDataType>(['float32', 'float64', 'float16', 'int64', 'int32', 'uint8', 'int8', 'bool']);

@@ -9,7 +9,9 @@
  * `modelPath` / `operatorPaths`); tensors as onnxruntime tensors or `HostTensor`s.
  */
 import * as ort from 'onnxruntime-node';
-import type { HostTensor } from '../../tensor.ts';
+import { isHostTensor, toOrtTensor, type TensorLike } from '../../ort-tensor.ts';
+
+export { toOrtTensor, type TensorLike };
 import type { ModelSpec } from '../spec.ts';
 import { onnx } from './proto.ts';
 import type { OnnxTypes } from './proto.ts';
@@ -17,21 +19,8 @@ import type { OnnxTypes } from './proto.ts';
 /** A model to run: a ModelProto, or the path of an `.onnx` file. */
 export type ModelSource = OnnxTypes.IModelProto | string;
 
-/** A tensor to feed or compare: an onnxruntime tensor or a plain host tensor. */
-export type TensorLike = ort.Tensor | HostTensor;
-
 /** Session options for checks: CPU, one thread (the machine is shared), default optimizations. */
 const CHECK_SESSION_OPTIONS: ort.InferenceSession.SessionOptions = { intraOpNumThreads: 1, interOpNumThreads: 1, executionProviders: ['cpu'] };
-
-function isHostTensor(t: TensorLike): t is HostTensor {
-  return 'dataType' in t;
-}
-
-/** An onnxruntime tensor sharing the data of `t` (returned as is when it already is one). */
-export function toOrtTensor(t: TensorLike): ort.Tensor {
-  if (!isHostTensor(t)) return t;
-  return new ort.Tensor(t.dataType, t.data, [...t.dims]);
-}
 
 async function createSession(model: ModelSource, options: ort.InferenceSession.SessionOptions): Promise<ort.InferenceSession> {
   return typeof model === 'string' ? ort.InferenceSession.create(model, options) : ort.InferenceSession.create(onnx.ModelProto.encode(model).finish(), options);
