@@ -1,0 +1,84 @@
+/**
+ * Model names as users write them on the command line and in configs, resolved to specs and
+ * artifacts through a `ModelRepository`:
+ *
+ * - a zoo name (`resnet50`, `bert`, …): the full-size model;
+ * - a zoo name with `-small` (`resnet50-small`, `bert-small`): the small variant (same
+ *   operators, lower resolution and fewer channels; `SMALL_ZOO_OPTIONS`) — what tests, the CPU
+ *   demo and CPU profiles use. Its spec is renamed to the `-small` name, so profiles and
+ *   predictor files never confuse it with the full model;
+ * - an imported model's name (`abacus models import`), or `NAME:N` to pick the import made
+ *   with N operators when there are several.
+ */
+import { artifactAt, type ModelArtifact } from './artifact.ts';
+import type { ModelRepository } from './repository.ts';
+import type { ModelSpec } from './spec.ts';
+import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from './zoo/index.ts';
+
+/** Suffix that selects a zoo model's small variant. */
+export const SMALL_SUFFIX = '-small';
+
+/**
+ * Zoo options of the small variants: same architecture and operator count, inputs of 64 px
+ * (Inception: 75, its minimum), a quarter of the channels, a 4-layer 256-wide BERT. On the 2
+ * cores here one query at batch 1 takes a few ms.
+ */
+export const SMALL_ZOO_OPTIONS: Readonly<Record<ZooModelName, Readonly<Record<string, number>>>> = {
+  resnet50: { resolution: 64, widthMultiplier: 0.25 },
+  resnet101: { resolution: 64, widthMultiplier: 0.25 },
+  resnet152: { resolution: 64, widthMultiplier: 0.25 },
+  inception_v3: { resolution: 75, widthMultiplier: 0.25 },
+  vgg16: { resolution: 64, widthMultiplier: 0.25 },
+  vgg19: { resolution: 64, widthMultiplier: 0.25 },
+  bert: { layers: 4, hidden: 256, heads: 4, vocabSize: 30522, maxPositions: 128, defaultSeqLen: 32 },
+};
+
+/** A model name split into what it refers to. */
+export type ModelRef =
+  | { readonly kind: 'zoo'; readonly name: string; readonly zoo: ZooModelName; readonly options: Readonly<Record<string, number>> }
+  | { readonly kind: 'import'; readonly name: string; readonly operators?: number };
+
+/**
+ * Parse a model name (see the file comment).
+ * @throws RangeError for an empty name or a bad `:N` part.
+ */
+export function parseModelRef(text: string): ModelRef {
+  const name = typeof text === 'string' ? text.trim() : '';
+  if (name === '') throw new RangeError(`model name must be non-empty (zoo: ${ZOO_MODEL_NAMES.join(', ')}, with ${SMALL_SUFFIX} for small variants; or an imported model)`);
+  if (isZooModelName(name)) return { kind: 'zoo', name, zoo: name, options: {} };
+  if (name.endsWith(SMALL_SUFFIX)) {
+    const base = name.slice(0, -SMALL_SUFFIX.length);
+    if (isZooModelName(base)) return { kind: 'zoo', name, zoo: base, options: SMALL_ZOO_OPTIONS[base] };
+  }
+  const [importName, count, ...rest] = name.split(':');
+  if (rest.length > 0 || importName === undefined || importName === '') throw new RangeError(`model name '${name}' must be NAME or NAME:N`);
+  if (count === undefined) return { kind: 'import', name: importName };
+  const operators = Number(count);
+  if (!Number.isInteger(operators) || operators < 1) throw new RangeError(`model name '${name}': N in NAME:N must be a positive integer, got '${count}'`);
+  return { kind: 'import', name: importName, operators };
+}
+
+const renamed = (spec: ModelSpec, name: string): ModelSpec => (spec.name === name ? spec : { ...spec, name });
+
+/**
+ * The ModelSpec of a model name without building weights (fast).
+ * @throws RangeError for an unknown name (listing the zoo), as `findImported` does.
+ */
+export async function resolveModelSpec(repo: ModelRepository, text: string): Promise<ModelSpec> {
+  const ref = parseModelRef(text);
+  if (ref.kind === 'zoo') return renamed(await repo.zooSpec(ref.zoo, ref.options), ref.name);
+  return (await repo.findImported(ref.name, ref.operators)).spec;
+}
+
+/**
+ * The artifact of a model name, building and caching a zoo model when missing. `onBuild` is
+ * called before a build starts (for progress output).
+ * @throws RangeError for an unknown name.
+ */
+export async function resolveModelArtifact(repo: ModelRepository, text: string, onBuild?: (name: string) => void): Promise<{ artifact: ModelArtifact; built: boolean }> {
+  const ref = parseModelRef(text);
+  if (ref.kind === 'import') return { artifact: await repo.findImported(ref.name, ref.operators), built: false };
+  if (onBuild !== undefined && !(await repo.isZooCached(ref.zoo, ref.options))) onBuild(ref.name);
+  const { artifact, built } = await repo.zooArtifact(ref.zoo, ref.options);
+  return { artifact: ref.name === artifact.spec.name ? artifact : artifactAt(artifact.dir, renamed(artifact.spec, ref.name)), built };
+}

@@ -1,0 +1,31 @@
+/**
+ * Profile datasets: what `abacus profile` writes and `abacus train` reads (issue 4). Types
+ * only; CSV reading and writing live in `profile/csv.ts`.
+ *
+ * CSV schema (one row per measured operator group, header required, columns in this order):
+ *
+ *     sample,device,slots,model_0,start_0,end_0,batch_0,seq_len_0,…,model_{K-1},…,seq_len_{K-1},
+ *     median_ms,mean_ms,std_ms,runs
+ *
+ * - `sample`: index of the sample in the profiler's deterministic sample sequence (resume key);
+ * - `device`: device id (`sim:a100`, `ort:cpu`);
+ * - `slots`: segments in the group, 1..K; slot columns beyond `slots` are empty;
+ * - `model_i,start_i,end_i,batch_i,seq_len_i`: segment i, operators `[start, end)`, batch size,
+ *   sequence length (0 for models without a sequence axis). Slot order is as sampled (the
+ *   first slot is the urgent query that runs to its end); predictors reorder canonically;
+ * - `median_ms,mean_ms,std_ms`: group latency statistics over the timed runs after dropping
+ *   the fastest and the slowest (when at least 3 runs), in ms;
+ * - `runs`: number of timed runs.
+ */
+import type { GroupSlot } from '../predict/predictor.ts';
+
+/** One measured operator group (one CSV row). */
+export interface ProfileRow {
+  readonly sample: number;
+  readonly device: string;
+  readonly slots: readonly GroupSlot[];
+  readonly medianMs: number;
+  readonly meanMs: number;
+  readonly stdMs: number;
+  readonly runs: number;
+}
