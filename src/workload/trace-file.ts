@@ -13,7 +13,7 @@ import { parse } from 'csv-parse/sync';
  */
 export async function readLoadTrace(file: string): Promise<number[]> {
   const text = await readFile(file, 'utf8');
-  const records = parse<string[]>(text, { relax_column_count: true, skip_empty_lines: true, trim: true });
+  const records = parse(text, { relax_column_count: true, skip_empty_lines: true, trim: true });
   const header = records[0];
   if (header === undefined) throw new RangeError(`${file}: empty trace file (expected a header minute,offered_load_qps)`);
   const minuteCol = header.indexOf('minute');
