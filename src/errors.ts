@@ -61,3 +61,11 @@ export function describeError(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
 }
+
+/** A config file (or equivalent flags) that cannot be used; the message names the file and field. */
+export class InvalidConfigError extends AbacusError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('invalid_config', message, options);
+    this.name = 'InvalidConfigError';
+  }
+}

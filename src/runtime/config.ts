@@ -1,0 +1,124 @@
+/**
+ * The serving config (DESIGN.md "Interfaces people will use": one YAML/JSON file listing
+ * device, predictor, policy and services), validated with a zod schema; every error names the
+ * file and the field (`services[1].qosTargetMs: …`).
+ *
+ * ```yaml
+ * device: sim:a100            # sim:<gpu>[…] or ort (ort:cpu)
+ * predictor: predictor.json   # optional: trained and cached on first use when absent
+ * policy: abacus              # or { name: abacus, ways: 2, slackMs: 5, drop: true }
+ * services:
+ *   - name: resnet50          # served name (default: the model name)
+ *     model: resnet50         # zoo name, <zoo>-small, or an imported model (NAME[:N])
+ *     qosTargetMs: 50
+ *     batchSizes: [1, 2, 4, 8]
+ *     seqLens: [16, 32]       # sequence models only
+ *     maxQueueLength: 1000    # queries waiting beyond this are rejected as `overloaded`
+ * ```
+ * Relative paths (`predictor`) are resolved against the config file's folder.
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { InvalidConfigError } from '../errors.ts';
+import { MODEL_NAME_PATTERN } from '../model/repository.ts';
+
+const positiveInt = z.number().int().min(1);
+
+const serviceSchema = z.strictObject({
+  name: z.string().regex(MODEL_NAME_PATTERN, 'must be 1–64 letters, digits, _ . - starting with a letter or digit').optional(),
+  model: z.string().min(1),
+  qosTargetMs: z.number().positive().finite(),
+  batchSizes: z.array(positiveInt).min(1).default([1]),
+  seqLens: z.array(positiveInt).min(1).optional(),
+  maxQueueLength: positiveInt.default(10_000),
+});
+
+const policySchema = z.union([
+  z.string().min(1).transform((name) => ({ name, params: {} as Record<string, unknown> })),
+  z.looseObject({ name: z.string().min(1) }).transform(({ name, ...params }) => ({ name, params: params as Record<string, unknown> })),
+]);
+
+const configSchema = z.strictObject({
+  device: z.string().min(1),
+  predictor: z.string().min(1).optional(),
+  policy: policySchema.default({ name: 'abacus', params: {} }),
+  services: z.array(serviceSchema).min(1),
+});
+
+/** One service of a validated config. */
+export interface ServiceConfig {
+  /** Served name, unique in the config. */
+  readonly name: string;
+  /** Model name as `model/catalog.ts` resolves it. */
+  readonly model: string;
+  /** QoS target, ms. */
+  readonly qosTargetMs: number;
+  readonly batchSizes: readonly number[];
+  /** Absent for models without a sequence axis. */
+  readonly seqLens?: readonly number[];
+  /** Most queries waiting in the service's queue; more are rejected `overloaded`. */
+  readonly maxQueueLength: number;
+}
+
+/** A validated config. */
+export interface ServingConfig {
+  readonly device: string;
+  /** Absolute path, when given. */
+  readonly predictor?: string;
+  /** Policy name and its raw parameters (validated by `schedule/` when the controller is created). */
+  readonly policy: { readonly name: string; readonly params: Readonly<Record<string, unknown>> };
+  readonly services: readonly ServiceConfig[];
+}
+
+function fieldPath(p: readonly PropertyKey[]): string {
+  let out = '';
+  for (const k of p) out += typeof k === 'number' ? `[${k}]` : out === '' ? String(k) : `.${String(k)}`;
+  return out === '' ? '(top level)' : out;
+}
+
+/**
+ * Validate a parsed config object. `source` names it in errors (a file path or `flags`);
+ * `baseDir` resolves a relative predictor path.
+ * @throws InvalidConfigError naming the source and the first bad field.
+ */
+export function parseServingConfig(raw: unknown, source: string, baseDir = process.cwd()): ServingConfig {
+  const parsed = configSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const detail = issue.code === 'unrecognized_keys' ? `unknown field(s) ${issue.keys.map((k) => `'${k}'`).join(', ')}` : issue.message;
+    throw new InvalidConfigError(`${source}: ${fieldPath(issue.path)}: ${detail}`);
+  }
+  const c = parsed.data;
+  const names = new Set<string>();
+  const services = c.services.map((s, i): ServiceConfig => {
+    const name = s.name ?? s.model;
+    if (!MODEL_NAME_PATTERN.test(name)) throw new InvalidConfigError(`${source}: services[${i}].name: '${name}' is not a valid service name (give one with name:)`);
+    if (names.has(name)) throw new InvalidConfigError(`${source}: services[${i}].name: '${name}' is used twice (give the services different names)`);
+    names.add(name);
+    return { name, model: s.model, qosTargetMs: s.qosTargetMs, batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.seqLens === undefined ? {} : { seqLens: s.seqLens }) };
+  });
+  return { device: c.device, policy: c.policy, services, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };
+}
+
+/**
+ * Read and validate a YAML or JSON config file (JSON is YAML; one parser reads both).
+ * @throws InvalidConfigError naming the file (and line for syntax errors, field otherwise).
+ */
+export async function loadServingConfig(file: string): Promise<ServingConfig> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new InvalidConfigError(`${file}: cannot read the config: ${(err as Error).message}`, { cause: err });
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text, { prettyErrors: true });
+  } catch (err) {
+    throw new InvalidConfigError(`${file}: not valid YAML/JSON: ${(err as Error).message}`, { cause: err });
+  }
+  if (raw === null || raw === undefined) throw new InvalidConfigError(`${file}: the config is empty (expected device, services, …)`);
+  return parseServingConfig(raw, file, path.dirname(path.resolve(file)));
+}

@@ -1,0 +1,53 @@
+/**
+ * What the runtime records (DESIGN.md "Everything a query experiences is recorded"): per query
+ * its arrival, every operator group it ran in, and how it ended; per group what was predicted
+ * and measured. Reports, metrics and the predictor's online error all read these records.
+ */
+
+/** Why a query was rejected (stable codes, `errors.ts`). */
+export type RejectionReason = 'qos_violation' | 'overloaded' | 'device_failure' | 'bad_request';
+
+/** One launched operator group. */
+export interface GroupRecord {
+  /** 0-based, in launch order. */
+  readonly index: number;
+  /** Clock time of the launch, ms. */
+  readonly launchMs: number;
+  /** The controller's prediction, ms; undefined for policies that do not predict. */
+  readonly predictedMs: number | undefined;
+  /** `GroupResult.groupLatencyMs` as measured (wall or simulated), ms. */
+  measuredMs: number;
+  /** Segments in the order launched. */
+  readonly segments: readonly { readonly queryId: string; readonly service: string; readonly start: number; readonly end: number; readonly batch: number; readonly seqLen: number }[];
+}
+
+/** One query, from arrival to its single outcome. */
+export interface QueryRecord {
+  readonly id: string;
+  readonly service: string;
+  /** Arrival on the runtime's clock, ms. */
+  readonly arrivalMs: number;
+  readonly batch: number;
+  readonly seqLen: number;
+  /** The service's QoS target when it arrived, ms (or the per-request override). */
+  readonly qosTargetMs: number;
+  /** Indices of the groups it ran in (`GroupRecord.index`). */
+  readonly groups: number[];
+  /** `pending` until it ends; then completed (outputs delivered) or rejected with a reason. */
+  outcome: 'pending' | 'completed' | 'rejected';
+  reason?: RejectionReason;
+  /** Human-readable detail of a rejection. */
+  detail?: string;
+  /** Clock time of the outcome, ms (undefined while pending). */
+  endMs?: number;
+}
+
+/** Latency of a finished query (end − arrival), ms; undefined while pending. */
+export function queryLatencyMs(q: QueryRecord): number | undefined {
+  return q.endMs === undefined ? undefined : q.endMs - q.arrivalMs;
+}
+
+/** Whether a query completed within its QoS target. */
+export function metQos(q: QueryRecord): boolean {
+  return q.outcome === 'completed' && q.endMs !== undefined && q.endMs - q.arrivalMs <= q.qosTargetMs;
+}
