@@ -7,3 +7,5 @@ export type { Clock, TimerHandle } from './clock.ts';
 export { WallClock } from './wall.ts';
 export { VirtualClock } from './virtual.ts';
 export type { DriveOptions, VirtualClockOptions } from './virtual.ts';
+export { driveUntilSettled } from './drive.ts';
+export type { DriveUntilSettledOptions } from './drive.ts';

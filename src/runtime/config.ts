@@ -36,8 +36,8 @@ const serviceSchema = z.strictObject({
 });
 
 const policySchema = z.union([
-  z.string().min(1).transform((name) => ({ name, params: {} as Record<string, unknown> })),
-  z.looseObject({ name: z.string().min(1) }).transform(({ name, ...params }) => ({ name, params: params as Record<string, unknown> })),
+  z.string().min(1).transform((name) => ({ name, params: {} })),
+  z.looseObject({ name: z.string().min(1) }).transform(({ name, ...params }) => ({ name, params: params })),
 ]);
 
 const configSchema = z.strictObject({
