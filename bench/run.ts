@@ -1,7 +1,9 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim]`: the foundation
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
- * `--only sim` runs the simulator speed benchmark (issue 3) alone.
+ * `--only sim` runs the simulator speed benchmark (issue 3) alone, `--only schedule` the
+ * scheduling decision latency (issue 5) alone, `--only predictor [-- --data FILE.csv]` the
+ * predictor call latency and training time (issue 4) alone.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -9,16 +11,19 @@ import * as ort from 'onnxruntime-node';
 import { benchSplitOverhead } from './split-overhead.ts';
 import { benchOverlap } from './overlap.ts';
 import { benchSimSpeed } from './sim-speed.ts';
+import { benchSchedule } from './schedule.ts';
+import { benchPredictor } from './predictor.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim');
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor')
+  .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string }>();
-if (opts.only !== undefined && !['split', 'overlap', 'sim'].includes(opts.only)) program.error(`--only must be split, overlap or sim, got '${opts.only}'`);
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string }>();
+if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule or predictor, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
 };
@@ -27,6 +32,8 @@ const machine = `${os.cpus()[0]?.model ?? 'cpu'} × ${os.cpus().length}, onnxrun
 const out: Record<string, unknown> = { machine };
 if (opts.only === undefined || opts.only === 'split') out['splitOverhead'] = await benchSplitOverhead({ repeat: opts.repeat, threads: opts.threads, log });
 if (opts.only === 'sim') out['simSpeed'] = await benchSimSpeed({ log });
+if (opts.only === 'schedule') out['schedule'] = await benchSchedule({ log });
+if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
     pairs: [
@@ -64,6 +71,31 @@ if (opts.json) {
       `Simulator speed, ${sim.device}, 4-way uncontrolled overlap (${sim.services.join(', ')}), one core: ` +
         `${Math.round(sim.operators).toLocaleString('en-US')} operator executions in ${(sim.wallMs / 1000).toFixed(2)} s of wall time for ${(sim.simulatedMs / 1000).toFixed(0)} s simulated (${sim.queries.toLocaleString('en-US')} queries)\n` +
         `  ${Math.round(sim.operatorsPerSecond).toLocaleString('en-US')} operator executions per second = ${Math.round(sim.operatorsPer10s).toLocaleString('en-US')} per 10 s (goal ≥ 1,000,000); simulated/wall time ${sim.speedup.toFixed(1)}×\n`,
+    );
+  }
+  const pred = out['predictor'] as Awaited<ReturnType<typeof benchPredictor>> | undefined;
+  if (pred) {
+    process.stdout.write(`Predictor, ${pred.device}: one predict call scoring 4 candidate groups of 4 slots (goal: median ≤ 5 µs, p99 ≤ 20 µs), one core:\n`);
+    process.stdout.write(formatTable(['kind', 'median µs', 'p99 µs', 'calls'], pred.calls.map((c) => [c.kind, c.medianUs, c.p99Us, c.calls])) + '\n');
+    process.stdout.write(`Training time (goal ≤ 60 s for 20k samples on 2 cores) and held-out error; data: ${pred.data}:\n`);
+    process.stdout.write(
+      formatTable(
+        ['kind', 'training samples', 'train s', 'held-out MAPE %', 'held-out MAE ms'],
+        pred.training.map((t) => [t.kind, t.samples, t.trainSeconds, t.holdoutMape === null ? '-' : (t.holdoutMape * 100).toFixed(2), t.holdoutMaeMs === null ? '-' : t.holdoutMaeMs.toFixed(3)]),
+      ),
+    );
+  }
+  const sched = out['schedule'] as Awaited<ReturnType<typeof benchSchedule>> | undefined;
+  if (sched) {
+    process.stdout.write(
+      `Scheduling decision latency, ${sched.services.length} services (${sched.services.join(', ')}), abacus ways ${sched.ways}, slack ${sched.slackMs} ms; ` +
+        `per decision, timer overhead ${sched.timerOverheadUs.toFixed(2)} µs included (goal for abacus: median ≤ 10 µs, p99 ≤ 50 µs):\n`,
+    );
+    process.stdout.write(
+      formatTable(
+        ['predictor', 'policy', 'median µs', 'p99 µs', 'mean µs', 'predictor calls', 'groups scored', 'search rounds', 'median / fcfs'],
+        sched.rows.map((r) => [r.predictor, r.policy, r.medianUs, r.p99Us, r.meanUs, r.predictorCalls, r.groupsScored, r.searchRounds, r.ratioToFcfs]),
+      ) + '\n',
     );
   }
   const ov = out['overlap'] as Awaited<ReturnType<typeof benchOverlap>> | undefined;

@@ -3,11 +3,15 @@
  * Exit codes: 0 success, 1 runtime error (message on stderr), 2 usage error.
  */
 import { readFileSync } from 'node:fs';
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { AbacusError } from '../errors.ts';
 import { registerModelsCommand } from './models.ts';
 import { registerDemoCommand } from './demo.ts';
 import { registerSimulateCommand } from './simulate.ts';
+import { registerProfileCommand } from './profile.ts';
+import { registerTrainCommand } from './train.ts';
+import { registerExperimentCommands } from './experiment.ts';
+import { UsageError } from './usage.ts';
 
 /** What subcommands need from the process, injectable for tests. */
 export interface CliContext {
@@ -34,7 +38,10 @@ export function buildProgram(ctx: CliContext): Command {
     .exitOverride();
   registerModelsCommand(program, ctx);
   registerDemoCommand(program, ctx);
-  registerSimulateCommand(program, ctx);
+  const simulate = registerSimulateCommand(program, ctx);
+  registerProfileCommand(program, ctx);
+  registerTrainCommand(program, ctx);
+  registerExperimentCommands(program, simulate, ctx);
   return program;
 }
 
@@ -59,6 +66,13 @@ export async function main(argv: readonly string[]): Promise<void> {
   try {
     await program.parseAsync([...argv]);
   } catch (err) {
+    // Commander re-throws a parser's InvalidArgumentError as a plain CommanderError after
+    // printing it; an InvalidArgumentError that arrives here came from an action, unprinted.
+    if (err instanceof UsageError || err instanceof InvalidArgumentError) {
+      ctx.err(`error: ${err.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
     if (err instanceof CommanderError) {
       process.exitCode = err.exitCode === 0 ? 0 : 2;
       return;

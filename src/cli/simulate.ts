@@ -127,8 +127,12 @@ function printCalibration(ctx: CliContext, r: CalibrateJson): void {
   );
 }
 
-export function registerSimulateCommand(program: Command, ctx: CliContext): void {
-  const simulate = program.command('simulate').enablePositionalOptions().description('simulated accelerators (sim:a100, sim:a100:mig-2g, sim:h100, …): calibration');
+/** Register `simulate` (and `simulate calibrate`); returns the `simulate` command so `experiment.ts` can give it its run action. */
+export function registerSimulateCommand(program: Command, ctx: CliContext): Command {
+  const simulate = program
+    .command('simulate')
+    .enablePositionalOptions()
+    .description('simulate co-located services on a simulated accelerator with the virtual clock (compare policies, --find-peak); `simulate calibrate`: the simulator against the A100 reference');
   simulate
     .command('calibrate')
     .description('compare the simulator with the A100 reference: solo latencies at batch 1/4/16, overlap ratios of the 21 pairs at batch 4')
@@ -144,4 +148,5 @@ export function registerSimulateCommand(program: Command, ctx: CliContext): void
       }
       printCalibration(ctx, result);
     });
+  return simulate;
 }

@@ -71,6 +71,12 @@ export interface VirtualClockOptions {
 export interface DriveOptions {
   /** Most timers this call may fire before rejecting with RangeError (default: the clock's). */
   maxEvents?: number;
+  /**
+   * Checked after every settle: when it returns true the driver stops right there, before
+   * firing the next timer, and leaves `now()` where it is (not at the limit). Lets a caller
+   * drive "until this promise settled" with one settle per timer (`driveUntilSettled`).
+   */
+  stop?: () => boolean;
 }
 
 const DEFAULT_MAX_SETTLE_TURNS = 16;
@@ -201,8 +207,10 @@ export class VirtualClock implements Clock {
     this.driving = name;
     try {
       let fired = 0;
+      const stop = options.stop;
       await this.settle();
       for (;;) {
+        if (stop?.() === true) return fired;
         const next = this.timers.peek();
         if (next === undefined || next.dueMs > limitMs) break;
         if (fired >= maxEvents) {

@@ -1,0 +1,285 @@
+/**
+ * Scheduling decision latency (issue 5 "Targets"): wall time of one `QueryController.decide`
+ * for 4 co-located services (ResNet-50, Inception-v3, VGG-16, BERT seq 32), abacus with
+ * ways 4 (slack 5 ms, drop on), against fcfs on the same inputs as the baseline. Goal for
+ * abacus: median ≤ 10 µs, p99 ≤ 50 µs (paper: ~90 µs per predictor call on its GPU runtime).
+ *
+ * Two predictors:
+ * - `cost-table`: a cheap formula (per-operator ms per model × operators × batch; group =
+ *   longest slot + half of the others), so the time is the controller's own;
+ * - `mlp`: the real serving-time `MlpPredictor` (`predict/mlp`) with the paper's network
+ *   (`DEFAULT_MLP_OPTIONS.hidden`, 3 × 32 ReLU) over the `full` features of the 4 zoo specs,
+ *   with seeded random (glorot-uniform) weights — a forward pass costs the same whatever the
+ *   weights, and no profile or training is needed. Untrained, its surface is nearly flat (every
+ *   group ≈ 10 ms), which would never send abacus into its search; so each call runs the MLP
+ *   on the groups (its full cost, allocation included) and returns the cost table's values:
+ *   the same decisions and groups scored as the `cost-table` row, at the real predictor's price.
+ *
+ * Inputs are made so that the search runs: per scenario the 4 heads get random batches (1, 2,
+ * 4, 8), a third of them partly executed, and q0's budget is drawn between the predicted
+ * latency of q0 alone and of the largest prefix (computed with the same predictor, outside the
+ * timing), the others have ample headroom (none dropped). Each decision is timed alone with
+ * `process.hrtime.bigint()`; the timer's own cost is reported (`timerOverheadUs`).
+ */
+import { ModelRepository } from '../src/model/repository.ts';
+import type { ModelSpec } from '../src/model/spec.ts';
+import { FeatureEncoder } from '../src/predict/features.ts';
+import { fitScaling } from '../src/predict/encoded.ts';
+import { MlpPredictor, type DenseLayer } from '../src/predict/mlp/mlp-predictor.ts';
+import { DEFAULT_MLP_OPTIONS } from '../src/predict/mlp/train-mlp.ts';
+import type { Group, GroupSlot, Predictor } from '../src/predict/predictor.ts';
+import { createController } from '../src/schedule/index.ts';
+import type { QueryController, ScheduleInput, WaitingQuery } from '../src/schedule/controller.ts';
+import { Rng } from '../src/device/sim/rng.ts';
+
+export interface ScheduleBenchRow {
+  readonly predictor: string;
+  readonly policy: string;
+  readonly decisions: number;
+  readonly medianUs: number;
+  readonly p99Us: number;
+  readonly meanUs: number;
+  /** Per decision, averaged. */
+  readonly predictorCalls: number;
+  readonly groupsScored: number;
+  readonly searchRounds: number;
+  /** Median ÷ fcfs median with the same predictor. */
+  readonly ratioToFcfs: number;
+}
+
+export interface ScheduleBenchResult {
+  readonly services: readonly string[];
+  readonly ways: number;
+  readonly slackMs: number;
+  /** Median cost of the timer pair around each decision, µs (included in the figures). */
+  readonly timerOverheadUs: number;
+  readonly rows: readonly ScheduleBenchRow[];
+}
+
+const SERVICES: readonly { readonly model: 'resnet50' | 'inception_v3' | 'vgg16' | 'bert'; readonly seqLen: number }[] = [
+  { model: 'resnet50', seqLen: 0 },
+  { model: 'inception_v3', seqLen: 0 },
+  { model: 'vgg16', seqLen: 0 },
+  { model: 'bert', seqLen: 32 },
+];
+const BATCHES = [1, 2, 4, 8] as const;
+const WAYS = 4;
+const SLACK_MS = 5;
+
+/** The cheap predictor: ms per operator at batch 1 per model; group = max + 0.5 × (Σ − max). Allocation-free with `out`. */
+export class CostTablePredictor implements Predictor {
+  readonly kind = 'cost-table';
+  readonly deviceId = 'bench:cost-table';
+  readonly models: readonly string[];
+  readonly maxSlots = 4;
+  readonly #msPerOp: ReadonlyMap<string, number>;
+
+  constructor(msPerOp: Readonly<Record<string, number>>) {
+    this.#msPerOp = new Map(Object.entries(msPerOp));
+    this.models = Object.keys(msPerOp).sort();
+  }
+
+  predict(groups: readonly Group[], out?: Float64Array): Float64Array {
+    const res = out ?? new Float64Array(groups.length);
+    for (let g = 0; g < groups.length; g++) {
+      const group = groups[g]!;
+      let sum = 0;
+      let max = 0;
+      for (const s of group) {
+        const per = this.#msPerOp.get(s.model);
+        if (per === undefined) throw new RangeError(`group ${g}: unknown model '${s.model}'`);
+        const c = per * (s.end - s.start) * s.batch;
+        sum += c;
+        if (c > max) max = c;
+      }
+      res[g] = max + 0.5 * (sum - max);
+    }
+    return res;
+  }
+}
+
+/** Pays `mlp`'s inference on every call, answers with `table`'s latencies (see the file comment). */
+class MlpPricedPredictor implements Predictor {
+  readonly kind = 'mlp';
+  readonly deviceId = 'bench:mlp-priced';
+  readonly models: readonly string[];
+  readonly maxSlots: number;
+  /** Sum of the MLP outputs, so the forward passes cannot be optimized away. */
+  sink = 0;
+
+  constructor(
+    readonly mlp: Predictor,
+    readonly table: Predictor,
+  ) {
+    this.models = table.models;
+    this.maxSlots = Math.min(mlp.maxSlots, table.maxSlots);
+  }
+
+  predict(groups: readonly Group[], out?: Float64Array): Float64Array {
+    const paid = this.mlp.predict(groups);
+    this.sink += paid[0] ?? 0;
+    return this.table.predict(groups, out);
+  }
+}
+
+/** A random dense layer (glorot-uniform kernel, zero bias), tfjs layout `[inputs, units]`. */
+function randomLayer(rng: Rng, inputs: number, units: number, activation: DenseLayer['activation']): DenseLayer {
+  const limit = Math.sqrt(6 / (inputs + units));
+  const kernel = Array.from({ length: inputs * units }, () => (rng.nextUnit() * 2 - 1) * limit);
+  return { inputs, units, activation, kernel, bias: new Array<number>(units).fill(0) };
+}
+
+/** The serving MLP with the paper's shape and seeded random weights, features standardized over random groups. */
+function randomMlp(specs: ReadonlyMap<string, ModelSpec>, seed: number): MlpPredictor {
+  const encoder = new FeatureEncoder({ featureSet: 'full', maxSlots: 4, trainedModels: [...specs.keys()], specs });
+  const rng = new Rng(seed);
+  const rows = 2000;
+  const x = new Float64Array(rows * encoder.width);
+  for (let r = 0; r < rows; r++) {
+    const n = 1 + Math.floor(rng.nextUnit() * 4);
+    const group: GroupSlot[] = [];
+    for (let i = 0; i < n; i++) group.push(randomSlot(rng, specs, SERVICES[(r + i) % SERVICES.length]!));
+    encoder.encode(group, x, r * encoder.width, r);
+  }
+  const layers: DenseLayer[] = [];
+  let width = encoder.width;
+  for (const units of DEFAULT_MLP_OPTIONS.hidden) {
+    layers.push(randomLayer(rng, width, units, 'relu'));
+    width = units;
+  }
+  layers.push(randomLayer(rng, width, 1, 'linear'));
+  return new MlpPredictor(encoder, fitScaling(x, encoder.width), { transform: 'log', mean: Math.log(10), std: 0.5 }, layers, 'bench:random-mlp');
+}
+
+function randomSlot(rng: Rng, specs: ReadonlyMap<string, ModelSpec>, s: (typeof SERVICES)[number]): GroupSlot {
+  const n = specs.get(s.model)!.operators.length;
+  const start = rng.nextUnit() < 0.33 ? Math.floor(rng.nextUnit() * (n - 1)) : 0;
+  const end = start + 1 + Math.floor(rng.nextUnit() * (n - start));
+  return { model: s.model, start, end: Math.min(end, n), batch: BATCHES[Math.floor(rng.nextUnit() * BATCHES.length)]!, seqLen: s.seqLen };
+}
+
+/** Scenarios where abacus has prefixes to score and a cut to search (see the file comment). */
+function scenarios(predictor: Predictor, specs: ReadonlyMap<string, ModelSpec>, count: number, seed: number): ScheduleInput[] {
+  const rng = new Rng(seed);
+  const nowMs = 10_000;
+  const out: ScheduleInput[] = [];
+  let id = 0;
+  for (let k = 0; k < count; k++) {
+    const heads: WaitingQuery[] = [];
+    for (const s of SERVICES) {
+      const n = specs.get(s.model)!.operators.length;
+      heads.push({
+        id: `q${id++}`,
+        service: s.model,
+        model: s.model,
+        operators: n,
+        nextOperator: rng.nextUnit() < 0.33 ? Math.floor(rng.nextUnit() * n) : 0,
+        batch: BATCHES[Math.floor(rng.nextUnit() * BATCHES.length)]!,
+        seqLen: s.seqLen,
+        arrivalMs: 0,
+        qosTargetMs: 0,
+      });
+    }
+    // urgency order: a random permutation; predictions of the prefixes in that order.
+    const order = heads.map((_, i) => i);
+    for (let i = order.length - 1; i > 0; i--) {
+      const j = Math.floor(rng.nextUnit() * (i + 1));
+      [order[i], order[j]] = [order[j]!, order[i]!];
+    }
+    const slot = (q: WaitingQuery): GroupSlot => ({ model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen });
+    const slots = order.map((i) => slot(heads[i]!));
+    const prefix = predictor.predict(slots.map((_, j) => slots.slice(0, j + 1)));
+    const solo = predictor.predict(slots.map((s) => [s]));
+    const p1 = prefix[0]!;
+    const pMax = Math.max(...prefix);
+    const runningRemainingMs = rng.nextUnit() < 0.5 ? 0 : rng.nextUnit() * 5;
+    const headroom0 = runningRemainingMs + p1 + rng.nextUnit() * (pMax - p1) + 0.01;
+    const queues: WaitingQuery[][] = [];
+    order.forEach((i, rank) => {
+      const headroomMs = rank === 0 ? headroom0 : Math.max(headroom0, solo[rank]!) + 10 * rank;
+      const waitedMs = rng.nextUnit() * 20;
+      const q = heads[i]!;
+      queues.push([{ ...q, arrivalMs: nowMs - waitedMs, qosTargetMs: headroomMs + waitedMs }]);
+    });
+    out.push({ nowMs, queues, runningRemainingMs });
+  }
+  return out;
+}
+
+function quantile(sorted: Float64Array, p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+}
+
+function timeDecisions(controller: QueryController, inputs: readonly ScheduleInput[], decisions: number, warmup: number): { us: Float64Array; calls: number; scored: number; rounds: number } {
+  for (let i = 0; i < warmup; i++) controller.decide(inputs[i % inputs.length]!);
+  const us = new Float64Array(decisions);
+  let calls = 0;
+  let scored = 0;
+  let rounds = 0;
+  for (let i = 0; i < decisions; i++) {
+    const inp = inputs[i % inputs.length]!;
+    const t0 = process.hrtime.bigint();
+    const d = controller.decide(inp);
+    const t1 = process.hrtime.bigint();
+    us[i] = Number(t1 - t0) / 1000;
+    calls += d.stats.predictorCalls;
+    scored += d.stats.groupsScored;
+    rounds += d.stats.searchRounds;
+  }
+  us.sort();
+  return { us, calls: calls / decisions, scored: scored / decisions, rounds: rounds / decisions };
+}
+
+function timerOverheadUs(n: number): number {
+  const us = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    const t0 = process.hrtime.bigint();
+    const t1 = process.hrtime.bigint();
+    us[i] = Number(t1 - t0) / 1000;
+  }
+  return quantile(us.sort(), 0.5);
+}
+
+export async function benchSchedule(
+  opts: { decisions?: number; warmup?: number; scenarios?: number; seed?: number; mlp?: boolean; cacheDir?: string; log?: (s: string) => void } = {},
+): Promise<ScheduleBenchResult> {
+  const decisions = opts.decisions ?? 50_000;
+  const warmup = opts.warmup ?? 5_000;
+  const seed = opts.seed ?? 1;
+  const log = opts.log ?? (() => undefined);
+  const repo = new ModelRepository(opts.cacheDir === undefined ? {} : { cacheDir: opts.cacheDir });
+  const specs = new Map<string, ModelSpec>();
+  for (const s of SERVICES) specs.set(s.model, await repo.zooSpec(s.model));
+  // Cheap table: a whole query at batch 1 takes 8..20 ms, spread evenly over its operators.
+  const wholeMs: Record<string, number> = { resnet50: 8, inception_v3: 12, vgg16: 20, bert: 10 };
+  const table = new CostTablePredictor(Object.fromEntries(SERVICES.map((s) => [s.model, wholeMs[s.model]! / specs.get(s.model)!.operators.length])));
+  const predictors: Predictor[] = [table];
+  if (opts.mlp !== false) predictors.push(new MlpPricedPredictor(randomMlp(specs, seed), table));
+  const rows: ScheduleBenchRow[] = [];
+  for (const predictor of predictors) {
+    const inputs = scenarios(predictor, specs, opts.scenarios ?? 1024, seed + 1);
+    let fcfsMedian = NaN;
+    for (const [policy, params] of [
+      ['fcfs', {}],
+      ['abacus', { ways: WAYS, slackMs: SLACK_MS }],
+    ] as const) {
+      log(`schedule: ${policy} with ${predictor.kind}, ${decisions} decisions…\n`);
+      const r = timeDecisions(createController(policy, params, predictor), inputs, decisions, warmup);
+      const medianUs = quantile(r.us, 0.5);
+      if (policy === 'fcfs') fcfsMedian = medianUs;
+      rows.push({
+        predictor: predictor.kind,
+        policy: policy === 'abacus' ? `abacus ways ${WAYS}` : policy,
+        decisions,
+        medianUs,
+        p99Us: quantile(r.us, 0.99),
+        meanUs: r.us.reduce((a, b) => a + b, 0) / decisions,
+        predictorCalls: r.calls,
+        groupsScored: r.scored,
+        searchRounds: r.rounds,
+        ratioToFcfs: medianUs / fcfsMedian,
+      });
+    }
+  }
+  return { services: SERVICES.map((s) => s.model), ways: WAYS, slackMs: SLACK_MS, timerOverheadUs: timerOverheadUs(10_000), rows };
+}

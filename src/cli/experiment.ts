@@ -1,0 +1,394 @@
+/**
+ * `abacus bench` and `abacus simulate` (issue 5): co-located services under open-loop load,
+ * one run per policy, on the configured device.
+ *
+ * - `bench` runs on any device in real time (WallClock): `ort` executes the models on this
+ *   machine's CPU; a `sim:` device is simulated in real time.
+ * - `simulate` runs on a `sim:` device with the virtual clock (a discrete-event simulation:
+ *   hours of traffic in seconds) and adds `--find-peak`, the highest rate whose violation
+ *   ratio stays ≤ 1 % (peak goodput at QoS, the paper's §7.3 metric).
+ *
+ * Services come from `--config FILE` (`runtime/config.ts`) or from flags (`--device`,
+ * `--models`, `--qos-ms`, …). Without a predictor file (`--predictor` or the config's), the
+ * device is profiled and an MLP trained first, cached under `.cache/predictors/` by device,
+ * models, batch sizes and sequence lengths, so a second run starts at once
+ * (`ensurePredictor`).
+ */
+import { createHash } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { InvalidArgumentError, type Command } from 'commander';
+import type { Clock } from '../clock/clock.ts';
+import { VirtualClock, WallClock } from '../clock/index.ts';
+import type { Device } from '../device/device.ts';
+import { OrtDevice } from '../device/ort/index.ts';
+import { parseSimDeviceId, SimDevice } from '../device/sim/index.ts';
+import { InvalidConfigError } from '../errors.ts';
+import { ensureDir } from '../fs.ts';
+import { createLogger } from '../log.ts';
+import { artifactAt, type ModelArtifact } from '../model/artifact.ts';
+import { resolveModelArtifact, resolveModelSpec } from '../model/catalog.ts';
+import { ModelRepository } from '../model/repository.ts';
+import type { ModelSpec } from '../model/spec.ts';
+import { loadPredictor, writePredictorFile } from '../predict/file.ts';
+import { specFingerprint } from '../predict/features.ts';
+import type { Predictor } from '../predict/predictor.ts';
+import { trainPredictor } from '../predict/train.ts';
+import { profileDevice } from '../profile/profiler.ts';
+import { readProfileCsv } from '../profile/csv.ts';
+import { loadServingConfig, parseServingConfig, type ServingConfig } from '../runtime/config.ts';
+import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
+import { isPolicyName, POLICY_NAMES } from '../schedule/index.ts';
+import { formatTable } from './format.ts';
+import type { CliContext } from './main.ts';
+import { positiveInt } from './models.ts';
+import { progressReporter } from './profile.ts';
+import { UsageError } from './usage.ts';
+
+/** Flags of `bench` / `simulate`. */
+export interface ExperimentCliOptions {
+  config?: string;
+  device?: string;
+  models?: string[];
+  qosMs?: number[];
+  batchSizes?: number[];
+  seqLens?: number[];
+  predictor?: string;
+  allowUnseen?: boolean;
+  policy: string[];
+  rate: number;
+  queries: number;
+  seed: number;
+  ways?: number;
+  slackMs?: number;
+  drop: boolean;
+  findPeak?: boolean;
+  profileSamples?: number;
+  threads?: number;
+  json?: boolean;
+}
+
+/** One run of the `--json` output (issue 5's schema, plus a few fields). */
+export interface RunJson {
+  readonly policy: string;
+  readonly rateQps: number;
+  readonly violationRatio: number;
+  readonly goodputQps: number;
+  readonly throughputQps: number;
+  readonly p99Ms: number;
+  readonly peakGoodputQps?: number;
+  readonly peakRateQps?: number;
+  readonly meanGroupSize: number;
+  readonly predictorMape: number | null;
+  readonly services: readonly { service: string; p50Ms: number; p99Ms: number; violationRatio: number; goodputQps: number }[];
+}
+
+export interface ExperimentJson {
+  readonly device: string;
+  readonly predictor: string;
+  readonly queries: number;
+  readonly runs: readonly RunJson[];
+}
+
+/** Profiling defaults for an automatic predictor (sim is cheap; real devices take minutes). */
+const AUTO_PROFILE = { simSamples: 10_000, ortSamples: 1_000, repeat: 5, maxGroupSize: 4 } as const;
+
+/** A comma-separated list of integers ≥ 1 (`integer`) or of numbers > 0. */
+function numberList(flag: string, integer: boolean): (value: string) => number[] {
+  return (value: string) => {
+    const items = value.split(',').map((s) => s.trim());
+    const xs = items.map((s) => Number(s));
+    if (items.some((s) => s === '') || xs.some((x) => !Number.isFinite(x) || (integer ? !Number.isInteger(x) || x < 1 : x <= 0))) {
+      throw new InvalidArgumentError(`${flag} expects a comma-separated list of ${integer ? 'integers ≥ 1' : 'numbers > 0'}, got '${value}'`);
+    }
+    return xs;
+  };
+}
+
+function finiteNumber(flag: string): (value: string) => number {
+  return (value: string) => {
+    const x = Number(value);
+    if (value.trim() === '' || !Number.isFinite(x)) throw new InvalidArgumentError(`${flag} expects a number, got '${value}'`);
+    return x;
+  };
+}
+
+function positiveNumber(flag: string): (value: string) => number {
+  return (value: string) => {
+    const x = Number(value);
+    if (value.trim() === '' || !Number.isFinite(x) || x <= 0) throw new InvalidArgumentError(`${flag} expects a number > 0, got '${value}'`);
+    return x;
+  };
+}
+
+function parsePolicies(value: string): string[] {
+  const names = value.split(',').map((s) => s.trim());
+  for (const n of names) if (!isPolicyName(n)) throw new InvalidArgumentError(`--policy: unknown policy '${n}' (valid: ${POLICY_NAMES.join(', ')})`);
+  return [...new Set(names)];
+}
+
+function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes: string }): Command {
+  return cmd
+    .option('--config <file>', 'serving config (YAML or JSON): device, predictor, policy, services')
+    .option('--device <id>', `device when no --config: ort (CPU) or sim:<gpu>… (default ${defaults.device})`)
+    .option('--models <a,b>', 'models to co-locate when no --config (zoo names, <zoo>-small, imported)', (v: string) => v.split(',').map((s) => s.trim()))
+    .option('--qos-ms <ms[,ms]>', 'QoS target(s) with --models: one value or one per model', numberList('--qos-ms', false))
+    .option('--batch-sizes <list>', `batch sizes drawn per query with --models (default ${defaults.batchSizes})`, numberList('--batch-sizes', true))
+    .option('--seq-lens <list>', 'sequence lengths drawn per query for sequence models (default 16,32,64)', numberList('--seq-lens', true))
+    .option('--predictor <file>', 'predictor.json (abacus train); default: the config\'s, else profile and train one (cached)')
+    .option('--allow-unseen', 'let a flop-feature predictor score models it was not trained on')
+    .option('--policy <list>', `policies to compare (${POLICY_NAMES.join(', ')})`, parsePolicies, ['abacus', 'fcfs', 'sjf', 'edf'])
+    .option('--rate <qps>', 'offered load over all services, queries/s (Poisson)', positiveNumber('--rate'), 50)
+    .option('--queries <n>', 'queries per run', positiveInt('--queries'), 1000)
+    .option('--seed <n>', 'seed of the load (and of the simulator)', finiteNumber('--seed'), 1)
+    .option('--ways <n>', 'abacus: multi-way search width', positiveInt('--ways'))
+    .option('--slack-ms <ms>', 'abacus: stop searching when budget − predicted < slack', finiteNumber('--slack-ms'))
+    .option('--no-drop', 'do not reject hopeless queries early (abacus, fcfs, sjf, edf)')
+    .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
+    .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
+    .option('--json', 'print {"runs": [...]} as JSON');
+}
+
+/** The config from `--config` or from the flags. */
+async function servingConfigOf(opts: ExperimentCliOptions, defaultDevice: string): Promise<ServingConfig> {
+  if (opts.config !== undefined) {
+    if (opts.models !== undefined || opts.device !== undefined || opts.qosMs !== undefined) throw new UsageError('--config replaces --device, --models and --qos-ms; give one or the other');
+    return loadServingConfig(opts.config);
+  }
+  if (opts.models === undefined || opts.models.length === 0) throw new UsageError('give --config FILE, or --models a,b with --qos-ms');
+  const qos = opts.qosMs ?? [];
+  if (qos.length !== 1 && qos.length !== opts.models.length) throw new UsageError(`--qos-ms needs one value or one per model (${opts.models.length}), got ${qos.length}`);
+  const services = opts.models.map((model, i) => ({
+    name: opts.models!.indexOf(model) === i ? model : `${model}-${i}`,
+    model,
+    qosTargetMs: qos.length === 1 ? qos[0]! : qos[i]!,
+    batchSizes: opts.batchSizes ?? [1, 2, 4, 8, 16],
+    seqLens: opts.seqLens ?? [16, 32, 64],
+  }));
+  return parseServingConfig({ device: opts.device ?? defaultDevice, services }, 'flags');
+}
+
+/** Parameters of `policy` from the config (when it names that policy) and the flags. */
+function policyParams(policy: string, config: ServingConfig, opts: ExperimentCliOptions): Record<string, unknown> {
+  const params: Record<string, unknown> = config.policy.name === policy ? { ...config.policy.params } : {};
+  if (policy === 'abacus') {
+    if (opts.ways !== undefined) params['ways'] = opts.ways;
+    if (opts.slackMs !== undefined) params['slackMs'] = opts.slackMs;
+  }
+  if (['abacus', 'fcfs', 'sjf', 'edf'].includes(policy) && !opts.drop) params['drop'] = false;
+  return params;
+}
+
+/** Predictor cache folder next to the model cache (`.cache/models` → `.cache/predictors`). */
+export function predictorCacheDir(repo: ModelRepository): string {
+  const base = path.basename(repo.cacheDir);
+  return path.join(path.dirname(repo.cacheDir), base === 'models' ? 'predictors' : `${base}-predictors`);
+}
+
+interface Hosted {
+  readonly config: ServingConfig;
+  readonly services: ExperimentService[];
+  /** Distinct models by name. */
+  readonly specs: Map<string, ModelSpec>;
+  readonly artifacts: Map<string, ModelArtifact>;
+  readonly isSim: boolean;
+}
+
+async function resolveServices(ctx: CliContext, repo: ModelRepository, config: ServingConfig): Promise<Hosted> {
+  const isSim = config.device.startsWith('sim');
+  if (isSim) parseSimDeviceId(config.device);
+  else if (config.device !== 'ort' && config.device !== 'ort:cpu') throw new InvalidConfigError(`device '${config.device}' is not supported here: use ort (CPU) or sim:<gpu>…`);
+  const specs = new Map<string, ModelSpec>();
+  const artifacts = new Map<string, ModelArtifact>();
+  for (const s of config.services) {
+    if (specs.has(s.model)) continue;
+    if (isSim) {
+      const spec = await resolveModelSpec(repo, s.model);
+      specs.set(s.model, spec);
+      artifacts.set(s.model, artifactAt('/nonexistent', spec));
+    } else {
+      const { artifact } = await resolveModelArtifact(repo, s.model, (n) => ctx.err(`building ${n} (first run only; cached in ${repo.cacheDir}) …\n`));
+      specs.set(s.model, artifact.spec);
+      artifacts.set(s.model, artifact);
+    }
+  }
+  const services: ExperimentService[] = config.services.map((s) => {
+    const spec = specs.get(s.model)!;
+    return {
+      name: s.name,
+      spec,
+      qosTargetMs: s.qosTargetMs,
+      maxQueueLength: s.maxQueueLength,
+      batchSizes: s.batchSizes,
+      ...(spec.dynamicAxes.seq === undefined ? {} : { seqLens: s.seqLens ?? [spec.defaultSeqLen] }),
+    };
+  });
+  return { config, services, specs, artifacts, isSim };
+}
+
+/**
+ * The predictor for `hosted`: the given file, or one profiled and trained now (cached by
+ * device, models, batch sizes and sequence lengths; a second call loads it).
+ */
+export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, hosted: Hosted, opts: { file?: string; allowUnseen?: boolean; samples?: number; threads?: number; quiet?: boolean }): Promise<{ predictor: Predictor; source: string }> {
+  const deviceId = hosted.isSim ? parseSimDeviceId(hosted.config.device).id : 'ort:cpu';
+  const byModelName = new Map([...hosted.specs.values()].map((s) => [s.name, s]));
+  if (opts.file !== undefined) {
+    return { predictor: await loadPredictor(opts.file, { deviceId, models: byModelName, ...(opts.allowUnseen ? { allowUnseen: true } : {}) }), source: opts.file };
+  }
+  const batchSizes = [...new Set(hosted.services.flatMap((s) => s.batchSizes))].sort((a, b) => a - b);
+  const seqLens = [...new Set(hosted.services.flatMap((s) => s.seqLens ?? []))].sort((a, b) => a - b);
+  const models = [...hosted.specs.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
+  const samples = opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples);
+  const maxGroupSize = Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length);
+  const key = createHash('sha256')
+    .update(JSON.stringify({ v: 1, deviceId, models: models.map((m) => ({ name: m.name, fp: specFingerprint(m) })), batchSizes, seqLens, samples, maxGroupSize, repeat: AUTO_PROFILE.repeat }))
+    .digest('hex')
+    .slice(0, 12);
+  const dir = path.join(predictorCacheDir(repo), `${deviceId.replace(/[^A-Za-z0-9_.-]/g, '_')}-${key}`);
+  const predictorFile = path.join(dir, 'predictor.json');
+  const csv = path.join(dir, 'profile.csv');
+  try {
+    await fs.access(predictorFile);
+    return { predictor: await loadPredictor(predictorFile, { deviceId, models: byModelName }), source: predictorFile };
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  await ensureDir(dir);
+  const say = (s: string): void => {
+    if (!opts.quiet) ctx.err(s);
+  };
+  say(`no predictor given: profiling ${samples} operator groups of ${models.map((m) => m.name).join(', ')} on ${deviceId} (cached in ${dir}) …\n`);
+  const progress = progressReporter(ctx);
+  const artifacts = models.map((m) => hosted.artifacts.get([...hosted.specs.entries()].find(([, s]) => s === m)![0])!);
+  const common = { models: artifacts, samples, maxGroupSize, batchSizes, ...(seqLens.length > 0 ? { seqLens } : {}), seed: 1, repeat: AUTO_PROFILE.repeat, warmup: 1, out: csv, onProgress: progress.update };
+  try {
+    if (hosted.isSim) {
+      await profileDevice({ ...common, openDevice: async (seed: number) => {
+        const clock = new VirtualClock();
+        return { device: await SimDevice.create({ clock, id: deviceId, seed }), clock };
+      } });
+    } else {
+      const device = await OrtDevice.create({ intraOpNumThreads: opts.threads ?? 1, logger: createLogger({ defaultLevel: 'warn' }) });
+      try {
+        await profileDevice({ ...common, device });
+      } finally {
+        await device.close();
+      }
+    }
+  } finally {
+    progress.stop();
+  }
+  const rows = await readProfileCsv([csv], { models: byModelName });
+  say(`training an MLP predictor on ${rows.length} groups …\n`);
+  const trained = await trainPredictor(rows, { kind: 'mlp', specs: byModelName, holdout: 0.1, folds: 0, files: [csv] });
+  const tmp = `${predictorFile}.tmp-${process.pid}`;
+  await writePredictorFile(tmp, trained.file);
+  await fs.rename(tmp, predictorFile);
+  const mape = trained.holdout?.mape;
+  say(`predictor trained in ${trained.trainSeconds.toFixed(1)} s${mape === undefined ? '' : `, held-out MAPE ${(mape * 100).toFixed(1)} %`} → ${predictorFile}\n`);
+  return { predictor: await loadPredictor(predictorFile, { deviceId, models: byModelName }), source: predictorFile };
+}
+
+/** An environment for `runExperiment`: a fresh simulated device per run, or one real device for all. */
+async function openEnv(hosted: Hosted, predictor: Predictor | undefined, opts: { virtual: boolean; seed: number; threads?: number }): Promise<ExperimentEnv & { close(): Promise<void> }> {
+  const deviceServices = hosted.services.map((s) => ({ name: s.name, model: hosted.artifacts.get(hosted.config.services.find((c) => c.name === s.name)!.model)! }));
+  if (hosted.isSim) {
+    return {
+      predictor,
+      open: async () => {
+        const clock: Clock = opts.virtual ? new VirtualClock() : new WallClock();
+        const device = await SimDevice.create({ clock, id: hosted.config.device, seed: opts.seed });
+        await device.load(deviceServices);
+        return { clock, device, release: () => device.close() };
+      },
+      close: () => Promise.resolve(),
+    };
+  }
+  const device: Device = await OrtDevice.create({ intraOpNumThreads: opts.threads ?? 1, logger: createLogger({ defaultLevel: 'warn' }) });
+  await device.load(deviceServices);
+  const clock = new WallClock();
+  return { predictor, open: () => Promise.resolve({ clock, device, release: () => Promise.resolve() }), close: () => device.close() };
+}
+
+const fmt = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(digits) : '–');
+const nullable = (x: number): number | null => (Number.isFinite(x) ? x : null);
+
+function runJson(r: ExperimentResult, peak?: { peakGoodputQps: number; peakRateQps: number }): RunJson {
+  return {
+    policy: r.policy,
+    rateQps: r.rateQps,
+    violationRatio: r.overall.violationRatio,
+    goodputQps: r.overall.goodputQps,
+    throughputQps: r.overall.throughputQps,
+    p99Ms: r.overall.p99Ms,
+    ...(peak === undefined ? {} : peak),
+    meanGroupSize: r.meanGroupSize,
+    predictorMape: nullable(r.predictorMape),
+    services: r.services.map((s) => ({ service: s.service, p50Ms: s.p50Ms, p99Ms: s.p99Ms, violationRatio: s.violationRatio, goodputQps: s.goodputQps })),
+  };
+}
+
+/** Run the comparison (used by both commands and by tests). */
+export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliOptions, mode: { virtual: boolean; defaultDevice: string }): Promise<ExperimentJson> {
+  const config = await servingConfigOf(opts, mode.defaultDevice);
+  if (mode.virtual && !config.device.startsWith('sim')) throw new InvalidConfigError(`abacus simulate needs a simulated device (sim:a100, …), got '${config.device}'; use abacus bench for real devices`);
+  if (opts.findPeak && !mode.virtual) throw new UsageError('--find-peak is for abacus simulate');
+  const repo = new ModelRepository(ctx.cacheOptions());
+  const hosted = await resolveServices(ctx, repo, config);
+  const needsPredictor = opts.policy.some((p) => p !== 'overlap-all');
+  const file = opts.predictor ?? config.predictor;
+  const { predictor, source } = needsPredictor
+    ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true })
+    : { predictor: undefined, source: 'none' };
+  const env = await openEnv(hosted, predictor, { virtual: mode.virtual, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }) });
+  const runs: RunJson[] = [];
+  try {
+    for (const policy of opts.policy) {
+      const base = { services: hosted.services, policy, policyParams: policyParams(policy, config, opts), queries: opts.queries, seed: opts.seed };
+      if (!opts.json) ctx.err(`${policy}: ${opts.findPeak ? 'searching the peak rate at ≤ 1 % violations' : `${opts.queries} queries at ${opts.rate} queries/s`} …\n`);
+      if (opts.findPeak) {
+        const peak = await findPeakRate(env, { ...base, startQps: opts.rate });
+        const at = peak.atPeak ?? (await runExperiment(env, { ...base, rateQps: opts.rate }));
+        runs.push(runJson(at, { peakGoodputQps: peak.peakGoodputQps, peakRateQps: peak.peakRateQps }));
+      } else {
+        runs.push(runJson(await runExperiment(env, { ...base, rateQps: opts.rate })));
+      }
+    }
+  } finally {
+    await env.close();
+  }
+  const json: ExperimentJson = { device: config.device, predictor: source, queries: opts.queries, runs };
+  if (opts.json) {
+    ctx.out(JSON.stringify(json, null, 2) + '\n');
+    return json;
+  }
+  ctx.out(`${config.device}, ${hosted.services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries per run, predictor ${source}\n\n`);
+  const header = ['policy', 'rate q/s', ...(opts.findPeak ? ['peak goodput q/s'] : []), 'violations %', 'goodput q/s', 'p99 ms', 'group size', 'pred. MAPE %', ...hosted.services.map((s) => `${s.name} p99 / viol. %`)];
+  const rows = runs.map((r) => [
+    r.policy,
+    fmt(r.rateQps),
+    ...(opts.findPeak ? [fmt(r.peakGoodputQps ?? 0)] : []),
+    fmt(r.violationRatio * 100, 2),
+    fmt(r.goodputQps),
+    fmt(r.p99Ms, 2),
+    fmt(r.meanGroupSize, 2),
+    r.predictorMape === null ? '–' : fmt(r.predictorMape * 100),
+    ...r.services.map((s) => `${fmt(s.p99Ms, 2)} / ${fmt(s.violationRatio * 100, 2)}`),
+  ]);
+  ctx.out(formatTable(header, rows) + '\n');
+  return json;
+}
+
+export function registerExperimentCommands(program: Command, simulate: Command, ctx: CliContext): void {
+  addExperimentFlags(program.command('bench').description('serve co-located models under open-loop Poisson load in real time and compare policies (p99, violations, goodput)'), { device: 'ort', batchSizes: '1,2,4,8,16' }).action(
+    async (opts: ExperimentCliOptions) => {
+      await runExperimentCommand(ctx, opts, { virtual: false, defaultDevice: 'ort' });
+    },
+  );
+  addExperimentFlags(simulate, { device: 'sim:a100', batchSizes: '1,2,4,8,16' })
+    .option('--find-peak', 'per policy, search the highest rate with ≤ 1 % violations (doubling, then bisection)')
+    .action(async (opts: ExperimentCliOptions) => {
+      await runExperimentCommand(ctx, opts, { virtual: true, defaultDevice: 'sim:a100' });
+    });
+}

@@ -1,0 +1,353 @@
+/**
+ * Feature encoding of an operator group (DESIGN.md "Predictor features"; issue 4): what the
+ * MLP and the linear baseline see, the same in training (`predict/train.ts`) and serving
+ * (`Predictor.predict`).
+ *
+ * ## Canonical slot order
+ * A group is a set of segments; the encoding is a fixed-width vector of `maxSlots` slot
+ * blocks, so the slots must be put in one order. `canonicalSlotOrder` sorts them by
+ *
+ *   1. the model's rank: its index in the predictor's sorted list of trained models; models
+ *      admitted as unseen (`--allow-unseen`, `flop` features only) rank after every trained
+ *      model, among themselves by name;
+ *   2. then `start`, `end`, `batch`, `seqLen` (ascending), so equal models are ordered too.
+ *
+ * Never by urgency or arrival: the original artifact sorts slots by model id when training
+ * and by urgency when serving, so at serving time its MLP reads model A's numbers in the
+ * place where it learned model B's — a silent, input-dependent error. Here training and
+ * serving call the same function, and permuting a group's slots gives identical features.
+ *
+ * ## Feature sets (units: ms, GFLOP, MB; slot blocks beyond the group's size are zeros)
+ * - `full` (default; the paper's features plus costs): one count per trained model (how many
+ *   slots of the group run it), then per slot `start, end, batch, seq_len, gflop, mb,
+ *   kernels`.
+ * - `flop` (model-agnostic, for models never profiled): per slot `batch, seq_len, gflop, mb,
+ *   kernels, op_fraction`; no model identity at all.
+ *
+ * Per slot:
+ * - `gflop`: Σ over the segment's operators of `gflops` at (batch, seq_len), GFLOP;
+ * - `mb`: (Σ paramBytes + Σ (inputBytes + outputBytes) at (batch, seq_len)) / 1e6, the bytes
+ *   the segment must at least move;
+ * - `kernels`: Σ nodeCount — an extra feature: per-kernel launch and synchronization cost is
+ *   a large part of small-batch latency (hundreds of short kernels for ResNet-152 and BERT,
+ *   37 long ones for VGG-16) and neither FLOPs nor bytes carry it;
+ * - `op_fraction`: (end − start) / operators of the model (`flop` only, in place of the
+ *   model-specific start/end);
+ * - `seq_len` is the effective sequence length (a slot's 0 means the model's default, as on
+ *   the devices, `model/boundary.ts` `effectiveSeqLen`); 0 for models without one.
+ *
+ * ## Hot path
+ * `FeatureEncoder` precomputes, per model, prefix sums of the PerSampleCost coefficients
+ * (c0, c1, c2 of gflops and of input+output bytes), of paramBytes and of nodeCount, so one
+ * slot's costs are O(1); `encode` writes into a caller's typed array and allocates nothing.
+ */
+import { checkSegment, evalCost } from '../model/cost.ts';
+import type { ModelSpec } from '../model/spec.ts';
+import type { Group, GroupSlot } from './predictor.ts';
+
+/** The two encodings (see the file comment). */
+export type FeatureSet = 'full' | 'flop';
+export const FEATURE_SETS: readonly FeatureSet[] = ['full', 'flop'];
+
+export function isFeatureSet(x: unknown): x is FeatureSet {
+  return x === 'full' || x === 'flop';
+}
+
+/** Features per slot block of each set, in order. */
+export const SLOT_FEATURES: Readonly<Record<FeatureSet, readonly string[]>> = {
+  full: ['start', 'end', 'batch', 'seq_len', 'gflop', 'mb', 'kernels'],
+  flop: ['batch', 'seq_len', 'gflop', 'mb', 'kernels', 'op_fraction'],
+};
+
+/**
+ * Feature names in order: `count_<model>` for each trained model (`full` only), then
+ * `<feature>_<slot>` for slots 0..maxSlots−1.
+ */
+export function featureNames(featureSet: FeatureSet, trainedModels: readonly string[], maxSlots: number): string[] {
+  const names: string[] = featureSet === 'full' ? trainedModels.map((m) => `count_${m}`) : [];
+  for (let s = 0; s < maxSlots; s++) for (const f of SLOT_FEATURES[featureSet]) names.push(`${f}_${s}`);
+  return names;
+}
+
+/**
+ * A model's identity as far as the features are concerned: operator count and two totals
+ * that change when a variant with the same name has other operators (different resolution,
+ * width, layers). Stored in predictor files and compared on load.
+ */
+export interface SpecFingerprint {
+  readonly operators: number;
+  /** Σ gflops of all operators at batch 1 and the default sequence length, GFLOP. */
+  readonly gflopsBatch1: number;
+  /** Σ paramBytes / 1e6, MB. */
+  readonly paramMb: number;
+}
+
+export function specFingerprint(spec: ModelSpec): SpecFingerprint {
+  let gflops = 0;
+  let paramBytes = 0;
+  for (const op of spec.operators) {
+    gflops += evalCost(op.gflops, 1, spec.defaultSeqLen);
+    paramBytes += op.paramBytes;
+  }
+  return { operators: spec.operators.length, gflopsBatch1: gflops, paramMb: paramBytes / 1e6 };
+}
+
+/** Per-model prefix sums (length operators + 1, entry k = Σ over operators [0, k)). */
+interface ModelTable {
+  readonly name: string;
+  /** Position in the canonical order (trained models by name, then unseen models by name). */
+  readonly rank: number;
+  /** Index of the model's count feature (`full`), −1 when it has none. */
+  readonly countIndex: number;
+  readonly operators: number;
+  readonly defaultSeqLen: number;
+  readonly gflops0: Float64Array;
+  readonly gflops1: Float64Array;
+  readonly gflops2: Float64Array;
+  readonly io0: Float64Array;
+  readonly io1: Float64Array;
+  readonly io2: Float64Array;
+  readonly paramBytes: Float64Array;
+  readonly nodes: Float64Array;
+}
+
+function buildTable(spec: ModelSpec, rank: number, countIndex: number): ModelTable {
+  const n = spec.operators.length;
+  const arrays = Array.from({ length: 8 }, () => new Float64Array(n + 1));
+  const [g0, g1, g2, b0, b1, b2, pb, nc] = arrays as [Float64Array, Float64Array, Float64Array, Float64Array, Float64Array, Float64Array, Float64Array, Float64Array];
+  for (let k = 0; k < n; k++) {
+    const op = spec.operators[k]!;
+    g0[k + 1] = g0[k]! + op.gflops.c0;
+    g1[k + 1] = g1[k]! + op.gflops.c1;
+    g2[k + 1] = g2[k]! + op.gflops.c2;
+    b0[k + 1] = b0[k]! + op.inputBytes.c0 + op.outputBytes.c0;
+    b1[k + 1] = b1[k]! + op.inputBytes.c1 + op.outputBytes.c1;
+    b2[k + 1] = b2[k]! + op.inputBytes.c2 + op.outputBytes.c2;
+    pb[k + 1] = pb[k]! + op.paramBytes;
+    nc[k + 1] = nc[k]! + op.nodeCount;
+  }
+  return { name: spec.name, rank, countIndex, operators: n, defaultSeqLen: spec.defaultSeqLen, gflops0: g0, gflops1: g1, gflops2: g2, io0: b0, io1: b1, io2: b2, paramBytes: pb, nodes: nc };
+}
+
+/** Costs of one segment (see the file comment for units). */
+export interface SegmentCosts {
+  readonly gflop: number;
+  readonly mb: number;
+  readonly kernels: number;
+}
+
+/**
+ * GFLOP, MB and kernel count of operators `[start, end)` of `spec` for one query, summed
+ * operator by operator (the reference the prefix sums are checked against).
+ * @throws RangeError for a segment outside the model.
+ */
+export function segmentCosts(spec: ModelSpec, start: number, end: number, batch: number, seqLen: number): SegmentCosts {
+  checkSegment(spec, start, end);
+  const seq = seqLen > 0 ? seqLen : spec.defaultSeqLen;
+  let gflop = 0;
+  let bytes = 0;
+  let kernels = 0;
+  for (let k = start; k < end; k++) {
+    const op = spec.operators[k]!;
+    gflop += evalCost(op.gflops, batch, seq);
+    bytes += op.paramBytes + evalCost(op.inputBytes, batch, seq) + evalCost(op.outputBytes, batch, seq);
+    kernels += op.nodeCount;
+  }
+  return { gflop, mb: bytes / 1e6, kernels };
+}
+
+/**
+ * Sort key comparison of the canonical order: model rank, then start, end, batch, seqLen.
+ * Negative when slot a (of rank `ra`) comes first.
+ */
+export function compareSlots(a: GroupSlot, ra: number, b: GroupSlot, rb: number): number {
+  return ra - rb || a.start - b.start || a.end - b.end || a.batch - b.batch || a.seqLen - b.seqLen;
+}
+
+/**
+ * THE canonical slot order (file comment), shared by training and serving: fills
+ * `order[0..group.length)` with slot indices of `group` in canonical order and returns
+ * `order`. `ranks[i]` is the model rank of slot i (`FeatureEncoder.rankOf`). Insertion sort,
+ * stable, allocation-free when `order` is given (groups have a handful of slots).
+ */
+export function canonicalSlotOrder(group: Group, ranks: ArrayLike<number>, order: Int32Array = new Int32Array(group.length)): Int32Array {
+  const n = group.length;
+  for (let i = 0; i < n; i++) {
+    const slot = group[i]!;
+    const rank = ranks[i]!;
+    let j = i - 1;
+    while (j >= 0) {
+      const o = order[j]!;
+      if (compareSlots(group[o]!, ranks[o]!, slot, rank) <= 0) break;
+      order[j + 1] = o;
+      j--;
+    }
+    order[j + 1] = i;
+  }
+  return order;
+}
+
+/** Options of `FeatureEncoder`. */
+export interface FeatureEncoderOptions {
+  readonly featureSet: FeatureSet;
+  /** Slot blocks in the vector, ≥ 1. */
+  readonly maxSlots: number;
+  /** Models the predictor was trained on (their ranks and count features), any order. */
+  readonly trainedModels: readonly string[];
+  /**
+   * Specs of every model to encode: trained models (a subset is fine) and, for `flop`, unseen
+   * ones (ranked after the trained ones).
+   */
+  readonly specs: ReadonlyMap<string, ModelSpec>;
+}
+
+/**
+ * Encodes operator groups into feature vectors (file comment). One instance per predictor
+ * (or training run); it holds scratch arrays, so it is not reentrant across threads — there
+ * are none in Node.
+ */
+export class FeatureEncoder {
+  readonly featureSet: FeatureSet;
+  readonly maxSlots: number;
+  /** Trained models, sorted by name (their count features, in this order, come first in `full`). */
+  readonly trainedModels: readonly string[];
+  /** Unseen models admitted (sorted by name); always empty for `full`. */
+  readonly unseenModels: readonly string[];
+  /** Every model that can be encoded, sorted by name. */
+  readonly models: readonly string[];
+  /** Length of one feature vector. */
+  readonly width: number;
+  /** Feature names, `width` of them (`featureNames`). */
+  readonly names: readonly string[];
+  private readonly tables: Map<string, ModelTable>;
+  private readonly slotWidth: number;
+  private readonly slotOffset: number;
+  private readonly ranks: Int32Array;
+  private readonly order: Int32Array;
+  private readonly slotTables: (ModelTable | undefined)[];
+
+  /**
+   * @throws RangeError for maxSlots < 1, a trained model listed twice, or (for `full`) a spec
+   *   of a model not in `trainedModels`.
+   */
+  constructor(options: FeatureEncoderOptions) {
+    const { featureSet, maxSlots } = options;
+    if (!isFeatureSet(featureSet)) throw new RangeError(`featureSet must be 'full' or 'flop', got '${String(featureSet)}'`);
+    if (!Number.isInteger(maxSlots) || maxSlots < 1 || maxSlots > 64) throw new RangeError(`maxSlots must be an integer in [1, 64], got ${maxSlots}`);
+    const trained = [...options.trainedModels].sort();
+    for (let i = 1; i < trained.length; i++) if (trained[i] === trained[i - 1]) throw new RangeError(`trainedModels lists '${trained[i]}' twice`);
+    const trainedSet = new Set(trained);
+    const unseen = [...options.specs.keys()].filter((m) => !trainedSet.has(m)).sort();
+    if (featureSet === 'full' && unseen.length > 0) {
+      throw new RangeError(`the 'full' features have a count per trained model, so they cannot encode ${unseen.map((m) => `'${m}'`).join(', ')}: retrain with --features flop to score models not profiled`);
+    }
+    this.featureSet = featureSet;
+    this.maxSlots = maxSlots;
+    this.trainedModels = trained;
+    this.unseenModels = unseen;
+    this.models = [...options.specs.keys()].sort();
+    this.names = featureNames(featureSet, trained, maxSlots);
+    this.width = this.names.length;
+    this.slotWidth = SLOT_FEATURES[featureSet].length;
+    this.slotOffset = featureSet === 'full' ? trained.length : 0;
+    this.tables = new Map();
+    for (const [name, spec] of options.specs) {
+      const t = trained.indexOf(name);
+      const rank = t >= 0 ? t : trained.length + unseen.indexOf(name);
+      this.tables.set(name, buildTable(spec, rank, featureSet === 'full' ? t : -1));
+    }
+    this.ranks = new Int32Array(maxSlots);
+    this.order = new Int32Array(maxSlots);
+    this.slotTables = new Array<ModelTable | undefined>(maxSlots).fill(undefined);
+  }
+
+  /** Canonical rank of a model (trained: index by name; unseen: after those), −1 when unknown. */
+  rankOf(model: string): number {
+    return this.tables.get(model)?.rank ?? -1;
+  }
+
+  /** Whether `model` can be encoded. */
+  has(model: string): boolean {
+    return this.tables.has(model);
+  }
+
+  /** Operator count of an encodable model, −1 when unknown. */
+  operatorsOf(model: string): number {
+    return this.tables.get(model)?.operators ?? -1;
+  }
+
+  /**
+   * The group's slots in canonical order (a new array; for tests, tools and reports — the hot
+   * path uses `encode`).
+   * @throws RangeError as `encode`.
+   */
+  canonical(group: Group): GroupSlot[] {
+    this.validate(group, 0);
+    const order = canonicalSlotOrder(group, this.ranks, new Int32Array(group.length));
+    return Array.from(order, (i) => group[i]!);
+  }
+
+  /**
+   * Write the features of `group` to `out[offset .. offset + width)`. Allocation-free.
+   * @throws RangeError (naming `groupIndex` and the slot) for an empty group, more than
+   *   `maxSlots` slots, an unknown model, a segment outside `0 ≤ start < end ≤ operators`,
+   *   batch < 1 or a negative / non-integer seqLen.
+   */
+  encode(group: Group, out: Float32Array | Float64Array, offset = 0, groupIndex = 0): void {
+    this.validate(group, groupIndex);
+    const n = group.length;
+    const order = canonicalSlotOrder(group, this.ranks, this.order);
+    out.fill(0, offset, offset + this.width);
+    const full = this.featureSet === 'full';
+    for (let s = 0; s < n; s++) {
+      const i = order[s]!;
+      const slot = group[i]!;
+      const t = this.slotTables[i]!;
+      const seq = slot.seqLen > 0 ? slot.seqLen : t.defaultSeqLen;
+      const a = slot.start;
+      const b = slot.end;
+      const batch = slot.batch;
+      const gflop = batch * (t.gflops0[b]! - t.gflops0[a]! + (t.gflops1[b]! - t.gflops1[a]!) * seq + (t.gflops2[b]! - t.gflops2[a]!) * seq * seq);
+      const io = batch * (t.io0[b]! - t.io0[a]! + (t.io1[b]! - t.io1[a]!) * seq + (t.io2[b]! - t.io2[a]!) * seq * seq);
+      const mb = (t.paramBytes[b]! - t.paramBytes[a]! + io) / 1e6;
+      const kernels = t.nodes[b]! - t.nodes[a]!;
+      const base = offset + this.slotOffset + s * this.slotWidth;
+      if (full) {
+        out[offset + t.countIndex] = out[offset + t.countIndex]! + 1;
+        out[base] = a;
+        out[base + 1] = b;
+        out[base + 2] = batch;
+        out[base + 3] = seq;
+        out[base + 4] = gflop;
+        out[base + 5] = mb;
+        out[base + 6] = kernels;
+      } else {
+        out[base] = batch;
+        out[base + 1] = seq;
+        out[base + 2] = gflop;
+        out[base + 3] = mb;
+        out[base + 4] = kernels;
+        out[base + 5] = (b - a) / t.operators;
+      }
+    }
+  }
+
+  /** Checks a group and fills `slotTables` / `ranks`; messages are built only on failure. */
+  private validate(group: Group, groupIndex: number): void {
+    const n = group.length;
+    if (n < 1 || n > this.maxSlots) throw new RangeError(`group ${groupIndex} has ${n} slots; a group has 1..${this.maxSlots} (the predictor's maxSlots)`);
+    for (let i = 0; i < n; i++) {
+      const slot = group[i]!;
+      const t = this.tables.get(slot.model);
+      if (t === undefined) throw new RangeError(`group ${groupIndex} slot ${i}: model '${slot.model}' is not known to the predictor (it scores ${this.models.join(', ')})`);
+      const { start, end, batch, seqLen } = slot;
+      if (!(Number.isInteger(start) && Number.isInteger(end) && start >= 0 && start < end && end <= t.operators)) {
+        throw new RangeError(`group ${groupIndex} slot ${i} (${slot.model}): segment [${start}, ${end}) must satisfy 0 ≤ start < end ≤ ${t.operators} (integers)`);
+      }
+      if (!(Number.isInteger(batch) && batch >= 1)) throw new RangeError(`group ${groupIndex} slot ${i} (${slot.model}): batch ${batch} must be an integer ≥ 1`);
+      if (!(Number.isInteger(seqLen) && seqLen >= 0)) throw new RangeError(`group ${groupIndex} slot ${i} (${slot.model}): seqLen ${seqLen} must be an integer ≥ 0`);
+      this.slotTables[i] = t;
+      this.ranks[i] = t.rank;
+    }
+  }
+}

@@ -1,0 +1,185 @@
+/**
+ * One load experiment, the unit of `abacus bench` and `abacus simulate` (issue 5): offer an
+ * open-loop arrival process to a `ServingRuntime` for N queries under one policy, wait until
+ * every query has its outcome, and summarize (`report/stats.ts`). `findPeakRate` searches the
+ * highest rate whose violation ratio stays ≤ a bound (the paper's "peak throughput at QoS",
+ * §7.3).
+ *
+ * The same code runs on a real device with the wall clock and on a simulated device with the
+ * virtual clock: `ExperimentEnv.open` hands out the clock and a device with the services
+ * loaded, and says whether the clock must be driven (`VirtualClock`).
+ */
+import type { Clock } from '../clock/clock.ts';
+import { driveUntilSettled } from '../clock/drive.ts';
+import { VirtualClock } from '../clock/virtual.ts';
+import type { Device } from '../device/device.ts';
+import type { Predictor } from '../predict/predictor.ts';
+import { meanGroupSize, predictorMape, runSpanMs, servingStats, type ServingStats } from '../report/stats.ts';
+import { createController } from '../schedule/index.ts';
+import type { DecisionStats, QueryController, ScheduleInput } from '../schedule/controller.ts';
+import { poissonArrivals, type ArrivalProcess } from '../workload/arrivals.ts';
+import { LoadGenerator, type GeneratorReport, type ServiceLoad } from '../workload/generator.ts';
+import { ServingRuntime, type QueryOutcome, type RuntimeService } from './runtime.ts';
+
+/** A service of an experiment: the runtime's view plus the shape of its load. */
+export interface ExperimentService extends RuntimeService {
+  /** Batch sizes drawn uniformly per query. */
+  readonly batchSizes: readonly number[];
+  /** Sequence lengths drawn uniformly (sequence models only). */
+  readonly seqLens?: readonly number[];
+  /** Share of the offered load (default 1: services share the rate equally). */
+  readonly weight?: number;
+}
+
+/** Where an experiment runs: a fresh clock and a device with every service loaded. */
+export interface ExperimentEnv {
+  /** Open a clock and a device for one run; `release` is called when the run is over. */
+  open(): Promise<{ clock: Clock; device: Device; release(): Promise<void> }>;
+  readonly predictor: Predictor | undefined;
+}
+
+export interface ExperimentOptions {
+  readonly services: readonly ExperimentService[];
+  readonly policy: string;
+  readonly policyParams?: Readonly<Record<string, unknown>>;
+  /** Total offered load over all services, queries/s. */
+  readonly rateQps: number;
+  readonly queries: number;
+  readonly seed: number;
+  /** Arrival process for a rate (default Poisson, the paper's). */
+  readonly arrivals?: (rateQps: number) => ArrivalProcess;
+}
+
+/** Summary of one run. */
+export interface ExperimentResult {
+  readonly policy: string;
+  readonly rateQps: number;
+  readonly overall: ServingStats;
+  readonly services: readonly ({ readonly service: string } & ServingStats)[];
+  /** Mean segments per launched group (1: no co-location). */
+  readonly meanGroupSize: number;
+  readonly groups: number;
+  /** MAPE of the controller's predictions against measured group latency (fraction); NaN when the policy does not predict. */
+  readonly predictorMape: number;
+  readonly generator: GeneratorReport;
+  /** Decisions made and predictor calls, summed. */
+  readonly decisions: { readonly count: number; readonly predictorCalls: number; readonly groupsScored: number };
+}
+
+/** Wraps a controller to count decisions and sum their stats. */
+function counting(inner: QueryController): { controller: QueryController; totals: { count: number; predictorCalls: number; groupsScored: number } } {
+  const totals = { count: 0, predictorCalls: 0, groupsScored: 0 };
+  const add = (s: DecisionStats): void => {
+    totals.count++;
+    totals.predictorCalls += s.predictorCalls;
+    totals.groupsScored += s.groupsScored;
+  };
+  return {
+    totals,
+    controller: {
+      policy: inner.policy,
+      launchWhileBusy: inner.launchWhileBusy,
+      decide(input: ScheduleInput) {
+        const d = inner.decide(input);
+        add(d.stats);
+        return d;
+      },
+      observe: (o) => inner.observe(o),
+    },
+  };
+}
+
+/**
+ * Run one experiment to completion (every query answered).
+ * @throws RangeError for a bad rate, query count, or policy parameter; what the device throws
+ *   at open.
+ */
+export async function runExperiment(env: ExperimentEnv, options: ExperimentOptions): Promise<ExperimentResult> {
+  if (!(Number.isFinite(options.rateQps) && options.rateQps > 0)) throw new RangeError(`rate must be a finite number of queries/s > 0, got ${options.rateQps}`);
+  if (!Number.isInteger(options.queries) || options.queries < 1) throw new RangeError(`queries must be an integer ≥ 1, got ${options.queries}`);
+  const { controller, totals } = counting(createController(options.policy, options.policyParams ?? {}, env.predictor));
+  const opened = await env.open();
+  const { clock, device } = opened;
+  try {
+    const runtime = new ServingRuntime({ clock, device, controller, services: options.services });
+    const loads: ServiceLoad[] = options.services.map((s) => ({
+      service: s.name,
+      weight: s.weight ?? 1,
+      batchSizes: { values: s.batchSizes },
+      ...(s.seqLens === undefined || s.spec.dynamicAxes.seq === undefined ? {} : { seqLens: { values: s.seqLens } }),
+    }));
+    const arrivals = (options.arrivals ?? poissonArrivals)(options.rateQps);
+    const generator = new LoadGenerator({ clock, arrivals, services: loads, seed: options.seed, maxQueries: options.queries });
+    const work = (async (): Promise<GeneratorReport> => {
+      const answered: Promise<QueryOutcome>[] = [];
+      const report = await generator.run((q) => answered.push(runtime.submit({ service: q.service, batch: q.batch, seqLen: q.seqLen, arrivalMs: q.arrivalMs })));
+      await Promise.all(answered);
+      return report;
+    })();
+    const report = clock instanceof VirtualClock ? await driveUntilSettled(clock, work) : await work;
+    const span = runSpanMs(runtime.queries);
+    return {
+      policy: options.policy,
+      rateQps: options.rateQps,
+      overall: servingStats(runtime.queries, span),
+      services: options.services.map((s) => ({ service: s.name, ...servingStats(runtime.queries.filter((q) => q.service === s.name), span) })),
+      meanGroupSize: meanGroupSize(runtime.groups),
+      groups: runtime.groups.length,
+      predictorMape: predictorMape(runtime.groups),
+      generator: report,
+      decisions: { ...totals },
+    };
+  } finally {
+    await opened.release();
+  }
+}
+
+/** Result of `findPeakRate`. */
+export interface PeakResult {
+  /** Highest rate tried whose violation ratio stayed ≤ the bound, queries/s (0 when none). */
+  readonly peakRateQps: number;
+  /** Goodput at that rate, queries/s (the paper's "throughput at QoS"). */
+  readonly peakGoodputQps: number;
+  /** The run at the peak (undefined when no rate met the bound). */
+  readonly atPeak: ExperimentResult | undefined;
+  /** Every rate tried, in order, with its violation ratio. */
+  readonly tried: readonly { readonly rateQps: number; readonly violationRatio: number; readonly goodputQps: number }[];
+}
+
+/**
+ * Peak rate at QoS: double the rate from `startQps` until the violation ratio exceeds
+ * `maxViolationRatio` (default 0.01, the paper's 1 %), then bisect between the last good and
+ * the first bad rate for `bisections` steps (default 6: within 1/64 of the bracket). Each rate
+ * is one `runExperiment` with the same seed.
+ */
+export async function findPeakRate(env: ExperimentEnv, options: Omit<ExperimentOptions, 'rateQps'> & { startQps: number; maxViolationRatio?: number; bisections?: number; maxDoublings?: number }): Promise<PeakResult> {
+  const bound = options.maxViolationRatio ?? 0.01;
+  const tried: { rateQps: number; violationRatio: number; goodputQps: number }[] = [];
+  let best: ExperimentResult | undefined;
+  const attempt = async (rateQps: number): Promise<boolean> => {
+    const r = await runExperiment(env, { ...options, rateQps });
+    tried.push({ rateQps, violationRatio: r.overall.violationRatio, goodputQps: r.overall.goodputQps });
+    const ok = r.overall.violationRatio <= bound;
+    if (ok && (best === undefined || rateQps > best.rateQps)) best = r;
+    return ok;
+  };
+  let lo = 0;
+  let hi = options.startQps;
+  let failed = false;
+  for (let i = 0; i <= (options.maxDoublings ?? 12) && !failed; i++) {
+    if (await attempt(hi)) {
+      lo = hi;
+      hi *= 2;
+    } else {
+      failed = true;
+    }
+  }
+  // never failed within maxDoublings: the last good rate is the answer (a lower bound)
+  for (let i = 0; failed && i < (options.bisections ?? 6); i++) {
+    const mid = (lo + hi) / 2;
+    if (await attempt(mid)) lo = mid;
+    else hi = mid;
+  }
+  const atPeak = best;
+  return { peakRateQps: atPeak?.rateQps ?? 0, peakGoodputQps: atPeak?.overall.goodputQps ?? 0, atPeak, tried };
+}

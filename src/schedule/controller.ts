@@ -1,0 +1,190 @@
+/**
+ * The QueryController contract (DESIGN.md "Pieces and contracts", "The Abacus query controller
+ * (generalized)"): given the queries waiting in each service's FIFO queue, pick the next
+ * operator group to launch and the queries to reject. Interfaces only; the policies live
+ * beside this file (`abacus/`, `one-at-a-time/` = fcfs | sjf | edf, `overlap-all/`,
+ * `clockwork/`), the factory with parameter validation in `index.ts`.
+ *
+ * Ownership: the runtime owns the queues, the clock, the device and every query's record; a
+ * controller owns nothing but its parameters and, for feedback-driven policies (clockwork),
+ * its measurement history. `decide` reads its input and never mutates it; it is synchronous,
+ * reads no clock (time comes in as `nowMs`) and sets no timer. Deliberately left out:
+ * batching several queries of one service into one slot, admission on enqueue (`overloaded`),
+ * device failures — those are the runtime's.
+ *
+ * Driving loop (what the runtime does; `launchWhileBusy === false`, every policy but
+ * overlap-all):
+ *
+ *     loop:
+ *       d = controller.decide({ nowMs: clock.now(), queues, runningRemainingMs })
+ *       for r of d.rejected: remove r.queryId from its queue, answer `qos_violation`,
+ *                            device.releaseQuery(...) when it had started
+ *       if d.group is empty: every visible query was rejected (or none waited) — sleep until
+ *                            the next arrival or completion, then loop
+ *       launch d.group once the device is idle (the previous group finished); record
+ *         d.predictedMs; on completion set nextOperator = end, pop finished queries,
+ *         controller.observe({...}), loop
+ *
+ * The runtime may call `decide` ahead, while the previous group still runs (to hide the
+ * decision latency, as the paper's runtime does): it then passes that group's predicted
+ * remaining time as `runningRemainingMs` and launches the returned group right after it ends.
+ *
+ * `launchWhileBusy === true` (overlap-all: uncontrolled overlap, as MPS or Triton instance
+ * groups): the runtime calls `decide` on every arrival (and whenever it likes) and launches the
+ * returned group at once, concurrently with groups still running; such a policy only launches
+ * whole queries, so a launched query leaves the waiting queues for good.
+ */
+import type { AbacusErrorCode } from '../errors.ts';
+
+/** The policies `createController` knows. */
+export type PolicyName = 'abacus' | 'fcfs' | 'sjf' | 'edf' | 'overlap-all' | 'clockwork';
+
+/** A query waiting for its next segment, as the controller sees it. */
+export interface WaitingQuery {
+  /** Unique across the runtime (the device's `queryId`). */
+  readonly id: string;
+  readonly service: string;
+  /** Model name as the predictor knows it (`GroupSlot.model`). */
+  readonly model: string;
+  /** Operators of the model (N), an integer ≥ 1. */
+  readonly operators: number;
+  /** First operator of the next segment: 0 before the query ran, then the previous segment's `end`; `0 ≤ nextOperator < operators`. */
+  readonly nextOperator: number;
+  /** Samples (batch size), an integer ≥ 1. */
+  readonly batch: number;
+  /** Sequence length for models with a sequence axis; 0 otherwise. */
+  readonly seqLen: number;
+  /** Arrival time on the runtime's clock, ms. */
+  readonly arrivalMs: number;
+  /** QoS target: end-to-end latency bound, ms. headroomMs = qosTargetMs − (nowMs − arrivalMs). */
+  readonly qosTargetMs: number;
+}
+
+/** Everything one decision depends on (besides a feedback-driven policy's history). */
+export interface ScheduleInput {
+  /** Current time on the runtime's clock, ms. */
+  readonly nowMs: number;
+  /**
+   * One FIFO per service, head first: the queries that may be launched now. A query whose
+   * segment is in flight is not waiting: while a service's head has a segment in flight the
+   * runtime passes that service's queue empty (the rest of it waits behind the head). For a
+   * `launchWhileBusy` policy: every query of the service not launched yet. Services with no
+   * waiting query may be passed as empty arrays or left out; their order is irrelevant to
+   * every policy (ties are broken by service name, not position).
+   *
+   * Head policies (all but overlap-all) look past a queue's head only to replace a head they
+   * reject in the same decision, so a launched query is always the first of its queue once the
+   * decision's rejections are removed.
+   */
+  readonly queues: readonly (readonly WaitingQuery[])[];
+  /**
+   * Predicted time (ms) until the group still executing finishes, ≥ 0; 0 when the device is
+   * idle. The new group starts after it, so policies subtract it from the time left
+   * (abacus step 3, clockwork's estimated finish).
+   */
+  readonly runningRemainingMs: number;
+}
+
+/** One segment of the decided group: operators `[start, end)` of a waiting query. */
+export interface LaunchSegment {
+  readonly queryId: string;
+  readonly service: string;
+  /** Always the query's `nextOperator`. */
+  readonly start: number;
+  /** Exclusive, `start < end ≤ operators`; `end === operators` completes the query. */
+  readonly end: number;
+}
+
+/** A query the controller gives up on; the runtime answers it with `reason` and removes it. */
+export interface Rejection {
+  readonly queryId: string;
+  readonly service: string;
+  readonly reason: Extract<AbacusErrorCode, 'qos_violation'>;
+  /** Its headroom at `nowMs`, ms (≤ 0, or less than `predictedMs`). */
+  readonly headroomMs: number;
+  /**
+   * The predicted time to finish it (ms) that exceeded `headroomMs`: remaining solo latency
+   * (abacus, fcfs/sjf/edf), running remainder + latency estimate (clockwork). Absent when the
+   * headroom alone decided (≤ 0, nothing predicted).
+   */
+  readonly predictedMs?: number;
+}
+
+/**
+ * Cheap per-decision counters for the "scheduling decision latency" bench and the runtime's
+ * records. All counts, no timings (the controller reads no clock).
+ */
+export interface DecisionStats {
+  /** Calls to `Predictor.predict`. */
+  readonly predictorCalls: number;
+  /** Groups scored over those calls (candidates evaluated). */
+  readonly groupsScored: number;
+  /** Rounds of abacus' multi-way cut-point search (0 for the other policies). */
+  readonly searchRounds: number;
+}
+
+/** The outcome of one `decide`. */
+export interface Decision {
+  /**
+   * Segments to launch together, at most one per query, in the policy's order (abacus: most
+   * urgent first; overlap-all: queue order). Empty when nothing is to be launched:
+   * for every policy here that happens only when no query waits or every visible query is in
+   * `rejected`, so after removing the rejections the queues are empty.
+   */
+  readonly group: readonly LaunchSegment[];
+  /** Predicted group latency, ms ≥ 0. Absent for an empty group and for policies that do not predict (overlap-all). */
+  readonly predictedMs?: number;
+  /** Queries to answer with `qos_violation` and remove, in the order they were rejected. Disjoint from `group`. */
+  readonly rejected: readonly Rejection[];
+  readonly stats: DecisionStats;
+}
+
+/** A successfully executed segment, as the runtime reports it back. */
+export interface ExecutedSegment {
+  readonly queryId: string;
+  readonly service: string;
+  readonly model: string;
+  readonly start: number;
+  readonly end: number;
+  /** Operators of the model (so `start === 0 && end === operators` means the whole query). */
+  readonly operators: number;
+  readonly batch: number;
+  readonly seqLen: number;
+  /** Device-measured segment latency (`SegmentResult.latencyMs`), ms. */
+  readonly latencyMs: number;
+}
+
+/** Feedback after a group finished: what ran and how long it took. */
+export interface GroupObservation {
+  /** The segments that succeeded (failed ones are left out; a group with none is not observed). */
+  readonly segments: readonly ExecutedSegment[];
+  /** Launch to last result, as the runtime saw it (`GroupResult.groupLatencyMs`), ms. */
+  readonly groupLatencyMs: number;
+  /** The decision's `predictedMs`, when it had one. */
+  readonly predictedMs?: number;
+}
+
+/**
+ * A query-control policy. Create through `createController` (`schedule/index.ts`); one
+ * instance per runtime (clockwork keeps history).
+ */
+export interface QueryController {
+  readonly policy: PolicyName;
+  /**
+   * `false`: one group at a time — the runtime launches the next group only after the
+   * previous one finished. `true`: the runtime launches each decided group immediately, even
+   * while others run (overlap-all). See the module docs for both loops.
+   */
+  readonly launchWhileBusy: boolean;
+  /**
+   * The next operator group and the queries to reject. Deterministic: the same input (and,
+   * for clockwork, the same observations before it) gives the same decision; `decide` changes
+   * no state of the controller.
+   * @throws RangeError naming the query and field for a malformed waiting query (operators,
+   *   nextOperator, batch out of range, non-finite times) or a non-finite `nowMs` /
+   *   negative `runningRemainingMs`; the predictor's RangeError for a model it does not know.
+   */
+  decide(input: ScheduleInput): Decision;
+  /** Feedback after each executed group; policies that do not learn ignore it. Never throws for a well-formed observation. */
+  observe(observation: GroupObservation): void;
+}

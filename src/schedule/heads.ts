@@ -1,0 +1,177 @@
+/**
+ * Shared by the head policies (abacus, fcfs/sjf/edf, clockwork): input validation, headroom,
+ * the urgency order, and step 1 of DESIGN.md's controller — collect the head of every queue,
+ * rejecting hopeless ones (and replacing each rejected head by the next query of its queue).
+ * Not a policy; imports only the contracts.
+ */
+import type { GroupSlot, Predictor } from '../predict/predictor.ts';
+import type { Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
+
+/** Mutable counters behind `DecisionStats`. */
+export interface StatsCounter {
+  predictorCalls: number;
+  groupsScored: number;
+  searchRounds: number;
+}
+
+export function newStats(): StatsCounter {
+  return { predictorCalls: 0, groupsScored: 0, searchRounds: 0 };
+}
+
+/** A head under consideration. */
+export interface Candidate {
+  readonly query: WaitingQuery;
+  /** qosTargetMs − (nowMs − arrivalMs), ms. */
+  readonly headroomMs: number;
+  /** arrivalMs + qosTargetMs, ms: orders like headroom but ties exactly (no `nowMs` rounding). */
+  readonly deadlineMs: number;
+  /**
+   * Estimated latency (ms) of the query's remaining operators run alone: the predictor's
+   * (`GroupSlot` from `nextOperator` to the end), or the policy's own estimate; NaN when not
+   * needed (no drop and the policy does not order by it).
+   */
+  soloMs: number;
+}
+
+/** The slot of a query's remaining operators `[nextOperator, end)`. */
+export function slotOf(q: WaitingQuery, end: number): GroupSlot {
+  return { model: q.model, start: q.nextOperator, end, batch: q.batch, seqLen: q.seqLen };
+}
+
+const isInt = (x: number, min: number): boolean => Number.isInteger(x) && x >= min;
+
+/** @throws RangeError naming the query and the field (message built only on failure). */
+export function checkQuery(q: WaitingQuery): void {
+  if (!isInt(q.operators, 1)) throw new RangeError(`query '${q.id}': operators must be an integer ≥ 1, got ${q.operators}`);
+  if (!isInt(q.nextOperator, 0) || q.nextOperator >= q.operators) {
+    throw new RangeError(`query '${q.id}': nextOperator must be an integer in [0, ${q.operators - 1}], got ${q.nextOperator}`);
+  }
+  if (!isInt(q.batch, 1)) throw new RangeError(`query '${q.id}': batch must be an integer ≥ 1, got ${q.batch}`);
+  if (!isInt(q.seqLen, 0)) throw new RangeError(`query '${q.id}': seqLen must be an integer ≥ 0, got ${q.seqLen}`);
+  if (!Number.isFinite(q.arrivalMs)) throw new RangeError(`query '${q.id}': arrivalMs must be finite, got ${q.arrivalMs}`);
+  if (!Number.isFinite(q.qosTargetMs)) throw new RangeError(`query '${q.id}': qosTargetMs must be finite, got ${q.qosTargetMs}`);
+}
+
+/** @throws RangeError for a non-finite `nowMs` or a negative / non-finite `runningRemainingMs`. */
+export function checkInput(input: ScheduleInput): void {
+  if (!Number.isFinite(input.nowMs)) throw new RangeError(`nowMs must be finite, got ${input.nowMs}`);
+  if (!(input.runningRemainingMs >= 0) || !Number.isFinite(input.runningRemainingMs)) {
+    throw new RangeError(`runningRemainingMs must be a finite number ≥ 0, got ${input.runningRemainingMs}`);
+  }
+}
+
+/** Code-unit order of strings (locale-independent, so decisions do not depend on the host). */
+export function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Ties after the policy's key: earlier arrival, then service name, then query id. */
+export function compareTies(a: Candidate, b: Candidate): number {
+  return a.query.arrivalMs - b.query.arrivalMs || compareStrings(a.query.service, b.query.service) || compareStrings(a.query.id, b.query.id);
+}
+
+/** Most urgent first: smallest headroom (= earliest deadline), then `compareTies`. */
+export function compareUrgency(a: Candidate, b: Candidate): number {
+  return a.deadlineMs - b.deadlineMs || compareTies(a, b);
+}
+
+/** How `collectHeads` estimates and drops. */
+export interface HeadRule {
+  /** Reject hopeless heads (and look at the next query of their queue). */
+  readonly drop: boolean;
+  /** Predict `soloMs` of every head (else only when `drop` needs it; NaN otherwise). */
+  readonly score: boolean;
+  /** Added to the estimate before comparing with the headroom (clockwork: the running group's remainder), ms. */
+  readonly extraMs: number;
+  /** A policy's own estimate of a query's remaining latency (ms), or undefined to ask the predictor. */
+  readonly known?: (q: WaitingQuery) => number | undefined;
+}
+
+/**
+ * Step 1: the first query of each queue that is not hopeless. A query is hopeless when its
+ * headroom is ≤ 0, or when `estimate + rule.extraMs > headroom` (estimate: `rule.known`, else
+ * the predictor's remaining solo latency). Heads still unresolved after a round are scored in
+ * ONE batched predictor call; a rejected head is replaced by the next query of its queue and
+ * the replacements are scored in the next round (so a decision only comes back empty when
+ * every visible query was rejected). Without drop: the first query of each queue, scored
+ * (one call) when `rule.score`.
+ *
+ * Appends rejections to `rejected` in the order they happen (rounds, then queue order).
+ * @returns the surviving heads, in the order found (deterministic; policies sort them).
+ */
+export function collectHeads(
+  input: ScheduleInput,
+  predictor: Predictor,
+  rule: HeadRule,
+  stats: StatsCounter,
+  rejected: Rejection[],
+): Candidate[] {
+  const { nowMs, queues } = input;
+  const heads: Candidate[] = [];
+  const pos: number[] = [];
+  let pending: number[] = [];
+  for (let i = 0; i < queues.length; i++) {
+    pos.push(0);
+    if ((queues[i]?.length ?? 0) > 0) pending.push(i);
+  }
+  while (pending.length > 0) {
+    const toScore: { c: Candidate; qi: number }[] = [];
+    for (const qi of pending) {
+      const queue = queues[qi]!;
+      while (pos[qi]! < queue.length) {
+        const q = queue[pos[qi]!]!;
+        checkQuery(q);
+        const deadlineMs = q.arrivalMs + q.qosTargetMs;
+        const headroomMs = q.qosTargetMs - (nowMs - q.arrivalMs);
+        if (rule.drop && headroomMs <= 0) {
+          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs });
+          pos[qi]!++;
+          continue;
+        }
+        const c: Candidate = { query: q, headroomMs, deadlineMs, soloMs: NaN };
+        const known = rule.known?.(q);
+        if (known !== undefined) {
+          c.soloMs = known;
+          if (rule.drop && known + rule.extraMs > headroomMs) {
+            rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: known + rule.extraMs });
+            pos[qi]!++;
+            continue;
+          }
+          heads.push(c);
+        } else if (rule.drop || rule.score) {
+          toScore.push({ c, qi });
+        } else {
+          heads.push(c);
+        }
+        break;
+      }
+    }
+    if (toScore.length === 0) break;
+    const groups = toScore.map(({ c }) => [slotOf(c.query, c.query.operators)]);
+    const out = predictor.predict(groups);
+    stats.predictorCalls++;
+    stats.groupsScored += groups.length;
+    const next: number[] = [];
+    for (let j = 0; j < toScore.length; j++) {
+      const { c, qi } = toScore[j]!;
+      c.soloMs = out[j]!;
+      if (rule.drop && c.soloMs + rule.extraMs > c.headroomMs) {
+        rejected.push({ queryId: c.query.id, service: c.query.service, reason: 'qos_violation', headroomMs: c.headroomMs, predictedMs: c.soloMs + rule.extraMs });
+        pos[qi]!++;
+        next.push(qi);
+      } else {
+        heads.push(c);
+      }
+    }
+    pending = next;
+  }
+  return heads;
+}
+
+/** Predicted remaining solo latency of one query (one call), for a head whose `soloMs` was not needed before. */
+export function predictSolo(predictor: Predictor, q: WaitingQuery, stats: StatsCounter): number {
+  const out = predictor.predict([[slotOf(q, q.operators)]]);
+  stats.predictorCalls++;
+  stats.groupsScored++;
+  return out[0]!;
+}

@@ -1,0 +1,132 @@
+/**
+ * Query controllers: the contract (`controller.ts`), the policies, and `createController`,
+ * which validates a policy's parameters (zod) and builds it.
+ *
+ * Parameters come from config files or CLI flags: numeric strings ('4') become numbers and
+ * 'true' / 'false' become booleans; absent or undefined fields get the paper's defaults.
+ */
+import { z } from 'zod';
+import type { Predictor } from '../predict/predictor.ts';
+import type { PolicyName, QueryController } from './controller.ts';
+import { AbacusController } from './abacus/index.ts';
+import { ClockworkController } from './clockwork/index.ts';
+import { OneAtATimeController, type OneAtATimePolicy } from './one-at-a-time/index.ts';
+import { OverlapAllController } from './overlap-all/index.ts';
+
+export type * from './controller.ts';
+export { AbacusController, type AbacusParams } from './abacus/index.ts';
+export { ClockworkController, type ClockworkParams, windowPercentile } from './clockwork/index.ts';
+export { OneAtATimeController, type OneAtATimeParams, type OneAtATimePolicy } from './one-at-a-time/index.ts';
+export { OverlapAllController } from './overlap-all/index.ts';
+
+export const POLICY_NAMES: readonly PolicyName[] = Object.freeze(['abacus', 'fcfs', 'sjf', 'edf', 'overlap-all', 'clockwork'] as const);
+
+export function isPolicyName(s: string): s is PolicyName {
+  return (POLICY_NAMES as readonly string[]).includes(s);
+}
+
+interface FieldSpec {
+  readonly type: z.ZodType;
+  /** "an integer in [2, 64]" */
+  readonly text: string;
+  readonly def: number | boolean;
+  readonly kind: 'number' | 'boolean';
+}
+
+const MAX_WAYS = 64;
+
+const DROP: FieldSpec = { type: z.boolean(), text: 'a boolean', def: true, kind: 'boolean' };
+
+/** Per policy: its parameters, their valid ranges and the defaults (Abacus SC'21 A100 runs; Clockwork OSDI'20). */
+const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> = {
+  abacus: {
+    ways: { type: z.number().int().min(2).max(MAX_WAYS), text: `an integer in [2, ${MAX_WAYS}]`, def: 2, kind: 'number' },
+    slackMs: { type: z.number().min(0).max(1e9), text: 'a number of ms in [0, 1e9]', def: 5, kind: 'number' },
+    drop: DROP,
+  },
+  fcfs: { drop: DROP },
+  sjf: { drop: DROP },
+  edf: { drop: DROP },
+  'overlap-all': {},
+  clockwork: {
+    window: { type: z.number().int().min(1).max(10_000), text: 'an integer in [1, 10000]', def: 10, kind: 'number' },
+    percentile: { type: z.number().gt(0).max(100), text: 'a number in (0, 100]', def: 99, kind: 'number' },
+  },
+};
+
+function coerce(v: unknown): unknown {
+  if (typeof v === 'string') {
+    const t = v.trim();
+    if (t === 'true') return true;
+    if (t === 'false') return false;
+    if (t !== '') {
+      const n = Number(t);
+      return Number.isNaN(n) ? v : n;
+    }
+  }
+  return v;
+}
+
+function describe(v: unknown): string {
+  if (typeof v === 'string') return `'${v}'`;
+  if (typeof v === 'number' || typeof v === 'boolean' || v === null || v === undefined) return String(v);
+  return typeof v;
+}
+
+/**
+ * Validate a policy's raw parameters and fill the defaults.
+ * @returns every parameter of `policy` (abacus: ways, slackMs, drop; fcfs/sjf/edf: drop;
+ *   clockwork: window, percentile; overlap-all: none).
+ * @throws RangeError for an unknown policy (naming the valid ones) and for a value out of
+ *   range (naming the parameter and its range); TypeError for a value of the wrong type or a
+ *   parameter the policy does not have (naming it and the valid ones).
+ */
+export function parseControllerParams(policy: string, raw: Readonly<Record<string, unknown>> = {}): Record<string, number | boolean> {
+  if (!isPolicyName(policy)) throw new RangeError(`policy must be one of ${POLICY_NAMES.join(', ')}; got '${policy}'`);
+  const fields = FIELDS[policy];
+  const shape: Record<string, z.ZodType> = {};
+  for (const [key, spec] of Object.entries(fields)) shape[key] = z.preprocess(coerce, spec.type.optional());
+  const parsed = z.strictObject(shape).safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const valid = Object.keys(fields);
+    if (issue?.code === 'unrecognized_keys') {
+      throw new TypeError(
+        `${policy} has no parameter '${issue.keys.join("', '")}' (${valid.length > 0 ? `valid: ${valid.join(', ')}` : 'it takes none'})`,
+      );
+    }
+    const key = String(issue?.path[0] ?? '?');
+    const spec = fields[key];
+    const value = raw[key];
+    const message = `${policy} parameter '${key}' must be ${spec?.text ?? 'valid'}, got ${describe(value)}`;
+    // Wrong kind of value -> TypeError; right kind, out of range or not integral -> RangeError.
+    throw spec !== undefined && typeof coerce(value) === spec.kind ? new RangeError(message) : new TypeError(message);
+  }
+  const values = parsed.data as Record<string, number | boolean | undefined>;
+  const out: Record<string, number | boolean> = {};
+  for (const [key, spec] of Object.entries(fields)) out[key] = values[key] ?? spec.def;
+  return out;
+}
+
+/**
+ * Build the controller of `policy` with validated `params` (see `parseControllerParams`).
+ * @param predictor used by every policy but overlap-all (which may be given none).
+ * @throws RangeError / TypeError from `parseControllerParams`; TypeError when the policy needs
+ *   a predictor and none is given.
+ */
+export function createController(policy: string, params: Readonly<Record<string, unknown>> = {}, predictor?: Predictor): QueryController {
+  const p = parseControllerParams(policy, params);
+  if (policy === 'overlap-all') return new OverlapAllController();
+  if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
+  const drop = p['drop'] === true;
+  switch (policy as Exclude<PolicyName, 'overlap-all'>) {
+    case 'abacus':
+      return new AbacusController(predictor, { ways: Number(p['ways']), slackMs: Number(p['slackMs']), drop });
+    case 'fcfs':
+    case 'sjf':
+    case 'edf':
+      return new OneAtATimeController(policy as OneAtATimePolicy, predictor, { drop });
+    case 'clockwork':
+      return new ClockworkController(predictor, { window: Number(p['window']), percentile: Number(p['percentile']) });
+  }
+}

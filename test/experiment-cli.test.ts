@@ -1,0 +1,101 @@
+/**
+ * End-to-end: `abacus simulate` and `abacus bench` run as a user runs them, on a fresh cache:
+ * no predictor given, so each profiles the device and trains one first (small sample counts
+ * here), then compares policies; the second run reuses the cached predictor.
+ */
+import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ExperimentJson } from '../src/cli/experiment.ts';
+
+const run = promisify(execFile);
+const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'abacus.js');
+
+let tmp: string;
+let cacheDir: string;
+beforeAll(async () => {
+  tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-exp-'));
+  cacheDir = path.join(tmp, 'models');
+});
+afterAll(async () => {
+  await fs.rm(tmp, { recursive: true, force: true });
+});
+
+async function abacus(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...process.env, ABACUS_CACHE_DIR: cacheDir }, maxBuffer: 64 << 20 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}
+
+describe('abacus simulate', () => {
+  it('profiles and trains a predictor on first use, compares policies, and reuses the predictor', async () => {
+    const args = ['simulate', '--models', 'resnet50,vgg16', '--qos-ms', '50', '--rate', '80', '--queries', '400', '--profile-samples', '600', '--policy', 'abacus,fcfs,overlap-all'];
+    const first = await abacus(...args);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toMatch(/no predictor given: profiling 600 operator groups/);
+    expect(first.stdout).toMatch(/policy\s+rate q\/s/);
+    const second = await abacus(...args, '--json');
+    expect(second.code, second.stderr).toBe(0);
+    const json = JSON.parse(second.stdout) as ExperimentJson;
+    expect(json.predictor).toContain(path.join(tmp, 'predictors'));
+    expect(json.runs.map((r) => r.policy)).toEqual(['abacus', 'fcfs', 'overlap-all']);
+    for (const r of json.runs) {
+      expect(r.rateQps).toBe(80);
+      expect(r.violationRatio).toBeGreaterThanOrEqual(0);
+      expect(r.violationRatio).toBeLessThanOrEqual(1);
+      expect(r.services.map((s) => s.service)).toEqual(['resnet50', 'vgg16']);
+      expect(r.goodputQps).toBeGreaterThan(0);
+    }
+    expect(json.runs.find((r) => r.policy === 'overlap-all')!.predictorMape).toBeNull();
+    // the same seed gives the same simulation
+    const third = JSON.parse((await abacus(...args, '--json')).stdout) as ExperimentJson;
+    expect(third.runs).toEqual(json.runs);
+  }, 240_000);
+
+  it('--find-peak reports a peak goodput per policy', async () => {
+    const r = await abacus('simulate', '--models', 'resnet50,vgg16', '--qos-ms', '50', '--rate', '40', '--queries', '300', '--profile-samples', '600', '--policy', 'abacus,fcfs', '--find-peak', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    const json = JSON.parse(r.stdout) as ExperimentJson;
+    for (const run of json.runs) {
+      expect(run.peakGoodputQps).toBeGreaterThan(0);
+      expect(run.violationRatio).toBeLessThanOrEqual(0.01);
+    }
+  }, 240_000);
+
+  it('bad input: a real device, a missing QoS, a bad policy, a bad config field', async () => {
+    expect((await abacus('simulate', '--device', 'ort', '--models', 'resnet50', '--qos-ms', '5')).stderr).toMatch(/needs a simulated device/);
+    expect((await abacus('simulate', '--models', 'resnet50')).stderr).toMatch(/--qos-ms needs one value or one per model/);
+    const bad = await abacus('simulate', '--models', 'resnet50', '--qos-ms', '5', '--policy', 'lifo');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/unknown policy 'lifo'/);
+    const cfg = path.join(tmp, 'bad.yaml');
+    await fs.writeFile(cfg, 'device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: fast\n');
+    const r = await abacus('simulate', '--config', cfg);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`${cfg}: services[0].qosTargetMs`);
+  }, 120_000);
+});
+
+describe('abacus bench', () => {
+  it('serves two small models on onnxruntime (CPU) in real time under each policy', async () => {
+    const r = await abacus('bench', '--device', 'ort', '--models', 'resnet50-small,bert-small', '--qos-ms', '200', '--batch-sizes', '1,2', '--seq-lens', '16', '--rate', '20', '--queries', '40', '--profile-samples', '60', '--policy', 'abacus,fcfs', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    const json = JSON.parse(r.stdout) as ExperimentJson;
+    expect(json.device).toBe('ort');
+    expect(json.runs).toHaveLength(2);
+    for (const run of json.runs) {
+      expect(run.services).toHaveLength(2);
+      // every query got an outcome: completed ones count in throughput
+      expect(run.throughputQps).toBeGreaterThan(0);
+      expect(Number.isFinite(run.p99Ms)).toBe(true);
+    }
+  }, 300_000);
+});

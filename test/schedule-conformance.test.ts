@@ -1,0 +1,17 @@
+/**
+ * The QueryController conformance suite (test/schedule/conformance.ts) against every policy,
+ * with its defaults and with the parameter settings that change its code paths.
+ */
+import { createController } from '../src/schedule/index.ts';
+import { describeControllerConformance } from './schedule/conformance.ts';
+
+describeControllerConformance('abacus (defaults: ways 2, slack 5 ms, drop)', (p) => createController('abacus', {}, p));
+describeControllerConformance('abacus ways 4, slack 0, drop', (p) => createController('abacus', { ways: 4, slackMs: 0 }, p));
+describeControllerConformance('abacus ways 3, slack 0.5, no drop', (p) => createController('abacus', { ways: 3, slackMs: 0.5, drop: false }, p));
+for (const policy of ['fcfs', 'sjf', 'edf'] as const) {
+  describeControllerConformance(`${policy} (drop)`, (p) => createController(policy, {}, p));
+  describeControllerConformance(`${policy} (no drop)`, (p) => createController(policy, { drop: false }, p));
+}
+describeControllerConformance('overlap-all', () => createController('overlap-all'));
+describeControllerConformance('clockwork (window 10, p99)', (p) => createController('clockwork', {}, p));
+describeControllerConformance('clockwork (window 3, p50)', (p) => createController('clockwork', { window: 3, percentile: 50 }, p));

@@ -1,0 +1,212 @@
+/**
+ * QueryController conformance suite (STYLE.md §2): the behaviour every controller must show,
+ * run against each one in a few lines:
+ *
+ *   describeControllerConformance('abacus ways 4', (p) => createController('abacus', { ways: 4 }, p));
+ *
+ * The factory gets a `FakePredictor` (test/schedule/fake-predictor.ts) and returns a fresh
+ * controller. Most cases check invariants over seeded random inputs (`randomInput`), so they
+ * hold whatever the policy decides. Known gaps are skipped by name with a reason:
+ * `{ skip: { [CASE.fifo]: 'why' } }`.
+ */
+import { describe, expect, it } from 'vitest';
+import type { Decision, QueryController, ScheduleInput, WaitingQuery } from '../../src/schedule/controller.ts';
+import { FakePredictor } from './fake-predictor.ts';
+import { input, query, randomInput, rng } from './query.ts';
+
+export interface ControllerConformanceOptions {
+  readonly skip?: Readonly<Record<string, string>>;
+  /** Random inputs per case (default 400). */
+  readonly samples?: number;
+}
+
+export const CASE = {
+  empty: 'an empty input gives an empty decision',
+  segments: 'every segment names a visible query, starts at its nextOperator and ends in (start, operators]',
+  unique: 'no query is launched twice, rejected twice, or both launched and rejected',
+  reasons: 'every rejection carries reason qos_violation, its service and a headroom that justifies it',
+  progress: 'an empty group means every visible query was rejected',
+  fifo: 'one-group policies launch at most one query per service, the first of its queue after rejections, within maxSlots',
+  predicted: 'predictedMs is finite and ≥ 0 when present, absent for an empty group',
+  deterministic: 'the same input gives the same decision, on the same and on a fresh instance',
+  readOnly: 'decide does not mutate its (frozen) input',
+  stats: 'stats count the predictor calls and groups scored',
+  malformed: 'malformed input throws RangeError naming the field',
+  observe: 'observe accepts feedback from executed decisions, and the invariants still hold after it',
+} as const;
+
+function deepFreeze<T>(x: T): T {
+  if (x !== null && typeof x === 'object') {
+    for (const v of Object.values(x)) deepFreeze(v);
+    Object.freeze(x);
+  }
+  return x;
+}
+
+/** Every query of the input, by id. */
+function visible(inp: ScheduleInput): Map<string, { q: WaitingQuery; queue: number; pos: number }> {
+  const m = new Map<string, { q: WaitingQuery; queue: number; pos: number }>();
+  inp.queues.forEach((queue, qi) => queue.forEach((q, pos) => m.set(q.id, { q, queue: qi, pos })));
+  return m;
+}
+
+/** All invariants of one decision on one input (shared by the random cases). */
+export function checkDecision(controller: QueryController, inp: ScheduleInput, d: Decision, maxSlots: number, which: readonly string[]): void {
+  const byId = visible(inp);
+  const ctx = (): string => JSON.stringify({ input: inp, decision: d });
+  const launched = new Set<string>();
+  const rejected = new Set<string>();
+  if (which.includes(CASE.segments) || which.includes(CASE.unique)) {
+    for (const s of d.group) {
+      const v = byId.get(s.queryId);
+      expect(v, `unknown query ${s.queryId}: ${ctx()}`).toBeDefined();
+      if (!v) continue;
+      expect(s.service, ctx()).toBe(v.q.service);
+      expect(s.start, ctx()).toBe(v.q.nextOperator);
+      expect(Number.isInteger(s.end) && s.end > s.start && s.end <= v.q.operators, `end ${s.end}: ${ctx()}`).toBe(true);
+      expect(launched.has(s.queryId), `launched twice: ${ctx()}`).toBe(false);
+      launched.add(s.queryId);
+    }
+    for (const r of d.rejected) {
+      expect(byId.has(r.queryId), `unknown rejected ${r.queryId}: ${ctx()}`).toBe(true);
+      expect(rejected.has(r.queryId), `rejected twice: ${ctx()}`).toBe(false);
+      expect(launched.has(r.queryId), `launched and rejected: ${ctx()}`).toBe(false);
+      rejected.add(r.queryId);
+    }
+  }
+  if (which.includes(CASE.reasons)) {
+    for (const r of d.rejected) {
+      const v = byId.get(r.queryId)!;
+      expect(r.reason).toBe('qos_violation');
+      expect(r.service).toBe(v.q.service);
+      expect(r.headroomMs).toBeCloseTo(v.q.qosTargetMs - (inp.nowMs - v.q.arrivalMs), 9);
+      const justified = r.headroomMs <= 0 || (r.predictedMs !== undefined && r.predictedMs > r.headroomMs);
+      expect(justified, `unjustified rejection: ${ctx()}`).toBe(true);
+    }
+  }
+  if (which.includes(CASE.progress) && d.group.length === 0) {
+    expect(new Set(d.rejected.map((r) => r.queryId)), ctx()).toEqual(new Set(byId.keys()));
+  }
+  if (which.includes(CASE.fifo) && !controller.launchWhileBusy) {
+    const services = new Set<string>();
+    for (const s of d.group) {
+      const v = byId.get(s.queryId)!;
+      expect(services.has(s.service), `two queries of ${s.service}: ${ctx()}`).toBe(false);
+      services.add(s.service);
+      const before = inp.queues[v.queue]!.slice(0, v.pos);
+      for (const b of before) expect(d.rejected.some((r) => r.queryId === b.id), `${s.queryId} launched before ${b.id}: ${ctx()}`).toBe(true);
+    }
+    expect(d.group.length).toBeLessThanOrEqual(maxSlots);
+  }
+  if (which.includes(CASE.predicted)) {
+    if (d.group.length === 0) expect(d.predictedMs, ctx()).toBeUndefined();
+    if (d.predictedMs !== undefined) expect(Number.isFinite(d.predictedMs) && d.predictedMs >= 0, ctx()).toBe(true);
+  }
+}
+
+export function describeControllerConformance(
+  name: string,
+  factory: (predictor: FakePredictor) => QueryController,
+  options: ControllerConformanceOptions = {},
+): void {
+  const samples = options.samples ?? 400;
+  describe(`QueryController conformance: ${name}`, () => {
+    const test = (caseName: string, fn: () => void): void => {
+      const reason = options.skip?.[caseName];
+      if (reason !== undefined) it.skip(`${caseName} — skipped: ${reason}`, fn);
+      else it(caseName, fn);
+    };
+    /** Run `check` on `samples` seeded random inputs with a fresh predictor + controller each time. */
+    const eachRandom = (seed: number, check: (c: QueryController, p: FakePredictor, inp: ScheduleInput) => void): void => {
+      const r = rng(seed);
+      const p = new FakePredictor({ maxSlots: 3 });
+      const c = factory(p);
+      for (let i = 0; i < samples; i++) check(c, p, randomInput(r, `r${i}`));
+    };
+    const invariant = (caseName: string, seed: number): void => {
+      test(caseName, () => {
+        eachRandom(seed, (c, p, inp) => checkDecision(c, inp, c.decide(inp), p.maxSlots, [caseName]));
+      });
+    };
+
+    test(CASE.empty, () => {
+      const c = factory(new FakePredictor());
+      for (const inp of [input(0, []), input(5, [[], []]), input(5, [[]], 3)]) {
+        const d = c.decide(inp);
+        expect(d.group).toEqual([]);
+        expect(d.rejected).toEqual([]);
+        expect(d.predictedMs).toBeUndefined();
+      }
+    });
+    invariant(CASE.segments, 1);
+    invariant(CASE.unique, 2);
+    invariant(CASE.reasons, 3);
+    invariant(CASE.progress, 4);
+    invariant(CASE.fifo, 5);
+    invariant(CASE.predicted, 6);
+
+    test(CASE.deterministic, () => {
+      eachRandom(7, (c, p, inp) => {
+        const a = c.decide(inp);
+        expect(c.decide(inp)).toEqual(a);
+        expect(factory(new FakePredictor({ maxSlots: p.maxSlots })).decide(inp)).toEqual(a);
+      });
+    });
+
+    test(CASE.readOnly, () => {
+      eachRandom(8, (c, _p, inp) => {
+        const before = JSON.stringify(inp);
+        deepFreeze(inp);
+        c.decide(inp);
+        expect(JSON.stringify(inp)).toBe(before);
+      });
+    });
+
+    test(CASE.stats, () => {
+      eachRandom(9, (c, p, inp) => {
+        const callsBefore = p.calls.length;
+        const scoredBefore = p.calls.flat().length;
+        const { stats } = c.decide(inp);
+        expect(stats.predictorCalls).toBe(p.calls.length - callsBefore);
+        expect(stats.groupsScored).toBe(p.calls.flat().length - scoredBefore);
+        expect(Number.isInteger(stats.searchRounds) && stats.searchRounds >= 0).toBe(true);
+        expect(stats.searchRounds).toBeLessThanOrEqual(stats.predictorCalls);
+      });
+    });
+
+    test(CASE.malformed, () => {
+      const c = factory(new FakePredictor());
+      const ok = query('m1', 's', 'a', { arrivalMs: 0, qosTargetMs: 50 });
+      const bad: [Partial<WaitingQuery>, RegExp][] = [
+        [{ nextOperator: 10 }, /nextOperator/],
+        [{ nextOperator: -1 }, /nextOperator/],
+        [{ nextOperator: 1.5 }, /nextOperator/],
+        [{ operators: 0 }, /operators/],
+        [{ batch: 0 }, /batch/],
+        [{ arrivalMs: NaN }, /arrivalMs/],
+        [{ qosTargetMs: Infinity }, /qosTargetMs/],
+      ];
+      for (const [patch, re] of bad) expect(() => c.decide(input(10, [[{ ...ok, ...patch }]]))).toThrow(re);
+      for (const [patch] of bad) expect(() => c.decide(input(10, [[{ ...ok, ...patch }]]))).toThrow(RangeError);
+      expect(() => c.decide(input(NaN, [[ok]]))).toThrow(/nowMs/);
+      expect(() => c.decide(input(10, [[ok]], -1))).toThrow(/runningRemainingMs/);
+    });
+
+    test(CASE.observe, () => {
+      eachRandom(10, (c, p, inp) => {
+        const d = c.decide(inp);
+        const byId = visible(inp);
+        const segments = d.group.map((s) => {
+          const q = byId.get(s.queryId)!.q;
+          const [ms] = p.predict([[{ model: q.model, start: s.start, end: s.end, batch: q.batch, seqLen: q.seqLen }]]);
+          return { ...s, model: q.model, operators: q.operators, batch: q.batch, seqLen: q.seqLen, latencyMs: ms! };
+        });
+        if (segments.length > 0) {
+          const measured = (d.predictedMs ?? 10) * 1.1;
+          c.observe({ segments, groupLatencyMs: measured, ...(d.predictedMs === undefined ? {} : { predictedMs: d.predictedMs }) });
+        }
+        checkDecision(c, inp, c.decide(inp), p.maxSlots, Object.values(CASE));
+      });
+    });
+  });
+}
