@@ -44,47 +44,108 @@ export interface ServingStats {
 }
 
 /**
+ * Accumulates `ServingStats` one finished query at a time without keeping the records (long
+ * simulations): counts, rejection reasons, and the latencies of completed queries in a
+ * growable Float64Array (8 bytes per query).
+ */
+export class StatsCollector {
+  private latencies = new Float64Array(1024);
+  private completed = 0;
+  private onTime = 0;
+  private offered = 0;
+  private firstMs = Infinity;
+  private lastMs = -Infinity;
+  private readonly rejectedBy: Record<string, number> = {};
+
+  /** Add a finished query (a pending one is ignored). */
+  add(q: QueryRecord): void {
+    if (q.outcome === 'pending') return;
+    this.offered++;
+    if (q.arrivalMs < this.firstMs) this.firstMs = q.arrivalMs;
+    const end = q.endMs ?? q.arrivalMs;
+    if (end > this.lastMs) this.lastMs = end;
+    if (q.outcome === 'completed') {
+      if (this.completed === this.latencies.length) {
+        const grown = new Float64Array(this.latencies.length * 2);
+        grown.set(this.latencies);
+        this.latencies = grown;
+      }
+      this.latencies[this.completed++] = end - q.arrivalMs;
+      if (metQos(q)) this.onTime++;
+    } else {
+      const reason = q.reason ?? 'unknown';
+      this.rejectedBy[reason] = (this.rejectedBy[reason] ?? 0) + 1;
+    }
+  }
+
+  /** First arrival to last outcome of the queries added, ms (0 when none). */
+  get spanMs(): number {
+    return this.lastMs > this.firstMs ? this.lastMs - this.firstMs : 0;
+  }
+
+  /** The statistics so far; `spanMs` overrides the span the rates are computed over. */
+  stats(spanMs?: number): ServingStats {
+    const sorted = this.latencies.slice(0, this.completed).sort();
+    const rank = (p: number): number => (sorted.length === 0 ? Number.NaN : sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]!);
+    const span = spanMs ?? this.spanMs;
+    const perSecond = (n: number): number => (span > 0 ? (n * 1000) / span : 0);
+    return {
+      offered: this.offered,
+      completed: this.completed,
+      onTime: this.onTime,
+      late: this.completed - this.onTime,
+      rejected: this.offered - this.completed,
+      rejectedBy: { ...this.rejectedBy },
+      p50Ms: rank(50),
+      p95Ms: rank(95),
+      p99Ms: rank(99),
+      violationRatio: this.offered === 0 ? 0 : (this.offered - this.onTime) / this.offered,
+      goodputQps: perSecond(this.onTime),
+      throughputQps: perSecond(this.completed),
+      spanMs: span,
+    };
+  }
+}
+
+/**
  * Statistics of finished queries (pending ones are ignored: call after the run drained).
  * `spanMs` overrides the span (e.g. the whole run's, for per-service stats).
  */
 export function servingStats(queries: readonly QueryRecord[], spanMs?: number): ServingStats {
-  const done = queries.filter((q) => q.outcome !== 'pending');
-  const latencies: number[] = [];
-  const rejectedBy: Record<string, number> = {};
-  let onTime = 0;
-  let completed = 0;
-  let first = Infinity;
-  let last = -Infinity;
-  for (const q of done) {
-    first = Math.min(first, q.arrivalMs);
-    last = Math.max(last, q.endMs ?? q.arrivalMs);
-    if (q.outcome === 'completed') {
-      completed++;
-      latencies.push(q.endMs! - q.arrivalMs);
-      if (metQos(q)) onTime++;
-    } else {
-      const reason = q.reason ?? 'unknown';
-      rejectedBy[reason] = (rejectedBy[reason] ?? 0) + 1;
+  const c = new StatsCollector();
+  for (const q of queries) c.add(q);
+  return c.stats(spanMs);
+}
+
+/** Accumulates group statistics one finished group at a time: count, mean size, predictor MAPE. */
+export class GroupStatsCollector {
+  private count = 0;
+  private segments = 0;
+  private apeSum = 0;
+  private predicted = 0;
+
+  add(g: GroupRecord): void {
+    this.count++;
+    this.segments += g.segments.length;
+    if (g.predictedMs !== undefined && g.measuredMs > 0) {
+      this.apeSum += Math.abs(g.predictedMs - g.measuredMs) / g.measuredMs;
+      this.predicted++;
     }
   }
-  const span = spanMs ?? (done.length === 0 ? 0 : last - first);
-  const perSecond = (n: number): number => (span > 0 ? (n * 1000) / span : 0);
-  const offered = done.length;
-  return {
-    offered,
-    completed,
-    onTime,
-    late: completed - onTime,
-    rejected: offered - completed,
-    rejectedBy,
-    p50Ms: percentile(latencies, 50),
-    p95Ms: percentile(latencies, 95),
-    p99Ms: percentile(latencies, 99),
-    violationRatio: offered === 0 ? 0 : (offered - onTime) / offered,
-    goodputQps: perSecond(onTime),
-    throughputQps: perSecond(completed),
-    spanMs: span,
-  };
+
+  get groups(): number {
+    return this.count;
+  }
+
+  /** Mean segments per group; NaN for no groups. */
+  get meanGroupSize(): number {
+    return this.count === 0 ? Number.NaN : this.segments / this.count;
+  }
+
+  /** MAPE (fraction) over groups with a prediction; NaN when none. */
+  get predictorMape(): number {
+    return this.predicted === 0 ? Number.NaN : this.apeSum / this.predicted;
+  }
 }
 
 /** The run's span: first arrival to last outcome, ms (0 when nothing finished). */
