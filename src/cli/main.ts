@@ -11,6 +11,7 @@ import { registerSimulateCommand } from './simulate.ts';
 import { registerProfileCommand } from './profile.ts';
 import { registerTrainCommand } from './train.ts';
 import { registerExperimentCommands } from './experiment.ts';
+import { registerReproduceCommand } from './reproduce.ts';
 import { UsageError } from './usage.ts';
 
 /** What subcommands need from the process, injectable for tests. */
@@ -42,6 +43,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerProfileCommand(program, ctx);
   registerTrainCommand(program, ctx);
   registerExperimentCommands(program, simulate, ctx);
+  registerReproduceCommand(program, ctx);
   return program;
 }
 
