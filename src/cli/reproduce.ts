@@ -73,7 +73,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
   const { id: deviceId } = parseSimDeviceId(opts.device);
   const repo = new ModelRepository(ctx.cacheOptions());
   const specs = new Map<string, ModelSpec>();
-  for (const name of ZOO_MODEL_NAMES) specs.set(name, await repo.zooSpec(name as ZooModelName));
+  for (const name of ZOO_MODEL_NAMES) specs.set(name, await repo.zooSpec(name));
   const workloads = await readPaperWorkloads();
   const queries = opts.queries ?? (opts.quick ? 300 : 1000);
   const samples = opts.quick ? 4000 : 12_000;
@@ -99,7 +99,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
     });
     say(`${exp}: ${sets.length} sets × ${policies.length} policies, ${queries} queries per run, predictor ${source}\n`);
     const rows: ColocationRow[] = [];
-    for (const w of sets as PaperWorkload[]) {
+    for (const w of sets) {
       rows.push(...(await runWorkload(deviceId, w, specs, predictor, { policies, queries, seed: opts.seed, findPeak: exp === 'throughput' })));
     }
     const csvFile = path.join(opts.out, `${exp}.csv`);
