@@ -42,7 +42,7 @@ describe('abacus reproduce', () => {
     expect(json.qos!.sets).toBe(21);
     expect(json.qos!.abacusMaxViolationRatio).toBeGreaterThanOrEqual(0);
     expect(json.qos!.abacusMaxP99OverQos).toBeGreaterThan(0);
-    const rows = parse(await fs.readFile(path.join(out, 'qos.csv'), 'utf8'), { columns: true }) as Record<string, string>[];
+    const rows = parse<Record<string, string>>(await fs.readFile(path.join(out, 'qos.csv'), 'utf8'), { columns: true });
     expect(rows).toHaveLength(21 * 4);
     expect(new Set(rows.map((x) => x['policy']))).toEqual(new Set(['abacus', 'fcfs', 'sjf', 'edf']));
     expect(rows.find((x) => x['set'] === 'vgg16+vgg19' && x['policy'] === 'abacus')!['qosMs']).toBe('30');
