@@ -1,9 +1,10 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor]`: the foundation
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
  * `--only sim` runs the simulator speed benchmark (issue 3) alone, `--only schedule` the
  * scheduling decision latency (issue 5) alone, `--only predictor [-- --data FILE.csv]` the
- * predictor call latency and training time (issue 4) alone.
+ * predictor call latency and training time (issue 4) alone, `--only runtime [-- --queries N]` the
+ * simulation speed of the whole serving path (issue 5) alone.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -13,17 +14,19 @@ import { benchOverlap } from './overlap.ts';
 import { benchSimSpeed } from './sim-speed.ts';
 import { benchSchedule } from './schedule.ts';
 import { benchPredictor } from './predictor.ts';
+import { benchRuntimeSpeed } from './runtime-speed.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor')
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime')
+  .option('--queries <n>', 'runtime: queries per run (default 1,000,000)', (v) => Number(v))
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string }>();
-if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule or predictor, got '${opts.only}'`);
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number }>();
+if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor or runtime, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
 };
@@ -33,6 +36,7 @@ const out: Record<string, unknown> = { machine };
 if (opts.only === undefined || opts.only === 'split') out['splitOverhead'] = await benchSplitOverhead({ repeat: opts.repeat, threads: opts.threads, log });
 if (opts.only === 'sim') out['simSpeed'] = await benchSimSpeed({ log });
 if (opts.only === 'schedule') out['schedule'] = await benchSchedule({ log });
+if (opts.only === 'runtime') out['runtimeSpeed'] = await benchRuntimeSpeed({ log, ...(opts.queries === undefined ? {} : { queries: opts.queries }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
@@ -71,6 +75,16 @@ if (opts.json) {
       `Simulator speed, ${sim.device}, 4-way uncontrolled overlap (${sim.services.join(', ')}), one core: ` +
         `${Math.round(sim.operators).toLocaleString('en-US')} operator executions in ${(sim.wallMs / 1000).toFixed(2)} s of wall time for ${(sim.simulatedMs / 1000).toFixed(0)} s simulated (${sim.queries.toLocaleString('en-US')} queries)\n` +
         `  ${Math.round(sim.operatorsPerSecond).toLocaleString('en-US')} operator executions per second = ${Math.round(sim.operatorsPer10s).toLocaleString('en-US')} per 10 s (goal ≥ 1,000,000); simulated/wall time ${sim.speedup.toFixed(1)}×\n`,
+    );
+  }
+  const rs = out['runtimeSpeed'] as Awaited<ReturnType<typeof benchRuntimeSpeed>> | undefined;
+  if (rs) {
+    process.stdout.write(`Simulation speed of the serving path, ${rs.device}, ${rs.services.join(' + ')}, one core (goal: 1,000,000 queries in ≤ 60 s):\n`);
+    process.stdout.write(
+      formatTable(
+        ['policy', 'queries', 'wall s', 'simulated s', 'queries per wall s', 's per 1M queries', 'groups', 'violations %'],
+        rs.runs.map((r) => [r.policy, r.queries, (r.wallMs / 1000).toFixed(1), (r.simulatedMs / 1000).toFixed(0), Math.round(r.queriesPerSecond), r.secondsPerMillion.toFixed(1), r.groups, (r.violationRatio * 100).toFixed(2)]),
+      ) + '\n',
     );
   }
   const pred = out['predictor'] as Awaited<ReturnType<typeof benchPredictor>> | undefined;
