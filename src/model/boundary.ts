@@ -23,17 +23,19 @@ export interface ResolvedTensorSpec {
  * with one type and shape).
  */
 export function tensorSpecIndex(spec: ModelSpec): Map<string, TensorSpec> {
+  // Plain loops, no per-call closures: the simulator validates every segment through here.
   const index = new Map<string, TensorSpec>();
-  const add = (t: TensorSpec): void => {
-    if (!index.has(t.name)) index.set(t.name, t);
-  };
-  spec.inputs.forEach(add);
+  addSpecs(index, spec.inputs);
   for (const op of spec.operators) {
-    op.inputs.forEach(add);
-    op.outputs.forEach(add);
+    addSpecs(index, op.inputs);
+    addSpecs(index, op.outputs);
   }
-  spec.outputs.forEach(add);
+  addSpecs(index, spec.outputs);
   return index;
+}
+
+function addSpecs(index: Map<string, TensorSpec>, tensors: readonly TensorSpec[]): void {
+  for (const t of tensors) if (!index.has(t.name)) index.set(t.name, t);
 }
 
 /**
@@ -208,13 +210,11 @@ export function formatDimExpression(terms: readonly DimTerm[], axes: DimAxes): n
 export function resolveShape(spec: ModelSpec, tensor: TensorSpec, batch: number, seqLen: number): number[] {
   const seq = effectiveSeqLen(spec, seqLen);
   const axes = spec.dynamicAxes;
-  const noSeq = (i: number, d: string): BadRequestError =>
-    new BadRequestError(`${spec.name}: tensor '${tensor.name}' dim ${i} is ${d === axes.seq ? 'the sequence axis' : 'an expression of the sequence axis'} '${d}' but no seqLen was given and the model has no default`);
   return tensor.shape.map((d, i) => {
     if (typeof d === 'number') return d;
     if (d === axes.batch) return batch;
     if (axes.seq !== undefined && d === axes.seq) {
-      if (seq <= 0) throw noSeq(i, d);
+      if (seq <= 0) throw noSeqError(spec, tensor, i, d);
       return seq;
     }
     const terms = parseDimExpression(d, axes);
@@ -225,13 +225,18 @@ export function resolveShape(spec: ModelSpec, tensor: TensorSpec, batch: number,
           ' nor a product/sum of them and integers; its size is unknown',
       );
     }
-    if (seq <= 0 && terms.some((t) => t.seqPower > 0)) throw noSeq(i, d);
+    if (seq <= 0 && terms.some((t) => t.seqPower > 0)) throw noSeqError(spec, tensor, i, d);
     const value = terms.reduce((sum, t) => sum + t.coefficient * batch ** t.batchPower * seq ** t.seqPower, 0);
     if (!Number.isSafeInteger(value) || value < 0) {
       throw new BadRequestError(`${spec.name}: tensor '${tensor.name}' dim ${i} = '${d}' is ${value} at batch ${batch}, seq ${seq}; a dim must be a non-negative integer`);
     }
     return value;
   });
+}
+
+function noSeqError(spec: ModelSpec, tensor: TensorSpec, i: number, d: string): BadRequestError {
+  const what = d === spec.dynamicAxes.seq ? 'the sequence axis' : 'an expression of the sequence axis';
+  return new BadRequestError(`${spec.name}: tensor '${tensor.name}' dim ${i} is ${what} '${d}' but no seqLen was given and the model has no default`);
 }
 
 /** `boundarySpecs` with every shape resolved for a query. @throws as `boundarySpecs`/`resolveShape`. */

@@ -156,8 +156,13 @@ export function operatorCost(op: OperatorSpec, cls: KernelClass, batch: number, 
 }
 
 /** The first field of a cost that is not a finite number ≥ 0, if any. */
+/** A finite number ≥ 0 (false for NaN). Module level: a closure per call costs here (engine hot path). */
+function finiteNonNegative(v: number): boolean {
+  return v >= 0 && v < Infinity;
+}
+
 export function badCostField(c: OpCost): [keyof OpCost, number] | undefined {
-  const ok = (v: number): boolean => v >= 0 && v < Infinity; // false for NaN
+  const ok = finiteNonNegative;
   if (!ok(c.hostMs)) return ['hostMs', c.hostMs];
   if (!ok(c.computeMs)) return ['computeMs', c.computeMs];
   if (!ok(c.memoryMs)) return ['memoryMs', c.memoryMs];
