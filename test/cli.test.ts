@@ -97,9 +97,9 @@ describe('abacus models', () => {
     const show = await abacus('models', 'show', 'r50-5', '--json');
     expect(show.code, show.stderr).toBe(0);
     expect((JSON.parse(show.stdout) as { operators: unknown[] }).operators).toHaveLength(5);
-    const demo = await abacus('demo', '--small', '--models', 'r50-5,bert', '--repeat', '1', '--json');
+    const demo = await abacus('demo', '--models', 'r50-5,bert-small', '--queries', '20', '--profile-samples', '30', '--out', path.join(tmp, 'imp', 'report.html'), '--json');
     expect(demo.code, demo.stderr).toBe(0);
-    expect((JSON.parse(demo.stdout) as { services: string[] }).services).toEqual(['r50-5', 'bert']);
+    expect((JSON.parse(demo.stdout) as { services: { service: string }[] }).services.map((s) => s.service)).toEqual(['r50-5', 'bert-small']);
   });
 
   it('import names are checked: no zoo names, no paths', async () => {
@@ -161,18 +161,5 @@ describe('abacus models', () => {
     const badOpt = await abacus('models', 'show', 'resnet50', '--layers', '3');
     expect(badOpt.code).toBe(1);
     expect(badOpt.stderr).toMatch(/layers/);
-  });
-});
-
-describe('abacus demo', () => {
-  it('--small --json runs two services overlapped and split into segments', async () => {
-    const r = await abacus('demo', '--small', '--repeat', '2', '--json');
-    expect(r.code, r.stderr).toBe(0);
-    const m = JSON.parse(r.stdout) as { deviceId: string; overlap: { ratio: number; groupMs: number; sequentialMs: number; soloMs: number[] }; segmental: { maxAbsDiff: number } };
-    expect(m.deviceId).toBe('ort:cpu');
-    expect(m.overlap.soloMs).toHaveLength(2);
-    expect(m.overlap.groupMs).toBeGreaterThan(0);
-    expect(m.overlap.sequentialMs).toBeGreaterThan(0);
-    expect(m.segmental.maxAbsDiff).toBe(0);
   });
 });

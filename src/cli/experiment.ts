@@ -185,7 +185,8 @@ export function predictorCacheDir(repo: ModelRepository): string {
   return path.join(path.dirname(repo.cacheDir), base === 'models' ? 'predictors' : `${base}-predictors`);
 }
 
-interface Hosted {
+/** The services of a run with their models resolved (exported for `abacus demo`). */
+export interface Hosted {
   readonly config: ServingConfig;
   readonly services: ExperimentService[];
   /** Distinct models by name. */
@@ -194,7 +195,8 @@ interface Hosted {
   readonly isSim: boolean;
 }
 
-async function resolveServices(ctx: CliContext, repo: ModelRepository, config: ServingConfig): Promise<Hosted> {
+/** Resolve the config's models (building zoo models when missing) into `Hosted` (exported for `abacus demo`). */
+export async function resolveServices(ctx: CliContext, repo: ModelRepository, config: ServingConfig): Promise<Hosted> {
   const isSim = config.device.startsWith('sim');
   if (isSim) parseSimDeviceId(config.device);
   else if (config.device !== 'ort' && config.device !== 'ort:cpu') throw new InvalidConfigError(`device '${config.device}' is not supported here: use ort (CPU) or sim:<gpu>…`);
@@ -290,8 +292,8 @@ export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, ho
   return { predictor: await loadPredictor(predictorFile, { deviceId, models: byModelName }), source: predictorFile };
 }
 
-/** An environment for `runExperiment`: a fresh simulated device per run, or one real device for all. */
-async function openEnv(hosted: Hosted, predictor: Predictor | undefined, opts: { virtual: boolean; seed: number; threads?: number }): Promise<ExperimentEnv & { close(): Promise<void> }> {
+/** An environment for `runExperiment`: a fresh simulated device per run, or one real device for all (exported for `abacus demo`). */
+export async function openEnv(hosted: Hosted, predictor: Predictor | undefined, opts: { virtual: boolean; seed: number; threads?: number }): Promise<ExperimentEnv & { close(): Promise<void> }> {
   const deviceServices = hosted.services.map((s) => ({ name: s.name, model: hosted.artifacts.get(hosted.config.services.find((c) => c.name === s.name)!.model)! }));
   if (hosted.isSim) {
     return {
@@ -314,7 +316,8 @@ async function openEnv(hosted: Hosted, predictor: Predictor | undefined, opts: {
 const fmt = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(digits) : '–');
 const nullable = (x: number): number | null => (Number.isFinite(x) ? x : null);
 
-function runJson(r: ExperimentResult, peak?: { peakGoodputQps: number; peakRateQps: number }): RunJson {
+/** One run as `--json` prints it (exported for `abacus demo`). */
+export function runJson(r: ExperimentResult, peak?: { peakGoodputQps: number; peakRateQps: number }): RunJson {
   return {
     policy: r.policy,
     rateQps: r.rateQps,

@@ -20,6 +20,7 @@ import type { DecisionStats, QueryController, ScheduleInput } from '../schedule/
 import { poissonArrivals, type ArrivalProcess } from '../workload/arrivals.ts';
 import { LoadGenerator, type GeneratorReport, type ServiceLoad } from '../workload/generator.ts';
 import { ServingRuntime, type QueryOutcome, type RuntimeService } from './runtime.ts';
+import type { GroupRecord, QueryRecord } from './records.ts';
 
 /** A service of an experiment: the runtime's view plus the shape of its load. */
 export interface ExperimentService extends RuntimeService {
@@ -48,6 +49,8 @@ export interface ExperimentOptions {
   readonly seed: number;
   /** Arrival process for a rate (default Poisson, the paper's). */
   readonly arrivals?: (rateQps: number) => ArrivalProcess;
+  /** Return the run's query and group records in `ExperimentResult.records` (for CDFs and reports) [false]. */
+  readonly keepRecords?: boolean;
 }
 
 /** Summary of one run. */
@@ -64,6 +67,8 @@ export interface ExperimentResult {
   readonly generator: GeneratorReport;
   /** Decisions made and predictor calls, summed. */
   readonly decisions: { readonly count: number; readonly predictorCalls: number; readonly groupsScored: number };
+  /** Every query and group of the run, when `options.keepRecords` was set. */
+  readonly records?: { readonly queries: readonly QueryRecord[]; readonly groups: readonly GroupRecord[] };
 }
 
 /** Wraps a controller to count decisions and sum their stats. */
@@ -128,6 +133,7 @@ export async function runExperiment(env: ExperimentEnv, options: ExperimentOptio
       predictorMape: predictorMape(runtime.groups),
       generator: report,
       decisions: { ...totals },
+      ...(options.keepRecords === true ? { records: { queries: runtime.queries, groups: runtime.groups } } : {}),
     };
   } finally {
     await opened.release();

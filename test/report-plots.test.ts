@@ -1,0 +1,74 @@
+/**
+ * report/plots.ts: CDF points by hand, and charts rendered headless to SVG that show what was
+ * plotted (one line per series with its legend label, the QoS rule, the axis titles, one bar
+ * per (group, series)).
+ */
+import { describe, expect, it } from 'vitest';
+import { cdfPoints, groupedBarSpec, latencyCdfSpec, renderSvg } from '../src/report/plots.ts';
+
+describe('cdfPoints', () => {
+  it('is the empirical CDF over the offered queries (hand-computed)', () => {
+    // 3 completed of 4 offered: the curve tops out at 3/4
+    expect(cdfPoints({ label: 'a', latenciesMs: [3, 1, 2], offered: 4 })).toEqual([
+      { series: 'a', latencyMs: 1, fraction: 0.25 },
+      { series: 'a', latencyMs: 2, fraction: 0.5 },
+      { series: 'a', latencyMs: 3, fraction: 0.75 },
+    ]);
+    expect(cdfPoints({ label: 'a', latenciesMs: [], offered: 5 })).toEqual([]);
+  });
+
+  it('thins long series to maxPoints, keeping the first and the last query', () => {
+    const latenciesMs = Array.from({ length: 1000 }, (_, i) => 1000 - i); // 1000 … 1
+    const pts = cdfPoints({ label: 'b', latenciesMs, offered: 1000 }, 10);
+    expect(pts).toHaveLength(10);
+    expect(pts[0]).toEqual({ series: 'b', latencyMs: 1, fraction: 0.001 });
+    expect(pts[9]).toEqual({ series: 'b', latencyMs: 1000, fraction: 1 });
+    for (let i = 1; i < pts.length; i++) expect(pts[i]!.latencyMs).toBeGreaterThan(pts[i - 1]!.latencyMs);
+  });
+
+  it('rejects offered < completed and a bad maxPoints', () => {
+    expect(() => cdfPoints({ label: 'c', latenciesMs: [1, 2], offered: 1 })).toThrow(RangeError);
+    expect(() => cdfPoints({ label: 'c', latenciesMs: [1], offered: 1 }, 1)).toThrow(/maxPoints/);
+  });
+});
+
+describe('renderSvg', () => {
+  it('draws a latency CDF: one line per series, legend labels, QoS rule, axis titles', async () => {
+    const spec = latencyCdfSpec({
+      title: 'svc: latency CDF',
+      qosMs: 40,
+      series: [
+        { label: 'fcfs', latenciesMs: [10, 20, 30, 50, 70], offered: 6 },
+        { label: 'abacus', latenciesMs: [8, 12, 15, 22, 35, 38], offered: 6 },
+      ],
+    });
+    const svg = await renderSvg(spec);
+    expect(svg.startsWith('<svg')).toBe(true);
+    const lines = svg.match(/<path[^>]*aria-roledescription="line mark"[^>]*>/g) ?? [];
+    expect(lines).toHaveLength(2);
+    expect(lines.some((l) => l.includes('series: fcfs'))).toBe(true);
+    expect(lines.some((l) => l.includes('series: abacus'))).toBe(true);
+    // the two series get different colors
+    const strokes = lines.map((l) => /stroke="([^"]+)"/.exec(l)?.[1]);
+    expect(new Set(strokes).size).toBe(2);
+    expect(svg).toMatch(/role-legend-label[\s\S]*>fcfs</);
+    expect(svg).toMatch(/>abacus</);
+    expect(svg).toContain('QoS 40 ms');
+    expect(svg).toContain('latency (ms)');
+    expect(svg).toContain('fraction of offered queries');
+    expect(svg).toContain('svc: latency CDF');
+  });
+
+  it('draws grouped bars: one bar per (group, series), values as labels', async () => {
+    const data = [
+      { group: 'resnet', series: 'fcfs', value: 12.5 },
+      { group: 'resnet', series: 'abacus', value: 2.25 },
+      { group: 'bert', series: 'fcfs', value: 30 },
+      { group: 'bert', series: 'abacus', value: 4 },
+    ];
+    const svg = await renderSvg(groupedBarSpec({ title: 'violations', yTitle: 'violation ratio (%)', data }));
+    expect(svg.match(/aria-roledescription="bar"/g) ?? []).toHaveLength(4);
+    expect(svg).toContain('violation ratio (%)');
+    for (const label of ['resnet', 'bert', '12.5', '2.3', '30.0', '4.0']) expect(svg).toContain(`>${label}<`);
+  });
+});
