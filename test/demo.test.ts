@@ -43,7 +43,7 @@ describe('abacus demo', () => {
     const first = await abacus(...TINY, '--out', out, '--json');
     expect(first.code, first.stderr).toBe(0);
     expect(first.stderr).toMatch(/\[1\/5\] models/);
-    expect(first.stderr).toMatch(/no predictor given: profiling 40 operator groups/);
+    expect(first.stderr).toMatch(/no cached predictor: profiling 40 operator groups/);
     const json = JSON.parse(first.stdout) as DemoJson;
     expect(json.report).toBe(out);
     expect(json.runs.map((r) => r.policy)).toEqual(['fcfs', 'abacus']);
@@ -71,7 +71,7 @@ describe('abacus demo', () => {
     // second run: cached models and predictor, default --out in the working directory
     const second = await abacus(...TINY, '--rate', String(json.rateQps), '--qos-ms', '50,60');
     expect(second.code, second.stderr).toBe(0);
-    expect(second.stderr).not.toMatch(/no predictor given|built in/);
+    expect(second.stderr).not.toMatch(/no cached predictor|built in/);
     expect(second.stdout).toMatch(/policy\s+p50 ms\s+p99 ms\s+violations %\s+goodput q\/s/);
     expect(second.stdout).toMatch(/^fcfs\s/m);
     expect(second.stdout).toMatch(/^abacus\s/m);

@@ -40,7 +40,7 @@ describe('abacus simulate', () => {
     const args = ['simulate', '--models', 'resnet50,vgg16', '--qos-ms', '50', '--rate', '80', '--queries', '400', '--profile-samples', '600', '--policy', 'abacus,fcfs,overlap-all'];
     const first = await abacus(...args);
     expect(first.code, first.stderr).toBe(0);
-    expect(first.stderr).toMatch(/no predictor given: profiling 600 operator groups/);
+    expect(first.stderr).toMatch(/no cached predictor: profiling 600 operator groups/);
     expect(first.stdout).toMatch(/policy\s+rate q\/s/);
     const second = await abacus(...args, '--json');
     expect(second.code, second.stderr).toBe(0);

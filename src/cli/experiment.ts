@@ -14,9 +14,6 @@
  * models, batch sizes and sequence lengths, so a second run starts at once
  * (`ensurePredictor`).
  */
-import { createHash } from 'node:crypto';
-import fs from 'node:fs/promises';
-import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Clock } from '../clock/clock.ts';
 import { VirtualClock, WallClock } from '../clock/index.ts';
@@ -24,25 +21,20 @@ import type { Device } from '../device/device.ts';
 import { OrtDevice } from '../device/ort/index.ts';
 import { parseSimDeviceId, SimDevice } from '../device/sim/index.ts';
 import { InvalidConfigError } from '../errors.ts';
-import { ensureDir } from '../fs.ts';
 import { createLogger } from '../log.ts';
 import { artifactAt, type ModelArtifact } from '../model/artifact.ts';
 import { resolveModelArtifact, resolveModelSpec } from '../model/catalog.ts';
 import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
-import { loadPredictor, writePredictorFile } from '../predict/file.ts';
-import { specFingerprint } from '../predict/features.ts';
+import { loadPredictor } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
-import { trainPredictor } from '../predict/train.ts';
-import { profileDevice } from '../profile/profiler.ts';
-import { readProfileCsv } from '../profile/csv.ts';
 import { loadServingConfig, parseServingConfig, type ServingConfig } from '../runtime/config.ts';
 import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
 import { isPolicyName, POLICY_NAMES } from '../schedule/index.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
-import { progressReporter } from './profile.ts';
+import { cachedPredictor } from './predictor-cache.ts';
 import { UsageError } from './usage.ts';
 
 /** Flags of `bench` / `simulate`. */
@@ -179,11 +171,7 @@ function policyParams(policy: string, config: ServingConfig, opts: ExperimentCli
   return params;
 }
 
-/** Predictor cache folder next to the model cache (`.cache/models` → `.cache/predictors`). */
-export function predictorCacheDir(repo: ModelRepository): string {
-  const base = path.basename(repo.cacheDir);
-  return path.join(path.dirname(repo.cacheDir), base === 'models' ? 'predictors' : `${base}-predictors`);
-}
+export { predictorCacheDir } from './predictor-cache.ts';
 
 /** The services of a run with their models resolved (exported for `abacus demo`). */
 export interface Hosted {
@@ -234,62 +222,21 @@ export async function resolveServices(ctx: CliContext, repo: ModelRepository, co
  */
 export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, hosted: Hosted, opts: { file?: string; allowUnseen?: boolean; samples?: number; threads?: number; quiet?: boolean }): Promise<{ predictor: Predictor; source: string }> {
   const deviceId = hosted.isSim ? parseSimDeviceId(hosted.config.device).id : 'ort:cpu';
-  const byModelName = new Map([...hosted.specs.values()].map((s) => [s.name, s]));
   if (opts.file !== undefined) {
+    const byModelName = new Map([...hosted.specs.values()].map((s) => [s.name, s]));
     return { predictor: await loadPredictor(opts.file, { deviceId, models: byModelName, ...(opts.allowUnseen ? { allowUnseen: true } : {}) }), source: opts.file };
   }
-  const batchSizes = [...new Set(hosted.services.flatMap((s) => s.batchSizes))].sort((a, b) => a - b);
-  const seqLens = [...new Set(hosted.services.flatMap((s) => s.seqLens ?? []))].sort((a, b) => a - b);
-  const models = [...hosted.specs.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
-  const samples = opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples);
-  const maxGroupSize = Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length);
-  const key = createHash('sha256')
-    .update(JSON.stringify({ v: 1, deviceId, models: models.map((m) => ({ name: m.name, fp: specFingerprint(m) })), batchSizes, seqLens, samples, maxGroupSize, repeat: AUTO_PROFILE.repeat }))
-    .digest('hex')
-    .slice(0, 12);
-  const dir = path.join(predictorCacheDir(repo), `${deviceId.replace(/[^A-Za-z0-9_.-]/g, '_')}-${key}`);
-  const predictorFile = path.join(dir, 'predictor.json');
-  const csv = path.join(dir, 'profile.csv');
-  try {
-    await fs.access(predictorFile);
-    return { predictor: await loadPredictor(predictorFile, { deviceId, models: byModelName }), source: predictorFile };
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  await ensureDir(dir);
-  const say = (s: string): void => {
-    if (!opts.quiet) ctx.err(s);
-  };
-  say(`no predictor given: profiling ${samples} operator groups of ${models.map((m) => m.name).join(', ')} on ${deviceId} (cached in ${dir}) …\n`);
-  const progress = progressReporter(ctx);
-  const artifacts = models.map((m) => hosted.artifacts.get([...hosted.specs.entries()].find(([, s]) => s === m)![0])!);
-  const common = { models: artifacts, samples, maxGroupSize, batchSizes, ...(seqLens.length > 0 ? { seqLens } : {}), seed: 1, repeat: AUTO_PROFILE.repeat, warmup: 1, out: csv, onProgress: progress.update };
-  try {
-    if (hosted.isSim) {
-      await profileDevice({ ...common, openDevice: async (seed: number) => {
-        const clock = new VirtualClock();
-        return { device: await SimDevice.create({ clock, id: deviceId, seed }), clock };
-      } });
-    } else {
-      const device = await OrtDevice.create({ intraOpNumThreads: opts.threads ?? 1, logger: createLogger({ defaultLevel: 'warn' }) });
-      try {
-        await profileDevice({ ...common, device });
-      } finally {
-        await device.close();
-      }
-    }
-  } finally {
-    progress.stop();
-  }
-  const rows = await readProfileCsv([csv], { models: byModelName });
-  say(`training an MLP predictor on ${rows.length} groups …\n`);
-  const trained = await trainPredictor(rows, { kind: 'mlp', specs: byModelName, holdout: 0.1, folds: 0, files: [csv] });
-  const tmp = `${predictorFile}.tmp-${process.pid}`;
-  await writePredictorFile(tmp, trained.file);
-  await fs.rename(tmp, predictorFile);
-  const mape = trained.holdout?.mape;
-  say(`predictor trained in ${trained.trainSeconds.toFixed(1)} s${mape === undefined ? '' : `, held-out MAPE ${(mape * 100).toFixed(1)} %`} → ${predictorFile}\n`);
-  return { predictor: await loadPredictor(predictorFile, { deviceId, models: byModelName }), source: predictorFile };
+  return cachedPredictor(ctx, repo, {
+    deviceId,
+    models: [...hosted.artifacts.values()],
+    batchSizes: hosted.services.flatMap((s) => s.batchSizes),
+    seqLens: hosted.services.flatMap((s) => s.seqLens ?? []),
+    maxGroupSize: Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length),
+    samples: opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples),
+    repeat: AUTO_PROFILE.repeat,
+    ...(opts.threads === undefined ? {} : { threads: opts.threads }),
+    ...(opts.quiet === true ? { quiet: true } : {}),
+  });
 }
 
 /** An environment for `runExperiment`: a fresh simulated device per run, or one real device for all (exported for `abacus demo`). */

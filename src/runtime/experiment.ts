@@ -14,7 +14,7 @@ import { driveUntilSettled } from '../clock/drive.ts';
 import { VirtualClock } from '../clock/virtual.ts';
 import type { Device } from '../device/device.ts';
 import type { Predictor } from '../predict/predictor.ts';
-import { meanGroupSize, predictorMape, runSpanMs, servingStats, type ServingStats } from '../report/stats.ts';
+import { GroupStatsCollector, StatsCollector, type ServingStats } from '../report/stats.ts';
 import { createController } from '../schedule/index.ts';
 import type { DecisionStats, QueryController, ScheduleInput } from '../schedule/controller.ts';
 import { poissonArrivals, type ArrivalProcess } from '../workload/arrivals.ts';
@@ -106,7 +106,23 @@ export async function runExperiment(env: ExperimentEnv, options: ExperimentOptio
   const opened = await env.open();
   const { clock, device } = opened;
   try {
-    const runtime = new ServingRuntime({ clock, device, controller, services: options.services });
+    // Statistics accumulate as queries end, so a million-query simulation keeps no records
+    // unless asked to (`keepRecords`).
+    const overall = new StatsCollector();
+    const perService = new Map(options.services.map((s) => [s.name, new StatsCollector()]));
+    const groupStats = new GroupStatsCollector();
+    const runtime = new ServingRuntime({
+      clock,
+      device,
+      controller,
+      services: options.services,
+      keepRecords: options.keepRecords === true,
+      onQueryEnd: (q) => {
+        overall.add(q);
+        perService.get(q.service)?.add(q);
+      },
+      onGroupEnd: (g) => groupStats.add(g),
+    });
     const loads: ServiceLoad[] = options.services.map((s) => ({
       service: s.name,
       weight: s.weight ?? 1,
@@ -122,15 +138,15 @@ export async function runExperiment(env: ExperimentEnv, options: ExperimentOptio
       return report;
     })();
     const report = clock instanceof VirtualClock ? await driveUntilSettled(clock, work) : await work;
-    const span = runSpanMs(runtime.queries);
+    const span = overall.spanMs;
     return {
       policy: options.policy,
       rateQps: options.rateQps,
-      overall: servingStats(runtime.queries, span),
-      services: options.services.map((s) => ({ service: s.name, ...servingStats(runtime.queries.filter((q) => q.service === s.name), span) })),
-      meanGroupSize: meanGroupSize(runtime.groups),
-      groups: runtime.groups.length,
-      predictorMape: predictorMape(runtime.groups),
+      overall: overall.stats(span),
+      services: options.services.map((s) => ({ service: s.name, ...perService.get(s.name)!.stats(span) })),
+      meanGroupSize: groupStats.meanGroupSize,
+      groups: groupStats.groups,
+      predictorMape: groupStats.predictorMape,
       generator: report,
       decisions: { ...totals },
       ...(options.keepRecords === true ? { records: { queries: runtime.queries, groups: runtime.groups } } : {}),
