@@ -36,6 +36,11 @@ describe('serving config', () => {
     expect(c.predictor).toBeUndefined();
   });
 
+  it("maps DESIGN.md's snake-case policy parameters to the controllers' names", () => {
+    const c = parseServingConfig({ device: 'sim:a100', policy: { name: 'abacus', slack_ms: 3, ways: 4 }, services: [{ model: 'resnet50', qosTargetMs: 20 }] }, 'flags');
+    expect(c.policy).toEqual({ name: 'abacus', params: { slackMs: 3, ways: 4 } });
+  });
+
   it('names the file and the field of every error', async () => {
     const cases: [string, RegExp][] = [
       ['', /empty/],

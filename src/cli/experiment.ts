@@ -5,7 +5,7 @@
  * - `bench` runs on any device in real time (WallClock): `ort` executes the models on this
  *   machine's CPU; a `sim:` device is simulated in real time.
  * - `simulate` runs on a `sim:` device with the virtual clock (a discrete-event simulation:
- *   hours of traffic in seconds) and adds `--find-peak`, the highest rate whose violation
+ *   hours of traffic in seconds). Both take `--find-peak`: the highest rate whose violation
  *   ratio stays ≤ 1 % (peak goodput at QoS, the paper's §7.3 metric).
  *
  * Services come from `--config FILE` (`runtime/config.ts`) or from flags (`--device`,
@@ -283,7 +283,6 @@ export function runJson(r: ExperimentResult, peak?: { peakGoodputQps: number; pe
 export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliOptions, mode: { virtual: boolean; defaultDevice: string }): Promise<ExperimentJson> {
   const config = await servingConfigOf(opts, mode.defaultDevice);
   if (mode.virtual && !config.device.startsWith('sim')) throw new InvalidConfigError(`abacus simulate needs a simulated device (sim:a100, …), got '${config.device}'; use abacus bench for real devices`);
-  if (opts.findPeak && !mode.virtual) throw new UsageError('--find-peak is for abacus simulate');
   const repo = new ModelRepository(ctx.cacheOptions());
   const hosted = await resolveServices(ctx, repo, config);
   const needsPredictor = opts.policy.some((p) => p !== 'overlap-all');
@@ -331,11 +330,11 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
 }
 
 export function registerExperimentCommands(program: Command, simulate: Command, ctx: CliContext): void {
-  addExperimentFlags(program.command('bench').description('serve co-located models under open-loop Poisson load in real time and compare policies (p99, violations, goodput)'), { device: 'ort', batchSizes: '1,2,4,8,16' }).action(
-    async (opts: ExperimentCliOptions) => {
+  addExperimentFlags(program.command('bench').description('serve co-located models under open-loop Poisson load in real time and compare policies (p99, violations, goodput)'), { device: 'ort', batchSizes: '1,2,4,8,16' })
+    .option('--find-peak', 'per policy, search the highest rate with ≤ 1 % violations (each step is a real-time run of --queries queries: minutes)')
+    .action(async (opts: ExperimentCliOptions) => {
       await runExperimentCommand(ctx, opts, { virtual: false, defaultDevice: 'ort' });
-    },
-  );
+    });
   addExperimentFlags(simulate, { device: 'sim:a100', batchSizes: '1,2,4,8,16' })
     .option('--find-peak', 'per policy, search the highest rate with ≤ 1 % violations (doubling, then bisection)')
     .action(async (opts: ExperimentCliOptions) => {

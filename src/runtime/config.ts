@@ -6,7 +6,7 @@
  * ```yaml
  * device: sim:a100            # sim:<gpu>[…] or ort (ort:cpu)
  * predictor: predictor.json   # optional: trained and cached on first use when absent
- * policy: abacus              # or { name: abacus, ways: 2, slackMs: 5, drop: true }
+ * policy: abacus              # or { name: abacus, ways: 2, slack_ms: 5, drop: true } (slackMs too)
  * services:
  *   - name: resnet50          # served name (default: the model name)
  *     model: resnet50         # zoo name, <zoo>-small, or an imported model (NAME[:N])
