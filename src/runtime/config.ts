@@ -35,9 +35,12 @@ const serviceSchema = z.strictObject({
   maxQueueLength: positiveInt.default(10_000),
 });
 
+/** `slack_ms` → `slackMs`: DESIGN.md spells the parameters in snake case, the controllers in camel case. */
+const camel = (key: string): string => key.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
+
 const policySchema = z.union([
   z.string().min(1).transform((name) => ({ name, params: {} })),
-  z.looseObject({ name: z.string().min(1) }).transform(({ name, ...params }) => ({ name, params: params })),
+  z.looseObject({ name: z.string().min(1) }).transform(({ name, ...params }) => ({ name, params: Object.fromEntries(Object.entries(params).map(([k, v]) => [camel(k), v])) })),
 ]);
 
 const configSchema = z.strictObject({
