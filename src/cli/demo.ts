@@ -21,12 +21,11 @@ import { InvalidArgumentError, type Command } from 'commander';
 import * as ort from 'onnxruntime-node';
 import type { Device } from '../device/device.ts';
 import { measureOverlap, type OverlapMeasurement } from '../device/overlap.ts';
-import { artifactAt, type ModelArtifact } from '../model/artifact.ts';
+import type { ModelArtifact } from '../model/artifact.ts';
 import { resolveModelArtifact } from '../model/catalog.ts';
 import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import { segmentGflops } from '../model/cost.ts';
-import type { ZooModelName } from '../model/zoo/index.ts';
 import { renderReportHtml, type ReportTable } from '../report/html.ts';
 import { groupedBarSpec, latencyCdfSpec, renderSvg, type BarDatum } from '../report/plots.ts';
 import { metQos } from '../runtime/records.ts';
@@ -39,16 +38,10 @@ import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
 import { UsageError } from './usage.ts';
 
-/**
- * The demo's own model variants: the zoo architectures (same operators as the full models)
- * sized so that one query at batch 1–2 takes ~10–25 ms on one core of the 2-core development
- * machine (measured: resnet50-demo 9–12 ms at batch 1, 19 ms at batch 2; bert-demo at seq 64
- * 13 ms at batch 1, 24 ms at batch 2). Their specs carry these names, so profiles and
- * predictor files never confuse them with the full or `-small` models.
- */
-const DEMO_MODELS: Readonly<Record<string, { readonly zoo: ZooModelName; readonly options: Readonly<Record<string, number>>; readonly about: string }>> = {
-  'resnet50-demo': { zoo: 'resnet50', options: { resolution: 128, widthMultiplier: 0.5 }, about: 'ResNet-50 at 128 px, half width' },
-  'bert-demo': { zoo: 'bert', options: { layers: 8, hidden: 256, heads: 4, vocabSize: 8192, maxPositions: 128, defaultSeqLen: 64 }, about: 'BERT, 8 layers, hidden 256, 4 heads' },
+/** The demo's own variants (`model/catalog.ts` `DEMO_ZOO_OPTIONS`; every command accepts these names). */
+const DEMO_MODELS: Readonly<Record<string, { readonly about: string }>> = {
+  'resnet50-demo': { about: 'ResNet-50 at 128 px, half width' },
+  'bert-demo': { about: 'BERT, 8 layers, hidden 256, 4 heads' },
 };
 
 const DEFAULT_MODELS = ['resnet50-demo', 'bert-demo'] as const;
@@ -293,16 +286,7 @@ async function hostModels(ctx: CliContext, repo: ModelRepository, models: readon
   for (const model of models) {
     if (specs.has(model)) continue;
     const t0 = performance.now();
-    let artifact: ModelArtifact;
-    let built: boolean;
-    const demo = DEMO_MODELS[model];
-    if (demo !== undefined) {
-      const r = await repo.zooArtifact(demo.zoo, demo.options);
-      artifact = artifactAt(r.artifact.dir, { ...r.artifact.spec, name: model });
-      built = r.built;
-    } else {
-      ({ artifact, built } = await resolveModelArtifact(repo, model));
-    }
+    const { artifact, built } = await resolveModelArtifact(repo, model);
     const spec = artifact.spec;
     ctx.err(`      ${model}: ${spec.operators.length} operators, ${segmentGflops(spec, 0, spec.operators.length, 1, spec.dynamicAxes.seq === undefined ? 0 : seqLensOf(spec)[0]!).toFixed(2)} GFLOP at batch 1 — ${built ? `built in ${((performance.now() - t0) / 1000).toFixed(1)} s` : 'from the cache'}\n`);
     specs.set(model, spec);

@@ -4,9 +4,11 @@
  *
  * - a zoo name (`resnet50`, `bert`, …): the full-size model;
  * - a zoo name with `-small` (`resnet50-small`, `bert-small`): the small variant (same
- *   operators, lower resolution and fewer channels; `SMALL_ZOO_OPTIONS`) — what tests, the CPU
- *   demo and CPU profiles use. Its spec is renamed to the `-small` name, so profiles and
- *   predictor files never confuse it with the full model;
+ *   operators, lower resolution and fewer channels; `SMALL_ZOO_OPTIONS`) — what tests and quick
+ *   CPU runs use. Its spec is renamed to the `-small` name, so profiles and predictor files
+ *   never confuse it with the full model;
+ * - `resnet50-demo`, `bert-demo`: the `npm start` demo's mid-size variants
+ *   (`DEMO_ZOO_OPTIONS`), renamed the same way;
  * - an imported model's name (`abacus models import`), or `NAME:N` to pick the import made
  *   with N operators when there are several.
  */
@@ -33,6 +35,20 @@ export const SMALL_ZOO_OPTIONS: Readonly<Record<ZooModelName, Readonly<Record<st
   bert: { layers: 4, hidden: 256, heads: 4, vocabSize: 30522, maxPositions: 128, defaultSeqLen: 32 },
 };
 
+/** Suffix of the demo's mid-size variants. */
+export const DEMO_SUFFIX = '-demo';
+
+/**
+ * The demo's variants: the zoo architectures (same operators as the full models) sized so
+ * that one query at batch 1–2 takes ~10–25 ms on one core of the 2-core development machine
+ * (measured: resnet50-demo 9–12 ms at batch 1, 19 ms at batch 2; bert-demo at seq 64 13 ms at
+ * batch 1, 24 ms at batch 2).
+ */
+export const DEMO_ZOO_OPTIONS: Readonly<Partial<Record<ZooModelName, Readonly<Record<string, number>>>>> = {
+  resnet50: { resolution: 128, widthMultiplier: 0.5 },
+  bert: { layers: 8, hidden: 256, heads: 4, vocabSize: 8192, maxPositions: 128, defaultSeqLen: 64 },
+};
+
 /** A model name split into what it refers to. */
 export type ModelRef =
   | { readonly kind: 'zoo'; readonly name: string; readonly zoo: ZooModelName; readonly options: Readonly<Record<string, number>> }
@@ -49,6 +65,11 @@ export function parseModelRef(text: string): ModelRef {
   if (name.endsWith(SMALL_SUFFIX)) {
     const base = name.slice(0, -SMALL_SUFFIX.length);
     if (isZooModelName(base)) return { kind: 'zoo', name, zoo: base, options: SMALL_ZOO_OPTIONS[base] };
+  }
+  if (name.endsWith(DEMO_SUFFIX)) {
+    const base = name.slice(0, -DEMO_SUFFIX.length);
+    const options = isZooModelName(base) ? DEMO_ZOO_OPTIONS[base] : undefined;
+    if (isZooModelName(base) && options !== undefined) return { kind: 'zoo', name, zoo: base, options };
   }
   const [importName, count, ...rest] = name.split(':');
   if (rest.length > 0 || importName === undefined || importName === '') throw new RangeError(`model name '${name}' must be NAME or NAME:N`);
