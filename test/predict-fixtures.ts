@@ -2,7 +2,7 @@
  * Fixtures of the predictor tests: two tiny hand-written specs whose segment costs are easy to
  * compute by hand, random groups over them, and rows whose latency is a known formula.
  */
-import type { ModelSpec, OperatorSpec, PerSampleCost } from '../src/model/spec.ts';
+import type { ModelSpec, OperatorSpec, PerSampleCost, TensorSpec } from '../src/model/spec.ts';
 import type { GroupSlot } from '../src/predict/predictor.ts';
 import type { ProfileRow } from '../src/profile/dataset.ts';
 import { segmentCosts } from '../src/predict/features.ts';
@@ -10,8 +10,11 @@ import { Rng } from '../src/device/sim/rng.ts';
 
 const cost = (c0: number, c1 = 0, c2 = 0): PerSampleCost => ({ c0, c1, c2 });
 
-function op(index: number, o: { gflops: PerSampleCost; inputBytes: PerSampleCost; outputBytes: PerSampleCost; paramBytes: number; nodeCount: number }): OperatorSpec {
-  return { index, name: `op${index}`, inputs: [], outputs: [], passthrough: [], params: o.paramBytes / 4, ...o };
+/** An output tensor of an operator: only its rank matters to the features (the kind of compute). */
+const out = (index: number, dataType: TensorSpec['dataType'], ...shape: (number | string)[]): TensorSpec => ({ name: `t${index}`, dataType, shape });
+
+function op(index: number, o: { gflops: PerSampleCost; inputBytes: PerSampleCost; outputBytes: PerSampleCost; paramBytes: number; nodeCount: number; outputs: TensorSpec[] }): OperatorSpec {
+  return { index, name: `op${index}`, inputs: [], passthrough: [], params: o.paramBytes / 4, ...o };
 }
 
 function spec(name: string, operators: OperatorSpec[], seq: boolean, defaultSeqLen: number): ModelSpec {
@@ -29,32 +32,34 @@ function spec(name: string, operators: OperatorSpec[], seq: boolean, defaultSeqL
 }
 
 /**
- * `cnn`: 3 operators, no sequence axis.
- *   op0: 1 GFLOP, in 100 B, out 200 B, params 1000 B, 3 nodes
- *   op1: 2 GFLOP, in 200 B, out  50 B, params 2000 B, 5 nodes
- *   op2: 0.5 GFLOP, in 50 B, out 10 B, params  500 B, 2 nodes          (all per sample)
+ * `cnn`: 3 operators, no sequence axis; op0 and op1 are spatial (rank-4 output), op2 a dense
+ * classifier (rank-2 output).
+ *   op0: 1 GFLOP, in 100 B, out 200 B [batch, 2, 5, 5] f32, params 1000 B, 3 nodes   spatial
+ *   op1: 2 GFLOP, in 200 B, out  50 B [batch, 1, 5, 5] f16, params 2000 B, 5 nodes   spatial
+ *   op2: 0.5 GFLOP, in 50 B, out 10 B [batch, 5] f16,       params  500 B, 2 nodes   dense
+ *   (costs per sample)
  */
 export const CNN: ModelSpec = spec(
   'cnn',
   [
-    op(0, { gflops: cost(1), inputBytes: cost(100), outputBytes: cost(200), paramBytes: 1000, nodeCount: 3 }),
-    op(1, { gflops: cost(2), inputBytes: cost(200), outputBytes: cost(50), paramBytes: 2000, nodeCount: 5 }),
-    op(2, { gflops: cost(0.5), inputBytes: cost(50), outputBytes: cost(10), paramBytes: 500, nodeCount: 2 }),
+    op(0, { gflops: cost(1), inputBytes: cost(100), outputBytes: cost(200), paramBytes: 1000, nodeCount: 3, outputs: [out(0, 'float32', 'batch', 2, 5, 5)] }),
+    op(1, { gflops: cost(2), inputBytes: cost(200), outputBytes: cost(50), paramBytes: 2000, nodeCount: 5, outputs: [out(1, 'float16', 'batch', 1, 5, 5)] }),
+    op(2, { gflops: cost(0.5), inputBytes: cost(50), outputBytes: cost(10), paramBytes: 500, nodeCount: 2, outputs: [out(2, 'float16', 'batch', 5)] }),
   ],
   false,
   0,
 );
 
 /**
- * `tx`: 2 operators with a sequence axis, default seq 8.
- *   op0: GFLOP 0.1·s + 0.01·s², in 8·s B, out 64·s B, params 4000 B, 10 nodes
- *   op1: GFLOP 0.5 + 0.2·s,     in 64·s B, out 40 B,  params 1000 B,  4 nodes
+ * `tx`: 2 operators with a sequence axis, default seq 8; both dense (rank-3 and rank-2 outputs).
+ *   op0: GFLOP 0.1·s + 0.01·s², in 8·s B, out 64·s B [batch, seq, 16] f32, params 4000 B, 10 nodes
+ *   op1: GFLOP 0.5 + 0.2·s,     in 64·s B, out 40 B [batch, 10] f32,     params 1000 B,  4 nodes
  */
 export const TX: ModelSpec = spec(
   'tx',
   [
-    op(0, { gflops: cost(0, 0.1, 0.01), inputBytes: cost(0, 8), outputBytes: cost(0, 64), paramBytes: 4000, nodeCount: 10 }),
-    op(1, { gflops: cost(0.5, 0.2), inputBytes: cost(0, 64), outputBytes: cost(40), paramBytes: 1000, nodeCount: 4 }),
+    op(0, { gflops: cost(0, 0.1, 0.01), inputBytes: cost(0, 8), outputBytes: cost(0, 64), paramBytes: 4000, nodeCount: 10, outputs: [out(0, 'float32', 'batch', 'seq', 16)] }),
+    op(1, { gflops: cost(0.5, 0.2), inputBytes: cost(0, 64), outputBytes: cost(40), paramBytes: 1000, nodeCount: 4, outputs: [out(1, 'float32', 'batch', 10)] }),
   ],
   true,
   8,

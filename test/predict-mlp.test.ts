@@ -46,21 +46,24 @@ describe('forward pass', () => {
   });
 
   it('computes a hand-checked network: relu(x·W1 + b1)·W2 + b2', () => {
-    // features of one cnn slot at maxSlots 1 (full): [count_cnn, start, end, batch, seq_len, gflop, mb, kernels]
+    // features of one cnn slot at maxSlots 1 (full): [count_cnn, start, end, batch, seq_len,
+    //   gflop_spatial, gflop_dense, mb_spatial, mb_dense, kernels_spatial, kernels_dense]
     const enc = new FeatureEncoder({ featureSet: 'full', maxSlots: 1, trainedModels: ['cnn'], specs: new Map([['cnn', TINY_SPECS.get('cnn')!]]) });
-    const width = enc.width; // 8
-    // hidden unit 0 reads gflop (index 5) with weight 1, bias −1; unit 1 reads start (index 1) with weight −1 (always ≤ 0 → ReLU 0)
+    const width = enc.width; // 11
+    // hidden unit 0 reads the GFLOP of both kinds (indices 5, 6) with weight 1, bias −1; unit 1
+    // reads start (index 1) with weight −1 (always ≤ 0 → ReLU 0)
     const kernel1 = new Array<number>(width * 2).fill(0);
     kernel1[5 * 2 + 0] = 1;
+    kernel1[6 * 2 + 0] = 1;
     kernel1[1 * 2 + 1] = -1;
     const layers: DenseLayer[] = [
       { inputs: width, units: 2, activation: 'relu', kernel: kernel1, bias: [-1, 0] },
       { inputs: 2, units: 1, activation: 'linear', kernel: [0.5, 100], bias: [0.25] },
     ];
     const p = new MlpPredictor(enc, { mean: new Array<number>(width).fill(0), std: new Array<number>(width).fill(1) }, { transform: 'identity', mean: 0, std: 1 }, layers, 'sim:a100');
-    // cnn [0,3) batch 2: 7 GFLOP → h0 = 6, h1 = relu(−0) = 0 → 0.5·6 + 0.25 = 3.25
+    // cnn [0,3) batch 2: 6 spatial + 1 dense GFLOP → h0 = 6, h1 = relu(−0) = 0 → 0.5·6 + 0.25 = 3.25
     expect(p.predict([[{ model: 'cnn', start: 0, end: 3, batch: 2, seqLen: 0 }]])[0]).toBeCloseTo(3.25, 12);
-    // cnn [2,3) batch 1: 0.5 GFLOP → h0 = relu(−0.5) = 0, h1 = relu(−2) = 0 → 0.25
+    // cnn [2,3) batch 1: 0.5 dense GFLOP → h0 = relu(−0.5) = 0, h1 = relu(−2) = 0 → 0.25
     expect(p.predict([[{ model: 'cnn', start: 2, end: 3, batch: 1, seqLen: 0 }]])[0]).toBeCloseTo(0.25, 12);
   });
 

@@ -65,7 +65,7 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   const batchSizes = [...new Set(request.batchSizes)].sort((a, b) => a - b);
   const seqLens = [...new Set(request.seqLens)].sort((a, b) => a - b);
   const key = createHash('sha256')
-    .update(JSON.stringify({ v: 1, deviceId, models: models.map((m) => ({ name: m.spec.name, fp: specFingerprint(m.spec) })), batchSizes, seqLens, samples: request.samples, maxGroupSize: request.maxGroupSize, repeat }))
+    .update(JSON.stringify({ v: 2, deviceId, models: models.map((m) => ({ name: m.spec.name, fp: specFingerprint(m.spec) })), batchSizes, seqLens, samples: request.samples, maxGroupSize: request.maxGroupSize, repeat }))
     .digest('hex')
     .slice(0, 12);
   const dir = path.join(predictorCacheDir(repo), `${deviceId.replace(/[^A-Za-z0-9_.-]/g, '_')}-${key}`);

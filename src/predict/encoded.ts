@@ -41,8 +41,14 @@ export function toTarget(t: TargetTransform, latencyMs: number): number {
 /**
  * Mean and std of each column of `x` (rows × width, row-major) over `rows` (all when
  * omitted); a column whose std is below 1e-12 of its scale (constant) gets std 0.
+ *
+ * `tied`: groups of columns that share one mean and std, those of all their values pooled
+ * (the mean of the columns' means; the pooled second moment less its square). For columns of
+ * one quantity in one unit (`FeatureEncoder.tiedColumns`: a slot's spatial and dense GFLOP):
+ * a column that is nearly constant in training then keeps the scale of its partner instead of
+ * turning a value seen only in serving into dozens of stds.
  */
-export function fitScaling(x: ArrayLike<number>, width: number, rows?: ArrayLike<number>): FeatureScaling {
+export function fitScaling(x: ArrayLike<number>, width: number, rows?: ArrayLike<number>, tied: readonly (readonly number[])[] = []): FeatureScaling {
   const n = rows === undefined ? x.length / width : rows.length;
   const mean = new Array<number>(width).fill(0);
   const sq = new Array<number>(width).fill(0);
@@ -58,8 +64,25 @@ export function fitScaling(x: ArrayLike<number>, width: number, rows?: ArrayLike
       sq[j]! += d * d;
     }
   }
-  const std = sq.map((s, j) => {
-    const sd = Math.sqrt(s / Math.max(n, 1));
+  const variance = sq.map((s) => s / Math.max(n, 1));
+  for (const group of tied) {
+    if (group.length === 0) continue;
+    for (const j of group) if (!(Number.isInteger(j) && j >= 0 && j < width)) throw new RangeError(`fitScaling: tied column ${j} is outside 0..${width - 1}`);
+    let m = 0;
+    let second = 0;
+    for (const j of group) {
+      m += mean[j]!;
+      second += variance[j]! + mean[j]! * mean[j]!;
+    }
+    m /= group.length;
+    const v = Math.max(0, second / group.length - m * m);
+    for (const j of group) {
+      mean[j] = m;
+      variance[j] = v;
+    }
+  }
+  const std = variance.map((v, j) => {
+    const sd = Math.sqrt(v);
     return sd > 1e-12 * Math.max(1, Math.abs(mean[j]!)) ? sd : 0;
   });
   return { mean, std };

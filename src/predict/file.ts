@@ -3,7 +3,7 @@
  *
  * ```
  * {
- *   "formatVersion": 1,
+ *   "formatVersion": 2,
  *   "kind": "mlp" | "linear",
  *   "deviceId": "sim:a100",
  *   "features": { "set": "full" | "flop", "maxSlots": 2, "names": [...],   // encoding, in order
@@ -22,6 +22,10 @@
  * `operators`, `gflopsBatch1` (Σ GFLOP at batch 1, default sequence length) and `paramMb` are
  * the spec fingerprint (`specFingerprint`): a different variant under the same name (another
  * resolution, width or layer count) has other costs, so the GFLOP features would be wrong.
+ *
+ * Versions: 2 (issue 4, generalization) splits each slot's GFLOP, MB and kernels by kind of
+ * compute and puts the `flop` costs on a log scale (`features.ts`); a version-1 file is refused
+ * with a message to retrain, not misread.
  */
 import fs from 'node:fs/promises';
 import { z } from 'zod';
@@ -33,7 +37,7 @@ import { MlpPredictor } from './mlp/mlp-predictor.ts';
 import type { Predictor } from './predictor.ts';
 
 /** The version this code writes and reads. */
-export const PREDICTOR_FORMAT_VERSION = 1;
+export const PREDICTOR_FORMAT_VERSION = 2;
 
 const finite = z.number().refine(Number.isFinite, 'must be a finite number');
 const positive = z.number().refine((x) => Number.isFinite(x) && x > 0, 'must be a positive finite number');

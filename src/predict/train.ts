@@ -198,7 +198,7 @@ export async function trainPredictor(rows: readonly ProfileRow[], options: Train
 
   const mlpOptions = { ...DEFAULT_MLP_OPTIONS, ...options.mlp, seed, epochs: options.epochs ?? DEFAULT_MLP_OPTIONS.epochs };
   const fit = async (idx: readonly number[], phase: 'cv' | 'final', fold: number, folds: number): Promise<Fitted> => {
-    const scaling = fitScaling(x, width, idx);
+    const scaling = fitScaling(x, width, idx, encoder.tiedColumns);
     if (kind === 'linear') {
       const target = targetOf('identity', y, idx);
       const lambda = options.lambda ?? 1e-6 * idx.length;
@@ -331,7 +331,7 @@ function toFile(f: Fitted, c: FileContext): PredictorFile {
     }
   }
   const base = {
-    formatVersion: PREDICTOR_FORMAT_VERSION as 1,
+    formatVersion: PREDICTOR_FORMAT_VERSION as 2,
     deviceId: c.deviceId,
     features: { set: c.featureSet, maxSlots: c.encoder.maxSlots, names: [...c.encoder.names], mean: [...f.scaling.mean], std: [...f.scaling.std] },
     target: { ...f.target },
