@@ -81,6 +81,19 @@ describe('abacus simulate', () => {
     const r = await abacus('simulate', '--config', cfg);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`${cfg}: services[0].qosTargetMs`);
+    // the config's policy is the one that runs; its parameters are checked before anything runs
+    await fs.writeFile(cfg, 'device: sim:a100\npolicy: {name: fcfs, ways: 3}\nservices:\n  - model: resnet50\n    qosTargetMs: 50\n');
+    expect((await abacus('simulate', '--config', cfg)).stderr).toContain(`${cfg}: policy: fcfs has no parameter 'ways'`);
+    await fs.writeFile(cfg, 'device: sim:a100\npolicy: magic\nservices:\n  - model: resnet50\n    qosTargetMs: 50\n');
+    expect((await abacus('simulate', '--config', cfg)).stderr).toContain(`${cfg}: policy: unknown policy 'magic'`);
+    await fs.writeFile(cfg, 'device: sim:a100\nservices:\n  - model: resnet49\n    qosTargetMs: 50\n');
+    expect((await abacus('simulate', '--config', cfg)).stderr).toContain(`${cfg}: services[0].model: unknown model 'resnet49'`);
+    await fs.writeFile(cfg, 'device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 50\n    seqLens: [16]\n');
+    expect((await abacus('simulate', '--config', cfg)).stderr).toContain(`${cfg}: services[0].seqLens: resnet50 has no sequence axis`);
+    const both = await abacus('simulate', '--config', cfg, '--batch-sizes', '4');
+    expect(both.code).toBe(2);
+    expect(both.stderr).toMatch(/--config replaces/);
+    expect((await abacus('simulate', '--models', 'resnet50,bert', '--qos-ms', '50', '--seq-lens', '1000')).stderr).toMatch(/--seq-lens: sequence length 1000 exceeds bert's maximum 512/);
   }, 120_000);
 });
 

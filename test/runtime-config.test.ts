@@ -20,6 +20,7 @@ describe('serving config', () => {
     );
     const c = await loadServingConfig(f);
     expect(c).toEqual({
+      source: f,
       device: 'sim:a100',
       predictor: path.join(dir, 'p.json'),
       policy: { name: 'abacus', params: { ways: 4 } },

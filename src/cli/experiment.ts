@@ -14,6 +14,7 @@
  * models, batch sizes and sequence lengths, so a second run starts at once
  * (`ensurePredictor`).
  */
+import fs from 'node:fs/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Clock } from '../clock/clock.ts';
 import { VirtualClock, WallClock } from '../clock/index.ts';
@@ -24,13 +25,15 @@ import { InvalidConfigError } from '../errors.ts';
 import { createLogger } from '../log.ts';
 import { artifactAt, type ModelArtifact } from '../model/artifact.ts';
 import { resolveModelArtifact, resolveModelSpec } from '../model/catalog.ts';
+import { fixedBatchOf } from '../model/boundary.ts';
+import { MAX_BATCH_SIZE } from '../device/validate.ts';
 import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import { loadPredictor } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { loadServingConfig, parseServingConfig, type ServingConfig } from '../runtime/config.ts';
 import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
-import { isPolicyName, POLICY_NAMES } from '../schedule/index.ts';
+import { isPolicyName, parseControllerParams, POLICY_NAMES } from '../schedule/index.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
@@ -47,7 +50,8 @@ export interface ExperimentCliOptions {
   seqLens?: number[];
   predictor?: string;
   allowUnseen?: boolean;
-  policy: string[];
+  /** Absent: the config's policy (with --config), else abacus,fcfs,sjf,edf. */
+  policy?: string[];
   rate: number;
   queries: number;
   seed: number;
@@ -72,6 +76,10 @@ export interface RunJson {
   readonly peakRateQps?: number;
   readonly meanGroupSize: number;
   readonly predictorMape: number | null;
+  /** Queries offered, completed late, and rejected (by reason: qos_violation, overloaded, device_failure, bad_request). */
+  readonly offered: number;
+  readonly late: number;
+  readonly rejectedBy: Readonly<Record<string, number>>;
   readonly services: readonly { service: string; p50Ms: number; p99Ms: number; violationRatio: number; goodputQps: number }[];
 }
 
@@ -129,7 +137,7 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--seq-lens <list>', 'sequence lengths drawn per query for sequence models (default 16,32,64)', numberList('--seq-lens', true))
     .option('--predictor <file>', 'predictor.json (abacus train); default: the config\'s, else profile and train one (cached)')
     .option('--allow-unseen', 'let a flop-feature predictor score models it was not trained on')
-    .option('--policy <list>', `policies to compare (${POLICY_NAMES.join(', ')})`, parsePolicies, ['abacus', 'fcfs', 'sjf', 'edf'])
+    .option('--policy <list>', `policies to compare (${POLICY_NAMES.join(', ')}; default: the config's policy, else abacus,fcfs,sjf,edf)`, parsePolicies)
     .option('--rate <qps>', 'offered load over all services, queries/s (Poisson)', positiveNumber('--rate'), 50)
     .option('--queries <n>', 'queries per run', positiveInt('--queries'), 1000)
     .option('--seed <n>', 'seed of the load (and of the simulator)', finiteNumber('--seed'), 1)
@@ -144,7 +152,9 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
 /** The config from `--config` or from the flags. */
 async function servingConfigOf(opts: ExperimentCliOptions, defaultDevice: string): Promise<ServingConfig> {
   if (opts.config !== undefined) {
-    if (opts.models !== undefined || opts.device !== undefined || opts.qosMs !== undefined) throw new UsageError('--config replaces --device, --models and --qos-ms; give one or the other');
+    if (opts.models !== undefined || opts.device !== undefined || opts.qosMs !== undefined || opts.batchSizes !== undefined || opts.seqLens !== undefined) {
+      throw new UsageError('--config replaces --device, --models, --qos-ms, --batch-sizes and --seq-lens; give one or the other');
+    }
     return loadServingConfig(opts.config);
   }
   if (opts.models === undefined || opts.models.length === 0) throw new UsageError('give --config FILE, or --models a,b with --qos-ms');
@@ -190,16 +200,34 @@ export async function resolveServices(ctx: CliContext, repo: ModelRepository, co
   else if (config.device !== 'ort' && config.device !== 'ort:cpu') throw new InvalidConfigError(`device '${config.device}' is not supported here: use ort (CPU) or sim:<gpu>…`);
   const specs = new Map<string, ModelSpec>();
   const artifacts = new Map<string, ModelArtifact>();
-  for (const s of config.services) {
+  for (const [i, s] of config.services.entries()) {
     if (specs.has(s.model)) continue;
-    if (isSim) {
-      const spec = await resolveModelSpec(repo, s.model);
-      specs.set(s.model, spec);
-      artifacts.set(s.model, artifactAt('/nonexistent', spec));
-    } else {
-      const { artifact } = await resolveModelArtifact(repo, s.model, (n) => ctx.err(`building ${n} (first run only; cached in ${repo.cacheDir}) …\n`));
-      specs.set(s.model, artifact.spec);
-      artifacts.set(s.model, artifact);
+    try {
+      if (isSim) {
+        const spec = await resolveModelSpec(repo, s.model);
+        specs.set(s.model, spec);
+        artifacts.set(s.model, artifactAt('/nonexistent', spec));
+      } else {
+        const { artifact } = await resolveModelArtifact(repo, s.model, (n) => ctx.err(`building ${n} (first run only; cached in ${repo.cacheDir}) …\n`));
+        specs.set(s.model, artifact.spec);
+        artifacts.set(s.model, artifact);
+      }
+    } catch (err) {
+      if (err instanceof RangeError || err instanceof TypeError) throw new InvalidConfigError(`${config.source}: services[${i}].model: ${err.message}`, { cause: err });
+      throw err;
+    }
+  }
+  const field = (i: number, name: string): string => (config.source === 'flags' ? `--${name === 'seqLens' ? 'seq-lens' : 'batch-sizes'}` : `${config.source}: services[${i}].${name}`);
+  for (const [i, s] of config.services.entries()) {
+    const spec = specs.get(s.model)!;
+    const fixed = fixedBatchOf(spec);
+    const tooBig = s.batchSizes.find((b) => b > MAX_BATCH_SIZE || (fixed !== undefined && b !== fixed));
+    if (tooBig !== undefined) throw new InvalidConfigError(`${field(i, 'batchSizes')}: batch size ${tooBig} is not accepted by ${s.model} (${fixed !== undefined ? `fixed batch ${fixed}` : `at most ${MAX_BATCH_SIZE}`})`);
+    if (spec.dynamicAxes.seq === undefined) {
+      if (s.seqLens !== undefined && config.source !== 'flags') throw new InvalidConfigError(`${field(i, 'seqLens')}: ${s.model} has no sequence axis; leave seqLens out`);
+    } else if (spec.maxSeqLen !== undefined) {
+      const long = (s.seqLens ?? []).find((l) => l > spec.maxSeqLen!);
+      if (long !== undefined) throw new InvalidConfigError(`${field(i, 'seqLens')}: sequence length ${long} exceeds ${s.model}'s maximum ${spec.maxSeqLen}`);
     }
   }
   const services: ExperimentService[] = config.services.map((s) => {
@@ -220,10 +248,16 @@ export async function resolveServices(ctx: CliContext, repo: ModelRepository, co
  * The predictor for `hosted`: the given file, or one profiled and trained now (cached by
  * device, models, batch sizes and sequence lengths; a second call loads it).
  */
-export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, hosted: Hosted, opts: { file?: string; allowUnseen?: boolean; samples?: number; threads?: number; quiet?: boolean }): Promise<{ predictor: Predictor; source: string }> {
+export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, hosted: Hosted, opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; quiet?: boolean }): Promise<{ predictor: Predictor; source: string }> {
   const deviceId = hosted.isSim ? parseSimDeviceId(hosted.config.device).id : 'ort:cpu';
   if (opts.file !== undefined) {
     const byModelName = new Map([...hosted.specs.values()].map((s) => [s.name, s]));
+    try {
+      await fs.access(opts.file);
+    } catch (err) {
+      const where = opts.fromConfig === true ? `${hosted.config.source}: predictor` : '--predictor';
+      throw new InvalidConfigError(`${where}: cannot read ${opts.file}: ${(err as Error).message}`, { cause: err });
+    }
     return { predictor: await loadPredictor(opts.file, { deviceId, models: byModelName, ...(opts.allowUnseen ? { allowUnseen: true } : {}) }), source: opts.file };
   }
   return cachedPredictor(ctx, repo, {
@@ -275,6 +309,9 @@ export function runJson(r: ExperimentResult, peak?: { peakGoodputQps: number; pe
     ...(peak === undefined ? {} : peak),
     meanGroupSize: r.meanGroupSize,
     predictorMape: nullable(r.predictorMape),
+    offered: r.overall.offered,
+    late: r.overall.late,
+    rejectedBy: r.overall.rejectedBy,
     services: r.services.map((s) => ({ service: s.service, p50Ms: s.p50Ms, p99Ms: s.p99Ms, violationRatio: s.violationRatio, goodputQps: s.goodputQps })),
   };
 }
@@ -284,25 +321,42 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   const config = await servingConfigOf(opts, mode.defaultDevice);
   if (mode.virtual && !config.device.startsWith('sim')) throw new InvalidConfigError(`abacus simulate needs a simulated device (sim:a100, …), got '${config.device}'; use abacus bench for real devices`);
   const repo = new ModelRepository(ctx.cacheOptions());
+  if (opts.config !== undefined && !isPolicyName(config.policy.name)) throw new InvalidConfigError(`${config.source}: policy: unknown policy '${config.policy.name}' (valid: ${POLICY_NAMES.join(', ')})`);
+  const policies = opts.policy ?? (opts.config !== undefined ? [config.policy.name] : ['abacus', 'fcfs', 'sjf', 'edf']);
+  // Every policy's parameters are checked before anything runs (a bad one must not cost a run first).
+  for (const policy of policies) {
+    try {
+      parseControllerParams(policy, policyParams(policy, config, opts));
+    } catch (err) {
+      if (config.policy.name === policy && opts.config !== undefined && (err instanceof RangeError || err instanceof TypeError)) throw new InvalidConfigError(`${config.source}: policy: ${err.message}`, { cause: err });
+      throw err;
+    }
+  }
   const hosted = await resolveServices(ctx, repo, config);
-  const needsPredictor = opts.policy.some((p) => p !== 'overlap-all');
+  const needsPredictor = policies.some((p) => p !== 'overlap-all');
   const file = opts.predictor ?? config.predictor;
   const { predictor, source } = needsPredictor
-    ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true })
+    ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true })
     : { predictor: undefined, source: 'none' };
   const env = await openEnv(hosted, predictor, { virtual: mode.virtual, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }) });
   const runs: RunJson[] = [];
   try {
-    for (const policy of opts.policy) {
+    for (const policy of policies) {
       const base = { services: hosted.services, policy, policyParams: policyParams(policy, config, opts), queries: opts.queries, seed: opts.seed };
       if (!opts.json) ctx.err(`${policy}: ${opts.findPeak ? 'searching the peak rate at ≤ 1 % violations' : `${opts.queries} queries at ${opts.rate} queries/s`} …\n`);
       if (opts.findPeak) {
         const peak = await findPeakRate(env, { ...base, startQps: opts.rate });
+        if (!peak.bracketed) {
+          ctx.err(`warning: ${policy}: no ${peak.peakRateQps > 0 ? 'rate above' : 'rate at or below'} ${peak.tried.at(-1)?.rateQps.toPrecision(4)} queries/s ${peak.peakRateQps > 0 ? 'missed' : 'met'} the 1 % bound within the search's steps: the peak is a bound; start elsewhere with --rate\n`);
+        }
         const at = peak.atPeak ?? (await runExperiment(env, { ...base, rateQps: opts.rate }));
         runs.push(runJson(at, { peakGoodputQps: peak.peakGoodputQps, peakRateQps: peak.peakRateQps }));
       } else {
         runs.push(runJson(await runExperiment(env, { ...base, rateQps: opts.rate })));
       }
+      const last = runs.at(-1)!;
+      const failed = Object.entries(last.rejectedBy).filter(([reason]) => reason !== 'qos_violation' && reason !== 'overloaded');
+      if (failed.length > 0) ctx.err(`warning: ${policy}: ${failed.map(([reason, n]) => `${n} queries rejected as ${reason}`).join(', ')} — not QoS misses: check the models, batch sizes and sequence lengths\n`);
     }
   } finally {
     await env.close();
@@ -313,12 +367,13 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
     return json;
   }
   ctx.out(`${config.device}, ${hosted.services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries per run, predictor ${source}\n\n`);
-  const header = ['policy', 'rate q/s', ...(opts.findPeak ? ['peak goodput q/s'] : []), 'violations %', 'goodput q/s', 'p99 ms', 'group size', 'pred. MAPE %', ...hosted.services.map((s) => `${s.name} p99 / viol. %`)];
+  const header = ['policy', 'rate q/s', ...(opts.findPeak ? ['peak goodput q/s'] : []), 'violations %', 'late / rejected', 'goodput q/s', 'p99 ms (completed)', 'group size', 'pred. MAPE %', ...hosted.services.map((s) => `${s.name} p99 / viol. %`)];
   const rows = runs.map((r) => [
     r.policy,
     fmt(r.rateQps),
     ...(opts.findPeak ? [fmt(r.peakGoodputQps ?? 0)] : []),
     fmt(r.violationRatio * 100, 2),
+    `${r.late} / ${Object.values(r.rejectedBy).reduce((a, b) => a + b, 0)}`,
     fmt(r.goodputQps),
     fmt(r.p99Ms, 2),
     fmt(r.meanGroupSize, 2),

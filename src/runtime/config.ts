@@ -67,6 +67,8 @@ export interface ServiceConfig {
 
 /** A validated config. */
 export interface ServingConfig {
+  /** Where it came from (a file path, or `flags`), for error messages naming a field. */
+  readonly source: string;
   readonly device: string;
   /** Absolute path, when given. */
   readonly predictor?: string;
@@ -102,7 +104,7 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
     names.add(name);
     return { name, model: s.model, qosTargetMs: s.qosTargetMs, batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.seqLens === undefined ? {} : { seqLens: s.seqLens }) };
   });
-  return { device: c.device, policy: c.policy, services, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };
+  return { source, device: c.device, policy: c.policy, services, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };
 }
 
 /**

@@ -164,18 +164,24 @@ export interface PeakResult {
   readonly peakGoodputQps: number;
   /** The run at the peak (undefined when no rate met the bound). */
   readonly atPeak: ExperimentResult | undefined;
+  /** False when the search found no rate meeting the bound, or none missing it, within its steps: the result is a bound. */
+  readonly bracketed: boolean;
   /** Every rate tried, in order, with its violation ratio. */
   readonly tried: readonly { readonly rateQps: number; readonly violationRatio: number; readonly goodputQps: number }[];
 }
 
 /**
- * Peak rate at QoS: double the rate from `startQps` until the violation ratio exceeds
- * `maxViolationRatio` (default 0.01, the paper's 1 %), then bisect between the last good and
- * the first bad rate for `bisections` steps (default 6: within 1/64 of the bracket). Each rate
- * is one `runExperiment` with the same seed.
+ * Peak rate at QoS: find a bracket [good, bad] of rates around the highest rate whose violation
+ * ratio (over all services' queries, as the paper defines it) stays ≤ `maxViolationRatio`
+ * (default 0.01, the paper's 1 %) — doubling up from `startQps` while it holds, or halving down
+ * while it does not (at most `maxSteps` steps each way, default 40: 10¹² between the extremes) — then bisect it for
+ * `bisections` steps (default 6: within 1/64 of the bracket). Each rate is one
+ * `runExperiment` with the same seed. `bracketed` is false when no good or no bad rate was
+ * found within `maxSteps` (the answer is then a bound, not a peak).
  */
-export async function findPeakRate(env: ExperimentEnv, options: Omit<ExperimentOptions, 'rateQps'> & { startQps: number; maxViolationRatio?: number; bisections?: number; maxDoublings?: number }): Promise<PeakResult> {
+export async function findPeakRate(env: ExperimentEnv, options: Omit<ExperimentOptions, 'rateQps'> & { startQps: number; maxViolationRatio?: number; bisections?: number; maxSteps?: number }): Promise<PeakResult> {
   const bound = options.maxViolationRatio ?? 0.01;
+  const maxSteps = options.maxSteps ?? 40;
   const tried: { rateQps: number; violationRatio: number; goodputQps: number }[] = [];
   let best: ExperimentResult | undefined;
   const attempt = async (rateQps: number): Promise<boolean> => {
@@ -185,23 +191,31 @@ export async function findPeakRate(env: ExperimentEnv, options: Omit<ExperimentO
     if (ok && (best === undefined || rateQps > best.rateQps)) best = r;
     return ok;
   };
-  let lo = 0;
-  let hi = options.startQps;
-  let failed = false;
-  for (let i = 0; i <= (options.maxDoublings ?? 12) && !failed; i++) {
-    if (await attempt(hi)) {
-      lo = hi;
-      hi *= 2;
-    } else {
-      failed = true;
+  let good: number | undefined;
+  let bad: number | undefined;
+  if (await attempt(options.startQps)) {
+    let rate = options.startQps;
+    good = rate;
+    for (let i = 0; i < maxSteps && bad === undefined; i++) {
+      rate *= 2;
+      if (await attempt(rate)) good = rate;
+      else bad = rate;
+    }
+  } else {
+    let rate = options.startQps;
+    bad = rate;
+    for (let i = 0; i < maxSteps && good === undefined; i++) {
+      rate /= 2;
+      if (await attempt(rate)) good = rate;
+      else bad = rate;
     }
   }
-  // never failed within maxDoublings: the last good rate is the answer (a lower bound)
-  for (let i = 0; failed && i < (options.bisections ?? 6); i++) {
-    const mid = (lo + hi) / 2;
-    if (await attempt(mid)) lo = mid;
-    else hi = mid;
+  const bracketed = good !== undefined && bad !== undefined;
+  for (let i = 0; bracketed && i < (options.bisections ?? 6); i++) {
+    const mid = (good! + bad!) / 2;
+    if (await attempt(mid)) good = mid;
+    else bad = mid;
   }
   const atPeak = best;
-  return { peakRateQps: atPeak?.rateQps ?? 0, peakGoodputQps: atPeak?.overall.goodputQps ?? 0, atPeak, tried };
+  return { peakRateQps: atPeak?.rateQps ?? 0, peakGoodputQps: atPeak?.overall.goodputQps ?? 0, atPeak, tried, bracketed };
 }
