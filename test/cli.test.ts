@@ -2,16 +2,12 @@
  * End-to-end: the `abacus` CLI run as a user runs it (`node bin/abacus.js …`), with its own
  * cache directory.
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAbacus, type CliResult } from './helpers/cli.ts';
 
-const run = promisify(execFile);
-const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'abacus.js');
 
 let tmp: string;
 let cacheDir: string;
@@ -23,14 +19,8 @@ afterAll(async () => {
   await fs.rm(tmp, { recursive: true, force: true });
 });
 
-async function abacus(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...process.env, ABACUS_CACHE_DIR: cacheDir }, maxBuffer: 64 << 20 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
+function abacus(...args: string[]): Promise<CliResult> {
+  return runAbacus(args, { cacheDir });
 }
 
 const SMALL_RESNET = ['--resolution', '32', '--width-multiplier', '0.125'];

@@ -5,17 +5,13 @@
  * table (or JSON) and writes report.html; a second run reuses the cached predictor.
  * No timing is asserted (a loaded 2-core machine).
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAbacus, type CliResult } from './helpers/cli.ts';
 import type { DemoJson } from '../src/cli/demo.ts';
 
-const run = promisify(execFile);
-const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'abacus.js');
 
 let tmp: string;
 beforeAll(async () => {
@@ -25,14 +21,8 @@ afterAll(async () => {
   await fs.rm(tmp, { recursive: true, force: true });
 });
 
-async function abacus(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { cwd: tmp, env: { ...process.env, ABACUS_CACHE_DIR: path.join(tmp, 'models') }, maxBuffer: 64 << 20 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
+function abacus(...args: string[]): Promise<CliResult> {
+  return runAbacus(args, { cacheDir: path.join(tmp, 'models'), cwd: tmp });
 }
 
 const TINY = ['demo', '--small', '--queries', '40', '--profile-samples', '40'];

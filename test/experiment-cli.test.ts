@@ -3,17 +3,13 @@
  * no predictor given, so each profiles the device and trains one first (small sample counts
  * here), then compares policies; the second run reuses the cached predictor.
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAbacus, type CliResult } from './helpers/cli.ts';
 import type { ExperimentJson } from '../src/cli/experiment.ts';
 
-const run = promisify(execFile);
-const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'abacus.js');
 
 let tmp: string;
 let cacheDir: string;
@@ -25,14 +21,8 @@ afterAll(async () => {
   await fs.rm(tmp, { recursive: true, force: true });
 });
 
-async function abacus(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...process.env, ABACUS_CACHE_DIR: cacheDir }, maxBuffer: 64 << 20 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
+function abacus(...args: string[]): Promise<CliResult> {
+  return runAbacus(args, { cacheDir });
 }
 
 describe('abacus simulate', () => {

@@ -3,13 +3,11 @@
  * profile simulated on sim:a100 with the small zoo variants), the table output, and every bad
  * input — the CSV errors name file, line and column.
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAbacus, type CliResult } from './helpers/cli.ts';
 import { buildProgram, type CliContext } from '../src/cli/main.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import { resolveModelSpec } from '../src/model/catalog.ts';
@@ -18,8 +16,6 @@ import { formatProfileHeader, formatProfileRow } from '../src/profile/csv.ts';
 import { loadPredictor } from '../src/predict/file.ts';
 import { simulateProfileRows } from '../bench/predictor.ts';
 
-const run = promisify(execFile);
-const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'abacus.js');
 const MODELS = ['resnet50-small', 'bert-small'];
 
 let tmp: string;
@@ -43,14 +39,8 @@ afterAll(async () => {
   await fs.rm(tmp, { recursive: true, force: true });
 });
 
-async function abacus(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...process.env, ABACUS_CACHE_DIR: cacheDir }, maxBuffer: 64 << 20 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
+function abacus(...args: string[]): Promise<CliResult> {
+  return runAbacus(args, { cacheDir });
 }
 
 /** The CLI in-process: resolves with stdout, rejects with what the action threw. */

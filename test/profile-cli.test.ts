@@ -3,20 +3,17 @@
  * cache directory: --json output, resume, usage errors (exit 2), runtime errors (exit 1), and
  * Ctrl-C (SIGINT: exit 130, a valid CSV, resumable).
  */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ABACUS_BIN, runAbacus, type CliResult } from './helpers/cli.ts';
 import { CommanderError } from 'commander';
 import { buildProgram, type CliContext } from '../src/cli/main.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import { readProfileCsv } from '../src/profile/index.ts';
 
-const run = promisify(execFile);
-const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'abacus.js');
 
 let tmp: string;
 let cacheDir: string;
@@ -28,14 +25,8 @@ afterAll(async () => {
   await fs.rm(tmp, { recursive: true, force: true });
 });
 
-async function abacus(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...process.env, ABACUS_CACHE_DIR: cacheDir }, maxBuffer: 64 << 20 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
+function abacus(...args: string[]): Promise<CliResult> {
+  return runAbacus(args, { cacheDir });
 }
 
 const SIM = ['profile', '--device', 'sim:a100', '--models', 'resnet50,bert', '--batch-sizes', '1,2,4', '--seq-lens', '8,16'];
@@ -105,7 +96,7 @@ describe('abacus profile', () => {
 
   it('Ctrl-C stops after the sample in progress: exit 130, a valid CSV, and the same command resumes', async () => {
     const out = path.join(tmp, 'sigint.csv');
-    const args = [BIN, ...SIM, '--models', 'resnet50,resnet152,vgg19,bert', '--max-group-size', '3', '--samples', '20000', '--out', out];
+    const args = [ABACUS_BIN, ...SIM, '--models', 'resnet50,resnet152,vgg19,bert', '--max-group-size', '3', '--samples', '20000', '--out', out];
     const child = spawn(process.execPath, args, { env: { ...process.env, ABACUS_CACHE_DIR: cacheDir }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));

@@ -2,18 +2,14 @@
  * `abacus reproduce` end to end on a fresh cache: profiles and trains its predictor inside the
  * command, runs the 21 pairs of §7.2 under four policies, writes the CSV, prints the headline.
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAbacus, type CliResult } from './helpers/cli.ts';
 import { parse } from 'csv-parse/sync';
 import type { ReproduceJson } from '../src/cli/reproduce.ts';
 
-const run = promisify(execFile);
-const BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'abacus.js');
 let tmp: string;
 beforeAll(async () => {
   tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-repro-'));
@@ -22,14 +18,8 @@ afterAll(async () => {
   await fs.rm(tmp, { recursive: true, force: true });
 });
 
-async function abacus(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env: { ...process.env, ABACUS_CACHE_DIR: path.join(tmp, 'models') }, maxBuffer: 64 << 20 });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
+function abacus(...args: string[]): Promise<CliResult> {
+  return runAbacus(args, { cacheDir: path.join(tmp, 'models') });
 }
 
 describe('abacus reproduce', () => {
