@@ -29,6 +29,7 @@ import { DEFAULT_MLP_OPTIONS } from '../predict/mlp/train-mlp.ts';
 import { trainPredictor, type PredictorKind, type TrainProgress, type TrainResult } from '../predict/train.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './main.ts';
+import { UsageError } from './usage.ts';
 
 /** `abacus train --json` output. */
 export interface TrainJson {
@@ -63,7 +64,7 @@ interface TrainOptions {
 
 function number(name: string, text: string, check: (x: number) => boolean, what: string): number {
   const x = Number(text);
-  if (text.trim() === '' || !Number.isFinite(x) || !check(x)) throw new RangeError(`--${name} must be ${what}, got '${text}'`);
+  if (text.trim() === '' || !Number.isFinite(x) || !check(x)) throw new UsageError(`--${name} must be ${what}, got '${text}'`);
   return x;
 }
 
@@ -221,15 +222,17 @@ export function registerTrainCommand(program: Command, ctx: CliContext): void {
     .option('--json', 'print {"kind", "samples", "holdout": {"maeMs", "mape"}, "cv": {"maeMs", "mape"}, …} as JSON')
     .action(async (o: TrainOptions) => {
       const files = o.data.split(',').map((f) => f.trim()).filter((f) => f !== '');
-      if (files.length === 0) throw new RangeError('--data must name at least one CSV file');
-      if (o.kind !== 'mlp' && o.kind !== 'linear') throw new RangeError(`--kind must be mlp or linear, got '${o.kind}'`);
-      if (!isFeatureSet(o.features)) throw new RangeError(`--features must be full or flop, got '${o.features}'`);
+      if (files.length === 0) throw new UsageError('--data must name at least one CSV file');
+      const twice = files.find((f, i) => files.findIndex((g) => path.resolve(g) === path.resolve(f)) !== i);
+      if (twice !== undefined) throw new UsageError(`--data lists ${twice} twice: its rows would count double`);
+      if (o.kind !== 'mlp' && o.kind !== 'linear') throw new UsageError(`--kind must be mlp or linear, got '${o.kind}'`);
+      if (!isFeatureSet(o.features)) throw new UsageError(`--features must be full or flop, got '${o.features}'`);
       const holdout = number('holdout', o.holdout, (x) => x >= 0 && x < 1, 'a fraction in [0, 1)');
       const folds = number('folds', o.folds, (x) => Number.isInteger(x) && x >= 0, 'an integer ≥ 0');
       const seed = number('seed', o.seed, (x) => Number.isSafeInteger(x) && x >= 0, 'an integer ≥ 0');
       const epochs = o.epochs === undefined ? undefined : number('epochs', o.epochs, (x) => Number.isInteger(x) && x >= 1, 'an integer ≥ 1');
       const maxSlots = o.maxSlots === undefined ? undefined : number('max-slots', o.maxSlots, (x) => Number.isInteger(x) && x >= 1 && x <= 64, 'an integer in [1, 64]');
-      if (o.testModel !== undefined && o.features !== 'flop') throw new RangeError(`--test-model needs --features flop: the 'full' features identify models, so they cannot describe one left out of training`);
+      if (o.testModel !== undefined && o.features !== 'flop') throw new UsageError(`--test-model needs --features flop: the 'full' features identify models, so they cannot describe one left out of training`);
       const kind: PredictorKind = o.kind;
       const totalEpochs = kind === 'mlp' ? (folds >= 2 ? folds + 1 : 1) * (epochs ?? DEFAULT_MLP_OPTIONS.epochs) : 0;
       const progress = progressReporter(ctx, Math.max(1, totalEpochs));
