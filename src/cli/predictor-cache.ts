@@ -45,6 +45,9 @@ export interface PredictorRequest {
   readonly quiet?: boolean;
 }
 
+/** Held-out MAPE above which a freshly trained predictor gets a warning (the paper's MLP: ~6 %). */
+const POOR_MAPE = 0.15;
+
 /** Predictor cache folder next to the model cache (`.cache/models` → `.cache/predictors`). */
 export function predictorCacheDir(repo: ModelRepository): string {
   const base = path.basename(repo.cacheDir);
@@ -112,5 +115,8 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   await fs.rename(tmp, predictorFile);
   const mape = trained.holdout?.mape;
   say(`predictor trained in ${trained.trainSeconds.toFixed(1)} s${mape === undefined ? '' : `, held-out MAPE ${(mape * 100).toFixed(1)} %`} → ${predictorFile}\n`);
+  if (mape !== undefined && mape > POOR_MAPE) {
+    ctx.err(`warning: the predictor's held-out MAPE is ${(mape * 100).toFixed(1)} % (above ${POOR_MAPE * 100} %): decisions that rely on it will be poor; profile more groups, or on a quieter machine, and delete ${dir} to retrain\n`);
+  }
   return { predictor: await loadPredictor(predictorFile, { deviceId, models: specs }), source: predictorFile };
 }
