@@ -4,9 +4,10 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../src/clock/index.ts';
 import { Rng } from '../src/device/sim/rng.ts';
+import { CLUSTER_TRACE_PATH } from '../src/reproduce/workloads.ts';
 import { burstyArrivals, constantArrivals, LoadGenerator, poissonArrivals, readLoadTrace, traceArrivals, type ArrivalProcess, type GeneratedQuery } from '../src/workload/index.ts';
 
-const REFERENCE_TRACE = path.resolve(import.meta.dirname, '../../shared/reference/cluster-load-trace.csv');
+const REFERENCE_TRACE = CLUSTER_TRACE_PATH;
 
 function draw(p: ArrivalProcess, n: number, seed = 1): number[] {
   const rng = new Rng(seed);

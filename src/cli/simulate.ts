@@ -137,7 +137,7 @@ export function registerSimulateCommand(program: Command, ctx: CliContext): Comm
     .command('calibrate')
     .description('compare the simulator with the A100 reference: solo latencies at batch 1/4/16, overlap ratios of the 21 pairs at batch 4')
     .option('--device <id>', 'simulated device id (sim:<a100|v100|h100|h200>[:mig-<k>g][:eager|graph]); other than sim:a100 only with --reference', 'sim:a100')
-    .option('--reference <file>', 'reference CSV (default: the copy bundled with the simulator, ../shared/reference/a100-group-latency.csv)')
+    .option('--reference <file>', 'reference CSV (default: src/device/sim/reference/a100-group-latency.csv, the bundled copy of ../shared/reference/a100-group-latency.csv)')
     .option('--fit', 'refit the cost-model constants to the reference first and calibrate with them')
     .option('--json', 'print {"solo": [...], "pairs": [...]} as JSON')
     .action(async (opts: CalibrateOptions) => {

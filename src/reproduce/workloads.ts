@@ -8,6 +8,9 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'csv-parse/sync';
 
+/** The bundled copy of the paper's cluster load trace (`../shared/reference/cluster-load-trace.csv`, §7.6). */
+export const CLUSTER_TRACE_PATH = fileURLToPath(new URL('./reference/cluster-load-trace.csv', import.meta.url));
+
 /** The bundled copy of the paper's workloads. */
 export const PAPER_WORKLOADS_PATH = fileURLToPath(new URL('./reference/paper-workloads.csv', import.meta.url));
 
