@@ -41,7 +41,7 @@ describe('abacus reproduce', () => {
   it('names the experiments that exist', async () => {
     const r = await abacus('reproduce', 'cluster');
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/not implemented yet \(available: qos, throughput, beyond-pair, all\)/);
+    expect(r.stderr).toMatch(/not in this version yet \(available: qos, throughput, beyond-pair, all;/);
     expect((await abacus('reproduce', 'nope')).stderr).toMatch(/unknown experiment 'nope'/);
   }, 60_000);
 });

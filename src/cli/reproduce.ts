@@ -51,7 +51,7 @@ export interface ReproduceJson {
 
 function parseExperiment(value: string): Experiment {
   if ((EXPERIMENTS as readonly string[]).includes(value)) return value as Experiment;
-  if (NOT_YET.includes(value)) throw new InvalidArgumentError(`experiment '${value}' is not implemented yet (available: ${EXPERIMENTS.join(', ')})`);
+  if (NOT_YET.includes(value)) throw new InvalidArgumentError(`experiment '${value}' is not in this version yet (available: ${EXPERIMENTS.join(', ')}; MIG, cluster and search ways are issue 7's next part)`);
   throw new InvalidArgumentError(`unknown experiment '${value}' (available: ${EXPERIMENTS.join(', ')})`);
 }
 
