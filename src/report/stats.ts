@@ -19,9 +19,12 @@ import { metQos } from '../runtime/records.ts';
  */
 export function percentile(values: readonly number[], p: number): number {
   if (!(p > 0 && p <= 100)) throw new RangeError(`percentile p must be in (0, 100], got ${p}`);
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]!;
+  return nearestRank(Float64Array.from(values).sort(), p);
+}
+
+/** The ⌈p/100·n⌉-th smallest of an ascending sample; NaN when empty. */
+function nearestRank(sorted: ArrayLike<number>, p: number): number {
+  return sorted.length === 0 ? Number.NaN : sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
 /** Statistics of a set of queries. */
@@ -86,7 +89,6 @@ export class StatsCollector {
   /** The statistics so far; `spanMs` overrides the span the rates are computed over. */
   stats(spanMs?: number): ServingStats {
     const sorted = this.latencies.slice(0, this.completed).sort();
-    const rank = (p: number): number => (sorted.length === 0 ? Number.NaN : sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]!);
     const span = spanMs ?? this.spanMs;
     const perSecond = (n: number): number => (span > 0 ? (n * 1000) / span : 0);
     return {
@@ -96,9 +98,9 @@ export class StatsCollector {
       late: this.completed - this.onTime,
       rejected: this.offered - this.completed,
       rejectedBy: { ...this.rejectedBy },
-      p50Ms: rank(50),
-      p95Ms: rank(95),
-      p99Ms: rank(99),
+      p50Ms: nearestRank(sorted, 50),
+      p95Ms: nearestRank(sorted, 95),
+      p99Ms: nearestRank(sorted, 99),
       violationRatio: this.offered === 0 ? 0 : (this.offered - this.onTime) / this.offered,
       goodputQps: perSecond(this.onTime),
       throughputQps: perSecond(this.completed),
@@ -148,31 +150,19 @@ export class GroupStatsCollector {
   }
 }
 
-/** The run's span: first arrival to last outcome, ms (0 when nothing finished). */
-export function runSpanMs(queries: readonly QueryRecord[]): number {
-  let first = Infinity;
-  let last = -Infinity;
-  for (const q of queries) {
-    if (q.outcome === 'pending') continue;
-    first = Math.min(first, q.arrivalMs);
-    last = Math.max(last, q.endMs ?? q.arrivalMs);
-  }
-  return last > first ? last - first : 0;
-}
 
 /** Mean absolute percentage error of predicted vs measured group latency (fraction); NaN when no group had a prediction. */
 export function predictorMape(groups: readonly GroupRecord[]): number {
-  let sum = 0;
-  let n = 0;
-  for (const g of groups) {
-    if (g.predictedMs === undefined || !(g.measuredMs > 0)) continue;
-    sum += Math.abs(g.predictedMs - g.measuredMs) / g.measuredMs;
-    n++;
-  }
-  return n === 0 ? Number.NaN : sum / n;
+  return collectGroups(groups).predictorMape;
 }
 
 /** Mean number of segments per group (1 = no overlap); NaN for no groups. */
 export function meanGroupSize(groups: readonly GroupRecord[]): number {
-  return groups.length === 0 ? Number.NaN : groups.reduce((a, g) => a + g.segments.length, 0) / groups.length;
+  return collectGroups(groups).meanGroupSize;
+}
+
+function collectGroups(groups: readonly GroupRecord[]): GroupStatsCollector {
+  const c = new GroupStatsCollector();
+  for (const g of groups) c.add(g);
+  return c;
 }

@@ -24,7 +24,7 @@
  */
 import type { Clock } from '../clock/clock.ts';
 import type { Device, GroupResult, Segment, SegmentInput } from '../device/device.ts';
-import { AbacusError, BadRequestError, DeviceFailureError, describeError } from '../errors.ts';
+import { BadRequestError, describeError } from '../errors.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { Decision, ExecutedSegment, QueryController, WaitingQuery } from '../schedule/controller.ts';
 import type { TensorMap } from '../tensor.ts';
@@ -382,17 +382,5 @@ export class ServingRuntime {
       this.idleWaiters = [];
       for (const w of waiters) w();
     }
-  }
-}
-
-/** The error a rejection stands for (for the serving edge), with its stable code. */
-export function rejectionError(reason: RejectionReason, message: string): AbacusError {
-  switch (reason) {
-    case 'bad_request':
-      return new BadRequestError(message);
-    case 'device_failure':
-      return new DeviceFailureError(message);
-    default:
-      return new AbacusError(reason, message);
   }
 }
