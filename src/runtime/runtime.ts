@@ -97,6 +97,8 @@ interface Pending {
 interface ServiceState {
   readonly service: RuntimeService;
   readonly queue: Pending[];
+  /** `queue[i].view` at index i, kept in step with `queue`: what `decide` sees, with no copy per decision. */
+  readonly views: WaitingQuery[];
 }
 
 /** Counters of the runtime since creation. */
@@ -145,7 +147,7 @@ export class ServingRuntime {
       if (this.services.has(s.name)) throw new RangeError(`ServingRuntime: service '${s.name}' is listed twice`);
       if (!(Number.isFinite(s.qosTargetMs) && s.qosTargetMs > 0)) throw new RangeError(`ServingRuntime: service '${s.name}' qosTargetMs must be > 0, got ${s.qosTargetMs}`);
       if (!Number.isInteger(s.maxQueueLength) || s.maxQueueLength < 1) throw new RangeError(`ServingRuntime: service '${s.name}' maxQueueLength must be an integer ≥ 1, got ${s.maxQueueLength}`);
-      this.services.set(s.name, { service: s, queue: [] });
+      this.services.set(s.name, { service: s, queue: [], views: [] });
     }
   }
 
@@ -196,6 +198,7 @@ export class ServingRuntime {
       if (this.closed) return this.finish(p, 'overloaded', 'the runtime is closed');
       if (state.queue.length >= state.service.maxQueueLength) return this.finish(p, 'overloaded', `service '${record.service}' has ${state.queue.length} queries waiting (maxQueueLength ${state.service.maxQueueLength})`);
       state.queue.push(p);
+      state.views.push(p.view);
       this.pump();
     });
   }
@@ -231,11 +234,11 @@ export class ServingRuntime {
         const queues: WaitingQuery[][] = [];
         let waiting = 0;
         for (const state of this.services.values()) {
-          const q = state.queue;
-          if (q.length === 0 || q[0]!.inFlight) continue;
-          const views = this.controller.launchWhileBusy ? q.filter((p) => !p.inFlight).map((p) => p.view) : q.map((p) => p.view);
-          waiting += views.length;
-          queues.push(views);
+          // In flight only while its group runs: one-group-at-a-time policies decide when none
+          // runs, and launchWhileBusy launches dequeue their queries at once.
+          if (state.queue.length === 0 || state.queue[0]!.inFlight) continue;
+          waiting += state.views.length;
+          queues.push(state.views);
         }
         if (waiting === 0) break;
         let decision: Decision;
@@ -243,7 +246,7 @@ export class ServingRuntime {
           decision = this.controller.decide({ nowMs: this.clock.now(), queues, runningRemainingMs: 0 });
         } catch (err) {
           // A controller or predictor error must not leave queries unanswered: fail the visible ones.
-          for (const views of queues) for (const v of views) {
+          for (const views of queues) for (const v of [...views]) {
             const p = this.byId.get(v.id);
             if (p !== undefined) this.reject(p, 'device_failure', `the ${this.controller.policy} controller failed: ${describeError(err)}`);
           }
@@ -320,6 +323,9 @@ export class ServingRuntime {
         this.complete(p, r.outputs ?? {});
       } else if (p.record.outcome === 'pending') {
         p.view = { ...p.view, nextOperator: seg.end };
+        const state = this.services.get(p.record.service)!;
+        const i = state.queue.indexOf(p);
+        if (i >= 0) state.views[i] = p.view;
       }
     });
     if (executed.length > 0) this.controller.observe({ segments: executed, groupLatencyMs: result.groupLatencyMs, ...(record.predictedMs === undefined ? {} : { predictedMs: record.predictedMs }) });
@@ -340,10 +346,15 @@ export class ServingRuntime {
   }
 
   private dequeue(p: Pending): void {
-    const queue = this.services.get(p.record.service)!.queue;
+    const { queue, views } = this.services.get(p.record.service)!;
     const i = queue.indexOf(p);
-    if (i === 0) queue.shift();
-    else if (i > 0) queue.splice(i, 1);
+    if (i === 0) {
+      queue.shift();
+      views.shift();
+    } else if (i > 0) {
+      queue.splice(i, 1);
+      views.splice(i, 1);
+    }
   }
 
   private complete(p: Pending, outputs: TensorMap): void {
