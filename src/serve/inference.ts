@@ -1,0 +1,151 @@
+/**
+ * The serving contract (DESIGN.md "Pieces and contracts": `serve/`; issue 6): what the
+ * protocol front ends (KServe v2 over HTTP in `serve/http/`, `inference.GRPCInferenceService`
+ * over gRPC in `serve/grpc/`) ask of the inference backend. Interfaces only; the backend
+ * (`serve/backend.ts`) owns validation against the served models, the runtime, and the mapping
+ * of runtime outcomes to `ServeError` codes. Protocol layers own parsing their wire format into
+ * `InferRequest`, encoding `InferResponse`, and mapping `ServeError.code` to a status
+ * (HTTP in `serve/http/`, gRPC in `serve/grpc/`; the table is in the README).
+ *
+ * Spec: Open Inference Protocol / KServe v2
+ * https://github.com/kserve/open-inference-protocol/blob/main/specification/protocol/inference_rest.md
+ * and `inference_grpc.md`; binary tensor data extension:
+ * https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_binary_data.md
+ *
+ * Deliberately left out: sequence batching, model repository control, shared memory.
+ */
+import type { TensorMap } from '../tensor.ts';
+
+/** Tensor data types of the v2 protocol ("Tensor Data Types" table of the spec). */
+export type V2Datatype = 'BOOL' | 'UINT8' | 'UINT16' | 'UINT32' | 'UINT64' | 'INT8' | 'INT16' | 'INT32' | 'INT64' | 'FP16' | 'FP32' | 'FP64' | 'BYTES';
+
+/** Name, datatype and shape of a model input or output; `-1` marks a dynamic axis. */
+export interface TensorMetadata {
+  readonly name: string;
+  readonly datatype: V2Datatype;
+  readonly shape: readonly number[];
+}
+
+/** `GET /v2` / `ServerMetadata`. */
+export interface ServerMetadata {
+  readonly name: string;
+  readonly version: string;
+  /** Protocol extensions supported, e.g. `binary_tensor_data`. */
+  readonly extensions: readonly string[];
+}
+
+/** `GET /v2/models/{name}` / `ModelMetadata`. */
+export interface ModelMetadata {
+  readonly name: string;
+  /** Served versions; this server serves one version per model, `"1"`. */
+  readonly versions: readonly string[];
+  /** e.g. `onnxruntime_onnx` (ort) or `abacus_sim` (simulated device). */
+  readonly platform: string;
+  readonly inputs: readonly TensorMetadata[];
+  readonly outputs: readonly TensorMetadata[];
+}
+
+/**
+ * The data of one request input as the wire carried it, before validation against the model.
+ * - `json`: the JSON `data` member exactly as parsed (flat or nested arrays; for BYTES,
+ *   strings). Integers beyond 2^53 arrive here only if the HTTP layer parsed them losslessly
+ *   (as `bigint`); the backend rejects an unsafe `number` for INT64/UINT64 with a bad_request.
+ * - `raw`: little-endian row-major bytes (binary tensor data extension; gRPC
+ *   `raw_input_contents`); for BYTES, each element is a 4-byte little-endian length then bytes.
+ * - `typed`: gRPC `InferTensorContents` of the matching field (`fp32_contents`, …), already
+ *   flat; int64 values as `bigint` or decimal strings (proto-loader `longs: String`).
+ */
+export type InferInputData =
+  | { readonly kind: 'json'; readonly values: unknown }
+  | { readonly kind: 'raw'; readonly bytes: Uint8Array }
+  | { readonly kind: 'typed'; readonly values: readonly unknown[] };
+
+/** One input of a request. */
+export interface InferInput {
+  readonly name: string;
+  /** As the client wrote it; unknown names are a bad_request naming the input. */
+  readonly datatype: string;
+  /** As the client wrote it; checked against the model and the element count. */
+  readonly shape: readonly number[];
+  readonly data: InferInputData;
+}
+
+/** A request output; `binaryData` asks the HTTP layer for the binary extension. */
+export interface InferRequestedOutput {
+  readonly name: string;
+  readonly binaryData?: boolean;
+}
+
+/** One inference request, protocol-neutral. */
+export interface InferRequest {
+  readonly modelName: string;
+  /** Absent or `"1"`; any other version is model_not_found. */
+  readonly modelVersion?: string;
+  /** Echoed in the response. */
+  readonly id?: string;
+  readonly inputs: readonly InferInput[];
+  /** Absent: every output. Unknown names are a bad_request. */
+  readonly outputs?: readonly InferRequestedOutput[];
+  /**
+   * Request parameters. Recognised: `qos_ms` (number > 0: this query's QoS target, ms; above
+   * the service's configured maximum is a bad_request), `seq_len`. Others are ignored.
+   */
+  readonly parameters?: Readonly<Record<string, unknown>>;
+  /** Server-assigned id for logs and metrics (not the client's `id`). */
+  readonly requestId: string;
+  /** Aborted when the client disconnected: a query that has not started is withdrawn. */
+  readonly signal?: AbortSignal;
+}
+
+/** One inference result, protocol-neutral. */
+export interface InferResponse {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly id?: string;
+  /** The selected outputs, in the model's output order, shapes `[batch, …]`. */
+  readonly outputs: TensorMap;
+  /** Output datatypes by name (v2 names). */
+  readonly outputDatatypes: Readonly<Record<string, V2Datatype>>;
+  /** `queue_ms` (arrival until first operator group launched), `compute_ms` (sum of measured group latencies it ran in), `operator_groups` (count). */
+  readonly parameters: { readonly queue_ms: number; readonly compute_ms: number; readonly operator_groups: number };
+}
+
+/**
+ * Stable codes of serving errors (STYLE.md §5). HTTP/gRPC mapping (README "Status codes"):
+ * bad_request 400 / INVALID_ARGUMENT; model_not_found 404 / NOT_FOUND; qos_violation,
+ * overloaded, not_ready 503 / UNAVAILABLE; device_failure 503 / UNAVAILABLE (the device is
+ * still usable); internal 500 / INTERNAL (a bug; the message is generic, the log has the detail).
+ */
+export type ServeErrorCode = 'bad_request' | 'model_not_found' | 'qos_violation' | 'overloaded' | 'not_ready' | 'device_failure' | 'internal';
+
+/** An error for one request; `message` names the model, input or field. */
+export class ServeError extends Error {
+  readonly code: ServeErrorCode;
+  constructor(code: ServeErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = 'ServeError';
+  }
+}
+
+/**
+ * What the protocol front ends call. Every method is safe to call at any time, including
+ * before ready and during shutdown.
+ */
+export interface InferenceBackend {
+  serverMetadata(): ServerMetadata;
+  /** The process is up (true until closed). */
+  isLive(): boolean;
+  /** Every service is loaded and warmed up and the server is not shutting down. */
+  isReady(): boolean;
+  /** @throws ServeError model_not_found for an unknown model or version. */
+  modelReady(name: string, version?: string): boolean;
+  /** @throws ServeError model_not_found for an unknown model or version. */
+  modelMetadata(name: string, version?: string): ModelMetadata;
+  /**
+   * Validate, queue and run one request. Resolves with the outputs, or rejects with a
+   * `ServeError` (never anything else): bad_request before anything is queued, not_ready,
+   * overloaded, qos_violation, device_failure. Exactly one settlement per call.
+   */
+  infer(request: InferRequest): Promise<InferResponse>;
+}
