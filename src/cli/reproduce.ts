@@ -23,7 +23,7 @@ import type { Predictor } from '../predict/predictor.ts';
 import { findPeakRate } from '../runtime/experiment.ts';
 import { runCluster, summarizeCluster } from '../reproduce/cluster.ts';
 import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, runWorkload, simEnv, workloadServices, type ColocationRow } from '../reproduce/colocation.ts';
-import { MIG_DEVICES, MIG_PAIRS, runMig, type MigRow } from '../reproduce/mig.ts';
+import { MIG_BATCH_SIZES, MIG_DEVICES, MIG_PAIRS, runMig, type MigRow } from '../reproduce/mig.ts';
 import {
   CLUSTER_SET,
   colocationHeadline,
@@ -47,6 +47,12 @@ import { cachedPredictor } from './predictor-cache.ts';
 const EXPERIMENTS = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'all'] as const;
 type Experiment = (typeof EXPERIMENTS)[number];
 type SingleExperiment = Exclude<Experiment, 'all'>;
+/**
+ * Slack of the search experiment, ms: 0, so that every search runs until its interval is empty
+ * (the paper's 5 ms stops most searches after their first round or before it, and then the
+ * number of ways hardly matters).
+ */
+const SEARCH_SLACK_MS = 0;
 const ALL: readonly SingleExperiment[] = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search'];
 
 /** Where the co-location experiments' sets come from in the workloads file. */
@@ -120,11 +126,11 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
   const print = (s: string): void => {
     if (!opts.json) ctx.out(s);
   };
-  const predictorFor = async (device: string, models: readonly string[], maxGroupSize: number): Promise<{ predictor: Predictor; source: string }> =>
+  const predictorFor = async (device: string, models: readonly string[], maxGroupSize: number, batchSizes: readonly number[] = PAPER_BATCH_SIZES): Promise<{ predictor: Predictor; source: string }> =>
     cachedPredictor(ctx, repo, {
       deviceId: device,
       models: models.map((m) => artifactAt('/nonexistent', specs.get(m)!)),
-      batchSizes: PAPER_BATCH_SIZES,
+      batchSizes,
       seqLens: PAPER_SEQ_LENS,
       maxGroupSize,
       samples,
@@ -156,7 +162,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
       const models = [...new Set(pairs.flatMap((p) => p.split('+')))];
       const migPolicies = ['abacus', 'fcfs'];
       say(`mig: ${pairs.length} pairs × ${MIG_DEVICES.length} devices × ${migPolicies.join('/')}, peak goodput, ${queries} queries per run\n`);
-      const rows = await runMig(sets, specs, async (device) => (await predictorFor(device, models, 2)).predictor, { pairs, policies: migPolicies, queries, seed: opts.seed, onProgress: say });
+      const rows = await runMig(sets, specs, async (device) => (await predictorFor(device, models, 2, MIG_BATCH_SIZES)).predictor, { pairs, policies: migPolicies, queries, seed: opts.seed, onProgress: say });
       await fs.writeFile(path.join(opts.out, 'mig.csv'), stringify(rows, { header: true, columns: ['device', 'slice', 'set', 'policy', 'qosMs', 'peakGoodputQps', 'perGpuPeakQps', 'rateQps', 'violationRatio', 'p99Ms', 'p99OverQos', 'meanGroupSize', 'predictorMape'] }));
       results.mig = { ...common, pairs, policies: migPolicies, rows, wallSeconds: (performance.now() - t0) / 1000 };
       const lines = rows.filter((r) => r.policy === 'abacus').map((a) => {
@@ -206,11 +212,11 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
         ways,
         decisions,
         warmup: Math.max(50, Math.round(decisions / 10)),
-        slackMs: CLUSTER_SET.slackMs,
+        slackMs: SEARCH_SLACK_MS,
         seed: opts.seed,
       });
       await fs.writeFile(path.join(opts.out, 'search.csv'), stringify(rows, { header: true }));
-      results.search = { device: deviceId, quick, queries, seed: opts.seed, decisions, models: [...models], slackMs: CLUSTER_SET.slackMs, rows, wallSeconds: (performance.now() - t0) / 1000 };
+      results.search = { device: deviceId, quick, queries, seed: opts.seed, decisions, models: [...models], slackMs: SEARCH_SLACK_MS, rows, wallSeconds: (performance.now() - t0) / 1000 };
       print(`\n§7.7 decision time vs search ways (wall time on this CPU, µs)\n` + formatTable(['ways', 'median µs', 'p99 µs', 'predictor calls', 'groups scored', 'search rounds'], rows.map((r) => [String(r.ways), f1(r.medianUs), f1(r.p99Us), f2(r.predictorCalls), f2(r.groupsScored), f2(r.searchRounds)])) + '\n');
       const medians = rows.map((r) => r.medianUs);
       json.search = {
