@@ -69,6 +69,7 @@ interface ReproduceOptions {
   nodes?: number;
   minutes?: number;
   decisions?: number;
+  samples?: number;
 }
 
 /** Headline numbers (`--json`), for the experiments that ran. */
@@ -118,7 +119,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
   const workloads = await readPaperWorkloads();
   const quick = opts.quick === true;
   const queries = opts.queries ?? (quick ? 300 : 1000);
-  const samples = quick ? 4000 : 12_000;
+  const samples = opts.samples ?? (quick ? 4000 : 12_000);
   const policies = opts.policy.includes('abacus') ? opts.policy : ['abacus', ...opts.policy];
   const say = (s: string): void => {
     if (!opts.json) ctx.err(s);
@@ -348,6 +349,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .option('--seed <n>', 'seed of the load and the simulator', positiveInt('--seed'), 1)
     .option('--nodes <n>', 'cluster: nodes (default 16)', positiveInt('--nodes'))
     .option('--minutes <n>', 'cluster: replay only the first n trace minutes (default all 120)', positiveInt('--minutes'))
+    .option('--samples <n>', 'operator groups profiled per predictor (default 12000, --quick 4000)', positiveInt('--samples'))
     .option('--decisions <n>', 'search: timed decisions per ways (default 20000, --quick 2000)', positiveInt('--decisions'))
     .option('--json', 'print the headline numbers as JSON')
     .action(async (experiment: Experiment, opts: ReproduceOptions) => {
