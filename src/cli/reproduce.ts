@@ -21,11 +21,10 @@ import type { ModelSpec } from '../model/spec.ts';
 import { ZOO_MODEL_NAMES } from '../model/zoo/index.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { findPeakRate } from '../runtime/experiment.ts';
-import { runCluster, summarizeCluster } from '../reproduce/cluster.ts';
+import { CLUSTER_SET, runCluster, summarizeCluster } from '../reproduce/cluster.ts';
 import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, runWorkload, simEnv, workloadServices, type ColocationRow } from '../reproduce/colocation.ts';
 import { MIG_BATCH_SIZES, MIG_DEVICES, MIG_PAIRS, runMig, type MigRow } from '../reproduce/mig.ts';
 import {
-  CLUSTER_SET,
   colocationHeadline,
   readResults,
   renderReproduceReport,

@@ -14,14 +14,6 @@ import { MIG_BATCH_SIZES, type MigRow } from './mig.ts';
 import { PAPER_BEYOND_PAIR, PAPER_CLUSTER, PAPER_MIG, PAPER_QOS, PAPER_SEARCH, PAPER_THROUGHPUT, type PaperClaim } from './paper.ts';
 import type { SearchRow } from './search.ts';
 
-/**
- * The services of every cluster node and of the search experiment: the paper's four-model
- * set (its 3-in-4 / 4-in-4 co-locations, §7.4, use ResNet-101, ResNet-152, VGG-19 and BERT),
- * with the QoS target of the §7.4 set `resnet101+resnet152+vgg19` (100 ms) and the paper's
- * search ways (2) and slack (5 ms). Our choice: the paper does not list the cluster's services.
- */
-export const CLUSTER_SET = { models: ['resnet101', 'resnet152', 'vgg19', 'bert'], qosMs: 100, searchWays: 2, slackMs: 5 } as const;
-
 /** What every stored experiment records about how it ran. */
 interface RunInfo {
   readonly device: string;
