@@ -6,7 +6,7 @@
  */
 import { status as GrpcStatus, Metadata } from '@grpc/grpc-js';
 import type { HostTensor } from '../../tensor.ts';
-import { ServeError, type InferInput, type InferInputData, type InferRequest, type InferRequestedOutput, type InferResponse, type ServeErrorCode } from '../inference.ts';
+import { SERVE_ERROR_CODE_KEY, ServeError, type InferInput, type InferInputData, type InferRequest, type InferRequestedOutput, type InferResponse, type ServeErrorCode } from '../inference.ts';
 import type {
   InferOutputTensorMessage,
   InferParameterMessage,
@@ -17,8 +17,6 @@ import type {
   ParameterMap,
 } from './proto.ts';
 
-/** Trailing-metadata key carrying the `ServeErrorCode` of a failed call (clients read it back). */
-export const ERROR_CODE_METADATA_KEY = 'abacus-error-code';
 
 /** Which `InferTensorContents` field carries each v2 datatype (spec "Tensor Data"); FP16/BF16 have none. */
 export const CONTENTS_FIELD_BY_DATATYPE: Readonly<Record<string, keyof InferTensorContentsMessage>> = {
@@ -272,7 +270,7 @@ export const INTERNAL_MESSAGE = 'internal error; see the server log';
 export function grpcStatusOf(error: unknown): GrpcErrorStatus {
   const code: ServeErrorCode = error instanceof ServeError ? error.code : 'internal';
   const metadata = new Metadata();
-  metadata.set(ERROR_CODE_METADATA_KEY, code);
+  metadata.set(SERVE_ERROR_CODE_KEY, code);
   const grpcCode = GRPC_STATUS_BY_CODE[code];
   let details: string;
   if (code === 'internal' || !(error instanceof ServeError)) details = INTERNAL_MESSAGE;
