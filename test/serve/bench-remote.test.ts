@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runExperimentCommand, type ExperimentCliOptions, type ExperimentJson } from '../../src/cli/experiment.ts';
 import type { CliContext } from '../../src/cli/main.ts';
 import { UsageError } from '../../src/cli/usage.ts';
+import { runAbacus } from '../helpers/cli.ts';
 import { createGrpcServer, type GrpcInferenceServer } from '../../src/serve/grpc/server.ts';
 import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelMetadata } from '../../src/serve/inference.ts';
 
@@ -131,5 +132,11 @@ describe('abacus bench --target', () => {
     await expect(runExperimentCommand(ctx, { ...base, models: ['vgg16-small'], target: grpcUrl }, { virtual: false, defaultDevice: 'ort' })).rejects.toThrow(
       `service vgg16-small: the server at ${grpcUrl} does not serve it`,
     );
+  });
+
+  it('exits 2 with a usage message from the real CLI when --policy comes with --target', async () => {
+    const r = await runAbacus(['bench', '--target', 'grpc://127.0.0.1:1', '--models', 'resnet50-small', '--qos-ms', '50', '--policy', 'abacus'], { cacheDir: tmp });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("error: --policy cannot be used with --target: the server's config decides policy, device and predictor");
   });
 });

@@ -166,6 +166,19 @@ describe('HttpInferenceClient against a v2 REST stub', () => {
     expect(Array.from(result.outputs['y']!.data as Float32Array)).toEqual([2, 4, 6, 8, 10, 12, 14, 17]);
   });
 
+  it('sends FP16 inputs binary even in JSON mode (no JSON form)', async () => {
+    const half: HostTensor = { dataType: 'float16', dims: [1, 2], data: Uint16Array.from([0x3c00, 0xc000]) };
+    const result = await new HttpInferenceClient(stub.url, { binary: false }).infer({ model: 'm', inputs: { x, h: half } });
+    expect(result).toMatchObject({ ok: false, status: 400, code: 'bad_request' });
+    const sent = stub.bodies.at(-1)!;
+    const headerLength = Number(sent.headers['inference-header-content-length']);
+    expect(JSON.parse(sent.body.subarray(0, headerLength).toString()).inputs).toEqual([
+      { name: 'x', datatype: 'FP32', shape: [2, 4], data: [1, 2, 3, 4, 5, 6, 7, 8.5] },
+      { name: 'h', datatype: 'FP16', shape: [1, 2], parameters: { binary_data_size: 4 } },
+    ]);
+    expect([...sent.body.subarray(headerLength)]).toEqual([0x00, 0x3c, 0x00, 0xc0]);
+  });
+
   it('reports serving errors with status and code, from the header or else from status and message', async () => {
     for (const s of [stub, plain]) {
       const client = new HttpInferenceClient(s.url);

@@ -7,7 +7,8 @@
  * `Content-Type: application/octet-stream` and `Inference-Header-Content-Length`; and outputs
  * are asked for as binary (`binary_data_output: true`), which also keeps INT64 beyond 2^53
  * lossless (JSON.parse would round it). With `binary: false`, inputs go as JSON `data` (INT64
- * as bare integers, lossless) and outputs come back as JSON (INT64 beyond 2^53 rounded).
+ * as bare integers, lossless; FP16 still binary, it has no JSON form) and outputs come back as
+ * JSON (INT64 beyond 2^53 rounded).
  *
  * Specs: https://github.com/kserve/open-inference-protocol/blob/main/specification/protocol/inference_rest.md
  * https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_binary_data.md
@@ -102,7 +103,8 @@ export class HttpInferenceClient implements InferenceClient {
     const chunks: Uint8Array[] = [];
     const inputs = Object.entries(request.inputs).map(([name, tensor]: [string, HostTensor]) => {
       const base = { name, datatype: V2_DATATYPE_OF[tensor.dataType], shape: [...tensor.dims] };
-      if (!this.binary) return { ...base, data: hostTensorValues(tensor) };
+      // FP16 has no JSON representation (its elements are half-precision bit patterns): always binary.
+      if (!this.binary && tensor.dataType !== 'float16') return { ...base, data: hostTensorValues(tensor) };
       const bytes = hostTensorBytes(tensor);
       chunks.push(bytes);
       return { ...base, parameters: { binary_data_size: bytes.byteLength } };
@@ -112,7 +114,7 @@ export class HttpInferenceClient implements InferenceClient {
     if (Object.keys(parameters).length > 0) json['parameters'] = parameters;
     if (request.outputs !== undefined) json['outputs'] = request.outputs.map((name) => (this.binary ? { name, parameters: { binary_data: true } } : { name }));
     const header = jsonStringify(json);
-    if (!this.binary) return { body: header, headers: { 'content-type': 'application/json' } };
+    if (chunks.length === 0) return { body: header, headers: { 'content-type': 'application/json' } };
     const headerBytes = Buffer.from(header, 'utf8');
     return {
       body: Buffer.concat([headerBytes, ...chunks]),
