@@ -229,6 +229,10 @@ describe('gRPC server lifecycle', () => {
     const port = await server.listen('127.0.0.1', 0);
     expect(port).toBeGreaterThan(0);
     await expect(server.listen('127.0.0.1', 0)).rejects.toThrow('already listening');
+    const other = createGrpcServer(new FakeBackend());
+    await expect(other.listen('127.0.0.1', port)).rejects.toThrow(`gRPC server cannot bind 127.0.0.1:${port}`);
+    await expect(other.listen('127.0.0.1', 70000)).rejects.toThrow(RangeError);
+    await other.close(0);
     await server.close(100);
     await server.close(100);
     expect(() => createGrpcServer(new FakeBackend(), { maxReceiveMessageBytes: 0 })).toThrow(RangeError);

@@ -185,6 +185,7 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
       return new Promise<number>((resolve, reject) => {
         server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, boundPort) => {
           if (error !== null) {
+            state = 'new';
             reject(new Error(`gRPC server cannot bind ${address}: ${error.message}`, { cause: error }));
             return;
           }
