@@ -238,6 +238,19 @@ describe('gRPC server lifecycle', () => {
     expect(() => createGrpcServer(new FakeBackend(), { maxReceiveMessageBytes: 0 })).toThrow(RangeError);
   });
 
+  it('answers RESOURCE_EXHAUSTED when a response is above maxSendMessageBytes, and keeps serving', async () => {
+    const server = createGrpcServer(new FakeBackend(), { maxSendMessageBytes: 200 });
+    const port = await server.listen('127.0.0.1', 0);
+    const { Client } = loadInferenceService();
+    const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as Client;
+    const input = (batch: number): unknown => ({ model_name: 'm', inputs: [{ name: 'x', datatype: 'FP32', shape: [batch, 4], contents: { fp32_contents: new Array<number>(batch * 4).fill(1) } }] });
+    const error = await failure(call(client, 'ModelInfer', input(10)));
+    expect(error.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect((await call(client, 'ModelInfer', input(1))).outputs).toHaveLength(2);
+    client.close();
+    await server.close(100);
+  });
+
   it('cancels running calls (aborting their signals) once the grace period is over', async () => {
     const backend = new FakeBackend();
     const server = createGrpcServer(backend);
