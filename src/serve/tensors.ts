@@ -131,12 +131,13 @@ function writerFor(ctx: TensorContext, dataType: TensorDataType, out: TensorData
     }
     case 'int64': {
       const arr = out as BigInt64Array;
-      const expected = `an integer in [-2^63, 2^63)${typed ? '' : ' (a JSON integer literal; above 2^53 it is read without loss)'}`;
+      const expected = 'an integer in [-2^63, 2^63)';
       return (v, i) => {
         let x: bigint;
         if (typeof v === 'number') {
           if (!Number.isSafeInteger(v)) {
-            throw element(i, v, Number.isInteger(v) ? `${expected}; this number is beyond 2^53 and its precision may already be lost: send it as an exact integer${typed ? ' (int64_contents as a string or Long)' : ' literal or as binary data'}` : expected);
+            if (Number.isInteger(v)) throw bad(ctx, `element ${i} is ${v}, an integer beyond 2^53 whose precision may already be lost; send INT64 values as exact integers (${typed ? 'int64_contents as strings or Longs' : 'JSON integer literals, or binary data'})`);
+            throw element(i, v, expected);
           }
           x = BigInt(v);
         } else if (typeof v === 'bigint') x = v;
