@@ -54,6 +54,8 @@ export interface HttpAppOptions {
   readonly metrics?: ServeMetrics;
   /** Largest request body, bytes [`DEFAULT_MAX_BODY_BYTES`]; larger bodies get 413. */
   readonly maxBodyBytes?: number;
+  /** True while the server shuts down: responses then carry `Connection: close`. */
+  readonly closing?: () => boolean;
 }
 
 interface ModelParams {
@@ -76,7 +78,8 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     bodyLimit: maxBodyBytes,
     requestIdHeader: 'x-request-id',
     genReqId: () => `${prefix}-${(nextId++).toString(36)}`,
-    return503OnClosing: true,
+    // Requests arriving while closing reach the routes: the backend answers 503 not_ready with our error body.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
   });
   const metrics = options.metrics;
@@ -85,8 +88,10 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
+  const closing = options.closing ?? (() => false);
   app.addHook('onRequest', (request, reply, done) => {
     void reply.header('x-request-id', request.id);
+    if (closing()) void reply.header('connection', 'close');
     done();
   });
   app.addHook('onResponse', (request, reply, done) => {
