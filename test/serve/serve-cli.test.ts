@@ -84,7 +84,7 @@ describe('abacus serve (child process, sim:a100)', () => {
       const answers = Array.from({ length: n }, () =>
         fetch(`${s.url}/v2/models/resnet/infer`, { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(header.byteLength) }, body: binary }).then(
           async (res) => ({ status: res.status, body: (await res.json()) as { error?: string; outputs?: unknown[] } }),
-          (err: unknown) => ({ status: -1, body: { error: `${String(err)}: ${String((err as { cause?: unknown }).cause)}` } }),
+          (err: unknown) => ({ status: -1, body: { outputs: undefined, error: `${String(err)}: ${String((err as { cause?: unknown }).cause)}` } }),
         ),
       );
       // wait until every request reached the runtime (answered or in the queue) and some still wait
