@@ -9,6 +9,7 @@ import { createHttpApp } from '../../src/serve/http/app.ts';
 import { parseJsonLossless } from '../../src/serve/http/codec.ts';
 import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelMetadata } from '../../src/serve/inference.ts';
 import type { RuntimeBackend } from '../../src/serve/backend.ts';
+import type { Device, DeviceService, GroupResult, Segment } from '../../src/device/device.ts';
 import { simBackend } from './helpers.ts';
 
 let backend: RuntimeBackend;
@@ -307,4 +308,76 @@ describe('KServe v2 HTTP with a fake backend', () => {
       await echo.close();
     }
   });
+});
+
+/** Holds every group until `open()` while closed (so requests queue up deterministically). */
+class GatedDevice implements Device {
+  readonly id: string;
+  private gate: Promise<void> = Promise.resolve();
+  private release: () => void = () => undefined;
+  constructor(private readonly inner: Device) {
+    this.id = inner.id;
+  }
+  close_(): void {
+    this.gate = new Promise((resolve) => (this.release = resolve));
+  }
+  open(): void {
+    this.release();
+  }
+  load(services: readonly DeviceService[]): Promise<void> {
+    return this.inner.load(services);
+  }
+  async runGroup(group: readonly Segment[]): Promise<GroupResult> {
+    await this.gate;
+    return this.inner.runGroup(group);
+  }
+  releaseQuery(service: string, queryId: string): Promise<void> {
+    return this.inner.releaseQuery(service, queryId);
+  }
+  close(): Promise<void> {
+    this.open();
+    return this.inner.close();
+  }
+}
+
+describe('KServe v2 HTTP over a socket', () => {
+  it('a client that disconnects while its request waits in the queue: the query is withdrawn (cancelled), the others complete', async () => {
+    const b = await simBackend([{ name: 'r', model: 'resnet50-small', qosTargetMs: 60_000, batchSizes: [1] }], { start: false });
+    const device = new GatedDevice(b.engine.device);
+    await b.backend.start({ ...b.engine, device });
+    const server = createHttpApp(b.backend, { metrics: b.metrics });
+    try {
+      await server.listen({ host: '127.0.0.1', port: 0 });
+      const address = server.server.address();
+      const url = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}/v2/models/r/infer`;
+      const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 3, 64, 64], parameters: { binary_data_size: IMAGE * 4 } }] }));
+      const body = Buffer.concat([header, Buffer.alloc(IMAGE * 4)]);
+      const headers = { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(header.byteLength) };
+      const depth = async (): Promise<number> => Number(/abacus_queue_depth\{model="r"\} (\d+)/.exec(await b.metrics.text())?.[1] ?? 0);
+      const until = async (n: number): Promise<void> => {
+        for (let i = 0; i < 10_000 && (await depth()) < n; i++) await new Promise((r) => setTimeout(r, 2));
+      };
+      device.close_();
+      const others = Array.from({ length: 5 }, () => fetch(url, { method: 'POST', headers, body }).then((r) => r.status));
+      await until(5);
+      const abort = new AbortController();
+      const gone = fetch(url, { method: 'POST', headers, body, signal: abort.signal }).then(() => 'answered', () => 'aborted');
+      await until(6);
+      expect(await depth()).toBe(6);
+      abort.abort();
+      expect(await gone).toBe('aborted');
+      for (let i = 0; i < 1000 && (await depth()) > 5; i++) await new Promise((r) => setTimeout(r, 2));
+      expect(await depth()).toBe(5);
+      device.open();
+      expect(await Promise.all(others)).toEqual(new Array(5).fill(200));
+      const text = await b.metrics.text();
+      expect(text).toMatch(/abacus_requests_total\{model="r",outcome="cancelled"\} 1/);
+      expect(text).toMatch(/abacus_requests_total\{model="r",outcome="success"\} 5/);
+      // warm-up (1 group) + the 5 others: the withdrawn query never ran
+      expect(text).toMatch(/abacus_operator_group_size_count 6\n/);
+    } finally {
+      await server.close();
+      await b.backend.shutdown(1000);
+    }
+  }, 60_000);
 });
