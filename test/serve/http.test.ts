@@ -283,6 +283,8 @@ describe('KServe v2 HTTP with a fake backend', () => {
       expect(res.body).toContain('"data":[9007199254740993,-9223372036854775808,9223372036854775807,1]');
       const parsed = parseJsonLossless(res.body) as { outputs: { data: unknown[] }[] };
       expect(parsed.outputs[0]!.data).toEqual([9_007_199_254_740_993n, -(2n ** 63n), 2n ** 63n - 1n, 1]);
+      expect(parseJsonLossless('{"a": 1, "a": 12345678901234567890}')).toEqual({ a: 12_345_678_901_234_567_890n });
+      expect(parseJsonLossless('[1e400, 0.1, -5, 9007199254740993.0]')).toEqual([Infinity, 0.1, -5, 9_007_199_254_740_992]);
       expect(fake.last!.requestId).toMatch(/^[0-9a-f]{6}-\w+$/);
     } finally {
       await echo.close();

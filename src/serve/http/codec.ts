@@ -49,12 +49,16 @@ const INTEGER = /^-?\d+$/;
 /** Parse JSON text; integer literals beyond 2^53 become `bigint` (see the file docs). */
 export function parseJsonLossless(text: string): unknown {
   if (!/\d{16}/.test(text)) return JSON.parse(text);
-  return parseLossless(text, null, (s: string) => {
-    if (INTEGER.test(s)) {
-      const n = Number(s);
-      return Number.isSafeInteger(n) ? n : BigInt(s);
-    }
-    return Number(s);
+  return parseLossless(text, null, {
+    parseNumber: (s: string) => {
+      if (INTEGER.test(s)) {
+        const n = Number(s);
+        return Number.isSafeInteger(n) ? n : BigInt(s);
+      }
+      return Number(s);
+    },
+    // as JSON.parse: the last of duplicate keys wins
+    onDuplicateKey: ({ newValue }) => newValue,
   });
 }
 
@@ -99,7 +103,9 @@ export function decodeInferBody(body: Uint8Array, headerLength: string | undefin
   try {
     raw = parseJsonLossless(text);
   } catch (err) {
-    throw bad(model, `the request body is not valid JSON${headerLength === undefined ? ' (binary tensor data needs the Inference-Header-Content-Length header)' : ''}: ${err instanceof Error ? err.message : String(err)}`);
+    const looksBinary = headerLength === undefined && (text.includes("\0") || text.includes("\uFFFD"));
+    const why = err instanceof RangeError ? 'nested too deeply' : err instanceof Error ? err.message : String(err);
+    throw bad(model, `the request body is not valid JSON${looksBinary ? ' (binary tensor data needs the Inference-Header-Content-Length header)' : ''}: ${why.slice(0, 200)}`);
   }
   if (!isObject(raw)) throw bad(model, `the request must be a JSON object ({"inputs": [...]}), got ${describeValue(raw)}`);
   const id = raw['id'];
