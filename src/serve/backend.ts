@@ -234,10 +234,10 @@ export class RuntimeBackend implements InferenceBackend {
     for (const m of this.models.values()) {
       for (const batch of m.fixedBatch !== undefined ? [m.fixedBatch] : m.batchSizes) {
         const o = await runtime.submit({ service: m.name, batch, qosTargetMs: WARM_UP_QOS_MS });
+        if (this.closing) return; // shut down while warming up: not an error
         if (!o.ok) throw new Error(`warm-up of model '${m.name}' at batch ${batch} failed (${o.reason}): ${o.message}`);
       }
     }
-    if (this.closing) return;
     this.ready = true;
     this.logger?.info({ models: this.modelNames, warmUpMs: Math.round(performance.now() - t0) }, 'backend ready');
   }
