@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadServingConfig, parseServingConfig } from '../src/runtime/config.ts';
+import { loadServingConfig, maxQosMsOf, parseServingConfig } from '../src/runtime/config.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'abacus-config-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -37,6 +37,11 @@ describe('serving config', () => {
     expect(c.predictor).toBeUndefined();
   });
 
+  it('maxQosMs: optional, default 10 × the QoS target', () => {
+    const c = parseServingConfig({ device: 'sim:a100', services: [{ model: 'resnet50', qosTargetMs: 20 }, { name: 'b', model: 'resnet50', qosTargetMs: 20, maxQosMs: 30 }] }, 'flags');
+    expect(c.services.map((s) => [s.maxQosMs, maxQosMsOf(s)])).toEqual([[undefined, 200], [30, 30]]);
+  });
+
   it("maps DESIGN.md's snake-case policy parameters to the controllers' names", () => {
     const c = parseServingConfig({ device: 'sim:a100', policy: { name: 'abacus', slack_ms: 3, ways: 4 }, services: [{ model: 'resnet50', qosTargetMs: 20 }] }, 'flags');
     expect(c.policy).toEqual({ name: 'abacus', params: { slackMs: 3, ways: 4 } });
@@ -53,6 +58,7 @@ describe('serving config', () => {
       ['device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 5\n    qos: 3', /services\[0\]: unknown field\(s\) 'qos'/],
       ['device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 5\n  - model: resnet50\n    qosTargetMs: 5', /services\[1\]\.name: 'resnet50' is used twice/],
       ['services:\n  - model: resnet50\n    qosTargetMs: 5', /device/],
+      ['device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 50\n    maxQosMs: 20', /services\[0\]\.maxQosMs: 20 is below the service's qosTargetMs 50/],
     ];
     for (const [i, [text, re]] of cases.entries()) {
       const f = write(`bad${i}.yaml`, text);

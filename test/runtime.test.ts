@@ -12,6 +12,7 @@ import { artifactAt } from '../src/model/artifact.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import type { ModelSpec } from '../src/model/spec.ts';
 import type { Group, Predictor } from '../src/predict/predictor.ts';
+import type { QueryController } from '../src/schedule/controller.ts';
 import { createController } from '../src/schedule/index.ts';
 import { ServingRuntime, type QueryOutcome, type RuntimeService } from '../src/runtime/runtime.ts';
 import { constantArrivals, LoadGenerator } from '../src/workload/index.ts';
@@ -206,5 +207,77 @@ describe('ServingRuntime failure paths', () => {
     const [oa, ob, oc] = await driveUntilSettled(clock, Promise.all([a, b, c]));
     expect([oa.ok, ob.ok, oc.ok]).toEqual([true, false, false]);
     expect(ob.ok === false && ob.reason).toBe('overloaded');
+  });
+});
+
+/** A controller that launches the head of the first non-empty queue one operator at a time. */
+function oneOperatorAtATime(): QueryController {
+  return {
+    policy: 'fcfs',
+    launchWhileBusy: false,
+    decide: ({ queues }) => {
+      const head = queues.find((q) => q.length > 0)?.[0];
+      return {
+        group: head === undefined ? [] : [{ queryId: head.id, service: head.service, start: head.nextOperator, end: head.nextOperator + 1 }],
+        rejected: [],
+        stats: { predictorCalls: 0, groupsScored: 0, searchRounds: 0 },
+      };
+    },
+    observe: () => undefined,
+  };
+}
+
+describe('ServingRuntime.cancel', () => {
+  it('withdraws a waiting query before it runs: one cancelled outcome, no device time', async () => {
+    const clock = new VirtualClock();
+    const device = new ScriptedDevice(clock, 5);
+    const spec = specs[0]!;
+    const runtime = new ServingRuntime({ clock, device, controller: createController('fcfs', { drop: false }, fixedPredictor([spec.name])), services: [{ name: 'good', spec, qosTargetMs: 1000, maxQueueLength: 100 }] });
+    const a = runtime.submit({ service: 'good', batch: 1, id: 'a' });
+    const b = runtime.submit({ service: 'good', batch: 1, id: 'b' });
+    expect(runtime.queueLength('good')).toBe(2);
+    expect(runtime.cancel('b', 'client went away')).toBe('withdrawn');
+    expect(runtime.cancel('b')).toBe('not_pending');
+    expect(runtime.cancel('nope')).toBe('not_pending');
+    expect(runtime.queueLength('good')).toBe(1);
+    const [oa, ob] = await driveUntilSettled(clock, Promise.all([a, b]));
+    expect(oa.ok).toBe(true);
+    expect(ob.ok === false && [ob.reason, ob.message]).toEqual(['cancelled', 'client went away']);
+    expect(ob.record.groups).toEqual([]);
+    expect(runtime.groups.flatMap((g) => g.segments.map((s) => s.queryId))).toEqual(['a']);
+    expect(runtime.counters).toMatchObject({ submitted: 2, completed: 1, rejected: 1, pending: 0 });
+    expect(device.released).toEqual([]);
+  });
+
+  it('a query cancelled while its group runs ends cancelled after that group, its device state released; one whose running group completes it completes', async () => {
+    const clock = new VirtualClock();
+    const device = new ScriptedDevice(clock, 5);
+    const spec = specs[0]!;
+    const runtime = new ServingRuntime({ clock, device, controller: oneOperatorAtATime(), services: [{ name: 'good', spec, qosTargetMs: 1000, maxQueueLength: 100 }] });
+    const outcome = runtime.submit({ service: 'good', batch: 1, id: 'mid' });
+    // its first one-operator group is running now
+    expect(runtime.cancel('mid', 'bye')).toBe('after_group');
+    expect(runtime.cancel('mid', 'again')).toBe('after_group');
+    const o = await driveUntilSettled(clock, outcome);
+    expect(o.ok === false && [o.reason, o.message]).toEqual(['cancelled', 'bye']);
+    expect(o.record.groups).toHaveLength(1);
+    expect(device.released).toEqual(['mid']);
+    expect(runtime.counters.pending).toBe(0);
+
+    // between two groups: withdrawn at once, state released
+    const second = runtime.submit({ service: 'good', batch: 1, id: 'between' });
+    await driveUntilSettled(clock, clock.sleep(7)); // first group done (5 ms), second running
+    expect(runtime.cancel('between')).toBe('after_group');
+    const o2 = await driveUntilSettled(clock, second);
+    expect(o2.ok === false && o2.reason).toBe('cancelled');
+    expect(o2.record.groups).toHaveLength(2);
+    expect(device.released).toEqual(['mid', 'between']);
+
+    // a one-group query cancelled while running completes: the work is done
+    const fcfs = new ServingRuntime({ clock, device, controller: createController('fcfs', { drop: false }, fixedPredictor([spec.name])), services: [{ name: 'good', spec, qosTargetMs: 1000, maxQueueLength: 100 }] });
+    const whole = fcfs.submit({ service: 'good', batch: 1, id: 'whole' });
+    expect(fcfs.cancel('whole')).toBe('after_group');
+    const o3 = await driveUntilSettled(clock, whole);
+    expect(o3.ok).toBe(true);
   });
 });

@@ -12,6 +12,7 @@ import { registerProfileCommand } from './profile.ts';
 import { registerTrainCommand } from './train.ts';
 import { registerExperimentCommands } from './experiment.ts';
 import { registerReproduceCommand } from './reproduce.ts';
+import { registerServeCommand } from './serve.ts';
 import { UsageError } from './usage.ts';
 
 /** What subcommands need from the process, injectable for tests. */
@@ -44,6 +45,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerTrainCommand(program, ctx);
   registerExperimentCommands(program, simulate, ctx);
   registerReproduceCommand(program, ctx);
+  registerServeCommand(program, ctx);
   return program;
 }
 

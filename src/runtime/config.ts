@@ -14,6 +14,7 @@
  *     batchSizes: [1, 2, 4, 8]
  *     seqLens: [16, 32]       # sequence models only
  *     maxQueueLength: 1000    # queries waiting beyond this are rejected as `overloaded`
+ *     maxQosMs: 500           # abacus serve: largest per-request `qos_ms` (default 10 × qosTargetMs)
  * ```
  * Relative paths (`predictor`) are resolved against the config file's folder.
  */
@@ -33,6 +34,7 @@ const serviceSchema = z.strictObject({
   batchSizes: z.array(positiveInt).min(1).default([1]),
   seqLens: z.array(positiveInt).min(1).optional(),
   maxQueueLength: positiveInt.default(10_000),
+  maxQosMs: z.number().positive().finite().optional(),
 });
 
 /** `slack_ms` → `slackMs`: DESIGN.md spells the parameters in snake case, the controllers in camel case. */
@@ -63,6 +65,19 @@ export interface ServiceConfig {
   readonly seqLens?: readonly number[];
   /** Most queries waiting in the service's queue; more are rejected `overloaded`. */
   readonly maxQueueLength: number;
+  /**
+   * Largest QoS target, ms, a request may ask for with `parameters.qos_ms` (`abacus serve`);
+   * absent: `DEFAULT_MAX_QOS_FACTOR` × `qosTargetMs`. At least `qosTargetMs`.
+   */
+  readonly maxQosMs?: number;
+}
+
+/** `maxQosMs` when a service gives none, as a multiple of its QoS target. */
+export const DEFAULT_MAX_QOS_FACTOR = 10;
+
+/** A service's largest per-request QoS target, ms (its `maxQosMs`, else `DEFAULT_MAX_QOS_FACTOR` × `qosTargetMs`). */
+export function maxQosMsOf(service: Pick<ServiceConfig, 'qosTargetMs' | 'maxQosMs'>): number {
+  return service.maxQosMs ?? DEFAULT_MAX_QOS_FACTOR * service.qosTargetMs;
 }
 
 /** A validated config. */
@@ -102,7 +117,8 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
     if (!MODEL_NAME_PATTERN.test(name)) throw new InvalidConfigError(`${source}: services[${i}].name: '${name}' is not a valid service name (give one with name:)`);
     if (names.has(name)) throw new InvalidConfigError(`${source}: services[${i}].name: '${name}' is used twice (give the services different names)`);
     names.add(name);
-    return { name, model: s.model, qosTargetMs: s.qosTargetMs, batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.seqLens === undefined ? {} : { seqLens: s.seqLens }) };
+    if (s.maxQosMs !== undefined && s.maxQosMs < s.qosTargetMs) throw new InvalidConfigError(`${source}: services[${i}].maxQosMs: ${s.maxQosMs} is below the service's qosTargetMs ${s.qosTargetMs}`);
+    return { name, model: s.model, qosTargetMs: s.qosTargetMs, batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.seqLens === undefined ? {} : { seqLens: s.seqLens }), ...(s.maxQosMs === undefined ? {} : { maxQosMs: s.maxQosMs }) };
   });
   return { source, device: c.device, policy: c.policy, services, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };
 }

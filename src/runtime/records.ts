@@ -4,8 +4,11 @@
  * and measured. Reports, metrics and the predictor's online error all read these records.
  */
 
-/** Why a query was rejected (stable codes, `errors.ts`). */
-export type RejectionReason = 'qos_violation' | 'overloaded' | 'device_failure' | 'bad_request';
+/**
+ * Why a query was rejected (stable codes, `errors.ts`); `cancelled`: its caller withdrew it
+ * (`ServingRuntime.cancel`, e.g. the client disconnected).
+ */
+export type RejectionReason = 'qos_violation' | 'overloaded' | 'device_failure' | 'bad_request' | 'cancelled';
 
 /** One launched operator group. */
 export interface GroupRecord {

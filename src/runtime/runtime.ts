@@ -9,7 +9,8 @@
  * - `completed`, with the model's outputs;
  * - `rejected` with a reason: `overloaded` (its service's queue was full on arrival, or the
  *   runtime was closed), `qos_violation` (the controller dropped it as hopeless), `device_failure`
- *   (a segment failed or the device is gone), `bad_request` (inputs the device refused).
+ *   (a segment failed or the device is gone), `bad_request` (inputs the device refused),
+ *   `cancelled` (its caller withdrew it with `cancel`, e.g. the client disconnected).
  * A query rejected after it ran part of its operators has its state released on the device.
  *
  * ## The loop
@@ -89,6 +90,8 @@ interface Pending {
   readonly seed: number;
   nextOperator: number;
   inFlight: boolean;
+  /** Set by `cancel` while the query's group runs: it ends `cancelled` when that group finishes (unless the group completes it). */
+  cancelMessage: string | undefined;
   readonly resolve: (outcome: QueryOutcome) => void;
   /** The controller's view (kept in step with `nextOperator`). */
   view: WaitingQuery;
@@ -191,6 +194,7 @@ export class ServingRuntime {
         seed,
         nextOperator: 0,
         inFlight: false,
+        cancelMessage: undefined,
         resolve,
         view: { id, service: record.service, model: spec.name, operators: spec.operators.length, nextOperator: 0, batch: record.batch, seqLen, arrivalMs: record.arrivalMs, qosTargetMs },
       };
@@ -201,6 +205,34 @@ export class ServingRuntime {
       state.views.push(p.view);
       this.pump();
     });
+  }
+
+  /**
+   * Withdraw a pending query (its caller gave up, e.g. the client disconnected), so that it
+   * uses no more device time. Its `submit` promise still resolves exactly once, `rejected` with
+   * reason `cancelled` and `message`:
+   * - a query waiting in its queue (never launched, or between two of its groups) ends now; a
+   *   query that ran part of its operators has its kept device state released;
+   * - a query whose operator group is running ends when that group finishes — `completed` if
+   *   that group ran its last operator (the work is done; its outputs are delivered), else
+   *   `cancelled` then. Running operators are never interrupted.
+   * @returns `withdrawn` (ended now), `after_group` (ends when its running group finishes), or
+   *   `not_pending` (unknown id or already ended: nothing changes). Idempotent.
+   */
+  cancel(queryId: string, message = 'cancelled by its caller'): 'withdrawn' | 'after_group' | 'not_pending' {
+    const p = this.byId.get(queryId);
+    if (p === undefined) return 'not_pending';
+    if (p.inFlight) {
+      p.cancelMessage ??= message;
+      return 'after_group';
+    }
+    this.reject(p, 'cancelled', message);
+    return 'withdrawn';
+  }
+
+  /** Queries waiting or running in `service`'s queue now (0 for an unknown service). */
+  queueLength(service: string): number {
+    return this.services.get(service)?.queue.length ?? 0;
   }
 
   /** Resolves when no query is pending (every submitted query has its outcome). */
@@ -321,6 +353,8 @@ export class ServingRuntime {
       p.nextOperator = seg.end;
       if (seg.end === p.spec.operators.length) {
         this.complete(p, r.outputs ?? {});
+      } else if (p.cancelMessage !== undefined) {
+        this.reject(p, 'cancelled', p.cancelMessage);
       } else if (p.record.outcome === 'pending') {
         p.view = { ...p.view, nextOperator: seg.end };
         const state = this.services.get(p.record.service)!;

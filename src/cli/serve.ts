@@ -1,0 +1,195 @@
+/**
+ * `abacus serve --config FILE [--host 127.0.0.1] [--http-port 8000] [--grpc-port 8001 | --no-grpc]
+ * [--grace-ms 10000] [--max-body-bytes N] [--predictor FILE]` (issue 6): serve the config's
+ * services over KServe v2 HTTP (and gRPC) with Prometheus metrics at `/metrics`.
+ *
+ * The config becomes a device, predictor and services the way `bench` does it
+ * (`resolveServices`, `ensurePredictor`, `openEnv` in `experiment.ts`): `ort` runs the models
+ * on this machine's CPU (real outputs); `sim:<gpu>` simulates the accelerator's timing on the
+ * wall clock (outputs are zero tensors of the right shape). Without a predictor file one is
+ * profiled and trained first (cached) — the server listens meanwhile and reports not ready.
+ *
+ * stdout gets one line per event (`abacus serve: HTTP listening on http://127.0.0.1:8000`,
+ * `… ready: …`, `… stopped`), so scripts and tests can read the bound address; logs (pino JSON)
+ * go to stderr, level from `$ABACUS_LOG_LEVEL` (default info).
+ *
+ * SIGTERM / SIGINT: graceful shutdown within `--grace-ms` (`serve/server.ts`), exit code 0.
+ */
+import { readFileSync } from 'node:fs';
+import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidConfigError } from '../errors.ts';
+import { createLogger } from '../log.ts';
+import { ModelRepository } from '../model/repository.ts';
+import { loadServingConfig, maxQosMsOf } from '../runtime/config.ts';
+import { createController, isPolicyName, parseControllerParams, POLICY_NAMES } from '../schedule/index.ts';
+import { RuntimeBackend, type BackendEngine, type ServedModel } from '../serve/backend.ts';
+import { DEFAULT_MAX_BODY_BYTES } from '../serve/http/app.ts';
+import { ServeMetrics } from '../serve/metrics.ts';
+import { startServer, type GrpcServerFactory, type RunningServer } from '../serve/server.ts';
+import { ensurePredictor, openEnv, resolveServices } from './experiment.ts';
+import type { CliContext } from './main.ts';
+import { positiveInt } from './models.ts';
+
+export interface ServeCliOptions {
+  config: string;
+  host: string;
+  httpPort: number;
+  grpcPort: number;
+  /** false with --no-grpc. */
+  grpc: boolean;
+  graceMs: number;
+  maxBodyBytes: number;
+  predictor?: string;
+  allowUnseen?: boolean;
+  profileSamples?: number;
+  threads?: number;
+  seed: number;
+}
+
+function port(flag: string): (value: string) => number {
+  return (value: string) => {
+    const x = Number(value);
+    if (!/^\s*\d+\s*$/.test(value) || x > 65_535) throw new InvalidArgumentError(`${flag} expects a port in [0, 65535] (0: any free port), got '${value}'`);
+    return x;
+  };
+}
+
+/**
+ * The gRPC front end, when this build has it (`serve/grpc/server.ts`, `createGrpcServer`).
+ * TODO(lead, at merge): replace this lookup with a static
+ * `import { createGrpcServer } from '../serve/grpc/server.ts'` once the gRPC branch is in.
+ */
+async function loadGrpcFactory(): Promise<GrpcServerFactory | undefined> {
+  const specifier = '../serve/grpc/server.ts';
+  try {
+    const mod = (await import(specifier)) as { createGrpcServer?: GrpcServerFactory };
+    return typeof mod.createGrpcServer === 'function' ? mod.createGrpcServer : undefined;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') return undefined;
+    throw err;
+  }
+}
+
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+  return pkg.version ?? '0.0.0';
+}
+
+/**
+ * Start serving `opts.config`; resolves with the running server once it listens (not yet
+ * ready: await `ready`). Used by the command and by tests.
+ * @throws InvalidConfigError for a bad config or policy; what listening throws (port in use).
+ */
+export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions): Promise<RunningServer> {
+  const config = await loadServingConfig(opts.config);
+  if (!isPolicyName(config.policy.name)) throw new InvalidConfigError(`${config.source}: policy: unknown policy '${config.policy.name}' (valid: ${POLICY_NAMES.join(', ')})`);
+  try {
+    parseControllerParams(config.policy.name, config.policy.params);
+  } catch (err) {
+    if (err instanceof RangeError || err instanceof TypeError) throw new InvalidConfigError(`${config.source}: policy: ${err.message}`, { cause: err });
+    throw err;
+  }
+  const repo = new ModelRepository(ctx.cacheOptions());
+  const hosted = await resolveServices(ctx, repo, config);
+  const logger = createLogger({ defaultLevel: 'info' });
+  const models: ServedModel[] = hosted.services.map((s) => {
+    const c = config.services.find((x) => x.name === s.name)!;
+    return { name: s.name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(c), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength };
+  });
+  const metrics = new ServeMetrics({ models: models.map((m) => m.name) });
+  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: packageVersion() });
+  const openEngine = async (): Promise<BackendEngine> => {
+    const file = opts.predictor ?? config.predictor;
+    const needsPredictor = config.policy.name !== 'overlap-all';
+    const predictor = needsPredictor
+      ? (
+          await ensurePredictor(ctx, repo, hosted, {
+            ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }),
+            ...(opts.allowUnseen === true ? { allowUnseen: true } : {}),
+            ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }),
+            ...(opts.threads === undefined ? {} : { threads: opts.threads }),
+          })
+        ).predictor
+      : undefined;
+    const controller = createController(config.policy.name, config.policy.params, predictor);
+    const env = await openEnv(hosted, predictor, { virtual: false, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }) });
+    const opened = await env.open();
+    return {
+      clock: opened.clock,
+      device: opened.device,
+      controller,
+      close: async () => {
+        await opened.release();
+        await env.close();
+      },
+    };
+  };
+  let grpc: { port: number; factory: GrpcServerFactory } | undefined;
+  if (opts.grpc) {
+    const factory = await loadGrpcFactory();
+    if (factory === undefined) ctx.err('abacus serve: gRPC is not available in this build; serving HTTP only (--no-grpc silences this)\n');
+    else grpc = { port: opts.grpcPort, factory };
+  }
+  return startServer({
+    backend,
+    openEngine,
+    logger,
+    metrics,
+    host: opts.host,
+    httpPort: opts.httpPort,
+    maxBodyBytes: opts.maxBodyBytes,
+    ...(grpc === undefined ? {} : { grpc }),
+    announce: (line) => ctx.out(`abacus serve: ${line}\n`),
+  });
+}
+
+/** Run until SIGTERM / SIGINT, then shut down gracefully (exit code 0). */
+async function serveUntilSignalled(ctx: CliContext, opts: ServeCliOptions): Promise<void> {
+  const server = await startServeCommand(ctx, opts);
+  let stop: ((signal: string) => void) | undefined;
+  const stopped = new Promise<string>((resolve) => {
+    stop = resolve;
+  });
+  const onSignal = (signal: NodeJS.Signals): void => stop?.(signal);
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+  try {
+    // a failed start-up rejects `ready` (the server has shut itself down): that error is the command's
+    await Promise.race([server.ready, stopped]);
+    const signal = await stopped;
+    ctx.out(`abacus serve: ${signal}: shutting down (grace ${opts.graceMs} ms)\n`);
+    // A last resort: the shutdown is bounded by the grace period; if something still hangs, do not hang with it.
+    const guard = setTimeout(() => {
+      ctx.err(`abacus serve: shutdown did not finish within ${opts.graceMs} ms + 5 s; exiting\n`);
+      process.exit(1);
+    }, opts.graceMs + 5000);
+    guard.unref();
+    await server.shutdown(opts.graceMs);
+    clearTimeout(guard);
+    ctx.out('abacus serve: stopped\n');
+  } finally {
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+  }
+}
+
+export function registerServeCommand(program: Command, ctx: CliContext): void {
+  program
+    .command('serve')
+    .description('serve the config\'s models over KServe v2 HTTP (and gRPC) with Prometheus /metrics, until SIGTERM/SIGINT')
+    .requiredOption('--config <file>', 'serving config (YAML or JSON): device, predictor, policy, services')
+    .option('--host <addr>', 'interface to bind (loopback by default; 0.0.0.0 for all)', '127.0.0.1')
+    .option('--http-port <port>', 'HTTP port (0: any free port; the bound address is printed)', port('--http-port'), 8000)
+    .option('--grpc-port <port>', 'gRPC port (0: any free port)', port('--grpc-port'), 8001)
+    .option('--no-grpc', 'serve HTTP only')
+    .option('--grace-ms <ms>', 'on SIGTERM/SIGINT: finish or answer every request within this many ms, then exit 0', positiveInt('--grace-ms'), 10_000)
+    .option('--max-body-bytes <n>', 'largest HTTP request body / gRPC message, bytes', positiveInt('--max-body-bytes'), DEFAULT_MAX_BODY_BYTES)
+    .option('--predictor <file>', "predictor.json (abacus train); default: the config's, else profile and train one (cached)")
+    .option('--allow-unseen', 'let a flop-feature predictor score models it was not trained on')
+    .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
+    .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
+    .option('--seed <n>', 'seed of the simulated device', positiveInt('--seed'), 1)
+    .action(async (opts: ServeCliOptions) => {
+      await serveUntilSignalled(ctx, opts);
+    });
+}

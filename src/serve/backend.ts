@@ -1,0 +1,514 @@
+/**
+ * The inference backend (`InferenceBackend`, `inference.ts`) over one `ServingRuntime`: it
+ * validates each request against the served model before anything is queued, submits it with
+ * its QoS target, withdraws it when the client disconnects, and maps the runtime's single
+ * outcome to an `InferResponse` or a `ServeError`.
+ *
+ * Lifecycle: `new RuntimeBackend(options)` (metadata available, not ready) → `start(engine)`
+ * (the runtime is created on the engine's clock, device and controller; one warm-up query per
+ * service and batch size runs through it; then ready) → `shutdown(graceMs)` (not ready; queued
+ * requests run or are answered; the engine is closed). Every method may be called at any time.
+ *
+ * ## Validation (all `bad_request`, messages name the model, input and field)
+ * - input names: each model input exactly once; unknown or duplicate names are refused;
+ * - datatype: the v2 name of the model's type (`FP32` for float32, `INT64` for int64, …);
+ * - shape: the model's rank; fixed dims equal; the batch axis (dim 0) the same in every input
+ *   and one of the service's `batchSizes`; the sequence axis the same in every input, in
+ *   [1, the model's `maxSeqLen`]; derived dims (e.g. `batch*seq`) equal their value. Dims are
+ *   checked before anything is allocated, so negative or huge dims cost nothing;
+ * - data: element count and value rules of `tensors.ts` (flat or nested JSON, exact raw byte
+ *   length, INT64 beyond 2^53 without loss, NaN/Inf as strings);
+ * - `parameters.qos_ms`: a number in (0, the service's `maxQosMs`] (config; default 10 × the
+ *   QoS target) replaces the service's target for this request; `parameters.seq_len`, when
+ *   given, must equal the sequence axis of the inputs;
+ * - `outputs`: names of model outputs, each at most once.
+ *
+ * ## Outcomes
+ * completed → `InferResponse` with `queue_ms` (arrival → first operator group launched, 0 if
+ * none), `compute_ms` (sum of the measured latencies of the groups it ran in), `operator_groups`.
+ * Runtime rejections → `ServeError`: `qos_violation`, `overloaded` (queue full), `device_failure`,
+ * `bad_request` (the device refused the inputs); `overloaded` from a closing runtime and any
+ * request during start-up or shutdown → `not_ready`; a client that disconnected → its query is
+ * withdrawn (`ServingRuntime.cancel`) and the call rejects `bad_request` ("cancelled"; nobody
+ * reads it); anything unexpected → `internal` with a generic message, the detail in the log.
+ */
+import { performance } from 'node:perf_hooks';
+import type { Clock } from '../clock/clock.ts';
+import type { Device } from '../device/device.ts';
+import { MAX_SEQ_LEN } from '../device/validate.ts';
+import { BadRequestError, describeError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { fixedBatchOf, parseDimExpression, resolveShape } from '../model/boundary.ts';
+import type { ModelSpec, TensorSpec } from '../model/spec.ts';
+import type { GroupRecord, RejectionReason } from '../runtime/records.ts';
+import { ServingRuntime } from '../runtime/runtime.ts';
+import type { QueryController } from '../schedule/controller.ts';
+import type { HostTensor, TensorMap } from '../tensor.ts';
+import { elementCount } from '../tensor.ts';
+import { ServeError, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelMetadata, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
+import type { RequestOutcome, ServeMetrics } from './metrics.ts';
+import { decodeInputData, describeValue, isV2Datatype, v2Datatype, V2_DATATYPES } from './tensors.ts';
+
+/** One served model (a service of the config with its model resolved). */
+export interface ServedModel {
+  /** Served name (URL path, `model_name`). */
+  readonly name: string;
+  readonly spec: ModelSpec;
+  /** Default QoS target of its requests, ms. */
+  readonly qosTargetMs: number;
+  /** Largest `parameters.qos_ms` a request may ask for, ms (≥ qosTargetMs). */
+  readonly maxQosMs: number;
+  /** Batch sizes a request may have (dim 0 of its inputs). */
+  readonly batchSizes: readonly number[];
+  /** Most queries waiting in its queue; more are rejected `overloaded`. */
+  readonly maxQueueLength: number;
+}
+
+/** What `start` runs on: a clock, a device with every served model loaded under its served name, a controller. */
+export interface BackendEngine {
+  readonly clock: Clock;
+  readonly device: Device;
+  readonly controller: QueryController;
+  /** Called last by `shutdown` (closes the device, …); absent: `device.close()`. */
+  close?(): Promise<void>;
+}
+
+export interface RuntimeBackendOptions {
+  readonly models: readonly ServedModel[];
+  /** `ModelMetadata.platform`: `onnxruntime_onnx` (ort) or `abacus_sim` (simulated device). */
+  readonly platform: string;
+  readonly logger?: Logger;
+  readonly metrics?: ServeMetrics;
+  /** `ServerMetadata.name` / `.version` [abacus, 0.0.0]. */
+  readonly serverName?: string;
+  readonly serverVersion?: string;
+}
+
+/** The served version of every model. */
+export const MODEL_VERSION = '1';
+
+/** QoS target of warm-up queries, ms: long enough that no policy drops them. */
+const WARM_UP_QOS_MS = 600_000;
+
+interface InputPlan {
+  readonly spec: TensorSpec;
+  readonly datatype: V2Datatype;
+}
+
+interface Served extends ServedModel {
+  readonly inputs: readonly InputPlan[];
+  readonly outputs: readonly TensorMetadata[];
+  readonly metadata: ModelMetadata;
+  readonly fixedBatch: number | undefined;
+  readonly maxSeqLen: number;
+}
+
+/** A validated request, ready to submit. */
+interface Plan {
+  readonly model: Served;
+  readonly batch: number;
+  readonly seqLen: number;
+  readonly inputs: TensorMap;
+  readonly qosMs: number | undefined;
+  /** Output names to return, in the model's output order. */
+  readonly outputs: readonly string[];
+}
+
+/** Per-query timing gathered from the runtime's group records. */
+interface Timing {
+  firstLaunchMs: number | undefined;
+  computeMs: number;
+  groups: number;
+}
+
+function metadataShape(t: TensorSpec): number[] {
+  return t.shape.map((d) => (typeof d === 'number' ? d : -1));
+}
+
+/** Wait for `promise` at most `ms`; true when it settled in time. The timer never outlives the call. */
+async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  if (ms <= 0) return false;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export class RuntimeBackend implements InferenceBackend {
+  private readonly models = new Map<string, Served>();
+  private readonly platform: string;
+  private readonly logger: Logger | undefined;
+  private readonly metrics: ServeMetrics | undefined;
+  private readonly server: ServerMetadata;
+  private runtime: ServingRuntime | undefined;
+  private engine: BackendEngine | undefined;
+  private ready = false;
+  private closing = false;
+  private closed = false;
+  private shutdownDone: Promise<void> | undefined;
+  private nextQuery = 0;
+  private readonly timings = new Map<string, Timing>();
+
+  /** @throws RangeError for no models, a name listed twice, or bad QoS / batch settings. */
+  constructor(options: RuntimeBackendOptions) {
+    if (options.models.length === 0) throw new RangeError('RuntimeBackend: models must not be empty');
+    this.platform = options.platform;
+    this.logger = options.logger;
+    this.metrics = options.metrics;
+    this.server = { name: options.serverName ?? 'abacus', version: options.serverVersion ?? '0.0.0', extensions: ['binary_tensor_data'] };
+    for (const m of options.models) {
+      if (this.models.has(m.name)) throw new RangeError(`RuntimeBackend: model '${m.name}' is listed twice`);
+      if (!(m.qosTargetMs > 0) || !(m.maxQosMs >= m.qosTargetMs)) throw new RangeError(`RuntimeBackend: model '${m.name}' needs 0 < qosTargetMs ≤ maxQosMs, got ${m.qosTargetMs} and ${m.maxQosMs}`);
+      if (m.batchSizes.length === 0) throw new RangeError(`RuntimeBackend: model '${m.name}' has no batch sizes`);
+      const inputs = m.spec.inputs.map((t) => ({ spec: t, datatype: v2Datatype(t.dataType) }));
+      const outputs = m.spec.outputs.map((t) => ({ name: t.name, datatype: v2Datatype(t.dataType), shape: metadataShape(t) }));
+      this.models.set(m.name, {
+        ...m,
+        inputs,
+        outputs,
+        fixedBatch: fixedBatchOf(m.spec),
+        maxSeqLen: m.spec.maxSeqLen ?? MAX_SEQ_LEN,
+        metadata: {
+          name: m.name,
+          versions: [MODEL_VERSION],
+          platform: this.platform,
+          inputs: inputs.map((i) => ({ name: i.spec.name, datatype: i.datatype, shape: metadataShape(i.spec) })),
+          outputs,
+        },
+      });
+    }
+    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady() });
+  }
+
+  /** Served model names, in configuration order. */
+  get modelNames(): string[] {
+    return [...this.models.keys()];
+  }
+
+  serverMetadata(): ServerMetadata {
+    return this.server;
+  }
+
+  isLive(): boolean {
+    return !this.closed;
+  }
+
+  isReady(): boolean {
+    return this.ready && !this.closing;
+  }
+
+  modelReady(name: string, version?: string): boolean {
+    this.lookup(name, version);
+    return this.isReady();
+  }
+
+  modelMetadata(name: string, version?: string): ModelMetadata {
+    return this.lookup(name, version).metadata;
+  }
+
+  /**
+   * Create the runtime on `engine` and warm up: one query per model and batch size (at the
+   * model's default sequence length) through the runtime, so the controller, predictor and
+   * device have all run once. Then ready.
+   * @throws Error when called twice, after shutdown began, or when a warm-up query fails
+   *   (the message names the model and the reason; the backend stays not ready).
+   */
+  async start(engine: BackendEngine): Promise<void> {
+    if (this.runtime !== undefined || this.closing) throw new Error('RuntimeBackend.start: already started or shut down');
+    this.engine = engine;
+    const runtime = new ServingRuntime({
+      clock: engine.clock,
+      device: engine.device,
+      controller: engine.controller,
+      services: [...this.models.values()].map((m) => ({ name: m.name, spec: m.spec, qosTargetMs: m.qosTargetMs, maxQueueLength: m.maxQueueLength })),
+      keepRecords: false,
+      onGroupEnd: (record) => this.groupEnded(record),
+    });
+    this.runtime = runtime;
+    const t0 = performance.now();
+    for (const m of this.models.values()) {
+      for (const batch of m.fixedBatch !== undefined ? [m.fixedBatch] : m.batchSizes) {
+        const o = await runtime.submit({ service: m.name, batch, qosTargetMs: WARM_UP_QOS_MS });
+        if (this.closing) return; // shut down while warming up: not an error
+        if (!o.ok) throw new Error(`warm-up of model '${m.name}' at batch ${batch} failed (${o.reason}): ${o.message}`);
+      }
+    }
+    this.ready = true;
+    this.logger?.info({ models: this.modelNames, warmUpMs: Math.round(performance.now() - t0) }, 'backend ready');
+  }
+
+  /**
+   * Stop serving within `graceMs`: not ready at once (new requests: `not_ready`); queued
+   * requests keep running for up to half the grace period; then the ones still waiting are
+   * answered (`not_ready`), running operator groups finish, and the engine is closed (a group
+   * still running then fails its queries with `device_failure`). Every request gets its answer.
+   * Idempotent: a second call returns the first one's promise.
+   */
+  shutdown(graceMs: number): Promise<void> {
+    this.shutdownDone ??= this.doShutdown(graceMs);
+    return this.shutdownDone;
+  }
+
+  private async doShutdown(graceMs: number): Promise<void> {
+    this.closing = true;
+    const t0 = performance.now();
+    const left = (): number => graceMs - (performance.now() - t0);
+    const runtime = this.runtime;
+    if (runtime !== undefined) {
+      const pending = runtime.counters.pending;
+      const drainedInTime = await within(runtime.drained(), graceMs / 2);
+      runtime.close();
+      if (!drainedInTime) await within(runtime.drained(), left() - graceMs * 0.1);
+      this.logger?.info({ pendingAtShutdown: pending, drainedInTime, stillPending: runtime.counters.pending }, 'backend drained');
+    }
+    try {
+      if (this.engine !== undefined) await (this.engine.close !== undefined ? this.engine.close() : this.engine.device.close());
+    } catch (err) {
+      this.logger?.error({ err: describeError(err) }, 'closing the device failed');
+    }
+    if (runtime !== undefined) await within(runtime.drained(), Math.max(left(), 100));
+    this.closed = true;
+  }
+
+  async infer(request: InferRequest): Promise<InferResponse> {
+    const t0 = performance.now();
+    const name = typeof request.modelName === 'string' ? request.modelName : '';
+    let queueMs: number | undefined;
+    try {
+      const { response, queueMs: q } = await this.run(request);
+      queueMs = q;
+      this.metrics?.request(name, 'success', { latencyMs: performance.now() - t0, ...(queueMs === undefined ? {} : { queueMs }) });
+      return response;
+    } catch (err) {
+      const e = this.toServeError(err, request);
+      const outcome: RequestOutcome = err instanceof CancelledError ? 'cancelled' : e.code;
+      this.metrics?.request(name, outcome, err instanceof RejectedError && err.queueMs !== undefined ? { queueMs: err.queueMs } : {});
+      throw e;
+    }
+  }
+
+  private toServeError(err: unknown, request: InferRequest): ServeError {
+    if (err instanceof ServeError) return err;
+    if (err instanceof BadRequestError) return new ServeError('bad_request', `model '${request.modelName}': ${err.message}`, { cause: err });
+    this.logger?.error({ reqId: request.requestId, err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'internal error in infer');
+    return new ServeError('internal', `internal error (request ${request.requestId}); the server log has the details`, { cause: err });
+  }
+
+  private lookup(name: string, version?: string): Served {
+    const m = typeof name === 'string' ? this.models.get(name) : undefined;
+    if (m === undefined) throw new ServeError('model_not_found', `model '${String(name)}' is not served here (served: ${this.modelNames.join(', ')})`);
+    if (version !== undefined && version !== '' && version !== MODEL_VERSION) throw new ServeError('model_not_found', `model '${m.name}' has no version '${version}' (served: ${MODEL_VERSION})`);
+    return m;
+  }
+
+  private async run(request: InferRequest): Promise<{ response: InferResponse; queueMs: number | undefined }> {
+    const model = this.lookup(request.modelName, request.modelVersion);
+    const runtime = this.runtime;
+    if (runtime === undefined || !this.isReady()) {
+      throw new ServeError('not_ready', `not_ready: model '${model.name}': the server is ${this.closing ? 'shutting down' : 'warming up'}; retry ${this.closing ? 'on another replica' : 'shortly'}`);
+    }
+    const plan = this.validate(model, request);
+    if (request.signal?.aborted === true) throw new CancelledError(`model '${model.name}': the client disconnected before the request was queued`);
+    const id = `r${this.nextQuery++}`;
+    const timing: Timing = { firstLaunchMs: undefined, computeMs: 0, groups: 0 };
+    this.timings.set(id, timing);
+    const onAbort = (): void => {
+      const what = runtime.cancel(id, 'the client disconnected');
+      this.logger?.debug({ reqId: request.requestId, queryId: id, cancel: what }, 'client disconnected');
+    };
+    request.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      let outcome;
+      try {
+        outcome = await runtime.submit({ service: model.name, batch: plan.batch, seqLen: plan.seqLen, inputs: plan.inputs, id, ...(plan.qosMs === undefined ? {} : { qosTargetMs: plan.qosMs }) });
+      } catch (err) {
+        if (err instanceof RangeError) throw new ServeError('bad_request', `model '${model.name}': ${err.message}`, { cause: err });
+        throw err;
+      }
+      const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - outcome.record.arrivalMs;
+      if (!outcome.ok) throw this.rejection(model, outcome.reason, outcome.message, queueMs);
+      const outputs: TensorMap = {};
+      const outputDatatypes: Record<string, V2Datatype> = {};
+      for (const name of plan.outputs) {
+        const t: HostTensor | undefined = outcome.outputs[name];
+        if (t === undefined) throw new Error(`model '${model.name}': the device returned no output '${name}' (got ${Object.keys(outcome.outputs).join(', ')})`);
+        outputs[name] = t;
+        outputDatatypes[name] = v2Datatype(t.dataType);
+      }
+      const response: InferResponse = {
+        modelName: model.name,
+        modelVersion: MODEL_VERSION,
+        ...(request.id === undefined ? {} : { id: request.id }),
+        outputs,
+        outputDatatypes,
+        parameters: { queue_ms: round3(queueMs ?? 0), compute_ms: round3(timing.computeMs), operator_groups: timing.groups },
+      };
+      return { response, queueMs };
+    } finally {
+      request.signal?.removeEventListener('abort', onAbort);
+      this.timings.delete(id);
+    }
+  }
+
+  private rejection(model: Served, reason: RejectionReason, message: string, queueMs: number | undefined): Error {
+    const where = `model '${model.name}'`;
+    switch (reason) {
+      case 'cancelled':
+        return new CancelledError(`${where}: ${message}; the query was withdrawn`, queueMs);
+      case 'overloaded':
+        if (this.closing) return new RejectedError('not_ready', `not_ready: ${where}: the server is shutting down; the request was not run`, queueMs);
+        return new RejectedError('overloaded', `overloaded: ${where}: ${message}`, queueMs);
+      case 'qos_violation':
+        return new RejectedError('qos_violation', `qos_violation: ${where}: ${message}`, queueMs);
+      case 'device_failure':
+        return new RejectedError('device_failure', `device_failure: ${where}: ${message}`, queueMs);
+      case 'bad_request':
+        return new RejectedError('bad_request', `${where}: the device refused the inputs: ${message}`, queueMs);
+    }
+  }
+
+  private groupEnded(record: GroupRecord): void {
+    const endMs = this.engine?.clock.now() ?? record.launchMs;
+    this.metrics?.group(record, endMs);
+    for (const s of record.segments) {
+      const t = this.timings.get(s.queryId);
+      if (t === undefined) continue;
+      t.firstLaunchMs ??= record.launchMs;
+      t.groups++;
+      if (Number.isFinite(record.measuredMs)) t.computeMs += record.measuredMs;
+    }
+  }
+
+  /** Check a request against its model (see the file docs); builds the input tensors. */
+  private validate(model: Served, request: InferRequest): Plan {
+    const where = `model '${model.name}'`;
+    const bad = (detail: string): ServeError => new ServeError('bad_request', `${where}: ${detail}`);
+    if (!Array.isArray(request.inputs)) throw bad('inputs must be a list');
+    const byName = new Map<string, InferInput>();
+    for (const [i, input] of (request.inputs as readonly (InferInput | undefined)[]).entries()) {
+      const name: unknown = input?.name;
+      if (typeof name !== 'string') throw bad(`inputs[${i}].name must be a string, got ${describeValue(name)}`);
+      if (byName.has(name)) throw bad(`input '${name}' is given twice`);
+      if (!model.inputs.some((p) => p.spec.name === name)) throw bad(`unknown input '${name}' (the model's inputs: ${model.inputs.map((p) => p.spec.name).join(', ')})`);
+      byName.set(name, input!);
+    }
+    const missing = model.inputs.filter((p) => !byName.has(p.spec.name)).map((p) => `'${p.spec.name}'`);
+    if (missing.length > 0) throw bad(`missing input${missing.length > 1 ? 's' : ''} ${missing.join(', ')} (the model's inputs: ${model.inputs.map((p) => p.spec.name).join(', ')})`);
+
+    // datatypes and shapes first: nothing is allocated before every dim is known to fit
+    const axes = model.spec.dynamicAxes;
+    let batch: { value: number; from: string } | undefined;
+    let seq: { value: number; from: string } | undefined;
+    for (const plan of model.inputs) {
+      const input = byName.get(plan.spec.name)!;
+      const name = plan.spec.name;
+      const datatype: unknown = input.datatype;
+      if (typeof datatype !== 'string' || !isV2Datatype(datatype)) throw bad(`input '${name}': unknown datatype ${describeValue(datatype)} (v2 datatypes: ${V2_DATATYPES.join(', ')})`);
+      if (datatype === 'BYTES') throw bad(`input '${name}': BYTES tensors are not served (the input is ${plan.datatype})`);
+      if (datatype !== plan.datatype) throw bad(`input '${name}': datatype ${datatype} does not match the model's ${plan.datatype}`);
+      const shape: unknown = input.shape;
+      if (!Array.isArray(shape)) throw bad(`input '${name}': shape must be a list of dims`);
+      const want = plan.spec.shape;
+      const wantText = `[${metadataShape(plan.spec).join(', ')}]`;
+      if (shape.length !== want.length) throw bad(`input '${name}': shape [${shape.map(String).join(', ')}] has rank ${shape.length}, the model's ${wantText} has rank ${want.length}`);
+      for (let d = 0; d < want.length; d++) {
+        const got: unknown = shape[d];
+        if (typeof got !== 'number' || !Number.isSafeInteger(got) || got < 0) throw bad(`input '${name}': shape[${d}] must be a non-negative integer, got ${describeValue(got)}`);
+        const w = want[d]!;
+        if (typeof w === 'number') {
+          if (got !== w) throw bad(`input '${name}': shape[${d}] is ${got}, the model needs ${w} (shape ${wantText})`);
+        } else if (w === axes.batch) {
+          if (batch !== undefined && batch.value !== got) throw bad(`input '${name}': batch (shape[${d}]) is ${got}, but input '${batch.from}' has batch ${batch.value}`);
+          batch ??= { value: got, from: name };
+        } else if (axes.seq !== undefined && w === axes.seq) {
+          if (seq !== undefined && seq.value !== got) throw bad(`input '${name}': sequence length (shape[${d}]) is ${got}, but input '${seq.from}' has ${seq.value}`);
+          seq ??= { value: got, from: name };
+        } else if (parseDimExpression(w, axes) === undefined) {
+          throw bad(`input '${name}': shape[${d}] is the model's symbolic dim '${w}', which cannot be served (neither the batch nor the sequence axis)`);
+        }
+      }
+    }
+    const batchValue = model.fixedBatch ?? batch?.value ?? 1;
+    if (model.fixedBatch === undefined) {
+      if (batchValue < 1) throw bad(`batch size (dim 0 of the inputs) must be ≥ 1, got ${batchValue}`);
+      if (!model.batchSizes.includes(batchValue)) throw bad(`batch size ${batchValue} (dim 0 of input '${batch?.from ?? '?'}') is not served; allowed batch sizes: ${model.batchSizes.join(', ')}`);
+    }
+    let seqLen = 0;
+    if (axes.seq !== undefined) {
+      seqLen = seq?.value ?? model.spec.defaultSeqLen;
+      if (seqLen < 1 || seqLen > model.maxSeqLen) throw bad(`sequence length ${seqLen} (input '${seq?.from ?? '?'}') must be in [1, ${model.maxSeqLen}]`);
+    }
+    const params = request.parameters ?? {};
+    if (typeof params !== 'object' || params === null || Array.isArray(params)) throw bad('parameters must be an object');
+    const seqParam: unknown = params['seq_len'];
+    if (seqParam !== undefined) {
+      if (axes.seq === undefined) throw bad(`parameters.seq_len: the model has no sequence axis`);
+      if (seqParam !== seqLen) throw bad(`parameters.seq_len is ${describeValue(seqParam)}, but the inputs have sequence length ${seqLen}`);
+    }
+    const qosParam: unknown = params['qos_ms'];
+    let qosMs: number | undefined;
+    if (qosParam !== undefined) {
+      if (typeof qosParam !== 'number' || !Number.isFinite(qosParam) || qosParam <= 0 || qosParam > model.maxQosMs) {
+        throw bad(`parameters.qos_ms must be a number of ms in (0, ${model.maxQosMs}] (the service's maximum; its default target is ${model.qosTargetMs}), got ${describeValue(qosParam)}`);
+      }
+      qosMs = qosParam;
+    }
+
+    const outputs = this.selectOutputs(model, request, bad);
+
+    const tensors: TensorMap = {};
+    for (const plan of model.inputs) {
+      const input = byName.get(plan.spec.name)!;
+      // every dim was checked above; resolve derived dims (e.g. batch*seq) and compare
+      const dims = resolveShape(model.spec, plan.spec, batchValue, seqLen);
+      const given = input.shape;
+      const d = dims.findIndex((v, i) => v !== given[i]);
+      if (d >= 0) throw bad(`input '${plan.spec.name}': shape[${d}] is ${given[d]}, the model needs ${dims[d]} at batch ${batchValue}${seqLen > 0 ? `, sequence length ${seqLen}` : ''}`);
+      const n = elementCount(dims);
+      const data: unknown = input.data;
+      if (typeof data !== 'object' || data === null) throw bad(`input '${plan.spec.name}': no data`);
+      tensors[plan.spec.name] = { dataType: plan.spec.dataType, dims, data: decodeInputData({ model: model.name, input: plan.spec.name }, plan.spec.dataType, dims, n, input.data) };
+    }
+    return { model, batch: batchValue, seqLen, inputs: tensors, qosMs, outputs };
+  }
+
+  private selectOutputs(model: Served, request: InferRequest, bad: (d: string) => ServeError): string[] {
+    const all = model.outputs.map((o) => o.name);
+    if (request.outputs === undefined) return all;
+    if (!Array.isArray(request.outputs)) throw bad('outputs must be a list');
+    const wanted = new Set<string>();
+    for (const [i, o] of (request.outputs as readonly ({ name?: unknown } | undefined)[]).entries()) {
+      const name: unknown = o?.name;
+      if (typeof name !== 'string') throw bad(`outputs[${i}].name must be a string`);
+      if (!all.includes(name)) throw bad(`unknown output '${name}' (the model's outputs: ${all.join(', ')})`);
+      if (wanted.has(name)) throw bad(`output '${name}' is requested twice`);
+      wanted.add(name);
+    }
+    return all.filter((n) => wanted.has(n));
+  }
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
+
+/** A runtime rejection with its queue time (for metrics). */
+class RejectedError extends ServeError {
+  readonly queueMs: number | undefined;
+  constructor(code: ServeError['code'], message: string, queueMs: number | undefined) {
+    super(code, message);
+    this.queueMs = queueMs;
+  }
+}
+
+/** The client disconnected: its query was withdrawn. Counted as `cancelled`; answered `bad_request` (nobody reads it). */
+class CancelledError extends RejectedError {
+  constructor(message: string, queueMs?: number) {
+    super('bad_request', `cancelled: ${message}`, queueMs);
+  }
+}

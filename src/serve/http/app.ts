@@ -1,0 +1,182 @@
+/**
+ * KServe v2 / Open Inference Protocol over HTTP (fastify): the routes of the REST spec plus
+ * `GET /metrics`, over any `InferenceBackend`. `createHttpApp` builds the app without
+ * listening, so tests drive it with `app.inject`.
+ *
+ * | route | answer |
+ * |---|---|
+ * | `GET /v2` | server metadata (`extensions: ["binary_tensor_data"]`) |
+ * | `GET /v2/health/live` | 200 `{"live": true}` while the process serves |
+ * | `GET /v2/health/ready` | 200 `{"ready": true}` once every model is warmed up; 400 `{"ready": false}` before and during shutdown (the spec: "4xx indicates false") |
+ * | `GET /v2/models/{m}[/versions/{v}]` | model metadata; 404 unknown model or version |
+ * | `GET /v2/models/{m}[/versions/{v}]/ready` | 200 / 400 `{"name", "ready"}`; 404 unknown |
+ * | `POST /v2/models/{m}[/versions/{v}]/infer` | inference (`codec.ts`: JSON, binary tensor data extension) |
+ * | `GET /metrics` | Prometheus text (when `metrics` is given) |
+ *
+ * Errors: body `{"error": "..."}`; status by `ServeError.code` (`STATUS_OF`): bad_request 400,
+ * model_not_found 404, qos_violation / overloaded / not_ready / device_failure 503, internal
+ * 500 with a generic message (the log has the detail; never a stack trace). fastify's own
+ * errors (body too large 413, malformed request 400, …) keep their 4xx status with the same
+ * body shape; unknown routes are 404.
+ *
+ * Logs: fastify logs through the given pino logger; every line about a request carries its
+ * `reqId` (from the `x-request-id` header when the client sends one, else generated; echoed in
+ * the `x-request-id` response header), which is also the backend's `InferRequest.requestId`.
+ * One `request completed` line per request (info), errors at warn (4xx/503) or error (500).
+ *
+ * A client that disconnects before its answer aborts `InferRequest.signal`: the backend
+ * withdraws a query that has not run.
+ */
+import { randomBytes } from 'node:crypto';
+import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { Logger } from '../../log.ts';
+import { ServeError, type InferenceBackend, type ServeErrorCode } from '../inference.ts';
+import type { ServeMetrics } from '../metrics.ts';
+import { decodeInferBody, encodeInferResponse, INFERENCE_HEADER } from './codec.ts';
+
+/** HTTP status of each `ServeErrorCode` (README "Status codes"). */
+export const STATUS_OF: Readonly<Record<ServeErrorCode, number>> = {
+  bad_request: 400,
+  model_not_found: 404,
+  qos_violation: 503,
+  overloaded: 503,
+  not_ready: 503,
+  device_failure: 503,
+  internal: 500,
+};
+
+/** Default request body limit, bytes (64 MiB: a batch of 16 × 3 × 224 × 224 FP32 images as JSON fits). */
+export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
+
+export interface HttpAppOptions {
+  /** pino logger for fastify and request lines; absent: no logs. */
+  readonly logger?: Logger;
+  readonly metrics?: ServeMetrics;
+  /** Largest request body, bytes [`DEFAULT_MAX_BODY_BYTES`]; larger bodies get 413. */
+  readonly maxBodyBytes?: number;
+  /** True while the server shuts down: responses then carry `Connection: close`. */
+  readonly closing?: () => boolean;
+}
+
+interface ModelParams {
+  name: string;
+  version?: string;
+}
+
+const GENERIC_500 = 'internal server error; the server log has the details';
+
+/** Build the app (not listening). The caller owns `listen` and `close`. */
+export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions = {}): FastifyInstance {
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) throw new RangeError(`maxBodyBytes must be an integer ≥ 1, got ${maxBodyBytes}`);
+  const prefix = randomBytes(3).toString('hex');
+  let nextId = 0;
+  const logger: FastifyBaseLogger | undefined = options.logger;
+  const app = fastify({
+    ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: maxBodyBytes,
+    requestIdHeader: 'x-request-id',
+    genReqId: () => `${prefix}-${(nextId++).toString(36)}`,
+    // Requests arriving while closing reach the routes: the backend answers 503 not_ready with our error body.
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+  });
+  const metrics = options.metrics;
+
+  // Every body is read as bytes: the infer route decodes JSON and binary tensor data itself.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+
+  const closing = options.closing ?? (() => false);
+  app.addHook('onRequest', (request, reply, done) => {
+    void reply.header('x-request-id', request.id);
+    if (closing()) void reply.header('connection', 'close');
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, responseTimeMs: Math.round(reply.elapsedTime * 1000) / 1000 }, 'request completed');
+    done();
+  });
+
+  const sendError = (request: FastifyRequest, reply: FastifyReply, status: number, message: string): FastifyReply => {
+    if (status >= 500 && status !== 503) request.log.error({ statusCode: status, error: message }, 'request failed');
+    else request.log.warn({ statusCode: status, error: message }, 'request refused');
+    return reply.code(status).type('application/json').send(JSON.stringify({ error: message }));
+  };
+
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    if (err instanceof ServeError) {
+      return sendError(request, reply, STATUS_OF[err.code] ?? 500, err.code === 'internal' ? err.message || GENERIC_500 : err.message);
+    }
+    const status = typeof err.statusCode === 'number' ? err.statusCode : 500;
+    if (isInferRoute(request) && metrics !== undefined) metrics.request(modelOf(request), status >= 500 ? 'internal' : 'bad_request');
+    if (status >= 400 && status < 500) {
+      const message = err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? `the request body is larger than the limit of ${maxBodyBytes} bytes (abacus serve --max-body-bytes)` : err.message;
+      return sendError(request, reply, status, message);
+    }
+    request.log.error({ err: err.stack ?? err.message }, 'unexpected error');
+    return sendError(request, reply, 500, GENERIC_500);
+  });
+  app.setNotFoundHandler((request, reply) => sendError(request, reply, 404, `no route ${request.method} ${request.url.slice(0, 200)} (KServe v2: /v2, /v2/health/{live,ready}, /v2/models/{name}[/versions/{v}][/ready|/infer]; /metrics)`));
+
+  app.get('/v2', () => backend.serverMetadata());
+  app.get('/v2/health/live', (_req, reply) => {
+    const live = backend.isLive();
+    return reply.code(live ? 200 : 503).send({ live });
+  });
+  app.get('/v2/health/ready', (_req, reply) => {
+    const ready = backend.isReady();
+    return reply.code(ready ? 200 : 400).send({ ready });
+  });
+  const metadata = (request: FastifyRequest<{ Params: ModelParams }>) => backend.modelMetadata(request.params.name, request.params.version);
+  const modelReady = (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
+    const ready = backend.modelReady(request.params.name, request.params.version);
+    return reply.code(ready ? 200 : 400).send({ name: request.params.name, ready });
+  };
+  const infer = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
+    const { name, version } = request.params;
+    let decoded;
+    try {
+      const meta = backend.modelMetadata(name, version);
+      const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const header = request.headers[INFERENCE_HEADER];
+      decoded = decodeInferBody(body, Array.isArray(header) ? header.join(',') : header, meta);
+    } catch (err) {
+      if (err instanceof ServeError) metrics?.request(name, err.code === 'model_not_found' ? 'model_not_found' : 'bad_request');
+      throw err;
+    }
+    const abort = new AbortController();
+    const onClose = (): void => {
+      if (!reply.raw.writableFinished) abort.abort();
+    };
+    reply.raw.once('close', onClose);
+    try {
+      const response = await backend.infer({ ...decoded.request, modelName: name, ...(version === undefined ? {} : { modelVersion: version }), requestId: request.id, signal: abort.signal });
+      const encoded = encodeInferResponse(response, decoded.binaryOutputs);
+      if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', String(encoded.headerLength));
+      return reply.type(encoded.contentType).send(encoded.body);
+    } finally {
+      reply.raw.off('close', onClose);
+    }
+  };
+  app.get('/v2/models/:name', metadata);
+  app.get('/v2/models/:name/versions/:version', metadata);
+  app.get('/v2/models/:name/ready', modelReady);
+  app.get('/v2/models/:name/versions/:version/ready', modelReady);
+  app.post('/v2/models/:name/infer', infer);
+  app.post('/v2/models/:name/versions/:version/infer', infer);
+  if (metrics !== undefined) {
+    app.get('/metrics', async (_req, reply) => reply.type(metrics.contentType).send(await metrics.text()));
+  }
+  return app;
+}
+
+function isInferRoute(request: FastifyRequest): boolean {
+  return request.method === 'POST' && (request.routeOptions.url?.endsWith('/infer') ?? false);
+}
+
+function modelOf(request: FastifyRequest): string {
+  const params = request.params as Partial<ModelParams> | undefined;
+  return typeof params?.name === 'string' ? params.name : '';
+}

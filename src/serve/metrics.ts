@@ -1,0 +1,138 @@
+/**
+ * Prometheus metrics of `abacus serve` (issue 6 "Metrics"), served as text at `GET /metrics`.
+ * One prom-client `Registry` per `ServeMetrics` (no global registry: STYLE.md §8), so every
+ * server and every test has its own. Names follow the Prometheus conventions: base units
+ * (seconds) in the name, `_total` for counters.
+ *
+ * | metric | type | labels | what |
+ * |---|---|---|---|
+ * | `abacus_requests_total` | counter | model, outcome | inference requests answered, by outcome (`REQUEST_OUTCOMES`) |
+ * | `abacus_request_duration_seconds` | histogram | model | end-to-end latency of successful requests (arrival in the backend → outputs ready) |
+ * | `abacus_request_queue_seconds` | histogram | model | arrival → first operator group launched, for requests that ran |
+ * | `abacus_queue_depth` | gauge | model | queries waiting or running in the service's queue, read at scrape time |
+ * | `abacus_operator_group_size` | histogram | | segments (queries) per launched operator group |
+ * | `abacus_predictor_absolute_error_seconds` | histogram | | \|predicted − measured\| group latency, groups with a prediction |
+ * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
+ * | `abacus_ready` | gauge | | 1 when every service is warmed up and the server is not shutting down |
+ * | `process_*`, `nodejs_*` | | | prom-client's default process metrics (RSS, event-loop lag, …) |
+ *
+ * `model` is a served model name; requests naming no served model count under `model="unknown"`
+ * (so a client cannot grow the label set).
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Outcomes counted in `abacus_requests_total` (`ServeErrorCode`s plus `success` and `cancelled`). */
+export const REQUEST_OUTCOMES = ['success', 'bad_request', 'model_not_found', 'qos_violation', 'overloaded', 'not_ready', 'device_failure', 'cancelled', 'internal'] as const;
+export type RequestOutcome = (typeof REQUEST_OUTCOMES)[number];
+
+/** Label for requests naming no served model. */
+export const UNKNOWN_MODEL = 'unknown';
+
+const LATENCY_BUCKETS_S = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const ERROR_BUCKETS_S = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1];
+const GROUP_SIZE_BUCKETS = [1, 2, 3, 4, 5, 6, 8];
+
+export interface ServeMetricsOptions {
+  /** Served model names (pre-creates their series at 0). */
+  readonly models: readonly string[];
+  /** Add prom-client's default process metrics [true]. */
+  readonly processMetrics?: boolean;
+}
+
+export class ServeMetrics {
+  readonly registry: Registry;
+  private readonly models: ReadonlySet<string>;
+  private readonly requests: Counter<'model' | 'outcome'>;
+  private readonly latency: Histogram<'model'>;
+  private readonly queue: Histogram<'model'>;
+  private readonly groupSize: Histogram;
+  private readonly predictorError: Histogram;
+  private readonly busy: Counter;
+  private queueDepthOf: (model: string) => number = () => 0;
+  private readyOf: () => boolean = () => false;
+  /** End of the latest group interval counted as busy, ms on the backend's clock. */
+  private busyUntilMs = Number.NEGATIVE_INFINITY;
+
+  constructor(options: ServeMetricsOptions) {
+    this.registry = new Registry();
+    this.models = new Set(options.models);
+    const registers = [this.registry];
+    this.requests = new Counter({ name: 'abacus_requests_total', help: 'Inference requests answered, by model and outcome', labelNames: ['model', 'outcome'], registers });
+    this.latency = new Histogram({ name: 'abacus_request_duration_seconds', help: 'End-to-end latency of successful inference requests, seconds', labelNames: ['model'], buckets: LATENCY_BUCKETS_S, registers });
+    this.queue = new Histogram({ name: 'abacus_request_queue_seconds', help: 'Time from arrival to the first operator group launched, seconds', labelNames: ['model'], buckets: LATENCY_BUCKETS_S, registers });
+    const depthOf = (m: string): number => this.queueDepthOf(m);
+    const modelNames = [...this.models];
+    new Gauge({
+      name: 'abacus_queue_depth',
+      help: 'Queries waiting or running in the service queue',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        for (const model of modelNames) this.set({ model }, depthOf(model));
+      },
+    });
+    const readyOf = (): boolean => this.readyOf();
+    new Gauge({
+      name: 'abacus_ready',
+      help: '1 when every service is warmed up and the server is not shutting down',
+      registers,
+      collect() {
+        this.set(readyOf() ? 1 : 0);
+      },
+    });
+    this.groupSize = new Histogram({ name: 'abacus_operator_group_size', help: 'Segments (queries) per launched operator group', buckets: GROUP_SIZE_BUCKETS, registers });
+    this.predictorError = new Histogram({ name: 'abacus_predictor_absolute_error_seconds', help: 'Absolute error of the predicted operator group latency, seconds', buckets: ERROR_BUCKETS_S, registers });
+    this.busy = new Counter({ name: 'abacus_device_busy_seconds_total', help: 'Time the device had at least one operator group running, seconds', registers });
+    for (const model of this.models) {
+      for (const outcome of REQUEST_OUTCOMES) this.requests.inc({ model, outcome }, 0);
+      this.latency.zero({ model });
+      this.queue.zero({ model });
+    }
+    if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** The label for a model name: itself when served, else `unknown`. */
+  modelLabel(name: string): string {
+    return this.models.has(name) ? name : UNKNOWN_MODEL;
+  }
+
+  /** Read queue depths (per served model) and readiness at scrape time. */
+  bind(sources: { queueDepth(model: string): number; ready(): boolean }): void {
+    this.queueDepthOf = (m) => sources.queueDepth(m);
+    this.readyOf = () => sources.ready();
+  }
+
+  /** One answered request. `latencyMs`: end-to-end (successes only); `queueMs`: arrival → first group (requests that ran). */
+  request(model: string, outcome: RequestOutcome, timing: { latencyMs?: number; queueMs?: number } = {}): void {
+    const label = this.modelLabel(model);
+    this.requests.inc({ model: label, outcome });
+    if (timing.latencyMs !== undefined && outcome === 'success') this.latency.observe({ model: label }, timing.latencyMs / 1000);
+    if (timing.queueMs !== undefined) this.queue.observe({ model: label }, Math.max(0, timing.queueMs) / 1000);
+  }
+
+  /**
+   * One finished operator group: its size, the predictor's absolute error (when it had a
+   * prediction and a measurement), and busy time. Busy time counts the union of the group
+   * intervals [launchMs, endMs] in the order groups end (exact when groups end in launch order,
+   * which one-group-at-a-time policies guarantee).
+   */
+  group(record: { readonly segments: readonly unknown[]; readonly predictedMs: number | undefined; readonly measuredMs: number; readonly launchMs: number }, endMs: number): void {
+    this.groupSize.observe(record.segments.length);
+    if (record.predictedMs !== undefined && Number.isFinite(record.predictedMs) && Number.isFinite(record.measuredMs)) {
+      this.predictorError.observe(Math.abs(record.predictedMs - record.measuredMs) / 1000);
+    }
+    const from = Math.max(record.launchMs, this.busyUntilMs);
+    if (endMs > from) this.busy.inc((endMs - from) / 1000);
+    this.busyUntilMs = Math.max(this.busyUntilMs, endMs);
+  }
+
+  /** The Prometheus text exposition. */
+  text(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  /** `Content-Type` of `text()`. */
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * `abacus serve` without the command line: the HTTP front end (and the gRPC one, when a factory
+ * is given) over one `RuntimeBackend`, started in the order the issue asks for, and a graceful
+ * shutdown that loses no request.
+ *
+ * Start (`startServer`): listen on HTTP (and gRPC) at once — live, not ready, so probes and
+ * metadata answer while the slow part runs — then open the engine (predictor, device with every
+ * model loaded, controller), warm up every service (`RuntimeBackend.start`), and only then
+ * report ready (`ready` resolves; `/v2/health/ready` turns 200).
+ *
+ * Shutdown (`shutdown(graceMs)`): not ready at once (new inference requests: 503 `not_ready`;
+ * responses carry `Connection: close`); listeners stop accepting; queued requests run for up to
+ * half the grace period, the rest are answered, running operator groups finish, the device is
+ * closed (`RuntimeBackend.shutdown`); connections still open at the deadline are closed. Every
+ * request that reached the backend gets exactly one response.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from '../log.ts';
+import type { BackendEngine, RuntimeBackend } from './backend.ts';
+import { createHttpApp } from './http/app.ts';
+import type { InferenceBackend } from './inference.ts';
+import type { ServeMetrics } from './metrics.ts';
+
+/** The gRPC front end as `serve/grpc/server.ts` provides it (`createGrpcServer`). */
+export interface GrpcInferenceServer {
+  /** Bind and start; resolves with the bound port (`port` 0: an ephemeral one). */
+  listen(host: string, port: number): Promise<number>;
+  /** Stop accepting; wait up to `graceMs` for calls in flight, then cancel the rest. */
+  close(graceMs: number): Promise<void>;
+}
+
+/** `createGrpcServer` of `serve/grpc/server.ts`. */
+export type GrpcServerFactory = (backend: InferenceBackend, options: { logger?: Logger; maxReceiveMessageBytes?: number; maxSendMessageBytes?: number }) => GrpcInferenceServer;
+
+export interface ServerOptions {
+  /** Constructed, not started: `startServer` starts it on the engine. */
+  readonly backend: RuntimeBackend;
+  /** Opens the engine: predictor, device with every served model loaded, controller (may take minutes: profiling, model builds). */
+  readonly openEngine: () => Promise<BackendEngine>;
+  readonly logger: Logger;
+  readonly metrics?: ServeMetrics;
+  /** Interface to bind (loopback by default in the CLI). */
+  readonly host: string;
+  /** HTTP port; 0 picks a free one. */
+  readonly httpPort: number;
+  /** Largest HTTP request body, bytes; also the gRPC message limit both ways. */
+  readonly maxBodyBytes?: number;
+  /** gRPC front end: its port (0: a free one) and the factory; absent: HTTP only. */
+  readonly grpc?: { readonly port: number; readonly factory: GrpcServerFactory };
+  /** One line per event for the operator (`abacus serve: …`); the CLI prints them on stdout. */
+  readonly announce?: (line: string) => void;
+}
+
+export interface RunningServer {
+  /** e.g. `http://127.0.0.1:8000`. */
+  readonly httpUrl: string;
+  /** Bound gRPC port, when gRPC runs. */
+  readonly grpcPort: number | undefined;
+  readonly http: FastifyInstance;
+  /** Resolves when every service is warmed up (ready); rejects when start-up failed (the server is then shut down). */
+  readonly ready: Promise<void>;
+  /** Graceful shutdown (see the file docs); idempotent. */
+  shutdown(graceMs: number): Promise<void>;
+}
+
+/** `host:port` with IPv6 hosts bracketed. */
+export function formatHostPort(host: string, port: number): string {
+  return `${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, ms));
+  });
+  try {
+    return await Promise.race([promise.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Listen, then start the backend (see the file docs).
+ * @throws what `listen` throws (EADDRINUSE, EACCES, …), after closing what was opened.
+ */
+export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const { backend, logger } = options;
+  const announce = options.announce ?? (() => undefined);
+  let closing = false;
+  const http = createHttpApp(backend, { logger, ...(options.metrics === undefined ? {} : { metrics: options.metrics }), ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }), closing: () => closing });
+  let grpc: GrpcInferenceServer | undefined;
+  let grpcPort: number | undefined;
+  let httpUrl: string;
+  try {
+    await http.listen({ host: options.host, port: options.httpPort });
+    const address = http.server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : options.httpPort;
+    httpUrl = `http://${formatHostPort(options.host, port)}`;
+    announce(`HTTP listening on ${httpUrl}`);
+    if (options.grpc !== undefined) {
+      const limit = options.maxBodyBytes;
+      grpc = options.grpc.factory(backend, { logger, ...(limit === undefined ? {} : { maxReceiveMessageBytes: limit, maxSendMessageBytes: limit }) });
+      grpcPort = await grpc.listen(options.host, options.grpc.port);
+      announce(`gRPC listening on ${formatHostPort(options.host, grpcPort)}`);
+    }
+  } catch (err) {
+    await http.close();
+    await grpc?.close(0);
+    throw err;
+  }
+
+  let shutdownDone: Promise<void> | undefined;
+  const shutdown = (graceMs: number): Promise<void> => {
+    shutdownDone ??= (async () => {
+      closing = true;
+      const t0 = performance.now();
+      logger.info({ graceMs }, 'shutting down');
+      const backendDone = backend.shutdown(graceMs * 0.9);
+      const httpDone = http.close();
+      const grpcDone = grpc?.close(graceMs * 0.9) ?? Promise.resolve();
+      await backendDone;
+      const left = (): number => graceMs - (performance.now() - t0);
+      if (!(await within(httpDone, left()))) {
+        logger.warn('HTTP connections still open at the grace deadline: closing them');
+        http.server.closeAllConnections();
+        await within(httpDone, 1000);
+      }
+      await within(grpcDone, Math.max(left(), 100));
+      logger.info({ shutdownMs: Math.round(performance.now() - t0) }, 'stopped');
+    })();
+    return shutdownDone;
+  };
+
+  const ready = (async () => {
+    const t0 = performance.now();
+    try {
+      const engine = await options.openEngine();
+      if (closing) {
+        await (engine.close?.() ?? engine.device.close());
+        return;
+      }
+      await backend.start(engine);
+      announce(`ready: ${backend.modelNames.join(', ')} (${Math.round(performance.now() - t0)} ms to load and warm up)`);
+    } catch (err) {
+      logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'start-up failed');
+      await shutdown(1000);
+      throw err;
+    }
+  })();
+  // The caller awaits `ready`; this keeps an unobserved rejection from crashing the process first.
+  ready.catch(() => undefined);
+  return { httpUrl, grpcPort, http, ready, shutdown };
+}

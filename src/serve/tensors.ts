@@ -1,0 +1,290 @@
+/**
+ * Tensor data of the v2 protocol ↔ host tensors (`tensor.ts`): datatype names, decoding a
+ * request input's data (`InferInputData`: JSON, raw bytes, typed gRPC contents) into a typed
+ * array of exactly the expected element count, and the value rules both protocols share.
+ *
+ * Spec: Open Inference Protocol "Tensor Data Types" and "Tensor Data" (row-major; JSON data
+ * flat or nested in the tensor's natural shape); binary tensor data extension (little-endian,
+ * row-major, no padding; BOOL one byte 0/1).
+ *
+ * ## Value rules (README "Serving": NaN/Inf and INT64)
+ * - FP32 / FP64 in JSON or typed contents: numbers, or the strings `"NaN"`, `"Infinity"`,
+ *   `"-Infinity"` (JSON has no literal for them); the same strings are written for non-finite
+ *   outputs. A finite number outside the FP32 range is a bad request (it would become ±Inf).
+ *   In binary data IEEE-754 values pass as they are, NaN and ±Inf included.
+ * - INT64: a safe integer (|x| ≤ 2^53 − 1) `number`, a `bigint` in [−2^63, 2^63) (the HTTP
+ *   layer parses long integer literals losslessly), or in typed (gRPC) contents a decimal
+ *   string. An integer-valued `number` beyond 2^53 is a bad request: its precision may already
+ *   be lost. Other integer types: integers in the type's range. BOOL: `true`/`false` (binary: 0/1).
+ * - FP16 only as binary data (JSON has no 16-bit float); BYTES is not served (no model here
+ *   has string tensors).
+ *
+ * Errors are `ServeError('bad_request')` whose message names the model, the input, and the
+ * element index or field.
+ */
+import type { TensorData, TensorDataType } from '../tensor.ts';
+import { BYTES_PER_ELEMENT } from '../tensor.ts';
+import { ServeError, type InferInputData, type V2Datatype } from './inference.ts';
+
+/** Every v2 datatype name, in the spec's table order. */
+export const V2_DATATYPES: readonly V2Datatype[] = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES'];
+
+const TO_V2: Readonly<Record<TensorDataType, V2Datatype>> = {
+  float32: 'FP32',
+  float64: 'FP64',
+  float16: 'FP16',
+  int64: 'INT64',
+  int32: 'INT32',
+  int8: 'INT8',
+  uint8: 'UINT8',
+  bool: 'BOOL',
+};
+
+/** The v2 name of a host data type (`float32` → `FP32`). */
+export function v2Datatype(dataType: TensorDataType): V2Datatype {
+  return TO_V2[dataType];
+}
+
+export function isV2Datatype(s: string): s is V2Datatype {
+  return (V2_DATATYPES as readonly string[]).includes(s);
+}
+
+/** `true` on little-endian hosts (every platform Node ships for but s390x); raw tensor bytes are little-endian. */
+export const HOST_IS_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+const FP32_MAX = 3.4028234663852886e38;
+const INT_RANGE: Readonly<Partial<Record<TensorDataType, readonly [number, number]>>> = {
+  int32: [-2_147_483_648, 2_147_483_647],
+  int8: [-128, 127],
+  uint8: [0, 255],
+};
+
+/** A typed array of `n` zeros for `dataType`. */
+function allocate(dataType: TensorDataType, n: number): TensorData {
+  switch (dataType) {
+    case 'float32':
+      return new Float32Array(n);
+    case 'float64':
+      return new Float64Array(n);
+    case 'float16':
+      return new Uint16Array(n);
+    case 'int64':
+      return new BigInt64Array(n);
+    case 'int32':
+      return new Int32Array(n);
+    case 'int8':
+      return new Int8Array(n);
+    case 'uint8':
+    case 'bool':
+      return new Uint8Array(n);
+  }
+}
+
+/** A short description of a request value for error messages (strings quoted and cut at 40 characters). */
+export function describeValue(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (typeof v === 'bigint') return v.toString();
+  if (Array.isArray(v)) return 'an array';
+  if (v === null) return 'null';
+  if (typeof v === 'object') return 'an object';
+  if (typeof v === 'number' || typeof v === 'boolean' || v === undefined) return String(v);
+  return typeof v;
+}
+
+/** Where a value sits, for messages: `model 'm': input 'x'`. */
+export interface TensorContext {
+  readonly model: string;
+  readonly input: string;
+}
+
+function bad(ctx: TensorContext, detail: string): ServeError {
+  return new ServeError('bad_request', `model '${ctx.model}': input '${ctx.input}': ${detail}`);
+}
+
+type Writer = (v: unknown, i: number) => void;
+
+/** A writer storing one JSON/typed element at index i, or throwing a bad_request naming it. */
+function writerFor(ctx: TensorContext, dataType: TensorDataType, out: TensorData, typed: boolean): Writer {
+  const element = (i: number, v: unknown, expected: string): ServeError => bad(ctx, `element ${i} is ${describeValue(v)}, expected ${expected}`);
+  switch (dataType) {
+    case 'float32':
+    case 'float64': {
+      const arr = out as Float32Array | Float64Array;
+      const f32 = dataType === 'float32';
+      const expected = `a number${f32 ? ' in the FP32 range' : ''} or "NaN", "Infinity", "-Infinity"`;
+      return (v, i) => {
+        let x: number;
+        if (typeof v === 'number') {
+          x = v;
+          if (!Number.isFinite(x) || (f32 && Math.abs(x) > FP32_MAX)) throw element(i, v, expected);
+        } else if (typeof v === 'bigint') {
+          x = Number(v);
+          if (!Number.isFinite(x) || (f32 && Math.abs(x) > FP32_MAX)) throw element(i, v, expected);
+        } else if (v === 'NaN') x = Number.NaN;
+        else if (v === 'Infinity') x = Number.POSITIVE_INFINITY;
+        else if (v === '-Infinity') x = Number.NEGATIVE_INFINITY;
+        else throw element(i, v, expected);
+        arr[i] = x;
+      };
+    }
+    case 'int64': {
+      const arr = out as BigInt64Array;
+      const expected = 'an integer in [-2^63, 2^63)';
+      return (v, i) => {
+        let x: bigint;
+        if (typeof v === 'number') {
+          if (!Number.isSafeInteger(v)) {
+            if (Number.isInteger(v)) throw bad(ctx, `element ${i} is ${v}, an integer beyond 2^53 whose precision may already be lost; send INT64 values as exact integers (${typed ? 'int64_contents as strings or Longs' : 'JSON integer literals, or binary data'})`);
+            throw element(i, v, expected);
+          }
+          x = BigInt(v);
+        } else if (typeof v === 'bigint') x = v;
+        else if (typed && typeof v === 'string' && /^-?\d{1,20}$/.test(v)) x = BigInt(v);
+        else throw element(i, v, expected);
+        if (x < INT64_MIN || x > INT64_MAX) throw element(i, v, expected);
+        arr[i] = x;
+      };
+    }
+    case 'int32':
+    case 'int8':
+    case 'uint8': {
+      const arr = out as Int32Array | Int8Array | Uint8Array;
+      const [lo, hi] = INT_RANGE[dataType]!;
+      const expected = `an integer in [${lo}, ${hi}]`;
+      return (v, i) => {
+        const x = typeof v === 'bigint' ? Number(v) : v;
+        if (typeof x !== 'number' || !Number.isInteger(x) || x < lo || x > hi) throw element(i, v, expected);
+        arr[i] = x;
+      };
+    }
+    case 'bool': {
+      const arr = out as Uint8Array;
+      return (v, i) => {
+        if (typeof v !== 'boolean') throw element(i, v, 'true or false');
+        arr[i] = v ? 1 : 0;
+      };
+    }
+    case 'float16':
+      throw bad(ctx, 'FP16 values cannot be written as JSON numbers or typed contents; send them as binary data (binary_data_size / raw_input_contents)');
+  }
+}
+
+/**
+ * Fill `out` from JSON `data`: flat (`n` scalars) or nested in the natural shape `dims`
+ * (every level's length equal to its dim). Recursion depth is bounded by `dims.length`.
+ */
+function fillJson(ctx: TensorContext, data: unknown, dims: readonly number[], n: number, write: Writer): void {
+  if (!Array.isArray(data)) throw bad(ctx, `data must be an array (flat, or nested in the shape [${dims.join(', ')}]), got ${describeValue(data)}`);
+  if (data.length > 0 && Array.isArray(data[0]) && dims.length > 1) {
+    let next = 0;
+    const walk = (node: unknown, level: number, path: string): void => {
+      if (level === dims.length) {
+        if (Array.isArray(node)) throw bad(ctx, `data${path} is an array, but the shape [${dims.join(', ')}] has only ${dims.length} dims`);
+        write(node, next++);
+        return;
+      }
+      if (!Array.isArray(node)) throw bad(ctx, `data${path} is ${describeValue(node)}, expected an array of ${dims[level]} (nested data must follow the shape [${dims.join(', ')}])`);
+      if (node.length !== dims[level]) throw bad(ctx, `data${path} has ${node.length} elements, expected ${dims[level]} (nested data must follow the shape [${dims.join(', ')}])`);
+      for (let j = 0; j < node.length; j++) walk(node[j], level + 1, `${path}[${j}]`);
+    };
+    walk(data, 0, '');
+    return;
+  }
+  if (data.length !== n) throw bad(ctx, `data has ${data.length} elements, but the shape [${dims.join(', ')}] has ${n}`);
+  for (let i = 0; i < n; i++) {
+    const v: unknown = data[i];
+    if (Array.isArray(v)) throw bad(ctx, `data[${i}] is an array: data must be flat, or nested in the shape [${dims.join(', ')}] throughout`);
+    write(v, i);
+  }
+}
+
+/**
+ * Decode one input's data into a fresh typed array of `n` elements of `dataType`, laid out
+ * row-major for `dims` (already validated against the model, `n` = their product).
+ * @throws ServeError bad_request naming the model, the input and the element / byte count.
+ */
+export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, dims: readonly number[], n: number, data: InferInputData): TensorData {
+  switch (data.kind) {
+    case 'raw': {
+      const bytes = data.bytes;
+      const size = BYTES_PER_ELEMENT[dataType];
+      if (!(bytes instanceof Uint8Array)) throw bad(ctx, 'raw data must be bytes');
+      if (bytes.byteLength !== n * size) {
+        throw bad(ctx, `binary data has ${bytes.byteLength} bytes, but the shape [${dims.join(', ')}] of ${v2Datatype(dataType)} needs ${n} × ${size} = ${n * size}`);
+      }
+      if (!HOST_IS_LITTLE_ENDIAN && size > 1) throw bad(ctx, 'binary tensor data is little-endian and this host is big-endian: send JSON data');
+      const out = allocate(dataType, n);
+      new Uint8Array(out.buffer, out.byteOffset, out.byteLength).set(bytes);
+      if (dataType === 'bool') {
+        const b = out as Uint8Array;
+        for (let i = 0; i < n; i++) if (b[i]! > 1) throw bad(ctx, `BOOL byte ${i} is ${b[i]}, expected 0 or 1`);
+      }
+      return out;
+    }
+    case 'json': {
+      const out = allocate(dataType, n);
+      fillJson(ctx, data.values, dims, n, writerFor(ctx, dataType, out, false));
+      return out;
+    }
+    case 'typed': {
+      const values = data.values;
+      if (!Array.isArray(values)) throw bad(ctx, 'typed contents must be a list');
+      if (values.length !== n) throw bad(ctx, `contents have ${values.length} elements, but the shape [${dims.join(', ')}] has ${n}`);
+      const out = allocate(dataType, n);
+      const write = writerFor(ctx, dataType, out, true);
+      for (let i = 0; i < n; i++) write(values[i], i);
+      return out;
+    }
+    default:
+      throw bad(ctx, `unknown data kind '${String((data as { kind?: unknown }).kind)}'`);
+  }
+}
+
+/**
+ * A tensor's elements as JSON value text, flat and row-major (the spec's response form):
+ * INT64 as exact integer literals (`BigInt64Array` → decimal digits, never via `number`),
+ * non-finite floats as `"NaN"` / `"Infinity"` / `"-Infinity"`, BOOL as `true`/`false`,
+ * FP16 decoded to numbers.
+ */
+export function jsonDataText(dataType: TensorDataType, data: TensorData): string {
+  const n = data.length;
+  const parts = new Array<string>(n);
+  switch (dataType) {
+    case 'bool':
+      for (let i = 0; i < n; i++) parts[i] = data[i] ? 'true' : 'false';
+      break;
+    case 'float16':
+      for (let i = 0; i < n; i++) parts[i] = floatText(halfToFloat(Number(data[i])));
+      break;
+    case 'float32':
+    case 'float64':
+      for (let i = 0; i < n; i++) parts[i] = floatText(data[i] as number);
+      break;
+    default:
+      // integers: number or bigint; String() of either is an exact integer literal
+      for (let i = 0; i < n; i++) parts[i] = String(data[i]);
+  }
+  return `[${parts.join(',')}]`;
+}
+
+function floatText(x: number): string {
+  if (Number.isFinite(x)) return String(x);
+  return Number.isNaN(x) ? '"NaN"' : x > 0 ? '"Infinity"' : '"-Infinity"';
+}
+
+/** IEEE-754 half (as its 16 bits) → number. */
+export function halfToFloat(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exp = (h >> 10) & 0x1f;
+  const frac = h & 0x3ff;
+  if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
+  if (exp === 0x1f) return frac === 0 ? sign * Infinity : Number.NaN;
+  return sign * 2 ** (exp - 15) * (1 + frac / 1024);
+}
+
+/** A tensor's bytes as the binary extension sends them (little-endian, row-major); a view, no copy on little-endian hosts. */
+export function rawBytes(data: TensorData): Uint8Array {
+  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+}
