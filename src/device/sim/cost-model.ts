@@ -31,7 +31,7 @@
 import { evalCost } from '../../model/cost.ts';
 import { resolveShape } from '../../model/boundary.ts';
 import type { ModelSpec, OperatorSpec } from '../../model/spec.ts';
-import type { GpuProfile, RuntimeMode } from './profiles.ts';
+import { parseSimDeviceId, type GpuProfile, type RuntimeMode } from './profiles.ts';
 
 /** `spatial`: rank-4 NCHW activations (cuDNN); `dense`: everything else (cuBLAS, element-wise). */
 export type KernelClass = 'spatial' | 'dense';
@@ -412,4 +412,22 @@ export function simConstantsFor(profile: Pick<GpuProfile, 'key'>, mode: RuntimeM
   if (mode === 'graph') return H200_GRAPH_SIM_CONSTANTS;
   const a = DEFAULT_SIM_CONSTANTS;
   return { ...H200_GRAPH_SIM_CONSTANTS, launchUs: { ...H200_GRAPH_SIM_CONSTANTS.launchUs, eager: a.launchUs.eager }, dispatchMs: a.dispatchMs, barrierMs: a.barrierMs };
+}
+
+/**
+ * Revision of the simulator's model (cost model + engine arithmetic): bumped whenever the same
+ * constants would give different latencies, so caches of what was measured on a sim device
+ * (profiles, predictors) can key on it. 2: graph-mode launch gaps in series with the work,
+ * kernel floors, element-wise traffic, weighted SM sharing.
+ */
+export const SIM_MODEL_REVISION = 2;
+
+/**
+ * What determines a sim device's latencies besides the workload and the noise seed: the model
+ * revision and the constants it uses by default (`simConstantsFor`). For cache keys.
+ * @throws RangeError for a malformed sim device id (as `parseSimDeviceId`).
+ */
+export function simModelFingerprint(deviceId: string): { readonly revision: number; readonly constants: SimConstants } {
+  const { profile, mode } = parseSimDeviceId(deviceId);
+  return { revision: SIM_MODEL_REVISION, constants: simConstantsFor(profile, mode) };
 }
