@@ -1,8 +1,10 @@
 /**
- * Calibration of the simulated device against the A100 reference (issue 3):
+ * Calibration of the simulated device against a group-latency reference (issue 3):
  * `reference/a100-group-latency.csv` — latencies (ms) of whole models alone and of whole-model
  * pairs overlapped, batch 1…32, derived from the Abacus authors' published predictor (a learned
- * surface: treat it as ranges; it has artifacts).
+ * surface: treat it as ranges; it has artifacts) — or `reference/h200-measured/h200-group-latency.csv`,
+ * the same measured on an H200 with PyTorch CUDA graphs (GPU only: no dispatch; for graph mode,
+ * `GRAPH_FIT_PARAMETERS` and `fitGraphConstants` in `random-overlap.ts`).
  *
  * ## What is compared
  * - **Solo**: group latency of one query running the whole model alone (dispatch included, as
@@ -49,7 +51,7 @@ import { DEFAULT_SIM_CONSTANTS, GRAPH_LAUNCH_US, MEMORY_EFFICIENCY, modelCosts, 
 import { SimEngine } from './engine.ts';
 import type { GpuProfile, RuntimeMode } from './profiles.ts';
 
-/** Path of the reference bundled with the simulator (a copy of `../shared/reference/a100-group-latency.csv`). */
+/** Path of the A100 reference bundled with the simulator (a copy of `../shared/reference/a100-group-latency.csv`). */
 export const BUNDLED_REFERENCE_PATH = fileURLToPath(new URL('./reference/a100-group-latency.csv', import.meta.url));
 
 /** The measured H200 group latencies bundled with the simulator (graph mode, GPU only: `reference/h200-measured/`). */

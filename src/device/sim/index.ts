@@ -1,7 +1,8 @@
 /**
  * `device/sim`: simulated accelerators behind the `Device` contract (DESIGN.md "Devices").
- * `SimDevice` (the device), the GPU profiles, the cost model and its fitted constants, the
- * event-driven engine, and the calibration against the A100 reference.
+ * `SimDevice` (the device), the GPU profiles, the cost model and its fitted constants (per
+ * profile), the event-driven engine, the calibration against the A100 reference and the
+ * measured H200, and the uncontrolled-overlap comparison.
  */
 export { SimDevice } from './sim-device.ts';
 export type { SimDeviceOptions } from './sim-device.ts';
