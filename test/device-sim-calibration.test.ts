@@ -180,9 +180,9 @@ describe('abacus simulate calibrate', () => {
     expect(text).toMatch(/solo: 21\/21 within ±25%.*pairs: 1[7-9]\/21 within ±0\.15.*goals met/);
   });
 
-  it('rejects a device other than sim:a100 (eager) without --reference: the bundled reference only exists for it', async () => {
-    for (const id of ['sim:h100', 'sim:a100:graph', 'sim:a100:mig-2g', 'sim:v100:eager']) {
-      await expect(runCli('simulate', 'calibrate', '--device', id), id).rejects.toThrow(/reference .*only exists for sim:a100 \(eager\).*--reference/);
+  it('rejects a device other than sim:a100 (eager) and sim:h200:graph without --reference: the bundled references only exist for them', async () => {
+    for (const id of ['sim:h100', 'sim:h200', 'sim:a100:graph', 'sim:a100:mig-2g', 'sim:v100:eager']) {
+      await expect(runCli('simulate', 'calibrate', '--device', id), id).rejects.toThrow(/references .*only exists for sim:a100 \(eager\) and sim:h200:graph.*--reference/);
     }
     // sim:a100:eager is sim:a100; with --reference any device may be compared with it.
     expect(JSON.parse(await runCli('simulate', 'calibrate', '--device', 'sim:a100:eager', '--json'))).toMatchObject({ device: 'sim:a100' });

@@ -65,7 +65,7 @@ const seg = (s: string, start: number, end: number, batchSize = 1, seqLen = 0): 
 const whole = (name: ZooModelName, batch = 1, seqLen = 0): Segment => seg(name, 0, ops(name), batch, seqLen);
 
 /** An operator cost for engine tests (times in ms). */
-const cost = (hostMs: number, computeMs: number, memoryMs: number, smShare: number, bwShare: number): OpCost => ({ hostMs, computeMs, memoryMs, deviceMs: Math.max(computeMs, memoryMs), smShare, bwShare });
+const cost = (hostMs: number, computeMs: number, memoryMs: number, smShare: number, bwShare: number): OpCost => ({ hostMs, gapMs: 0, computeMs, memoryMs, streamMs: 0, floorMs: 0, deviceMs: Math.max(computeMs, memoryMs), smShare, bwShare, holdWeight: 1 });
 
 /** Run jobs (executor, costs, submit time) on a fresh engine; returns [start, end] per job. */
 function engineRun(jobs: readonly { ex: number; costs: OpCost[]; at?: number }[]): [number, number][] {

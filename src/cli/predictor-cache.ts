@@ -2,8 +2,8 @@
  * Profile-and-train on demand, cached: what `bench`, `simulate`, `demo` and `reproduce` do
  * when no predictor file is given. The cache lives next to the model cache
  * (`.cache/models` → `.cache/predictors/<device>-<key>/{profile.csv, predictor.json}`), keyed
- * by device, the models' fingerprints, batch sizes, sequence lengths, group size and sample
- * count. The profile is resumable (an interrupted run continues where it stopped); the
+ * by device (for a sim device also its model revision and constants), the models' fingerprints,
+ * batch sizes, sequence lengths, group size and sample count. The profile is resumable (an interrupted run continues where it stopped); the
  * predictor file is written atomically, so a present file is a complete one.
  */
 import { createHash } from 'node:crypto';
@@ -11,7 +11,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { VirtualClock } from '../clock/index.ts';
 import { OrtDevice } from '../device/ort/index.ts';
-import { SimDevice } from '../device/sim/index.ts';
+import { SimDevice, simModelFingerprint } from '../device/sim/index.ts';
 import { ensureDir } from '../fs.ts';
 import { createLogger } from '../log.ts';
 import type { ModelArtifact } from '../model/artifact.ts';
@@ -68,7 +68,20 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   const batchSizes = [...new Set(request.batchSizes)].sort((a, b) => a - b);
   const seqLens = [...new Set(request.seqLens)].sort((a, b) => a - b);
   const key = createHash('sha256')
-    .update(JSON.stringify({ v: 2, deviceId, models: models.map((m) => ({ name: m.spec.name, fp: specFingerprint(m.spec) })), batchSizes, seqLens, samples: request.samples, maxGroupSize: request.maxGroupSize, repeat }))
+    .update(
+      JSON.stringify({
+        v: 2,
+        deviceId,
+        // A sim device's latencies also depend on its model revision and constants: a cached predictor of an older simulator is stale.
+        ...(deviceId.startsWith('sim') ? { sim: simModelFingerprint(deviceId) } : {}),
+        models: models.map((m) => ({ name: m.spec.name, fp: specFingerprint(m.spec) })),
+        batchSizes,
+        seqLens,
+        samples: request.samples,
+        maxGroupSize: request.maxGroupSize,
+        repeat,
+      }),
+    )
     .digest('hex')
     .slice(0, 12);
   const dir = path.join(predictorCacheDir(repo), `${deviceId.replace(/[^A-Za-z0-9_.-]/g, '_')}-${key}`);

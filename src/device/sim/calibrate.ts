@@ -1,8 +1,10 @@
 /**
- * Calibration of the simulated device against the A100 reference (issue 3):
+ * Calibration of the simulated device against a group-latency reference (issue 3):
  * `reference/a100-group-latency.csv` — latencies (ms) of whole models alone and of whole-model
  * pairs overlapped, batch 1…32, derived from the Abacus authors' published predictor (a learned
- * surface: treat it as ranges; it has artifacts).
+ * surface: treat it as ranges; it has artifacts) — or `reference/h200-measured/h200-group-latency.csv`,
+ * the same measured on an H200 with PyTorch CUDA graphs (GPU only: no dispatch; for graph mode,
+ * `GRAPH_FIT_PARAMETERS` and `fitGraphConstants` in `random-overlap.ts`).
  *
  * ## What is compared
  * - **Solo**: group latency of one query running the whole model alone (dispatch included, as
@@ -45,12 +47,15 @@
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { ModelSpec } from '../../model/spec.ts';
-import { GRAPH_LAUNCH_US, MEMORY_EFFICIENCY, modelCosts, operatorClasses, type KernelClass, type SimConstants } from './cost-model.ts';
+import { DEFAULT_SIM_CONSTANTS, GRAPH_LAUNCH_US, MEMORY_EFFICIENCY, modelCosts, operatorClasses, type KernelClass, type SimConstants } from './cost-model.ts';
 import { SimEngine } from './engine.ts';
 import type { GpuProfile, RuntimeMode } from './profiles.ts';
 
-/** Path of the reference bundled with the simulator (a copy of `../shared/reference/a100-group-latency.csv`). */
+/** Path of the A100 reference bundled with the simulator (a copy of `../shared/reference/a100-group-latency.csv`). */
 export const BUNDLED_REFERENCE_PATH = fileURLToPath(new URL('./reference/a100-group-latency.csv', import.meta.url));
+
+/** The measured H200 group latencies bundled with the simulator (graph mode, GPU only: `reference/h200-measured/`). */
+export const H200_REFERENCE_PATH = fileURLToPath(new URL('./reference/h200-measured/h200-group-latency.csv', import.meta.url));
 
 /** Relative tolerance beyond which a reference pair outside the physical bounds is an artifact. */
 export const ARTIFACT_TOLERANCE = 0.05;
@@ -352,6 +357,55 @@ export const FIT_PARAMETERS: readonly FitParameter[] = [
   { name: 'outputsPerSm.dense', min: 1e2, max: 3e5, get: (k) => k.outputsPerSm.dense, set: (k, v) => withOutputs(k, 'dense', v) },
 ];
 
+const withGraphLaunch = (k: SimConstants, cls: KernelClass, us: number): SimConstants => ({ ...k, launchUs: { ...k.launchUs, graph: { ...k.launchUs.graph, [cls]: us } } });
+const withFloor = (k: SimConstants, cls: KernelClass, us: number): SimConstants => ({ ...k, kernelFloorUs: { ...k.kernelFloorUs, [cls]: us } });
+
+/**
+ * The constants fitted to a graph-mode (GPU-only) measurement and their plausible ranges: the
+ * device-side launch gap and the kernel floor per class, compute efficiency and outputs per SM
+ * per class, and the element-wise traffic per node. Dispatch and barrier are not fitted (0: the
+ * measurement times the GPU alone, from a gate event to the members' end events); `kernelGrain`
+ * is fitted apart, to the random-overlap measurement (`fitKernelGrain`), since launching a
+ * group's members together hardly depends on it.
+ */
+export const GRAPH_FIT_PARAMETERS: readonly FitParameter[] = [
+  { name: 'launchUs.graph.spatial', min: 0.1, max: 10, get: (k) => k.launchUs.graph.spatial, set: (k, v) => withGraphLaunch(k, 'spatial', v) },
+  { name: 'launchUs.graph.dense', min: 0.1, max: 10, get: (k) => k.launchUs.graph.dense, set: (k, v) => withGraphLaunch(k, 'dense', v) },
+  { name: 'kernelFloorUs.spatial', min: 0.1, max: 20, get: (k) => k.kernelFloorUs.spatial, set: (k, v) => withFloor(k, 'spatial', v) },
+  { name: 'kernelFloorUs.dense', min: 0.1, max: 20, get: (k) => k.kernelFloorUs.dense, set: (k, v) => withFloor(k, 'dense', v) },
+  { name: 'computeEfficiency.spatial', min: 0.05, max: 0.9, get: (k) => k.computeEfficiency.spatial, set: (k, v) => withEfficiency(k, 'spatial', v) },
+  { name: 'computeEfficiency.dense', min: 0.05, max: 0.9, get: (k) => k.computeEfficiency.dense, set: (k, v) => withEfficiency(k, 'dense', v) },
+  { name: 'outputsPerSm.spatial', min: 1e2, max: 3e5, get: (k) => k.outputsPerSm.spatial, set: (k, v) => withOutputs(k, 'spatial', v) },
+  { name: 'outputsPerSm.dense', min: 1e2, max: 3e5, get: (k) => k.outputsPerSm.dense, set: (k, v) => withOutputs(k, 'dense', v) },
+  { name: 'nodeTraffic', min: 0.05, max: 4, get: (k) => k.nodeTraffic, set: (k, v) => ({ ...k, nodeTraffic: v }) },
+];
+
+/** The parameters `fitConstants` fits by default for a runtime mode. */
+export function fitParametersFor(mode: RuntimeMode): readonly FitParameter[] {
+  return mode === 'graph' ? GRAPH_FIT_PARAMETERS : FIT_PARAMETERS;
+}
+
+/**
+ * The start of the graph-mode search: textbook values — a kernel node of a replayed CUDA graph
+ * launches in about a microsecond (NVIDIA Technical Blog, "Getting Started with CUDA Graphs",
+ * 2019), a short kernel holds its SMs a few µs (3), a 128×128 tile per SM… (20 000 outputs) for
+ * convolutions and split-K GEMMs that fill the GPU with little output (100), a third of TF32 peak
+ * for convolutions and 60 % of FP32 peak for GEMMs, each element-wise node reading and writing
+ * about 1.5 output-sized tensors (some in place or from L2), kernel-granular sharing half way
+ * (0.5); no dispatch or barrier (a GPU-only measurement). Other fields are the A100 defaults.
+ */
+export const GRAPH_FIT_START: SimConstants = {
+  ...DEFAULT_SIM_CONSTANTS,
+  launchUs: { ...DEFAULT_SIM_CONSTANTS.launchUs, graph: { spatial: 1, dense: 1 } },
+  dispatchMs: 0,
+  barrierMs: 0,
+  computeEfficiency: { spatial: 0.35, dense: 0.6 },
+  outputsPerSm: { spatial: 20000, dense: 100 },
+  kernelGrain: 0.5,
+  nodeTraffic: 1.5,
+  kernelFloorUs: { spatial: 3, dense: 3 },
+};
+
 /**
  * The start of the search: textbook values — eager launches of 20 µs, a 128×128 tile per SM,
  * half the peak, half a millisecond of dispatch and barrier.
@@ -363,6 +417,9 @@ export const FIT_START: SimConstants = {
   computeEfficiency: { spatial: 0.5, dense: 0.5 },
   memoryEfficiency: MEMORY_EFFICIENCY,
   outputsPerSm: { spatial: 16384, dense: 16384 },
+  kernelGrain: 0,
+  nodeTraffic: 0,
+  kernelFloorUs: { spatial: 0, dense: 0 },
 };
 
 export interface FitResult {
@@ -435,8 +492,14 @@ export function fitObjective(specs: SpecsByName, ref: ReferenceData, target: Omi
  * Fit the free constants to the reference (procedure in the module docs). Deterministic.
  * @param start where the search begins (default `FIT_START`); its non-fitted fields are kept.
  */
-export function fitConstants(specs: SpecsByName, ref: ReferenceData, target: Omit<CalibrationTarget, 'constants'>, start: SimConstants = FIT_START, options: CalibrationOptions = {}): FitResult {
-  const params = FIT_PARAMETERS;
+export function fitConstants(
+  specs: SpecsByName,
+  ref: ReferenceData,
+  target: Omit<CalibrationTarget, 'constants'>,
+  start: SimConstants = target.mode === 'graph' ? GRAPH_FIT_START : FIT_START,
+  options: CalibrationOptions = {},
+  params: readonly FitParameter[] = fitParametersFor(target.mode),
+): FitResult {
   let evaluations = 0;
   const clampLog = (x: readonly number[]): number[] => x.map((v, i) => Math.min(Math.log(params[i]!.max), Math.max(Math.log(params[i]!.min), v)));
   const toConstants = (x: readonly number[]): SimConstants => params.reduce((k, p, i) => p.set(k, Math.exp(x[i]!)), start);

@@ -20,8 +20,10 @@
  *   or written once); deviceMs = max(computeMs, memoryMs) (roofline).
  * - **Bandwidth demand** b = memoryMs / deviceMs: the fraction of the DRAM bandwidth it uses
  *   while running at full speed.
- * - **Host time.** hostMs = nodeCount × launch cost of one kernel (per runtime mode and class):
- *   the executor's thread issues the operator's kernels one after another.
+ * - **Launch time.** nodeCount × launch cost of one kernel (per runtime mode and class). Eager:
+ *   host time (`hostMs`) — the executor's thread issues the operator's kernels one after another,
+ *   running ahead of the device. Graph: device-side gaps (`gapMs`) — the GPU replays the captured
+ *   kernels itself, each one after the previous drained, so launch latency adds to the work.
  *
  * How these are combined under overlap is the engine's (`engine.ts`). The constants are fitted
  * to the A100 reference (`calibrate.ts`, `DEFAULT_SIM_CONSTANTS`).
@@ -29,7 +31,7 @@
 import { evalCost } from '../../model/cost.ts';
 import { resolveShape } from '../../model/boundary.ts';
 import type { ModelSpec, OperatorSpec } from '../../model/spec.ts';
-import type { GpuProfile, RuntimeMode } from './profiles.ts';
+import { parseSimDeviceId, type GpuProfile, type RuntimeMode } from './profiles.ts';
 
 /** `spatial`: rank-4 NCHW activations (cuDNN); `dense`: everything else (cuBLAS, element-wise). */
 export type KernelClass = 'spatial' | 'dense';
@@ -74,22 +76,75 @@ export interface SimConstants {
    * the GPU with fewer outputs.
    */
   readonly outputsPerSm: Readonly<Record<KernelClass, number>>;
+  /**
+   * How an overloaded device divides its SMs between concurrent operators [0, 1] (engine.ts,
+   * "Processor sharing with capacity"). 0: fairly — every operator slowed by the same overload
+   * factor (processor sharing). 1: by kernel granularity — each operator's claim is its demand
+   * × the mean duration of one of its kernels alone (`OpCost.holdWeight`), the round robin a GPU's
+   * block scheduler gives two streams whose kernels each fill the device: a kernel, once its
+   * blocks hold the SMs, keeps them until it drains, so the stream with the longer kernels
+   * holds the device longer and a stream of short kernels waits behind it. Values between
+   * interpolate (weight = duration^kernelGrain).
+   */
+  readonly kernelGrain: number;
+  /**
+   * Output-sized tensors each ONNX node of an operator streams through memory in kernels of its
+   * own [0, 4] (0: none modelled). Inside an operator the frameworks run convolution,
+   * normalization, activation and residual addition as separate kernels; each element-wise one
+   * reads and writes an activation (about the operator's output per sample), memory-bound and in
+   * series with the compute-bound ones. The operator's spec only knows its boundary tensors, so
+   * this traffic is estimated as nodeCount × nodeTraffic × output bytes (`OpCost.streamMs`).
+   */
+  readonly nodeTraffic: number;
+  /**
+   * Least time one kernel (one ONNX node) holds its SMs however little work it has, µs, per
+   * class [0, 20] (0: none modelled): block launch, ramp-up and drain of a short kernel, during
+   * which its blocks occupy their SMs at low throughput. Device time at the operator's SM share
+   * (`OpCost.floorMs`), in series with its work; it slows down like compute when the SMs are
+   * shared. Unlike a launch cost it does not overlap with other executors for free.
+   */
+  readonly kernelFloorUs: Readonly<Record<KernelClass, number>>;
 }
 
 /** What one operator of one query costs alone on an idle device. All times in ms. */
 export interface OpCost {
-  /** Host time to issue the operator's kernels (nodeCount × launch cost). */
+  /**
+   * Host time to issue the operator's kernels (nodeCount × launch cost, eager mode): the host
+   * thread runs ahead of the device, so it overlaps the device work of earlier kernels. 0 in
+   * graph mode.
+   */
   readonly hostMs: number;
+  /**
+   * Device-side launch gaps (nodeCount × launch cost, graph mode): a replayed CUDA graph is
+   * launched by the GPU itself, which starts a kernel only after the previous one of its stream
+   * drained, so each kernel adds its launch latency (and ramp/drain with few blocks resident) to
+   * the stream's time, in series with the work; the SMs are free for other streams meanwhile.
+   * 0 in eager mode.
+   */
+  readonly gapMs: number;
   /** Time of its arithmetic at its SM share (FLOP / (share · peak · efficiency)). */
   readonly computeMs: number;
   /** Time of its DRAM traffic at the achievable bandwidth. */
   readonly memoryMs: number;
-  /** max(computeMs, memoryMs): device time alone, once its kernels are launched. */
+  /**
+   * Time of its element-wise kernels' traffic (nodeCount × nodeTraffic × output bytes at the
+   * achievable bandwidth), memory-bound and in series with the rest; 0 when `nodeTraffic` is 0.
+   */
+  readonly streamMs: number;
+  /** nodeCount × kernel floor: least device time of its kernels, at its SM share, in series with the rest. */
+  readonly floorMs: number;
+  /** max(computeMs, memoryMs) + streamMs + floorMs: device time alone, once its kernels are launched. */
   readonly deviceMs: number;
   /** Fraction of the SMs it occupies while running at full speed, (0, 1]. */
   readonly smShare: number;
   /** Fraction of the DRAM bandwidth it uses while running at full speed, [0, 1]. */
   readonly bwShare: number;
+  /**
+   * Relative claim of each unit of its SM demand on an overloaded device, > 0: the mean duration
+   * of one of its kernels alone (deviceMs / nodeCount, ms) raised to `kernelGrain` — 1 for every
+   * operator when `kernelGrain` is 0 (fair sharing). Only ratios between operators matter.
+   */
+  readonly holdWeight: number;
 }
 
 /**
@@ -131,16 +186,24 @@ export function operatorCost(op: OperatorSpec, cls: KernelClass, batch: number, 
   const smShare = Math.min(1, Math.max(parallelism, 1) / (profile.sms * k.outputsPerSm[cls]));
   const peakFlopPerMs = classPeakTflops(profile, cls) * 1e9 * k.computeEfficiency[cls];
   const computeMs = flop / (smShare * peakFlopPerMs);
-  const memoryMs = bytes / (profile.memoryBandwidthGBs * 1e6 * k.memoryEfficiency);
+  const bytesPerMs = profile.memoryBandwidthGBs * 1e6 * k.memoryEfficiency;
+  const memoryMs = bytes / bytesPerMs;
+  const streamMs = k.nodeTraffic === 0 ? 0 : (op.nodeCount * k.nodeTraffic * outBytes) / bytesPerMs;
   // A kernel takes some time however small: a floor of 1 ns keeps every rate finite.
-  const deviceMs = Math.max(computeMs, memoryMs, 1e-6);
+  const floorMs = (op.nodeCount * k.kernelFloorUs[cls]) / 1000;
+  const deviceMs = Math.max(computeMs, memoryMs, 1e-6) + streamMs + floorMs;
+  const launchMs = (op.nodeCount * k.launchUs[mode][cls]) / 1000;
   const cost: OpCost = {
-    hostMs: (op.nodeCount * k.launchUs[mode][cls]) / 1000,
+    hostMs: mode === 'eager' ? launchMs : 0,
+    gapMs: mode === 'graph' ? launchMs : 0,
     computeMs,
     memoryMs,
     deviceMs,
     smShare,
-    bwShare: memoryMs / deviceMs,
+    streamMs,
+    floorMs,
+    bwShare: (memoryMs + streamMs) / deviceMs,
+    holdWeight: k.kernelGrain === 0 ? 1 : (deviceMs / Math.max(1, op.nodeCount)) ** k.kernelGrain,
   };
   const bad = badCostField(cost);
   if (bad !== undefined) {
@@ -164,11 +227,15 @@ function finiteNonNegative(v: number): boolean {
 export function badCostField(c: OpCost): [keyof OpCost, number] | undefined {
   const ok = finiteNonNegative;
   if (!ok(c.hostMs)) return ['hostMs', c.hostMs];
+  if (!ok(c.gapMs)) return ['gapMs', c.gapMs];
   if (!ok(c.computeMs)) return ['computeMs', c.computeMs];
   if (!ok(c.memoryMs)) return ['memoryMs', c.memoryMs];
+  if (!ok(c.streamMs)) return ['streamMs', c.streamMs];
+  if (!ok(c.floorMs)) return ['floorMs', c.floorMs];
   if (!ok(c.deviceMs)) return ['deviceMs', c.deviceMs];
   if (!ok(c.smShare)) return ['smShare', c.smShare];
   if (!ok(c.bwShare)) return ['bwShare', c.bwShare];
+  if (!(ok(c.holdWeight) && c.holdWeight > 0)) return ['holdWeight', c.holdWeight];
   return undefined;
 }
 
@@ -221,6 +288,10 @@ export function validateSimConstants(k: SimConstants, where = 'constants'): void
   num(root.memoryEfficiency, 'memoryEfficiency', 0, 1, true);
   const outs = obj(root.outputsPerSm, 'outputsPerSm');
   for (const cls of KERNEL_CLASSES) num(outs[cls], `outputsPerSm.${cls}`, 0, Infinity, true);
+  num(root.kernelGrain, 'kernelGrain', 0, 1, false);
+  num(root.nodeTraffic, 'nodeTraffic', 0, Infinity, false);
+  const floor = obj(root.kernelFloorUs, 'kernelFloorUs');
+  for (const cls of KERNEL_CLASSES) num(floor[cls], `kernelFloorUs.${cls}`, 0, Infinity, false);
 }
 
 /**
@@ -279,4 +350,84 @@ export const DEFAULT_SIM_CONSTANTS: SimConstants = {
   computeEfficiency: { spatial: 0.858, dense: 0.48 },
   memoryEfficiency: MEMORY_EFFICIENCY,
   outputsPerSm: { spatial: 109000, dense: 131 },
+  kernelGrain: 0,
+  nodeTraffic: 0,
+  kernelFloorUs: { spatial: 0, dense: 0 },
 };
+
+/**
+ * Constants of the H200 (and the H100, which has the same SMs) in graph mode, fitted to the
+ * GPU-only measurement of an H200-SXM-141GB (`reference/h200-measured/`, PyTorch 2.11 CUDA
+ * graphs, FP32 with cuDNN TF32, `scripts/gpu/measure_h200.py`) by `fitGraphConstants`
+ * (`random-overlap.ts`): `abacus simulate calibrate --device sim:h200:graph --fit` reruns it
+ * (from `GRAPH_FIT_START`; 3 rounds) and rounded to three significant digits. What the fit says:
+ *
+ * - no dispatch and no barrier: the measurement times the GPU alone (a gate event to the
+ *   members' end events); a serving path adds its own;
+ * - device-side launch gap 0.484 µs per spatial kernel, 1.47 µs per dense one (BERT's ONNX graph
+ *   counts views that launch nothing, so its per-node costs are per ~0.6 kernel);
+ * - kernel floor 4.38 µs (spatial) and 3.61 µs (dense) per ONNX node, holding the kernel's SMs:
+ *   what makes the small-batch latencies (ResNet-50 0.95 ms at batch 1 for 175 nodes) and why two
+ *   models at batch 4 overlap only partly (measured overlap ratios 0.76–0.96);
+ * - element-wise traffic 0.869 output-sized tensors per node (`nodeTraffic`): the per-sample slope
+ *   of ResNet-50 (0.13 ms) is 60 % of VGG-16's (0.22 ms) for 27 % of its FLOPs — one compute
+ *   efficiency cannot give both; ResNet's unfused normalization, activation and addition kernels
+ *   streaming their activations can;
+ * - compute efficiency 0.289 of TF32 peak (143 TFLOPS) for convolutions, 0.480 of FP32 peak
+ *   (32 TFLOPS) for GEMMs (matmul precision "highest": no TF32);
+ * - outputs per SM 2760 (spatial: a convolution fills the 132 SMs from 364 000 outputs — VGG's
+ *   first layers at batch 1, ResNet's only from batch 2–4) and 170 (dense);
+ * - kernelGrain 0.35, fitted to the random-overlap measurement (A's p50 slowdown with B started
+ *   at a random moment): ResNet-50 under VGG-16 slows 1.89×, VGG-16 under ResNet-50 1.22× —
+ *   long kernels keep their SMs, which fair sharing (0) cannot give;
+ * - memoryEfficiency 0.85 as on the A100 (not fitted: no measured model is bound by DRAM
+ *   bandwidth alone; changing it moves nothing but `nodeTraffic`).
+ *
+ * Eager launch costs are the A100's (`DEFAULT_SIM_CONSTANTS`): not measured on Hopper.
+ */
+export const H200_GRAPH_SIM_CONSTANTS: SimConstants = {
+  launchUs: { eager: DEFAULT_SIM_CONSTANTS.launchUs.eager, graph: { spatial: 0.484, dense: 1.47 } },
+  dispatchMs: 0,
+  barrierMs: 0,
+  computeEfficiency: { spatial: 0.289, dense: 0.48 },
+  memoryEfficiency: MEMORY_EFFICIENCY,
+  outputsPerSm: { spatial: 2760, dense: 170 },
+  kernelGrain: 0.35,
+  nodeTraffic: 0.869,
+  kernelFloorUs: { spatial: 4.38, dense: 3.61 },
+};
+
+/**
+ * The constants a sim device uses unless told otherwise, by GPU and runtime mode:
+ * - `h200`, `h100` (Hopper: the H100 SXM5 has the H200's 132 SMs and compute; only its memory
+ *   bandwidth, a profile field, differs), graph mode: `H200_GRAPH_SIM_CONSTANTS`, measured;
+ * - the same in eager mode: the H200's device constants with the A100 reference's eager launch
+ *   costs, dispatch and barrier (the Abacus artifact's serving path; not measured on Hopper);
+ * - every other profile (A100 and its MIG instances, V100): `DEFAULT_SIM_CONSTANTS`, fitted to the
+ *   A100 eager reference (V100 and graph mode: not measured).
+ */
+export function simConstantsFor(profile: Pick<GpuProfile, 'key'>, mode: RuntimeMode): SimConstants {
+  const hopper = profile.key === 'h200' || profile.key === 'h100';
+  if (!hopper) return DEFAULT_SIM_CONSTANTS;
+  if (mode === 'graph') return H200_GRAPH_SIM_CONSTANTS;
+  const a = DEFAULT_SIM_CONSTANTS;
+  return { ...H200_GRAPH_SIM_CONSTANTS, launchUs: { ...H200_GRAPH_SIM_CONSTANTS.launchUs, eager: a.launchUs.eager }, dispatchMs: a.dispatchMs, barrierMs: a.barrierMs };
+}
+
+/**
+ * Revision of the simulator's model (cost model + engine arithmetic): bumped whenever the same
+ * constants would give different latencies, so caches of what was measured on a sim device
+ * (profiles, predictors) can key on it. 2: graph-mode launch gaps in series with the work,
+ * kernel floors, element-wise traffic, weighted SM sharing.
+ */
+export const SIM_MODEL_REVISION = 2;
+
+/**
+ * What determines a sim device's latencies besides the workload and the noise seed: the model
+ * revision and the constants it uses by default (`simConstantsFor`). For cache keys.
+ * @throws RangeError for a malformed sim device id (as `parseSimDeviceId`).
+ */
+export function simModelFingerprint(deviceId: string): { readonly revision: number; readonly constants: SimConstants } {
+  const { profile, mode } = parseSimDeviceId(deviceId);
+  return { revision: SIM_MODEL_REVISION, constants: simConstantsFor(profile, mode) };
+}

@@ -11,6 +11,11 @@
  *   then goes on with operator k+1 at once (kernel launches are asynchronous), so
  *   hostEnd_k = segment start + Σ_{j ≤ k} hostMs_j. Host streams of different executors are
  *   independent (separate processes and cores).
+ * - **Device-side gaps** (graph mode, `OpCost.gapMs`): the GPU launches a replayed graph's kernels
+ *   itself, each after the previous one drained; operator k's launch then ends no earlier than
+ *   t₀ + gapMs_k + deviceMs_k (t₀: when it starts on the device), and its work is spread over
+ *   that window exactly as over a host launch below — alone it takes gapMs + deviceMs, and the
+ *   gaps leave the SMs to other executors.
  * - **Device stream.** Operator k runs on the device after operator k−1 finished there (one
  *   CUDA stream per executor) and no faster than its kernels are issued: while its launch is
  *   still in progress (t < hostEnd_k) its kernels are still being issued, so it asks for the
@@ -24,9 +29,17 @@
  *   previous one cannot finish before its own launch ended.
  * - **Processor sharing with capacity.** Running operator i asks for compute s_i·f_i (SM share)
  *   and bandwidth b_i·f_i. With loads Lc = Σ s_i·f_i and Lm = Σ b_i·f_i, each runs at speed
- *   f_i · deviceMs_i / max(computeMs_i · max(1, Lc), memoryMs_i · max(1, Lm)) (work-ms per ms):
- *   no slowdown while both loads fit, a proportional slowdown of whichever side overflows,
- *   weighted by how much the operator depends on it (roofline under sharing). Every speed is
+ *   f_i · deviceMs_i / (max(computeMs_i · σc_i, memoryMs_i · σm) + streamMs_i · σm) (work-ms per
+ *   ms) with σm = max(1, Lm) and, with fair sharing (`holdWeight` equal for all), σc_i =
+ *   max(1, Lc): no slowdown while both loads fit, a proportional slowdown of whichever side
+ *   overflows, weighted by how much the operator depends on it (roofline under sharing; the
+ *   element-wise streaming of `streamMs` runs in kernels of its own, in series, memory-bound).
+ * - **Weighted SM sharing** (`OpCost.holdWeight` unequal, `SimConstants.kernelGrain` > 0): when
+ *   Lc > 1 the SMs are granted by water-filling instead — operator i gets g_i = min(d_i,
+ *   λ·d_i·w_i) of them (d_i = s_i·f_i, w_i its hold weight, λ such that Σ g_i = 1), and σc_i =
+ *   d_i / g_i: operators with long kernels keep the SMs they hold and short-kernel ones wait,
+ *   as under a GPU's block scheduler, which hands SMs to kernels in arrival order and lets each
+ *   keep them until it drains. With equal weights this is exactly the fair case. Every speed is
  *   recomputed whenever the running set or an f changes; finishing times follow.
  * - **Noise.** Each operator execution draws one multiplicative factor for its device work and
  *   one for its host time (`LogNormalNoise`; none when the coefficient of variation is 0).
@@ -82,9 +95,14 @@ class Executor {
   remaining = 0;
   computeMs = 0;
   memoryMs = 0;
+  streamMs = 0;
+  floorMs = 0;
   deviceMs = 0;
   smShare = 0;
   bwShare = 0;
+  holdWeight = 1;
+  /** Scratch for recomputeRates: SM share granted on an overloaded device (−1: not yet fixed). */
+  granted = 0;
   rate = 1;
   finishMs = Infinity;
   eventMs = Infinity;
@@ -104,9 +122,12 @@ class Executor {
     this.remaining = o.remaining;
     this.computeMs = o.computeMs;
     this.memoryMs = o.memoryMs;
+    this.streamMs = o.streamMs;
+    this.floorMs = o.floorMs;
     this.deviceMs = o.deviceMs;
     this.smShare = o.smShare;
     this.bwShare = o.bwShare;
+    this.holdWeight = o.holdWeight;
     this.rate = o.rate;
     this.finishMs = o.finishMs;
     this.eventMs = o.eventMs;
@@ -410,11 +431,19 @@ export class SimEngine {
     const hostMs = c.hostMs * hostFactor;
     e.computeMs = c.computeMs * deviceFactor;
     e.memoryMs = c.memoryMs * deviceFactor;
+    e.streamMs = c.streamMs * deviceFactor;
+    e.floorMs = c.floorMs * deviceFactor;
     e.deviceMs = c.deviceMs * deviceFactor;
     e.smShare = c.smShare;
     e.bwShare = c.bwShare;
+    e.holdWeight = c.holdWeight;
     e.remaining = e.deviceMs;
     e.hostEndMs += hostMs;
+    if (c.gapMs > 0) {
+      // Device-side launch gaps (graph mode): the work is released over gaps + work from now.
+      const windowEnd = t + c.gapMs * hostFactor + e.deviceMs;
+      if (windowEnd > e.hostEndMs) e.hostEndMs = windowEnd;
+    }
     e.launching = e.hostEndMs > t;
     // Work left to release over the host time left: when the operator starts on the device
     // after its launch began (the previous operator finished late), only hostEnd − t remains.
@@ -429,21 +458,68 @@ export class SimEngine {
 function recomputeRates(list: readonly Executor[], n: number, now: number): void {
   let lc = 0;
   let lm = 0;
+  let uniform = true;
+  const w0 = n > 0 ? list[0]!.holdWeight : 1;
   for (let i = 0; i < n; i++) {
     const e = list[i]!;
     lc += e.smShare * e.f;
     lm += e.bwShare * e.f;
+    if (e.holdWeight !== w0) uniform = false;
   }
+  const weighted = lc > 1 && !uniform;
+  if (weighted) grantByWeight(list, n);
   const oc = lc > 1 ? lc : 1;
   const om = lm > 1 ? lm : 1;
   for (let i = 0; i < n; i++) {
     const e = list[i]!;
-    const c = e.computeMs * oc;
+    // Compute slowdown: demand ÷ granted share (= the overload Lc when sharing is fair).
+    const sc = weighted ? (e.smShare * e.f) / e.granted : oc;
+    const c = e.computeMs * sc;
     const m = e.memoryMs * om;
-    const rate = (e.f * e.deviceMs) / (c > m ? c : m);
+    // Roofline of the operator's main kernels, plus its element-wise streaming and its kernel
+    // floors in series.
+    const rate = (e.f * e.deviceMs) / ((c > m ? c : m) + e.streamMs * om + e.floorMs * sc);
     e.rate = rate;
     const finish = e.remaining > 0 ? now + e.remaining / rate : now;
     e.finishMs = finish;
     e.eventMs = e.launching && e.hostEndMs < finish ? e.hostEndMs : finish;
+  }
+}
+
+/**
+ * SM shares granted on an overloaded device (Σ demand > 1) when claims are weighted: water-filling
+ * of a capacity of 1 over demands d_i = s_i·f_i with claims d_i·w_i (w_i = holdWeight) — each
+ * operator gets λ·d_i·w_i, at most d_i, λ chosen so the grants add up to 1. Operators whose
+ * claim would exceed their demand get their demand and leave the rest to the others. O(k²) for
+ * k running operators (k is the number of busy executors: a handful).
+ */
+function grantByWeight(list: readonly Executor[], n: number): void {
+  for (let i = 0; i < n; i++) list[i]!.granted = -1;
+  let capacity = 1;
+  for (;;) {
+    let claims = 0;
+    for (let i = 0; i < n; i++) {
+      const e = list[i]!;
+      if (e.granted < 0) claims += e.smShare * e.f * e.holdWeight;
+    }
+    const lambda = capacity / claims;
+    let saturated = false;
+    for (let i = 0; i < n; i++) {
+      const e = list[i]!;
+      if (e.granted >= 0) continue;
+      const d = e.smShare * e.f;
+      if (lambda * e.holdWeight >= 1) {
+        e.granted = d;
+        capacity -= d;
+        saturated = true;
+      }
+    }
+    if (!saturated) {
+      for (let i = 0; i < n; i++) {
+        const e = list[i]!;
+        if (e.granted < 0) e.granted = lambda * e.smShare * e.f * e.holdWeight;
+      }
+      return;
+    }
   }
 }

@@ -3,8 +3,9 @@
  * specifications, plus the runtime modes and the MIG instances of an A100.
  *
  * Only peak numbers live here. What fraction of a peak a model reaches, what a kernel launch
- * costs on the host and what the serving path adds per group are fitted constants of the cost
- * model (`cost-model.ts`), shared by every profile.
+ * costs and what the serving path adds per group are fitted constants of the cost model
+ * (`cost-model.ts`), chosen per profile and mode by `simConstantsFor`: the H200 (and the H100)
+ * its own, fitted to the measured H200; every other profile the A100's.
  *
  * Dense peaks are used throughout (the datasheets of Ampere and Hopper also print "with
  * sparsity" figures, twice the dense ones; those are never used here).

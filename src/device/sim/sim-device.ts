@@ -53,7 +53,7 @@ import { elementCount } from '../../tensor.ts';
 import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from '../device.ts';
 import { QueryBook } from '../query-book.ts';
 import { validateGroup } from '../validate.ts';
-import { DEFAULT_SIM_CONSTANTS, modelCosts, operatorClasses, serviceMemoryBytes, validateSimConstants, type KernelClass, type OpCost, type SimConstants } from './cost-model.ts';
+import { modelCosts, simConstantsFor, operatorClasses, serviceMemoryBytes, validateSimConstants, type KernelClass, type OpCost, type SimConstants } from './cost-model.ts';
 import { SimEngine } from './engine.ts';
 import { parseSimDeviceId, type GpuProfile, type RuntimeMode } from './profiles.ts';
 import { LogNormalNoise, Rng } from './rng.ts';
@@ -68,7 +68,7 @@ export interface SimDeviceOptions {
   readonly seed?: number;
   /** Coefficient of variation of the multiplicative noise, in [0, 1] [0.02]. */
   readonly noiseCv?: number;
-  /** Cost-model constants [DEFAULT_SIM_CONSTANTS, fitted to the A100 reference]. */
+  /** Cost-model constants [`simConstantsFor(profile, mode)`: fitted to the H200 measurement for h200/h100, to the A100 reference otherwise]. */
   readonly constants?: SimConstants;
   /** Batch size of the activation estimate reserved per service at `load` [32]. */
   readonly activationBatch?: number;
@@ -167,7 +167,7 @@ export class SimDevice implements Device {
     this.id = parsed.id;
     this.profile = parsed.profile;
     this.mode = parsed.mode;
-    this.constants = options.constants ?? DEFAULT_SIM_CONSTANTS;
+    this.constants = options.constants ?? simConstantsFor(parsed.profile, parsed.mode);
     this.clock = options.clock;
     const cv = options.noiseCv ?? DEFAULT_NOISE_CV;
     const noise = new LogNormalNoise(new Rng(options.seed ?? 0), cv);
