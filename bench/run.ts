@@ -107,8 +107,8 @@ if (opts.json) {
     );
     process.stdout.write(
       formatTable(
-        ['predictor', 'policy', 'median µs', 'p99 µs', 'mean µs', 'predictor calls', 'groups scored', 'search rounds', 'median / fcfs'],
-        sched.rows.map((r) => [r.predictor, r.policy, r.medianUs, r.p99Us, r.meanUs, r.predictorCalls, r.groupsScored, r.searchRounds, r.ratioToFcfs]),
+        ['predictor', 'policy', 'solo memo', 'median µs', 'p99 µs', 'mean µs', 'predictor calls', 'groups scored', 'search rounds', 'memo hits', 'median / fcfs'],
+        sched.rows.map((r) => [r.predictor, r.policy, r.memo, r.medianUs, r.p99Us, r.meanUs, r.predictorCalls, r.groupsScored, r.searchRounds, r.soloMemoHits, r.ratioToFcfs]),
       ) + '\n',
     );
   }

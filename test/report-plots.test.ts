@@ -4,7 +4,7 @@
  * per (group, series)).
  */
 import { describe, expect, it } from 'vitest';
-import { cdfPoints, groupedBarSpec, latencyCdfSpec, renderSvg } from '../src/report/plots.ts';
+import { cdfPoints, groupedBarSpec, latencyCdfSpec, lineChartSpec, renderSvg } from '../src/report/plots.ts';
 
 describe('cdfPoints', () => {
   it('is the empirical CDF over the offered queries (hand-computed)', () => {
@@ -70,5 +70,39 @@ describe('renderSvg', () => {
     expect(svg.match(/aria-roledescription="bar"/g) ?? []).toHaveLength(4);
     expect(svg).toContain('violation ratio (%)');
     for (const label of ['resnet', 'bert', '12.5', '2.3', '30.0', '4.0']) expect(svg).toContain(`>${label}<`);
+  });
+});
+
+describe('lineChartSpec', () => {
+  it('draws one line per series with its legend label, the axis titles and the rule', async () => {
+    const data = [
+      { series: 'abacus', x: 0, y: 8600 },
+      { series: 'abacus', x: 1, y: 8700 },
+      { series: 'clockwork-style', x: 0, y: 7300 },
+      { series: 'clockwork-style', x: 1, y: 7250 },
+    ];
+    const svg = await renderSvg(lineChartSpec({ title: 'goodput per minute', xTitle: 'trace minute', yTitle: 'queries/s', data, yRule: { y: 8000, label: 'target 8000' }, points: true }));
+    const lines = svg.match(/<path[^>]*aria-roledescription="line mark"[^>]*>/g) ?? [];
+    expect(lines).toHaveLength(2);
+    expect(lines.some((l) => l.includes('series: abacus'))).toBe(true);
+    expect(lines.some((l) => l.includes('series: clockwork-style'))).toBe(true);
+    expect(new Set(lines.map((l) => /stroke="([^"]+)"/.exec(l)?.[1])).size).toBe(2);
+    expect(svg).toMatch(/role-legend-label[\s\S]*>abacus</);
+    for (const text of ['goodput per minute', 'trace minute', 'queries/s', 'target 8000']) expect(svg).toContain(text);
+    // the plotted values: a point mark per datum, described by its x, y and series
+    expect(svg.match(/aria-roledescription="point"/g) ?? []).toHaveLength(4);
+    expect(svg).toContain('trace minute: 1; queries/s: 8700; series: abacus');
+    expect(svg).toContain('trace minute: 1; queries/s: 7250; series: clockwork-style');
+  });
+
+  it('grouped bars take a labelled rule and can leave the value labels out', async () => {
+    const data = [
+      { group: 'R50+V16', series: 'abacus', value: 0.8 },
+      { group: 'R50+V16', series: 'fcfs', value: 1.3 },
+    ];
+    const svg = await renderSvg(groupedBarSpec({ title: 'p99 ÷ QoS', yTitle: 'ratio', data, valueLabels: false, yRule: { y: 1, label: 'QoS target' }, labelAngle: -45 }));
+    expect(svg.match(/aria-roledescription="bar"/g) ?? []).toHaveLength(2);
+    expect(svg).toContain('QoS target');
+    expect(svg).not.toContain('>1.3<');
   });
 });

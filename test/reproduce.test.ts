@@ -1,6 +1,7 @@
 /**
  * `abacus reproduce` end to end on a fresh cache: profiles and trains its predictor inside the
- * command, runs the 21 pairs of §7.2 under four policies, writes the CSV, prints the headline.
+ * command, runs the 21 pairs of §7.2 under four policies, writes the CSV, prints the headline;
+ * `search` at tiny size writes its CSV and the report with its plot.
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -38,10 +39,26 @@ describe('abacus reproduce', () => {
     expect(rows.find((x) => x['set'] === 'vgg16+vgg19' && x['policy'] === 'abacus')!['qosMs']).toBe('30');
   }, 300_000);
 
+  it('search at tiny size: decision time per ways 1..16 in the JSON, the CSV and report.html with its plot', async () => {
+    const out = path.join(tmp, 'search');
+    const r = await abacus('reproduce', 'search', '--quick', '--samples', '300', '--decisions', '40', '--out', out, '--json');
+    expect(r.code, r.stderr).toBe(0);
+    const json = JSON.parse(r.stdout) as ReproduceJson;
+    expect(Object.keys(json.search!.medianUsByWays)).toEqual(Array.from({ length: 16 }, (_, i) => String(i + 1)));
+    for (const us of Object.values(json.search!.medianUsByWays)) expect(us).toBeGreaterThan(0);
+    expect(json.qos).toBeUndefined();
+    const rows = parse<Record<string, string>>(await fs.readFile(path.join(out, 'search.csv'), 'utf8'), { columns: true });
+    expect(rows.map((x) => x['ways'])).toEqual(Object.keys(json.search!.medianUsByWays));
+    const html = await fs.readFile(path.join(out, 'report.html'), 'utf8');
+    expect(html).toContain('MEASURED');
+    expect(html).toContain('is SIMULATED');
+    expect(html).toContain('0.07–0.09 ms');
+    expect(html).toMatch(/<svg[\s\S]*series: median[\s\S]*<\/svg>/);
+  }, 120_000);
+
   it('names the experiments that exist', async () => {
-    const r = await abacus('reproduce', 'cluster');
+    const r = await abacus('reproduce', 'nope');
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/not in this version yet \(available: qos, throughput, beyond-pair, all;/);
-    expect((await abacus('reproduce', 'nope')).stderr).toMatch(/unknown experiment 'nope'/);
+    expect(r.stderr).toMatch(/unknown experiment 'nope' \(available: qos, throughput, beyond-pair, mig, cluster, search, all\)/);
   }, 60_000);
 });

@@ -37,7 +37,7 @@ describe('abacus, 2 services', () => {
     expect(d.predictedMs).toBe(25);
     expect(d.rejected).toEqual([]);
     expect(p.calls).toEqual([['b[0,10)x1', 'a[0,10)x1'], ['a[0,10)x1+b[0,10)x1']]);
-    expect(d.stats).toEqual({ predictorCalls: 2, groupsScored: 3, searchRounds: 0 });
+    expect(d.stats).toEqual({ predictorCalls: 2, groupsScored: 3, searchRounds: 0, soloMemoHits: 0 });
   });
 
   it('ways 2: the urgent query whole, the other cut at the largest fitting point; stops on slack', () => {
@@ -52,7 +52,7 @@ describe('abacus, 2 services', () => {
     expect(d.group).toEqual([seg(x), seg(y, 7)]);
     expect(d.predictedMs).toBe(19);
     expect(p.calls[2]).toEqual(['a[0,10)x1+b[0,3)x1', 'a[0,10)x1+b[0,7)x1']);
-    expect(d.stats).toEqual({ predictorCalls: 3, groupsScored: 5, searchRounds: 1 });
+    expect(d.stats).toEqual({ predictorCalls: 3, groupsScored: 5, searchRounds: 1, soloMemoHits: 0 });
   });
 
   it('ways 2 with a small slack: a second round finds nothing and the interval empties', () => {
@@ -103,7 +103,7 @@ describe('abacus, 3 services', () => {
     expect(d.predictedMs).toBe(19);
     expect(p.calls[1]).toEqual(['a[0,10)x1+c[0,20)x1', 'a[0,10)x1+b[0,10)x1+c[0,20)x1']);
     expect(p.calls[2]).toEqual(['a[0,10)x1+b[0,2)x1+c[0,20)x1', 'a[0,10)x1+b[0,4)x1+c[0,20)x1', 'a[0,10)x1+b[0,6)x1+c[0,20)x1', 'a[0,10)x1+b[0,8)x1+c[0,20)x1']);
-    expect(d.stats).toEqual({ predictorCalls: 3, groupsScored: 9, searchRounds: 1 });
+    expect(d.stats).toEqual({ predictorCalls: 3, groupsScored: 9, searchRounds: 1, soloMemoHits: 0 });
   });
 
   it('slack: no search when budget − P(k) < slack (20 − 15 = 5 < 6)', () => {
@@ -111,7 +111,7 @@ describe('abacus, 3 services', () => {
     const d = abacus(p, { ways: 4, slackMs: 6 }).decide(input(NOW, [[z], [y], [x]]));
     expect(d.group).toEqual([seg(x), seg(y)]);
     expect(d.predictedMs).toBe(15);
-    expect(d.stats).toEqual({ predictorCalls: 2, groupsScored: 5, searchRounds: 0 });
+    expect(d.stats).toEqual({ predictorCalls: 2, groupsScored: 5, searchRounds: 0, soloMemoHits: 0 });
   });
 
   it('each prefix is checked on its own: P2 overridden to 25 does not fit, P3 = 20 does → all three whole', () => {
@@ -154,7 +154,7 @@ describe('abacus, 4 services, ways 4', () => {
     expect(d.group).toEqual([seg(w), seg(x), seg(y), seg(z, 5)]);
     expect(d.predictedMs).toBe(27);
     expect(p.calls.map((c) => c.length)).toEqual([4, 3, 4, 1]);
-    expect(d.stats).toEqual({ predictorCalls: 4, groupsScored: 12, searchRounds: 2 });
+    expect(d.stats).toEqual({ predictorCalls: 4, groupsScored: 12, searchRounds: 2, soloMemoHits: 0 });
   });
 
   it('idle device: budget 30, z cut at 7', () => {
@@ -174,7 +174,7 @@ describe('abacus, 4 services, ways 4', () => {
     // budget 30 − 25 = 5; P1 = 10 > 5, P2 = 15, P3 = 22, P4 = 36 all > 5 → k = 1 forced; P1 does not fit → no search.
     expect(d.group).toEqual([seg(w)]);
     expect(d.predictedMs).toBe(10);
-    expect(d.stats).toEqual({ predictorCalls: 2, groupsScored: 7, searchRounds: 0 });
+    expect(d.stats).toEqual({ predictorCalls: 2, groupsScored: 7, searchRounds: 0, soloMemoHits: 0 });
   });
 });
 
@@ -228,17 +228,18 @@ describe('abacus, drop rules', () => {
     expect(d.group).toEqual([seg(exact)]);
   });
 
-  it('a rejected head is replaced by the next query of its queue, scored in a second batched call', () => {
+  it('a rejected head is replaced by the next query of its queue, scored in a second round (here from the memo)', () => {
     const p = new FakePredictor();
     const hopeless = q('h', 'S1', 'b', 19);
     const next = q('n', 'S1', 'a', 50);
     const other = q('o', 'S2', 'a', 30);
     const d = abacus(p).decide(input(NOW, [[hopeless, next], [other]]));
-    // round 1: h 20 > 19 ✗, o 10 ≤ 30; round 2: n 10 ≤ 50. order o (30), n (50); P2 = 15 ≤ 30.
+    // round 1: h 20 > 19 ✗, o 10 ≤ 30; round 2: n 10 ≤ 50 — n's slot a[0,10)x1 is o's, so the
+    // memo answers it without a call. order o (30), n (50); P2 = 15 ≤ 30.
     expect(d.rejected.map((r) => r.queryId)).toEqual(['h']);
     expect(d.group).toEqual([seg(other), seg(next)]);
-    expect(p.calls).toEqual([['b[0,10)x1', 'a[0,10)x1'], ['a[0,10)x1'], ['a[0,10)x1+a[0,10)x1']]);
-    expect(d.stats).toEqual({ predictorCalls: 3, groupsScored: 4, searchRounds: 0 });
+    expect(p.calls).toEqual([['b[0,10)x1', 'a[0,10)x1'], ['a[0,10)x1+a[0,10)x1']]);
+    expect(d.stats).toEqual({ predictorCalls: 2, groupsScored: 3, searchRounds: 0, soloMemoHits: 1 });
   });
 
   it('every head hopeless: empty group, all rejected', () => {
@@ -270,7 +271,7 @@ describe('abacus, drop rules', () => {
       group: [seg(only)],
       predictedMs: 12,
       rejected: [],
-      stats: { predictorCalls: 1, groupsScored: 1, searchRounds: 0 },
+      stats: { predictorCalls: 1, groupsScored: 1, searchRounds: 0, soloMemoHits: 0 },
     });
   });
 });

@@ -29,7 +29,7 @@ describe('fcfs / sjf / edf', () => {
       expect(d.predictedMs, policy).toBe(ms);
       expect(d.rejected).toEqual([]);
       // drop on: all three heads scored in one call.
-      expect(d.stats).toEqual({ predictorCalls: 1, groupsScored: 3, searchRounds: 0 });
+      expect(d.stats).toEqual({ predictorCalls: 1, groupsScored: 3, searchRounds: 0, soloMemoHits: 0 });
     }
   });
 
@@ -91,7 +91,7 @@ describe('overlap-all', () => {
     const q2 = query('q2', 'S1', 'a', { arrivalMs: 1, qosTargetMs: 50 });
     const q3 = query('q3', 'S2', 'b', { arrivalMs: 2, qosTargetMs: 10 }); // headroom 10 − 98 < 0: still launched
     const d = c.decide(input(100, [[q1, q2], [q3]], 7));
-    expect(d).toEqual({ group: [seg(q1), seg(q2), seg(q3)], rejected: [], stats: { predictorCalls: 0, groupsScored: 0, searchRounds: 0 } });
+    expect(d).toEqual({ group: [seg(q1), seg(q2), seg(q3)], rejected: [], stats: { predictorCalls: 0, groupsScored: 0, searchRounds: 0, soloMemoHits: 0 } });
     expect(d.predictedMs).toBeUndefined();
   });
 

@@ -17,15 +17,23 @@ afterAll(async () => {
   await fs.rm(cacheDir, { recursive: true, force: true });
 });
 
-it('reports median, p99 and counters for fcfs and abacus with both predictors', async () => {
+it('reports median, p99 and counters for fcfs and abacus with both predictors, memo warm and cold', async () => {
   const r = await benchSchedule({ decisions: 200, warmup: 50, scenarios: 64, cacheDir });
-  expect(r.rows.map((x) => `${x.predictor}/${x.policy}`)).toEqual(['cost-table/fcfs', 'cost-table/abacus ways 4', 'mlp/fcfs', 'mlp/abacus ways 4']);
+  const names = ['cost-table', 'mlp'].flatMap((p) => ['warm', 'cold'].flatMap((m) => [`${p}/fcfs/${m}`, `${p}/abacus ways 4/${m}`]));
+  expect(r.rows.map((x) => `${x.predictor}/${x.policy}/${x.memo}`)).toEqual(names);
   for (const row of r.rows) {
-    for (const x of [row.medianUs, row.p99Us, row.meanUs, row.predictorCalls, row.groupsScored, row.ratioToFcfs]) expect(Number.isFinite(x) && x > 0, String(x)).toBe(true);
+    for (const x of [row.medianUs, row.p99Us, row.meanUs, row.ratioToFcfs]) expect(Number.isFinite(x) && x > 0, String(x)).toBe(true);
     expect(row.p99Us).toBeGreaterThanOrEqual(row.medianUs);
+    // cold: every solo predicted; warm: 64 scenarios cycled, so step 1 is answered from the memo
+    if (row.memo === 'cold') expect(row.soloMemoHits).toBe(0);
+    else expect(row.soloMemoHits).toBeGreaterThan(0);
+    if (row.memo === 'cold' || row.policy.startsWith('abacus')) expect(row.predictorCalls).toBeGreaterThan(0);
   }
   const abacus = r.rows.filter((x) => x.policy.startsWith('abacus'));
   for (const row of abacus) expect(row.searchRounds).toBeGreaterThan(0);
   // same decisions with both predictors (the mlp row answers with the table's values).
-  expect(abacus[0]!.groupsScored).toBe(abacus[1]!.groupsScored);
+  expect(abacus[0]!.groupsScored).toBe(abacus[2]!.groupsScored);
+  expect(abacus[1]!.groupsScored).toBe(abacus[3]!.groupsScored);
+  // the memo removes the solo scoring, never a decision: warm abacus scores exactly the 4 solos fewer
+  expect(abacus[1]!.groupsScored - abacus[0]!.groupsScored).toBeCloseTo(4, 0);
 });

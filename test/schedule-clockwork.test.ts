@@ -40,7 +40,7 @@ describe('clockwork', () => {
     expect(c.estimateMs('b', 1, 0)).toBeUndefined();
     expect(d.group).toEqual([{ queryId: 'x', service: 'S1', start: 0, end: 10 }]);
     expect(d.predictedMs).toBe(20);
-    expect(d.stats).toEqual({ predictorCalls: 1, groupsScored: 1, searchRounds: 0 });
+    expect(d.stats).toEqual({ predictorCalls: 1, groupsScored: 1, searchRounds: 0, soloMemoHits: 0 });
   });
 
   it('p99 of the last 10 whole-query measurements; the 11th evicts the oldest', () => {

@@ -13,6 +13,10 @@
  * device is profiled and an MLP trained first, cached under `.cache/predictors/` by device,
  * models, batch sizes and sequence lengths, so a second run starts at once
  * (`ensurePredictor`).
+ *
+ * `bench --target http://HOST:PORT | grpc://HOST:PORT` instead drives a running server
+ * (`abacus serve`) open-loop through an inference client (`serve/client/bench.ts`) and prints the
+ * same table and `--json` (policy `server`; group size and predictor error are the server's).
  */
 import fs from 'node:fs/promises';
 import { InvalidArgumentError, type Command } from 'commander';
@@ -39,6 +43,10 @@ import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
 import { cachedPredictor } from './predictor-cache.ts';
 import { UsageError } from './usage.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AbacusError } from '../errors.ts';
+import { createInferenceClient, InferenceClientError, type InferenceClient } from '../serve/client/index.ts';
+import { runRemoteBench, type RemoteBenchResult, type RemoteBenchService } from '../serve/client/bench.ts';
 
 /** Flags of `bench` / `simulate`. */
 export interface ExperimentCliOptions {
@@ -62,6 +70,12 @@ export interface ExperimentCliOptions {
   profileSamples?: number;
   threads?: number;
   json?: boolean;
+  /** bench only: drive a running server at this URL (http://HOST:PORT or grpc://HOST:PORT) instead of serving in-process. */
+  target?: string;
+  /** With `target`: send each service's QoS target as the request's `qos_ms`. */
+  sendQos?: boolean;
+  /** With `target`: per-request timeout, ms. */
+  timeoutMs?: number;
 }
 
 /** One run of the `--json` output (issue 5's schema, plus a few fields). */
@@ -318,6 +332,8 @@ export function runJson(r: ExperimentResult, peak?: { peakGoodputQps: number; pe
 
 /** Run the comparison (used by both commands and by tests). */
 export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliOptions, mode: { virtual: boolean; defaultDevice: string }): Promise<ExperimentJson> {
+  if (opts.target !== undefined) return runRemoteBenchCommand(ctx, opts);
+  if (opts.sendQos === true || opts.timeoutMs !== undefined) throw new UsageError('--send-qos and --timeout-ms go with --target');
   const config = await servingConfigOf(opts, mode.defaultDevice);
   if (mode.virtual && !config.device.startsWith('sim')) throw new InvalidConfigError(`abacus simulate needs a simulated device (sim:a100, …), got '${config.device}'; use abacus bench for real devices`);
   const repo = new ModelRepository(ctx.cacheOptions());
@@ -366,12 +382,18 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
     ctx.out(JSON.stringify(json, null, 2) + '\n');
     return json;
   }
-  ctx.out(`${config.device}, ${hosted.services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries per run, predictor ${source}\n\n`);
-  const header = ['policy', 'rate q/s', ...(opts.findPeak ? ['peak goodput q/s'] : []), 'violations %', 'late / rejected', 'goodput q/s', 'p99 ms (completed)', 'group size', 'pred. MAPE %', ...hosted.services.map((s) => `${s.name} p99 / viol. %`)];
+  printRuns(ctx, `${config.device}, ${hosted.services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries per run, predictor ${source}`, hosted.services.map((s) => s.name), runs, opts.findPeak === true);
+  return json;
+}
+
+/** The results table of `bench` / `simulate` (stdout). */
+function printRuns(ctx: CliContext, title: string, serviceNames: readonly string[], runs: readonly RunJson[], findPeak: boolean): void {
+  ctx.out(`${title}\n\n`);
+  const header = ['policy', 'rate q/s', ...(findPeak ? ['peak goodput q/s'] : []), 'violations %', 'late / rejected', 'goodput q/s', 'p99 ms (completed)', 'group size', 'pred. MAPE %', ...serviceNames.map((s) => `${s} p99 / viol. %`)];
   const rows = runs.map((r) => [
     r.policy,
     fmt(r.rateQps),
-    ...(opts.findPeak ? [fmt(r.peakGoodputQps ?? 0)] : []),
+    ...(findPeak ? [fmt(r.peakGoodputQps ?? 0)] : []),
     fmt(r.violationRatio * 100, 2),
     `${r.late} / ${Object.values(r.rejectedBy).reduce((a, b) => a + b, 0)}`,
     fmt(r.goodputQps),
@@ -381,12 +403,123 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
     ...r.services.map((s) => `${fmt(s.p99Ms, 2)} / ${fmt(s.violationRatio * 100, 2)}`),
   ]);
   ctx.out(formatTable(header, rows) + '\n');
-  return json;
+}
+
+/** Flags that configure the in-process runtime and mean nothing against a running server (its config decides). */
+const IN_PROCESS_ONLY_FLAGS: readonly [keyof ExperimentCliOptions, string][] = [
+  ['policy', '--policy'],
+  ['device', '--device'],
+  ['predictor', '--predictor'],
+  ['allowUnseen', '--allow-unseen'],
+  ['ways', '--ways'],
+  ['slackMs', '--slack-ms'],
+  ['findPeak', '--find-peak'],
+  ['profileSamples', '--profile-samples'],
+  ['threads', '--threads'],
+];
+
+/** How long `bench --target` waits for the server to report ready, ms. */
+const READY_WAIT_MS = 10_000;
+
+/** Default per-request timeout of `bench --target`, ms. */
+const DEFAULT_REMOTE_TIMEOUT_MS = 60_000;
+
+/** One remote run as `--json` prints it: the in-process shape; group size and MAPE are the server's business (NaN → null / –). */
+function remoteRunJson(r: RemoteBenchResult): RunJson {
+  return {
+    policy: 'server',
+    rateQps: r.rateQps,
+    violationRatio: r.overall.violationRatio,
+    goodputQps: r.overall.goodputQps,
+    throughputQps: r.overall.throughputQps,
+    p99Ms: r.overall.p99Ms,
+    meanGroupSize: Number.NaN,
+    predictorMape: null,
+    offered: r.overall.offered,
+    late: r.overall.late,
+    rejectedBy: r.overall.rejectedBy,
+    services: r.services.map((s) => ({ service: s.service, p50Ms: s.p50Ms, p99Ms: s.p99Ms, violationRatio: s.violationRatio, goodputQps: s.goodputQps })),
+  };
+}
+
+/**
+ * `abacus bench --target URL`: open-loop load against a running server (`serve/client/bench.ts`).
+ * The services of `--config` / `--models` give only names (= the server's model names), batch
+ * sizes, sequence lengths and the QoS targets the statistics use; the server's own config
+ * decides policy, device and predictor, so flags for those are usage errors.
+ * @throws UsageError for in-process flags or a bad URL; AbacusError when the server is not
+ *   ready within 10 s or does not serve a service.
+ */
+async function runRemoteBenchCommand(ctx: CliContext, opts: ExperimentCliOptions): Promise<ExperimentJson> {
+  const target = opts.target!;
+  const given = IN_PROCESS_ONLY_FLAGS.filter(([key]) => opts[key] !== undefined).map(([, flag]) => flag);
+  if (!opts.drop) given.push('--no-drop');
+  if (given.length > 0) throw new UsageError(`${given.join(', ')} cannot be used with --target: the server's config decides policy, device and predictor`);
+  let client: InferenceClient;
+  try {
+    client = createInferenceClient(target, { timeoutMs: opts.timeoutMs ?? DEFAULT_REMOTE_TIMEOUT_MS });
+  } catch (err) {
+    throw new UsageError(`--target: ${(err as Error).message}`);
+  }
+  try {
+    const config = await servingConfigOf(opts, 'ort');
+    const repo = new ModelRepository(ctx.cacheOptions());
+    const services: RemoteBenchService[] = [];
+    for (const [i, s] of config.services.entries()) {
+      let spec: ModelSpec;
+      try {
+        spec = await resolveModelSpec(repo, s.model);
+      } catch (err) {
+        if (err instanceof RangeError || err instanceof TypeError) throw new InvalidConfigError(`${config.source}: services[${i}].model: ${err.message}`, { cause: err });
+        throw err;
+      }
+      services.push({
+        name: s.name,
+        spec,
+        qosTargetMs: s.qosTargetMs,
+        batchSizes: s.batchSizes,
+        ...(spec.dynamicAxes.seq === undefined ? {} : { seqLens: s.seqLens ?? [spec.defaultSeqLen] }),
+      });
+    }
+    const deadline = Date.now() + READY_WAIT_MS;
+    while (!(await client.ready())) {
+      if (Date.now() >= deadline) throw new AbacusError('device_unavailable', `the server at ${target} is not reachable or not ready (waited ${READY_WAIT_MS / 1000} s)`);
+      await sleep(200);
+    }
+    for (const s of services) {
+      try {
+        await client.modelMetadata(s.name);
+      } catch (err) {
+        const reason = err instanceof InferenceClientError && err.code === 'model_not_found' ? 'does not serve it' : `cannot describe it: ${(err as Error).message}`;
+        throw new AbacusError('model_not_found', `service ${s.name}: the server at ${target} ${reason}`, { cause: err });
+      }
+    }
+    if (!opts.json) ctx.err(`${target}: ${opts.queries} queries at ${opts.rate} queries/s …\n`);
+    const result = await runRemoteBench({ client, clock: new WallClock(), services, rateQps: opts.rate, queries: opts.queries, seed: opts.seed, ...(opts.sendQos === true ? { sendQos: true } : {}) });
+    const run = remoteRunJson(result);
+    const failed = Object.entries(run.rejectedBy).filter(([reason]) => reason !== 'qos_violation' && reason !== 'overloaded');
+    if (failed.length > 0) {
+      const samples = failed.map(([reason]) => result.failureSamples[reason]?.[0]).filter((m) => m !== undefined);
+      ctx.err(`warning: ${failed.map(([reason, n]) => `${n} queries failed as ${reason}`).join(', ')} — not QoS misses${samples.length > 0 ? ` (e.g. ${samples.join('; ')})` : ''}\n`);
+    }
+    const json: ExperimentJson = { device: target, predictor: 'server', queries: opts.queries, runs: [run] };
+    if (opts.json) ctx.out(JSON.stringify(json, null, 2) + '\n');
+    else {
+      const server = Number.isFinite(result.server.queueMs) ? `; server means: queue ${fmt(result.server.queueMs, 2)} ms, compute ${fmt(result.server.computeMs, 2)} ms, ${fmt(result.server.operatorGroups, 1)} groups per query` : '';
+      printRuns(ctx, `${target}, ${services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries, latency measured at the client${server}`, services.map((s) => s.name), [run], false);
+    }
+    return json;
+  } finally {
+    await client.close();
+  }
 }
 
 export function registerExperimentCommands(program: Command, simulate: Command, ctx: CliContext): void {
   addExperimentFlags(program.command('bench').description('serve co-located models under open-loop Poisson load in real time and compare policies (p99, violations, goodput)'), { device: 'ort', batchSizes: '1,2,4,8,16' })
     .option('--find-peak', 'per policy, search the highest rate with ≤ 1 % violations (each step is a real-time run of --queries queries: minutes)')
+    .option('--target <url>', 'drive a running server (http://HOST:PORT or grpc://HOST:PORT) instead of serving in-process; --config/--models give service names, batch sizes, seq lens and QoS targets')
+    .option('--send-qos', 'with --target: send each service\'s QoS target as the request parameter qos_ms')
+    .option('--timeout-ms <ms>', `with --target: per-request timeout (default ${DEFAULT_REMOTE_TIMEOUT_MS})`, positiveNumber('--timeout-ms'))
     .action(async (opts: ExperimentCliOptions) => {
       await runExperimentCommand(ctx, opts, { virtual: false, defaultDevice: 'ort' });
     });

@@ -1,9 +1,14 @@
 /**
- * `abacus reproduce EXPERIMENT` (issue 7, first part): the paper's co-location experiments on
- * a simulated accelerator, with profiling and predictor training inside the command (cached),
- * so one command on a fresh clone reproduces them. Implemented: `qos` (§7.2), `throughput`
- * (§7.3), `beyond-pair` (§7.4) and `all` (those three). Writes one CSV per experiment to
- * `--out` (default `reproduce/`), prints tables, and `--json` prints the headline numbers.
+ * `abacus reproduce EXPERIMENT` (issue 7): the paper's evaluation on simulated accelerators,
+ * with profiling and predictor training inside the command (cached), so one command on a
+ * fresh clone reproduces it. Experiments: `qos` (§7.2), `throughput` (§7.3), `beyond-pair`
+ * (§7.4), `mig` (§7.5), `cluster` (§7.6), `search` (§7.7, the only real measurement: decision
+ * time on this CPU) and `all`. Writes one CSV per experiment and `report.html` to `--out`
+ * (default `out/reproduce`), prints tables, and `--json` prints the headline numbers.
+ *
+ * Results accumulate in `--out`/`results.json` (one entry per experiment, the latest run
+ * wins), and the report is rebuilt from it after every run, so experiments run one by one
+ * end up in one report.
  */
 import path from 'node:path';
 import fs from 'node:fs/promises';
@@ -14,20 +19,43 @@ import { artifactAt } from '../model/artifact.ts';
 import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import { ZOO_MODEL_NAMES } from '../model/zoo/index.ts';
-import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, runWorkload, type ColocationRow } from '../reproduce/colocation.ts';
-import { readPaperWorkloads } from '../reproduce/workloads.ts';
+import type { Predictor } from '../predict/predictor.ts';
+import { findPeakRate } from '../runtime/experiment.ts';
+import { CLUSTER_SET, runCluster, summarizeCluster } from '../reproduce/cluster.ts';
+import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, runWorkload, simEnv, workloadServices, type ColocationRow } from '../reproduce/colocation.ts';
+import { MIG_BATCH_SIZES, MIG_DEVICES, MIG_PAIRS, runMig, type MigRow } from '../reproduce/mig.ts';
+import {
+  colocationHeadline,
+  readResults,
+  renderReproduceReport,
+  throughputHeadline,
+  writeResults,
+  type ClusterOutcome,
+  type ColocationOutcome,
+  type ReproduceResults,
+} from '../reproduce/report.ts';
+import { measureSearch } from '../reproduce/search.ts';
+import { CLUSTER_TRACE_PATH, readPaperWorkloads, type PaperWorkload } from '../reproduce/workloads.ts';
 import { isPolicyName, POLICY_NAMES } from '../schedule/index.ts';
+import { readLoadTrace } from '../workload/trace-file.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
 import { cachedPredictor } from './predictor-cache.ts';
 
-const EXPERIMENTS = ['qos', 'throughput', 'beyond-pair', 'all'] as const;
+const EXPERIMENTS = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'all'] as const;
 type Experiment = (typeof EXPERIMENTS)[number];
-const NOT_YET = ['mig', 'cluster', 'search'];
+type SingleExperiment = Exclude<Experiment, 'all'>;
+/**
+ * Slack of the search experiment, ms: 0, so that every search runs until its interval is empty
+ * (the paper's 5 ms stops most searches after their first round or before it, and then the
+ * number of ways hardly matters).
+ */
+const SEARCH_SLACK_MS = 0;
+const ALL: readonly SingleExperiment[] = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search'];
 
-/** Where each experiment's sets come from in the workloads file. */
-const SOURCE: Readonly<Record<Exclude<Experiment, 'all'>, string>> = { qos: '7.2_qos', throughput: '7.3_throughput', 'beyond-pair': '7.4_beyond_pair' };
+/** Where the co-location experiments' sets come from in the workloads file. */
+const SOURCE = { qos: '7.2_qos', throughput: '7.3_throughput', 'beyond-pair': '7.4_beyond_pair' } as const;
 
 interface ReproduceOptions {
   device: string;
@@ -37,6 +65,10 @@ interface ReproduceOptions {
   policy: string[];
   seed: number;
   json?: boolean;
+  nodes?: number;
+  minutes?: number;
+  decisions?: number;
+  samples?: number;
 }
 
 /** Headline numbers (`--json`), for the experiments that ran. */
@@ -44,19 +76,25 @@ export interface ReproduceJson {
   qos?: { abacusMaxViolationRatio: number; abacusMaxP99OverQos: number; violationReductionVsBest: number | null; sets: number };
   throughput?: { meanPeakRatioVsBest: number; minPeakRatioVsBest: number; sets: number };
   'beyond-pair'?: { abacusMaxViolationRatio: number; abacusMaxP99OverQos: number; sets: number };
+  mig?: { meanPeakRatioVsFcfsBySlice: Record<string, number>; abacusMaxViolationRatio: number; pairs: number };
+  cluster?: { throughputRatioVsClockwork: number; abacusGoodputQps: number; clockworkGoodputQps: number; peakMinuteRatio: number; nodes: number; minutes: number };
+  search?: { medianUsByWays: Record<string, number>; p99UsByWays: Record<string, number>; maxOverMinMedian: number };
   device: string;
   queries: number;
+  quick: boolean;
   out: string;
+  report: string;
+  wallSeconds: number;
 }
 
 function parseExperiment(value: string): Experiment {
   if ((EXPERIMENTS as readonly string[]).includes(value)) return value as Experiment;
-  if (NOT_YET.includes(value)) throw new InvalidArgumentError(`experiment '${value}' is not in this version yet (available: ${EXPERIMENTS.join(', ')}; MIG, cluster and search ways are issue 7's next part)`);
   throw new InvalidArgumentError(`unknown experiment '${value}' (available: ${EXPERIMENTS.join(', ')})`);
 }
 
 const pct = (x: number): string => (Number.isFinite(x) ? (x * 100).toFixed(2) : '–');
 const f2 = (x: number | undefined): string => (x !== undefined && Number.isFinite(x) ? x.toFixed(2) : '–');
+const f1 = (x: number | undefined): string => (x !== undefined && Number.isFinite(x) ? x.toFixed(1) : '–');
 
 /** Per set: the rows of each policy. */
 function bySet(rows: readonly ColocationRow[]): Map<string, Map<string, ColocationRow>> {
@@ -68,98 +106,250 @@ function bySet(rows: readonly ColocationRow[]): Map<string, Map<string, Colocati
   return out;
 }
 
+const COLOCATION_COLUMNS = ['set', 'policy', 'qosMs', 'rateQps', 'violationRatio', 'p99Ms', 'p99OverQos', 'goodputQps', 'meanGroupSize', 'predictorMape', 'peakGoodputQps'];
+
 /** Run the experiments (used by the command and tests). */
 export async function runReproduce(ctx: CliContext, experiment: Experiment, opts: ReproduceOptions): Promise<ReproduceJson> {
+  const started = performance.now();
   const { id: deviceId } = parseSimDeviceId(opts.device);
   const repo = new ModelRepository(ctx.cacheOptions());
   const specs = new Map<string, ModelSpec>();
   for (const name of ZOO_MODEL_NAMES) specs.set(name, await repo.zooSpec(name));
   const workloads = await readPaperWorkloads();
-  const queries = opts.queries ?? (opts.quick ? 300 : 1000);
-  const samples = opts.quick ? 4000 : 12_000;
+  const quick = opts.quick === true;
+  const queries = opts.queries ?? (quick ? 300 : 1000);
+  const samples = opts.samples ?? (quick ? 4000 : 12_000);
   const policies = opts.policy.includes('abacus') ? opts.policy : ['abacus', ...opts.policy];
   const say = (s: string): void => {
     if (!opts.json) ctx.err(s);
   };
-  await fs.mkdir(opts.out, { recursive: true });
-  const json: ReproduceJson = { device: deviceId, queries, out: path.resolve(opts.out) };
-  const selected = experiment === 'all' ? (['qos', 'throughput', 'beyond-pair'] as const) : [experiment];
-  for (const exp of selected) {
-    const sets = workloads.filter((w) => w.experiment === SOURCE[exp]);
-    const models = [...new Set(sets.flatMap((w) => w.models))];
-    const maxGroupSize = Math.max(...sets.map((w) => w.models.length));
-    const { predictor, source } = await cachedPredictor(ctx, repo, {
-      deviceId,
+  const print = (s: string): void => {
+    if (!opts.json) ctx.out(s);
+  };
+  const predictorFor = async (device: string, models: readonly string[], maxGroupSize: number, batchSizes: readonly number[] = PAPER_BATCH_SIZES): Promise<{ predictor: Predictor; source: string }> =>
+    cachedPredictor(ctx, repo, {
+      deviceId: device,
       models: models.map((m) => artifactAt('/nonexistent', specs.get(m)!)),
-      batchSizes: PAPER_BATCH_SIZES,
+      batchSizes,
       seqLens: PAPER_SEQ_LENS,
       maxGroupSize,
       samples,
       quiet: opts.json === true,
     });
-    say(`${exp}: ${sets.length} sets × ${policies.length} policies, ${queries} queries per run, predictor ${source}\n`);
-    const rows: ColocationRow[] = [];
-    for (const w of sets) {
-      rows.push(...(await runWorkload(deviceId, w, specs, predictor, { policies, queries, seed: opts.seed, findPeak: exp === 'throughput' })));
-    }
-    const csvFile = path.join(opts.out, `${exp}.csv`);
-    await fs.writeFile(csvFile, stringify(rows, { header: true, columns: ['set', 'policy', 'qosMs', 'rateQps', 'violationRatio', 'p99Ms', 'p99OverQos', 'goodputQps', 'meanGroupSize', 'predictorMape', 'peakGoodputQps'] }));
-    const table = bySet(rows);
-    if (exp === 'throughput') {
-      const ratios: number[] = [];
-      const lines = [...table].map(([set, byPolicy]) => {
-        const abacus = byPolicy.get('abacus')!.peakGoodputQps ?? 0;
-        const best = Math.max(...BASELINES.map((b) => byPolicy.get(b)?.peakGoodputQps ?? 0));
-        const ratio = best > 0 ? abacus / best : Number.NaN;
-        if (Number.isFinite(ratio)) ratios.push(ratio);
-        return [set, ...policies.map((p) => f2(byPolicy.get(p)?.peakGoodputQps)), f2(ratio)];
+  await fs.mkdir(opts.out, { recursive: true });
+  const results: ReproduceResults = await readResults(opts.out);
+  const reportFile = path.join(opts.out, 'report.html');
+  const json: ReproduceJson = { device: deviceId, queries, quick, out: path.resolve(opts.out), report: path.resolve(reportFile), wallSeconds: 0 };
+  const selected = experiment === 'all' ? ALL : [experiment];
+  const common = { device: deviceId, quick, queries, seed: opts.seed };
+
+  for (const exp of selected) {
+    const t0 = performance.now();
+    if (exp === 'qos' || exp === 'throughput' || exp === 'beyond-pair') {
+      const sets = workloads.filter((w) => w.experiment === SOURCE[exp]);
+      const models = [...new Set(sets.flatMap((w) => w.models))];
+      const { predictor, source } = await predictorFor(deviceId, models, Math.max(...sets.map((w) => w.models.length)));
+      say(`${exp}: ${sets.length} sets × ${policies.length} policies, ${queries} queries per run, predictor ${source}\n`);
+      const rows: ColocationRow[] = [];
+      for (const w of sets) rows.push(...(await runWorkload(deviceId, w, specs, predictor, { policies, queries, seed: opts.seed, findPeak: exp === 'throughput' })));
+      await fs.writeFile(path.join(opts.out, `${exp}.csv`), stringify(rows, { header: true, columns: COLOCATION_COLUMNS }));
+      const outcome: ColocationOutcome = { ...common, policies, rows, wallSeconds: (performance.now() - t0) / 1000 };
+      results[exp] = outcome;
+      printColocation(exp, outcome, policies, deviceId, print, json);
+    } else if (exp === 'mig') {
+      const pairs = quick ? MIG_PAIRS.slice(0, 2) : MIG_PAIRS;
+      const sets = workloads.filter((w) => w.experiment === SOURCE.throughput);
+      const models = [...new Set(pairs.flatMap((p) => p.split('+')))];
+      const migPolicies = ['abacus', 'fcfs'];
+      say(`mig: ${pairs.length} pairs × ${MIG_DEVICES.length} devices × ${migPolicies.join('/')}, peak goodput, ${queries} queries per run\n`);
+      const rows = await runMig(sets, specs, async (device) => (await predictorFor(device, models, 2, MIG_BATCH_SIZES)).predictor, { pairs, policies: migPolicies, queries, seed: opts.seed, onProgress: say });
+      await fs.writeFile(path.join(opts.out, 'mig.csv'), stringify(rows, { header: true, columns: ['device', 'slice', 'set', 'policy', 'qosMs', 'peakGoodputQps', 'perGpuPeakQps', 'rateQps', 'violationRatio', 'p99Ms', 'p99OverQos', 'meanGroupSize', 'predictorMape'] }));
+      results.mig = { ...common, pairs, policies: migPolicies, rows, wallSeconds: (performance.now() - t0) / 1000 };
+      const lines = rows.filter((r) => r.policy === 'abacus').map((a) => {
+        const f = rows.find((r) => r.device === a.device && r.set === a.set && r.policy === 'fcfs');
+        const ratio = f?.peakGoodputQps !== undefined && f.peakGoodputQps > 0 ? (a.peakGoodputQps ?? 0) / f.peakGoodputQps : NaN;
+        return [a.slice, a.set, f2(a.peakGoodputQps), f2(f?.peakGoodputQps), f2(ratio), f2(a.p99OverQos), f2(a.perGpuPeakQps)];
       });
-      if (!opts.json) ctx.out(`\n§7.3 peak goodput at ≤ 1 % violations (queries/s) on ${deviceId}\n` + formatTable(['set', ...policies, 'abacus ÷ best baseline'], lines) + '\n');
-      json.throughput = { meanPeakRatioVsBest: ratios.reduce((a, b) => a + b, 0) / ratios.length, minPeakRatioVsBest: Math.min(...ratios), sets: ratios.length };
-      if (!opts.json) ctx.out(`mean abacus ÷ best of ${BASELINES.join('/')}: ${json.throughput.meanPeakRatioVsBest.toFixed(3)} (paper: 1.298)\n`);
+      print(`\n§7.5 peak goodput at ≤ 1 % violations (queries/s) per A100 MIG instance\n` + formatTable(['slice', 'set', 'abacus', 'fcfs', 'abacus ÷ fcfs', 'abacus p99 ÷ QoS', 'abacus × instances/GPU'], lines) + '\n');
+      json.mig = migHeadline(rows);
+    } else if (exp === 'cluster') {
+      const outcome = await runClusterExperiment(opts, deviceId, specs, quick, queries, predictorFor, say);
+      results.cluster = { ...outcome, wallSeconds: (performance.now() - t0) / 1000 };
+      const { summary, abacus, clockwork, settings } = outcome;
+      const csvRows = abacus.minutes.map((a, i) => {
+        const c = clockwork.minutes[i]!;
+        return { minute: a.minute, traceQps: a.traceQps, abacusGoodputQps: a.goodputQps, abacusP99Ms: a.p99Ms, abacusMeanMs: a.meanMs, abacusViolationRatio: a.violationRatio, clockworkGoodputQps: c.goodputQps, clockworkP99Ms: c.p99Ms, clockworkMeanMs: c.meanMs, clockworkViolationRatio: c.violationRatio };
+      });
+      await fs.writeFile(path.join(opts.out, 'cluster.csv'), stringify(csvRows, { header: true }));
+      print(
+        `\n§7.6 cluster: ${settings.nodes} nodes × ${settings.services.length} services (${settings.services.join(', ')}, QoS ${settings.qosMs} ms), ${settings.minutes} trace minutes at ${settings.minuteMs} ms each, load × ${settings.scale.toFixed(4)}\n` +
+          formatTable(
+            ['policy', 'goodput q/s (trace units)', 'p99 ms', 'mean ms', 'violations %', 'minutes with p99 > QoS'],
+            [
+              ['abacus', f1(summary.abacusGoodputQps), f2(abacus.overall.p99Ms), f2(abacus.overall.meanMs), pct(abacus.overall.violationRatio), String(summary.abacusMinutesOverQos)],
+              ['clockwork', f1(summary.clockworkGoodputQps), f2(clockwork.overall.p99Ms), f2(clockwork.overall.meanMs), pct(clockwork.overall.violationRatio), String(summary.clockworkMinutesOverQos)],
+            ],
+          ) +
+          `\nabacus ÷ clockwork-style cluster goodput: ${summary.throughputRatioVsClockwork.toFixed(3)} (paper ≈ 8.6k / 7.3k = 1.18)\n`,
+      );
+      json.cluster = {
+        throughputRatioVsClockwork: summary.throughputRatioVsClockwork,
+        abacusGoodputQps: summary.abacusGoodputQps,
+        clockworkGoodputQps: summary.clockworkGoodputQps,
+        peakMinuteRatio: summary.abacusPeakMinuteQps / summary.clockworkPeakMinuteQps,
+        nodes: settings.nodes,
+        minutes: settings.minutes,
+      };
     } else {
-      let maxViolation = 0;
-      let maxP99 = 0;
-      let abacusViolations = 0;
-      let bestViolations = 0;
-      const lines = [...table].map(([set, byPolicy]) => {
-        const a = byPolicy.get('abacus')!;
-        maxViolation = Math.max(maxViolation, a.violationRatio);
-        maxP99 = Math.max(maxP99, a.p99OverQos);
-        abacusViolations += a.violationRatio;
-        bestViolations += Math.min(...BASELINES.map((b) => byPolicy.get(b)?.violationRatio ?? Infinity));
-        return [set, String(a.qosMs), ...policies.map((p) => `${pct(byPolicy.get(p)?.violationRatio ?? Number.NaN)} / ${f2(byPolicy.get(p)?.p99OverQos)}`)];
+      const models = CLUSTER_SET.models;
+      const { predictor, source } = await predictorFor(deviceId, models, models.length);
+      const decisions = opts.decisions ?? (quick ? 2000 : 20_000);
+      const ways = Array.from({ length: 16 }, (_, i) => i + 1);
+      say(`search: abacus decide() wall time on this CPU, ${models.length} services, ways 1..16, ${decisions} decisions each, predictor ${source}\n`);
+      const rows = measureSearch({
+        services: models.map((m) => ({ spec: specs.get(m)!, batchSizes: PAPER_BATCH_SIZES, seqLens: PAPER_SEQ_LENS })),
+        predictor,
+        ways,
+        decisions,
+        warmup: Math.max(50, Math.round(decisions / 10)),
+        slackMs: SEARCH_SLACK_MS,
+        seed: opts.seed,
       });
-      if (!opts.json) ctx.out(`\n${exp === 'qos' ? '§7.2' : '§7.4'} violation % / p99 ÷ QoS on ${deviceId}\n` + formatTable(['set', 'QoS ms', ...policies], lines) + '\n');
-      if (exp === 'qos') {
-        const reduction = bestViolations > 0 ? 1 - abacusViolations / bestViolations : null;
-        json.qos = { abacusMaxViolationRatio: maxViolation, abacusMaxP99OverQos: maxP99, violationReductionVsBest: reduction, sets: table.size };
-        if (!opts.json) ctx.out(`abacus: worst violation ratio ${pct(maxViolation)} %, worst p99 ÷ QoS ${maxP99.toFixed(2)}; violations vs the best baseline per set, summed: ${reduction === null ? 'baselines had none' : `${(-reduction * 100).toFixed(1)} %`} (paper: −51.3 %)\n`);
-      } else {
-        json['beyond-pair'] = { abacusMaxViolationRatio: maxViolation, abacusMaxP99OverQos: maxP99, sets: table.size };
-      }
+      await fs.writeFile(path.join(opts.out, 'search.csv'), stringify(rows, { header: true }));
+      results.search = { device: deviceId, quick, queries, seed: opts.seed, decisions, models: [...models], slackMs: SEARCH_SLACK_MS, rows, wallSeconds: (performance.now() - t0) / 1000 };
+      print(`\n§7.7 decision time vs search ways (wall time on this CPU, µs)\n` + formatTable(['ways', 'median µs', 'p99 µs', 'predictor calls', 'groups scored', 'search rounds'], rows.map((r) => [String(r.ways), f1(r.medianUs), f1(r.p99Us), f2(r.predictorCalls), f2(r.groupsScored), f2(r.searchRounds)])) + '\n');
+      const medians = rows.map((r) => r.medianUs);
+      json.search = {
+        medianUsByWays: Object.fromEntries(rows.map((r) => [String(r.ways), r.medianUs])),
+        p99UsByWays: Object.fromEntries(rows.map((r) => [String(r.ways), r.p99Us])),
+        maxOverMinMedian: Math.max(...medians) / Math.min(...medians),
+      };
+      print(`median decision time, slowest ÷ fastest number of ways: ${json.search.maxOverMinMedian.toFixed(2)} (target ≤ 2; paper ≈ 0.07–0.09 ms)\n`);
     }
-    say(`${exp}: wrote ${csvFile}\n`);
+    say(`${exp}: done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
   }
+  await writeResults(opts.out, results);
+  await fs.writeFile(reportFile, await renderReproduceReport(results));
+  json.wallSeconds = (performance.now() - started) / 1000;
+  say(`wrote ${reportFile} (${json.wallSeconds.toFixed(1)} s in all)\n`);
   if (opts.json) ctx.out(JSON.stringify(json, null, 2) + '\n');
   return json;
+}
+
+function printColocation(exp: 'qos' | 'throughput' | 'beyond-pair', outcome: ColocationOutcome, policies: readonly string[], deviceId: string, print: (s: string) => void, json: ReproduceJson): void {
+  const table = bySet(outcome.rows);
+  if (exp === 'throughput') {
+    const h = throughputHeadline(outcome.rows);
+    const lines = [...table].map(([set, byPolicy]) => {
+      const abacus = byPolicy.get('abacus')!.peakGoodputQps ?? 0;
+      const best = Math.max(...BASELINES.map((b) => byPolicy.get(b)?.peakGoodputQps ?? 0));
+      return [set, ...policies.map((p) => f2(byPolicy.get(p)?.peakGoodputQps)), f2(best > 0 ? abacus / best : NaN)];
+    });
+    print(`\n§7.3 peak goodput at ≤ 1 % violations (queries/s) on ${deviceId}\n` + formatTable(['set', ...policies, 'abacus ÷ best baseline'], lines) + '\n');
+    json.throughput = h;
+    print(`mean abacus ÷ best of ${BASELINES.join('/')}: ${h.meanPeakRatioVsBest.toFixed(3)} (paper: 1.298)\n`);
+    return;
+  }
+  const h = colocationHeadline(outcome.rows);
+  const lines = [...table].map(([set, byPolicy]) => [set, String(byPolicy.get('abacus')!.qosMs), ...policies.map((p) => `${pct(byPolicy.get(p)?.violationRatio ?? NaN)} / ${f2(byPolicy.get(p)?.p99OverQos)}`)]);
+  print(`\n${exp === 'qos' ? '§7.2' : '§7.4'} violation % / p99 ÷ QoS on ${deviceId}\n` + formatTable(['set', 'QoS ms', ...policies], lines) + '\n');
+  if (exp === 'qos') {
+    json.qos = h;
+    const r = h.violationReductionVsBest;
+    print(`abacus: worst violation ratio ${pct(h.abacusMaxViolationRatio)} %, worst p99 ÷ QoS ${h.abacusMaxP99OverQos.toFixed(2)}; violations vs the best baseline per set, summed: ${r === null ? 'baselines had none' : `${(-r * 100).toFixed(1)} %`} (paper: −51.3 %)\n`);
+  } else {
+    json['beyond-pair'] = { abacusMaxViolationRatio: h.abacusMaxViolationRatio, abacusMaxP99OverQos: h.abacusMaxP99OverQos, sets: h.sets };
+  }
+}
+
+function migHeadline(rows: readonly MigRow[]): NonNullable<ReproduceJson['mig']> {
+  const bySlice: Record<string, number> = {};
+  for (const slice of [...new Set(rows.map((r) => r.slice))]) {
+    const ratios = rows
+      .filter((r) => r.slice === slice && r.policy === 'abacus')
+      .map((a) => {
+        const f = rows.find((r) => r.slice === slice && r.set === a.set && r.policy === 'fcfs')?.peakGoodputQps ?? 0;
+        return f > 0 ? (a.peakGoodputQps ?? 0) / f : NaN;
+      })
+      .filter((x) => Number.isFinite(x));
+    bySlice[slice] = ratios.length === 0 ? NaN : ratios.reduce((a, b) => a + b, 0) / ratios.length;
+  }
+  const abacus = rows.filter((r) => r.policy === 'abacus');
+  return { meanPeakRatioVsFcfsBySlice: bySlice, abacusMaxViolationRatio: Math.max(0, ...abacus.map((r) => r.violationRatio)), pairs: new Set(rows.map((r) => r.set)).size };
+}
+
+/**
+ * The cluster experiment: calibrate the scale on one node (Abacus peak goodput at ≤ 1 %
+ * violations with the cluster's services), then replay the trace under both policies.
+ */
+async function runClusterExperiment(
+  opts: ReproduceOptions,
+  deviceId: string,
+  specs: ReadonlyMap<string, ModelSpec>,
+  quick: boolean,
+  queries: number,
+  predictorFor: (device: string, models: readonly string[], maxGroupSize: number) => Promise<{ predictor: Predictor; source: string }>,
+  say: (s: string) => void,
+): Promise<Omit<ClusterOutcome, 'wallSeconds'>> {
+  const w: PaperWorkload = { experiment: 'cluster', models: CLUSTER_SET.models, qosMs: CLUSTER_SET.qosMs, offeredLoadQps: 50, queries, searchWays: CLUSTER_SET.searchWays, slackMs: CLUSTER_SET.slackMs };
+  const services = workloadServices(w, specs);
+  const { predictor, source } = await predictorFor(deviceId, w.models, w.models.length);
+  const fullTrace = await readLoadTrace(CLUSTER_TRACE_PATH);
+  const trace = opts.minutes === undefined ? fullTrace : fullTrace.slice(0, opts.minutes);
+  const nodes = opts.nodes ?? 16;
+  const minuteMs = quick ? 500 : 2000;
+  say(`cluster: calibrating one node's Abacus peak goodput (${w.models.join('+')}, QoS ${w.qosMs} ms), predictor ${source}\n`);
+  const peak = await findPeakRate(simEnv(deviceId, services, predictor, opts.seed), {
+    services,
+    policy: 'abacus',
+    policyParams: { ways: w.searchWays, slackMs: w.slackMs },
+    queries,
+    seed: opts.seed,
+    startQps: 50,
+    bisections: quick ? 4 : 6,
+  });
+  const nodePeakQps = peak.peakGoodputQps;
+  if (!(nodePeakQps > 0)) throw new Error(`cluster: one node of ${deviceId} met no load at ≤ 1 % violations with ${w.models.join('+')} (QoS ${w.qosMs} ms)`);
+  const traceMean = fullTrace.reduce((a, b) => a + b, 0) / fullTrace.length;
+  const scale = (nodePeakQps * nodes) / traceMean;
+  say(`cluster: one node peaks at ${nodePeakQps.toFixed(1)} q/s; trace × ${scale.toFixed(4)} so its mean (${traceMean.toFixed(0)} q/s) = ${nodes} × that; ${trace.length} minutes × ${minuteMs} ms\n`);
+  const run = (policy: 'abacus' | 'clockwork'): ReturnType<typeof runCluster> => {
+    say(`cluster: replaying under ${policy} …\n`);
+    return runCluster({ deviceId, nodes, services, predictor, policy, abacus: { ways: w.searchWays, slackMs: w.slackMs }, perMinuteQps: trace, scale, minuteMs, seed: opts.seed });
+  };
+  const abacus = await run('abacus');
+  const clockwork = await run('clockwork');
+  return {
+    device: deviceId,
+    quick,
+    queries,
+    seed: opts.seed,
+    settings: { nodes, services: services.map((s) => s.name), qosMs: w.qosMs, minutes: trace.length, minuteMs, scale, nodePeakQps, traceMeanQps: traceMean },
+    abacus,
+    clockwork,
+    summary: summarizeCluster(abacus, clockwork, w.qosMs),
+  };
 }
 
 export function registerReproduceCommand(program: Command, ctx: CliContext): void {
   program
     .command('reproduce')
-    .argument('<experiment>', `${EXPERIMENTS.join(' | ')} (paper §7.2 qos, §7.3 throughput, §7.4 beyond-pair)`, parseExperiment)
-    .description("reproduce the paper's co-location experiments on a simulated accelerator (profiles and trains its predictor first, cached)")
-    .option('--device <id>', 'simulated device', 'sim:a100')
-    .option('--out <dir>', 'folder for the CSV files', 'reproduce')
-    .option('--quick', 'fewer queries per run (300) and a smaller profile (4000 groups)')
+    .argument('<experiment>', `${EXPERIMENTS.join(' | ')} (paper §7.2 qos, §7.3 throughput, §7.4 beyond-pair, §7.5 mig, §7.6 cluster, §7.7 search)`, parseExperiment)
+    .description("reproduce the paper's evaluation on simulated accelerators (profiles and trains its predictors first, cached) and write report.html")
+    .option('--device <id>', 'simulated device (mig always uses the A100 and its MIG instances)', 'sim:a100')
+    .option('--out <dir>', 'folder for the CSV files, results.json and report.html', 'out/reproduce')
+    .option('--quick', 'smaller runs: 300 queries per run, 4000-group profiles, 2 MIG pairs, 0.5 s per cluster trace minute, 2000 decisions per search ways')
     .option('--queries <n>', 'queries per run (default 1000, --quick 300)', positiveInt('--queries'))
-    .option('--policy <list>', `policies (abacus is always included; ${POLICY_NAMES.join(', ')})`, (v: string) => {
+    .option('--policy <list>', `policies of qos/throughput/beyond-pair (abacus is always included; ${POLICY_NAMES.join(', ')})`, (v: string) => {
       const names = v.split(',').map((s) => s.trim());
       for (const n of names) if (!isPolicyName(n)) throw new InvalidArgumentError(`--policy: unknown policy '${n}' (valid: ${POLICY_NAMES.join(', ')})`);
       return names;
     }, ['abacus', 'fcfs', 'sjf', 'edf'])
     .option('--seed <n>', 'seed of the load and the simulator', positiveInt('--seed'), 1)
+    .option('--nodes <n>', 'cluster: nodes (default 16)', positiveInt('--nodes'))
+    .option('--minutes <n>', 'cluster: replay only the first n trace minutes (default all 120)', positiveInt('--minutes'))
+    .option('--samples <n>', 'operator groups profiled per predictor (default 12000, --quick 4000)', positiveInt('--samples'))
+    .option('--decisions <n>', 'search: timed decisions per ways (default 20000, --quick 2000)', positiveInt('--decisions'))
     .option('--json', 'print the headline numbers as JSON')
     .action(async (experiment: Experiment, opts: ReproduceOptions) => {
       await runReproduce(ctx, experiment, opts);

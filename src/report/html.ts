@@ -68,7 +68,7 @@ dl.settings { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 
 dl.settings dt { font-weight: 600; }
 dl.settings dd { margin: 0; }
 .figures { display: flex; flex-wrap: wrap; gap: 1.5rem; align-items: flex-start; }
-figure { margin: 0; }
+figure { margin: 0; max-width: 100%; overflow-x: auto; }
 figcaption { font-size: .85rem; color: #555; max-width: 26rem; }
 `;
 

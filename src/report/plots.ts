@@ -9,6 +9,8 @@
  *   completed / offered; a vertical rule marks the QoS target.
  * - `groupedBarSpec`: one bar per (group, series), e.g. violation ratio per service and
  *   policy.
+ * - `lineChartSpec`: one line (with points) per series over a quantitative x, e.g. goodput per
+ *   trace minute per policy, or decision time per search ways; optional horizontal rule.
  *
  * Series get their colors in the order of `seriesOrder` (default: first appearance), so
  * charts of one report color each policy alike.
@@ -126,13 +128,19 @@ export function groupedBarSpec(options: {
   readonly seriesOrder?: readonly string[];
   /** d3-format of the value labels ['.1f']. */
   readonly valueFormat?: string;
+  /** Print each value above its bar [true]. */
+  readonly valueLabels?: boolean;
+  /** Angle of the group labels, degrees [0]; e.g. -40 for many long labels. */
+  readonly labelAngle?: number;
+  /** A dashed horizontal rule with a label (e.g. y = 1 for "at the QoS target"). */
+  readonly yRule?: { readonly y: number; readonly label: string };
   readonly width?: number;
   readonly height?: number;
 }): TopLevelSpec {
   const order = options.seriesOrder ?? uniqueInOrder(options.data.map((d) => d.series));
   const groups = uniqueInOrder(options.data.map((d) => d.group));
   const encoding = {
-    x: { field: 'group', type: 'nominal', title: options.xTitle ?? null, sort: groups, axis: { labelAngle: 0 } },
+    x: { field: 'group', type: 'nominal', title: options.xTitle ?? null, sort: groups, axis: { labelAngle: options.labelAngle ?? 0 } },
     xOffset: { field: 'series', type: 'nominal', sort: order },
     y: { field: 'value', type: 'quantitative', title: options.yTitle },
     color: { field: 'series', type: 'nominal', title: null, scale: colorScale(order), legend: { orient: 'top' } },
@@ -145,9 +153,63 @@ export function groupedBarSpec(options: {
     encoding,
     layer: [
       { mark: { type: 'bar' } },
-      { mark: { type: 'text', dy: -4, baseline: 'bottom', fontSize: 10 }, encoding: { text: { field: 'value', type: 'quantitative', format: options.valueFormat ?? '.1f' } } },
+      ...(options.valueLabels === false ? [] : [{ mark: { type: 'text', dy: -4, baseline: 'bottom', fontSize: 10 }, encoding: { text: { field: 'value', type: 'quantitative', format: options.valueFormat ?? '.1f' } } }]),
+      ...(options.yRule === undefined
+        ? []
+        : [
+            { data: { values: [options.yRule] }, mark: { type: 'rule', strokeDash: [4, 3], color: '#555' }, encoding: { x: null, xOffset: null, color: null, y: { field: 'y', type: 'quantitative' } } },
+            { data: { values: [options.yRule] }, mark: { type: 'text', align: 'left', dx: 4, dy: -4, baseline: 'bottom', color: '#555' }, encoding: { x: { value: 0 }, xOffset: null, color: null, y: { field: 'y', type: 'quantitative' }, text: { field: 'label' } } },
+          ]),
     ],
   } as TopLevelSpec;
+}
+
+/** A point of a line chart. */
+export interface LinePoint {
+  /** Line the point belongs to (legend label). */
+  readonly series: string;
+  readonly x: number;
+  readonly y: number;
+}
+
+/**
+ * Lines over a quantitative x: one colored line per series (points marked when `points`), in
+ * `seriesOrder` (default: first appearance). `yRule` draws a dashed horizontal rule with its
+ * label (e.g. the QoS target). `yScale: 'log'` needs every y > 0.
+ */
+export function lineChartSpec(options: {
+  readonly title: string;
+  readonly xTitle: string;
+  readonly yTitle: string;
+  readonly data: readonly LinePoint[];
+  readonly seriesOrder?: readonly string[];
+  readonly yRule?: { readonly y: number; readonly label: string };
+  readonly yScale?: 'linear' | 'log';
+  /** Draw a point mark at every datum [false]. */
+  readonly points?: boolean;
+  readonly width?: number;
+  readonly height?: number;
+}): TopLevelSpec {
+  const order = options.seriesOrder ?? uniqueInOrder(options.data.map((d) => d.series));
+  const layers: unknown[] = [
+    {
+      data: { values: options.data.map((d) => ({ ...d })) },
+      mark: { type: 'line', point: options.points === true, strokeWidth: 2 },
+      encoding: {
+        x: { field: 'x', type: 'quantitative', title: options.xTitle },
+        y: { field: 'y', type: 'quantitative', title: options.yTitle, ...(options.yScale === 'log' ? { scale: { type: 'log' } } : {}) },
+        color: { field: 'series', type: 'nominal', title: null, scale: colorScale(order), legend: { orient: 'top' } },
+      },
+    },
+  ];
+  if (options.yRule !== undefined) {
+    const rule = { values: [{ y: options.yRule.y, label: options.yRule.label }] };
+    layers.push(
+      { data: rule, mark: { type: 'rule', strokeDash: [4, 3], color: '#555' }, encoding: { y: { field: 'y', type: 'quantitative' } } },
+      { data: rule, mark: { type: 'text', align: 'left', dx: 4, dy: -4, baseline: 'bottom', color: '#555' }, encoding: { y: { field: 'y', type: 'quantitative' }, x: { value: 0 }, text: { field: 'label' } } },
+    );
+  }
+  return { title: options.title, width: options.width ?? 480, height: options.height ?? 240, layer: layers } as TopLevelSpec;
 }
 
 /**

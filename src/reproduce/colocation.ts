@@ -43,8 +43,8 @@ export interface ColocationRow {
   readonly peakGoodputQps?: number;
 }
 
-/** Services of a workload: one per model (a model twice gets `-1` suffixed names). */
-export function workloadServices(w: PaperWorkload, specs: ReadonlyMap<string, ModelSpec>): ExperimentService[] {
+/** Services of a workload: one per model (a model twice gets `-1` suffixed names), batch sizes `batchSizes` [PAPER_BATCH_SIZES]. */
+export function workloadServices(w: PaperWorkload, specs: ReadonlyMap<string, ModelSpec>, batchSizes: readonly number[] = PAPER_BATCH_SIZES): ExperimentService[] {
   return w.models.map((m, i) => {
     const spec = specs.get(m);
     if (spec === undefined) throw new RangeError(`workload ${w.models.join('+')}: no spec for model '${m}'`);
@@ -53,7 +53,7 @@ export function workloadServices(w: PaperWorkload, specs: ReadonlyMap<string, Mo
       spec,
       qosTargetMs: w.qosMs,
       maxQueueLength: 10_000,
-      batchSizes: PAPER_BATCH_SIZES,
+      batchSizes,
       ...(spec.dynamicAxes.seq === undefined ? {} : { seqLens: PAPER_SEQ_LENS }),
     };
   });
@@ -90,16 +90,17 @@ function row(set: string, w: PaperWorkload, r: ExperimentResult, peakGoodputQps?
 
 /**
  * Run one workload under each policy: at its offered load, or (`findPeak`) the peak search
- * starting from it. The paper's `search_ways` / `slack_ms` parameterize Abacus.
+ * starting from it. The paper's `search_ways` / `slack_ms` parameterize Abacus. `batchSizes`
+ * overrides the query batch sizes [PAPER_BATCH_SIZES].
  */
 export async function runWorkload(
   deviceId: string,
   w: PaperWorkload,
   specs: ReadonlyMap<string, ModelSpec>,
   predictor: Predictor,
-  options: { policies: readonly string[]; queries: number; seed: number; findPeak: boolean },
+  options: { policies: readonly string[]; queries: number; seed: number; findPeak: boolean; batchSizes?: readonly number[] },
 ): Promise<ColocationRow[]> {
-  const services = workloadServices(w, specs);
+  const services = workloadServices(w, specs, options.batchSizes);
   const env = simEnv(deviceId, services, predictor, options.seed);
   const set = w.models.join('+');
   const rows: ColocationRow[] = [];

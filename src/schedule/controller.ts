@@ -121,6 +121,11 @@ export interface DecisionStats {
   readonly groupsScored: number;
   /** Rounds of abacus' multi-way cut-point search (0 for the other policies). */
   readonly searchRounds: number;
+  /**
+   * Heads whose remaining solo latency came from the controller's memo of earlier predictions
+   * instead of a predictor call (`heads.ts` `SoloMemo`; not counted in `groupsScored`).
+   */
+  readonly soloMemoHits: number;
 }
 
 /** The outcome of one `decide`. */

@@ -12,10 +12,65 @@ export interface StatsCounter {
   predictorCalls: number;
   groupsScored: number;
   searchRounds: number;
+  soloMemoHits: number;
 }
 
 export function newStats(): StatsCounter {
-  return { predictorCalls: 0, groupsScored: 0, searchRounds: 0 };
+  return { predictorCalls: 0, groupsScored: 0, searchRounds: 0, soloMemoHits: 0 };
+}
+
+/** Slots the memo can key exactly: start, end and batch below 2^10, seqLen below 2^16, ≤ 64 models. */
+const MEMO_FIELD = 1024;
+const MEMO_SEQ = 65536;
+const MEMO_MODELS = 64;
+
+/**
+ * Remembered remaining-solo-latency predictions of queries. A predictor is a pure function of
+ * the group, and a query waits at the head of its queue through several decisions at the same
+ * `nextOperator` (and most queries of a service share a few batch sizes), so step 1's drop
+ * check would ask the same single-slot question again and again. The memo answers it from a
+ * map keyed exactly by (model, start, end, batch, seqLen) — the value is the one the predictor
+ * returned, so decisions are identical with and without it. Bounded: when `capacity` keys are
+ * held it is cleared. One per controller instance (it belongs to that controller's predictor).
+ */
+export class SoloMemo {
+  readonly #capacity: number;
+  readonly #models = new Map<string, number>();
+  readonly #values = new Map<number, number>();
+
+  /** @throws RangeError unless capacity is an integer ≥ 1. */
+  constructor(capacity = 4096) {
+    if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`SoloMemo capacity must be an integer ≥ 1, got ${capacity}`);
+    this.#capacity = capacity;
+  }
+
+  /** Keys held now. */
+  get size(): number {
+    return this.#values.size;
+  }
+
+  /** The exact numeric key of `q`'s remaining operators, or -1 when a field is out of the keyable range. */
+  key(q: WaitingQuery): number {
+    let m = this.#models.get(q.model);
+    if (m === undefined) {
+      if (this.#models.size >= MEMO_MODELS) return -1;
+      m = this.#models.size;
+      this.#models.set(q.model, m);
+    }
+    if (q.operators >= MEMO_FIELD || q.batch >= MEMO_FIELD || q.seqLen >= MEMO_SEQ) return -1;
+    return (((m * MEMO_FIELD + q.nextOperator) * MEMO_FIELD + q.operators) * MEMO_FIELD + q.batch) * MEMO_SEQ + q.seqLen;
+  }
+
+  /** The remembered prediction for `key`, or undefined. */
+  get(key: number): number | undefined {
+    return key < 0 ? undefined : this.#values.get(key);
+  }
+
+  set(key: number, ms: number): void {
+    if (key < 0) return;
+    if (this.#values.size >= this.#capacity) this.#values.clear();
+    this.#values.set(key, ms);
+  }
 }
 
 /** A head under consideration. */
@@ -85,13 +140,16 @@ export interface HeadRule {
   readonly extraMs: number;
   /** A policy's own estimate of a query's remaining latency (ms), or undefined to ask the predictor. */
   readonly known?: (q: WaitingQuery) => number | undefined;
+  /** Remembered predictions of remaining solo latencies (consulted before the predictor, filled after). */
+  readonly memo?: SoloMemo;
 }
 
 /**
  * Step 1: the first query of each queue that is not hopeless. A query is hopeless when its
  * headroom is ≤ 0, or when `estimate + rule.extraMs > headroom` (estimate: `rule.known`, else
  * the predictor's remaining solo latency). Heads still unresolved after a round are scored in
- * ONE batched predictor call; a rejected head is replaced by the next query of its queue and
+ * ONE batched predictor call (heads whose prediction `rule.memo` remembers are not asked again);
+ * a rejected head is replaced by the next query of its queue and
  * the replacements are scored in the next round (so a decision only comes back empty when
  * every visible query was rejected). Without drop: the first query of each queue, scored
  * (one call) when `rule.score`.
@@ -110,12 +168,13 @@ export function collectHeads(
   const heads: Candidate[] = [];
   const pos: number[] = [];
   let pending: number[] = [];
+  const memo = rule.memo;
   for (let i = 0; i < queues.length; i++) {
     pos.push(0);
     if ((queues[i]?.length ?? 0) > 0) pending.push(i);
   }
   while (pending.length > 0) {
-    const toScore: { c: Candidate; qi: number }[] = [];
+    const toScore: { c: Candidate; qi: number; key: number; remembered: boolean }[] = [];
     for (const qi of pending) {
       const queue = queues[qi]!;
       while (pos[qi]! < queue.length) {
@@ -139,7 +198,7 @@ export function collectHeads(
           }
           heads.push(c);
         } else if (rule.drop || rule.score) {
-          toScore.push({ c, qi });
+          toScore.push({ c, qi, key: -1, remembered: false });
         } else {
           heads.push(c);
         }
@@ -147,14 +206,36 @@ export function collectHeads(
       }
     }
     if (toScore.length === 0) break;
-    const groups = toScore.map(({ c }) => [slotOf(c.query, c.query.operators)]);
-    const out = predictor.predict(groups);
-    stats.predictorCalls++;
-    stats.groupsScored += groups.length;
+    // The round's heads in order; those the memo remembers are not sent to the predictor, and
+    // every head is then resolved in the same order as if all had been scored in this call.
+    let groups: GroupSlot[][] | undefined;
+    for (const t of toScore) {
+      if (memo !== undefined) {
+        t.key = memo.key(t.c.query);
+        const ms = memo.get(t.key);
+        if (ms !== undefined) {
+          t.c.soloMs = ms;
+          t.remembered = true;
+          stats.soloMemoHits++;
+          continue;
+        }
+      }
+      (groups ??= []).push([slotOf(t.c.query, t.c.query.operators)]);
+    }
+    if (groups !== undefined) {
+      const out = predictor.predict(groups);
+      stats.predictorCalls++;
+      stats.groupsScored += groups.length;
+      let o = 0;
+      for (const t of toScore) {
+        if (t.remembered) continue;
+        t.c.soloMs = out[o++]!;
+        if (memo !== undefined) memo.set(t.key, t.c.soloMs);
+      }
+    }
     const next: number[] = [];
     for (let j = 0; j < toScore.length; j++) {
       const { c, qi } = toScore[j]!;
-      c.soloMs = out[j]!;
       if (rule.drop && c.soloMs + rule.extraMs > c.headroomMs) {
         rejected.push({ queryId: c.query.id, service: c.query.service, reason: 'qos_violation', headroomMs: c.headroomMs, predictedMs: c.soloMs + rule.extraMs });
         pos[qi]!++;
@@ -168,10 +249,17 @@ export function collectHeads(
   return heads;
 }
 
-/** Predicted remaining solo latency of one query (one call), for a head whose `soloMs` was not needed before. */
-export function predictSolo(predictor: Predictor, q: WaitingQuery, stats: StatsCounter): number {
+/** Predicted remaining solo latency of one query (one call unless `memo` remembers it), for a head whose `soloMs` was not needed before. */
+export function predictSolo(predictor: Predictor, q: WaitingQuery, stats: StatsCounter, memo?: SoloMemo): number {
+  const key = memo === undefined ? -1 : memo.key(q);
+  const remembered = memo?.get(key);
+  if (remembered !== undefined) {
+    stats.soloMemoHits++;
+    return remembered;
+  }
   const out = predictor.predict([[slotOf(q, q.operators)]]);
   stats.predictorCalls++;
   stats.groupsScored++;
+  memo?.set(key, out[0]!);
   return out[0]!;
 }

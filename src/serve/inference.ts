@@ -118,6 +118,14 @@ export interface InferResponse {
  */
 export type ServeErrorCode = 'bad_request' | 'model_not_found' | 'qos_violation' | 'overloaded' | 'not_ready' | 'device_failure' | 'internal';
 
+/**
+ * Header (HTTP, `abacus-error-code: qos_violation`) and trailing-metadata key (gRPC) by which a
+ * front end names the `ServeErrorCode` of a failed request, so clients can tell the causes that
+ * share one status (503 / UNAVAILABLE) apart without parsing messages. Optional for front ends;
+ * the clients in `serve/client/` read it when present.
+ */
+export const SERVE_ERROR_CODE_KEY = 'abacus-error-code';
+
 /** An error for one request; `message` names the model, input or field. */
 export class ServeError extends Error {
   readonly code: ServeErrorCode;

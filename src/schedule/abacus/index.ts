@@ -6,7 +6,7 @@
  */
 import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
 import type { Decision, LaunchSegment, QueryController, Rejection, ScheduleInput } from '../controller.ts';
-import { checkInput, collectHeads, compareUrgency, newStats, slotOf } from '../heads.ts';
+import { checkInput, collectHeads, compareUrgency, newStats, slotOf, SoloMemo } from '../heads.ts';
 
 export interface AbacusParams {
   /** Cut points evaluated per search round (one batched predictor call), integer ≥ 2. Paper: 2. */
@@ -47,14 +47,18 @@ export interface AbacusParams {
  *    stays at the head of its queue (the runtime advances its `nextOperator`).
  *
  * Since q0 has the least headroom, a group that fits q0's budget also fits every other
- * member's. The decision's counters: predictor calls = (rounds of step 1) + (1 for step 4
- * unless a lone q0's solo prediction is known) + search rounds.
+ * member's. The decision's counters: predictor calls = (rounds of step 1 that had a head the
+ * controller's memo did not remember) + (1 for step 4 unless a lone q0's solo prediction is
+ * known) + search rounds. The memo (`heads.ts` `SoloMemo`) returns exactly what the predictor
+ * returned for the same slot earlier, so it changes the cost of a decision, never the decision.
  */
 export class AbacusController implements QueryController {
   readonly policy = 'abacus';
   readonly launchWhileBusy = false;
   readonly #predictor: Predictor;
   readonly #params: AbacusParams;
+  /** Step 1's remembered solo predictions (`heads.ts` `SoloMemo`: same values, fewer predictor calls). */
+  readonly #memo = new SoloMemo();
 
   /** `params` are taken as valid; construct through `createController` (`schedule/index.ts`) to validate them. */
   constructor(predictor: Predictor, params: AbacusParams) {
@@ -73,7 +77,7 @@ export class AbacusController implements QueryController {
     const stats = newStats();
     const rejected: Rejection[] = [];
     // Step 1.
-    const heads = collectHeads(input, predictor, { drop, score: false, extraMs: 0 }, stats, rejected);
+    const heads = collectHeads(input, predictor, { drop, score: false, extraMs: 0, memo: this.#memo }, stats, rejected);
     if (heads.length === 0) return { group: [], rejected, stats };
     // Step 2.
     heads.sort(compareUrgency);

@@ -6,7 +6,7 @@
  */
 import type { Predictor } from '../../predict/predictor.ts';
 import type { Decision, GroupObservation, QueryController, Rejection, ScheduleInput, WaitingQuery } from '../controller.ts';
-import { checkInput, collectHeads, compareUrgency, newStats } from '../heads.ts';
+import { checkInput, collectHeads, compareUrgency, newStats, SoloMemo } from '../heads.ts';
 
 export interface ClockworkParams {
   /** Measurements kept per (model, batch, seqLen), integer ≥ 1. Clockwork: 10. */
@@ -59,6 +59,8 @@ export class ClockworkController implements QueryController {
   readonly #predictor: Predictor;
   readonly #params: ClockworkParams;
   readonly #history = new Map<string, History>();
+  /** Remembered predictor answers for heads without a measured estimate (`heads.ts` `SoloMemo`). */
+  readonly #memo = new SoloMemo();
 
   /** `params` are taken as valid; construct through `createController` (`schedule/index.ts`) to validate them. */
   constructor(predictor: Predictor, params: ClockworkParams) {
@@ -81,7 +83,7 @@ export class ClockworkController implements QueryController {
     checkInput(input);
     const stats = newStats();
     const rejected: Rejection[] = [];
-    const rule = { drop: true, score: true, extraMs: input.runningRemainingMs, known: this.#known };
+    const rule = { drop: true, score: true, extraMs: input.runningRemainingMs, known: this.#known, memo: this.#memo };
     const heads = collectHeads(input, this.#predictor, rule, stats, rejected);
     if (heads.length === 0) return { group: [], rejected, stats };
     let best = heads[0]!;

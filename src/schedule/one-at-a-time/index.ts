@@ -5,7 +5,7 @@
  */
 import type { Predictor } from '../../predict/predictor.ts';
 import type { Decision, QueryController, Rejection, ScheduleInput } from '../controller.ts';
-import { type Candidate, checkInput, collectHeads, compareTies, compareUrgency, newStats, predictSolo } from '../heads.ts';
+import { type Candidate, checkInput, collectHeads, compareTies, compareUrgency, newStats, predictSolo, SoloMemo } from '../heads.ts';
 
 export type OneAtATimePolicy = 'fcfs' | 'sjf' | 'edf';
 
@@ -36,6 +36,8 @@ export class OneAtATimeController implements QueryController {
   readonly launchWhileBusy = false;
   readonly #predictor: Predictor;
   readonly #params: OneAtATimeParams;
+  /** Remembered solo predictions (`heads.ts` `SoloMemo`: same values, fewer predictor calls). */
+  readonly #memo = new SoloMemo();
 
   /** `params` are taken as valid; construct through `createController` (`schedule/index.ts`) to validate them. */
   constructor(policy: OneAtATimePolicy, predictor: Predictor, params: OneAtATimeParams) {
@@ -52,14 +54,14 @@ export class OneAtATimeController implements QueryController {
     checkInput(input);
     const stats = newStats();
     const rejected: Rejection[] = [];
-    const rule = { drop: this.#params.drop, score: this.policy === 'sjf', extraMs: 0 };
+    const rule = { drop: this.#params.drop, score: this.policy === 'sjf', extraMs: 0, memo: this.#memo };
     const heads = collectHeads(input, this.#predictor, rule, stats, rejected);
     if (heads.length === 0) return { group: [], rejected, stats };
     const order = ORDER[this.policy];
     let best = heads[0]!;
     for (let i = 1; i < heads.length; i++) if (order(heads[i]!, best) < 0) best = heads[i]!;
     const q = best.query;
-    const predictedMs = Number.isNaN(best.soloMs) ? predictSolo(this.#predictor, q, stats) : best.soloMs;
+    const predictedMs = Number.isNaN(best.soloMs) ? predictSolo(this.#predictor, q, stats, this.#memo) : best.soloMs;
     return { group: [{ queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators }], predictedMs, rejected, stats };
   }
 

@@ -7,7 +7,7 @@
 import type { Decision, LaunchSegment, QueryController, ScheduleInput } from '../controller.ts';
 import { checkInput, checkQuery } from '../heads.ts';
 
-const NO_STATS = Object.freeze({ predictorCalls: 0, groupsScored: 0, searchRounds: 0 });
+const NO_STATS = Object.freeze({ predictorCalls: 0, groupsScored: 0, searchRounds: 0, soloMemoHits: 0 });
 
 /**
  * overlap-all. `launchWhileBusy` is true: the runtime calls `decide` on every arrival and

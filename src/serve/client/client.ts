@@ -1,0 +1,118 @@
+/**
+ * Inference clients for a KServe v2 / Open Inference Protocol server (this project's
+ * `abacus serve` or any other): one method shape over HTTP (`http-client.ts`) and gRPC
+ * (`grpc-client.ts`), used by the load driver `abacus bench --target URL`.
+ *
+ * Failures of `infer` are values, not exceptions, so a load driver can count them:
+ * `{ ok: false, status, code, message }` where `status` is the HTTP status (0 when no response
+ * arrived) or the gRPC status code, and `code` the server's `ServeErrorCode` (from the
+ * `abacus-error-code` header / trailing metadata when present, else from the status) or
+ * `'transport'` (no answer, an unusable answer, or a status with no serving meaning).
+ * Metadata calls (`modelMetadata`) throw `InferenceClientError` instead.
+ */
+import type { TensorDataType, TensorMap } from '../../tensor.ts';
+import { SERVE_ERROR_CODE_KEY, type ModelMetadata, type ServeErrorCode, type V2Datatype } from '../inference.ts';
+
+/** One request. */
+export interface ClientInferRequest {
+  /** Model (service) name. */
+  readonly model: string;
+  /** Input tensors by name, `[batch, …]`. */
+  readonly inputs: TensorMap;
+  /** Per-request QoS target in ms (sent as parameter `qos_ms`). */
+  readonly qosMs?: number;
+  /** Client request id, echoed by the server. */
+  readonly id?: string;
+  /** Outputs to return; absent: all. */
+  readonly outputs?: readonly string[];
+  /** Extra request parameters (booleans, strings, numbers, bigints). */
+  readonly parameters?: Readonly<Record<string, boolean | string | number | bigint>>;
+  /** Abort the call (the client reports `transport`). */
+  readonly signal?: AbortSignal;
+}
+
+/** A successful answer. */
+export interface ClientInferSuccess {
+  readonly ok: true;
+  /** Echoed request id (undefined when the server sent none). */
+  readonly id?: string;
+  /** Outputs by name, in the server's order. */
+  readonly outputs: TensorMap;
+  /** Response parameters, e.g. `queue_ms`, `compute_ms` (ms), `operator_groups`. */
+  readonly serverParameters: Readonly<Record<string, unknown>>;
+}
+
+/** A failed call. */
+export interface ClientInferFailure {
+  readonly ok: false;
+  /** HTTP status (0: no response) or gRPC status code. */
+  readonly status: number;
+  readonly code: ServeErrorCode | 'transport';
+  readonly message: string;
+}
+
+export type ClientInferResult = ClientInferSuccess | ClientInferFailure;
+
+/** The shape both clients share. */
+export interface InferenceClient {
+  /** Run one inference; never rejects (failures are `{ ok: false }`). */
+  infer(request: ClientInferRequest): Promise<ClientInferResult>;
+  /** Whether the server reports ready; false when it does not answer. */
+  ready(): Promise<boolean>;
+  /** @throws InferenceClientError when the server answers with an error or not at all. */
+  modelMetadata(name: string): Promise<ModelMetadata>;
+  /** Release connections. */
+  close(): Promise<void>;
+}
+
+/** A failed metadata call. */
+export class InferenceClientError extends Error {
+  readonly status: number;
+  readonly code: ServeErrorCode | 'transport';
+  constructor(failure: Omit<ClientInferFailure, 'ok'>, options?: { cause?: unknown }) {
+    super(failure.message, options);
+    this.name = 'InferenceClientError';
+    this.status = failure.status;
+    this.code = failure.code;
+  }
+}
+
+/** Header (HTTP) and trailing-metadata key (gRPC) naming the `ServeErrorCode` of a failure. */
+export const ERROR_CODE_KEY = SERVE_ERROR_CODE_KEY;
+
+const SERVE_CODES: readonly ServeErrorCode[] = ['bad_request', 'model_not_found', 'qos_violation', 'overloaded', 'not_ready', 'device_failure', 'internal'];
+
+/** `text` when it is a `ServeErrorCode`. */
+export function asServeErrorCode(text: unknown): ServeErrorCode | undefined {
+  return SERVE_CODES.find((c) => c === text);
+}
+
+/** The `ServeErrorCode` a message starts with (`qos_violation: …`), if any. */
+export function codeFromMessagePrefix(message: string): ServeErrorCode | undefined {
+  const match = /^([a-z_]+):/.exec(message);
+  return match === null ? undefined : asServeErrorCode(match[1]);
+}
+
+/** v2 datatype of each host tensor type. */
+export const V2_DATATYPE_OF: Readonly<Record<TensorDataType, V2Datatype>> = {
+  float32: 'FP32',
+  float64: 'FP64',
+  float16: 'FP16',
+  int64: 'INT64',
+  int32: 'INT32',
+  int8: 'INT8',
+  uint8: 'UINT8',
+  bool: 'BOOL',
+};
+
+/** Host tensor type of each v2 datatype a `HostTensor` can hold. */
+export const HOST_TYPE_OF: Readonly<Partial<Record<string, TensorDataType>>> = {
+  FP32: 'float32',
+  FP64: 'float64',
+  FP16: 'float16',
+  INT64: 'int64',
+  INT32: 'int32',
+  INT8: 'int8',
+  UINT8: 'uint8',
+  BOOL: 'bool',
+};

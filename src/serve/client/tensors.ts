@@ -1,0 +1,90 @@
+/**
+ * Host tensors ↔ v2 wire data for the clients: little-endian row-major bytes (binary tensor
+ * data extension, gRPC raw contents), typed gRPC contents and JSON `data`.
+ */
+import { BYTES_PER_ELEMENT, elementCount, type HostTensor, type TensorData, type TensorDataType } from '../../tensor.ts';
+import { HOST_TYPE_OF } from './client.ts';
+
+/** The bytes of a host tensor (a view, no copy; the platform is little-endian). */
+export function hostTensorBytes(tensor: HostTensor): Uint8Array {
+  const { data } = tensor;
+  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+}
+
+function typedArrayOf(dataType: TensorDataType, buffer: ArrayBuffer): TensorData {
+  switch (dataType) {
+    case 'float32':
+      return new Float32Array(buffer);
+    case 'float64':
+      return new Float64Array(buffer);
+    case 'float16':
+      return new Uint16Array(buffer);
+    case 'int64':
+      return new BigInt64Array(buffer);
+    case 'int32':
+      return new Int32Array(buffer);
+    case 'int8':
+      return new Int8Array(buffer);
+    case 'uint8':
+    case 'bool':
+      return new Uint8Array(buffer);
+  }
+}
+
+/**
+ * A host tensor from little-endian bytes (copied into an aligned buffer).
+ * @throws RangeError when the datatype has no host type or the byte count does not match the shape.
+ */
+export function hostTensorFromBytes(name: string, datatype: string, dims: readonly number[], bytes: Uint8Array): HostTensor {
+  const dataType = HOST_TYPE_OF[datatype];
+  if (dataType === undefined) throw new RangeError(`output ${name}: datatype ${datatype} is not supported by this client`);
+  const expected = elementCount(dims) * BYTES_PER_ELEMENT[dataType];
+  if (bytes.byteLength !== expected) throw new RangeError(`output ${name}: ${bytes.byteLength} bytes for shape [${dims.join(', ')}] of ${datatype} (expected ${expected})`);
+  const buffer = new ArrayBuffer(expected);
+  new Uint8Array(buffer).set(bytes);
+  return { dataType, dims: [...dims], data: typedArrayOf(dataType, buffer) };
+}
+
+/**
+ * A host tensor from a flat list of values (JSON `data` or typed gRPC contents). INT64 values may
+ * be numbers, bigints or decimal strings; BOOL values booleans or 0/1; FP16 values are not
+ * representable from JSON (raw only).
+ * @throws RangeError for an unsupported datatype, a count mismatch or a value of the wrong kind.
+ */
+export function hostTensorFromValues(name: string, datatype: string, dims: readonly number[], values: readonly unknown[]): HostTensor {
+  const dataType = HOST_TYPE_OF[datatype];
+  if (dataType === undefined || dataType === 'float16') throw new RangeError(`output ${name}: datatype ${datatype} is not supported as values by this client`);
+  const n = elementCount(dims);
+  if (values.length !== n) throw new RangeError(`output ${name}: ${values.length} values for shape [${dims.join(', ')}]`);
+  const buffer = new ArrayBuffer(n * BYTES_PER_ELEMENT[dataType]);
+  const data = typedArrayOf(dataType, buffer);
+  for (let i = 0; i < n; i++) {
+    const v = values[i];
+    if (data instanceof BigInt64Array) {
+      if (typeof v === 'bigint') data[i] = v;
+      else if ((typeof v === 'number' && Number.isInteger(v)) || (typeof v === 'string' && /^-?\d+$/.test(v))) data[i] = BigInt(v);
+      else throw new RangeError(`output ${name}: element ${i} (${String(v)}) is not an integer`);
+    } else if (typeof v === 'number') data[i] = v;
+    else if (typeof v === 'boolean') data[i] = v ? 1 : 0;
+    else throw new RangeError(`output ${name}: element ${i} (${String(v)}) is not a number`);
+  }
+  return { dataType, dims: [...dims], data };
+}
+
+/** Flat JSON-able values of a host tensor: INT64 as bigint (serialize with `jsonStringify`), BOOL as booleans. */
+export function hostTensorValues(tensor: HostTensor): unknown[] {
+  const { data } = tensor;
+  if (tensor.dataType === 'bool') return Array.from(data as Uint8Array, (v) => v !== 0);
+  if (data instanceof BigInt64Array) return Array.from(data);
+  return Array.from(data as ArrayLike<number>);
+}
+
+/**
+ * `JSON.stringify` that writes bigints as bare integers (lossless INT64 in JSON, as the v2
+ * spec's JSON `data` expects numbers) and non-finite numbers as `null`.
+ */
+export function jsonStringify(value: unknown): string {
+  const marker = '\u0000bigint:';
+  const text = JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? `${marker}${v.toString()}` : v));
+  return text.replace(/"\\u0000bigint:(-?\d+)"/g, '$1');
+}

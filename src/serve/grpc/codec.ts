@@ -1,0 +1,280 @@
+/**
+ * Wire ↔ contract conversion for `inference.GRPCInferenceService` (pure functions, no I/O):
+ * `ModelInferRequest` → `InferRequest`, `InferResponse` → `ModelInferResponse`, and
+ * `ServeError` → gRPC status. Spec: Open Inference Protocol gRPC
+ * (https://github.com/kserve/open-inference-protocol/blob/main/specification/protocol/inference_grpc.md).
+ */
+import { status as GrpcStatus, Metadata } from '@grpc/grpc-js';
+import type { HostTensor } from '../../tensor.ts';
+import { SERVE_ERROR_CODE_KEY, ServeError, type InferInput, type InferInputData, type InferRequest, type InferRequestedOutput, type InferResponse, type ServeErrorCode } from '../inference.ts';
+import type {
+  InferOutputTensorMessage,
+  InferParameterMessage,
+  InferTensorContentsMessage,
+  Int64Wire,
+  ModelInferRequestMessage,
+  ModelInferResponseMessage,
+  ParameterMap,
+} from './proto.ts';
+
+
+/** Which `InferTensorContents` field carries each v2 datatype (spec "Tensor Data"); FP16/BF16 have none. */
+export const CONTENTS_FIELD_BY_DATATYPE: Readonly<Record<string, keyof InferTensorContentsMessage>> = {
+  BOOL: 'bool_contents',
+  INT8: 'int_contents',
+  INT16: 'int_contents',
+  INT32: 'int_contents',
+  INT64: 'int64_contents',
+  UINT8: 'uint_contents',
+  UINT16: 'uint_contents',
+  UINT32: 'uint_contents',
+  UINT64: 'uint64_contents',
+  FP32: 'fp32_contents',
+  FP64: 'fp64_contents',
+  BYTES: 'bytes_contents',
+};
+
+const CONTENTS_FIELDS: readonly (keyof InferTensorContentsMessage)[] = [
+  'bool_contents',
+  'int_contents',
+  'int64_contents',
+  'uint_contents',
+  'uint64_contents',
+  'fp32_contents',
+  'fp64_contents',
+  'bytes_contents',
+];
+
+/** The non-empty fields of a contents message (empty when absent). */
+function setContentsFields(contents: InferTensorContentsMessage | null | undefined): (keyof InferTensorContentsMessage)[] {
+  if (contents === null || contents === undefined) return [];
+  return CONTENTS_FIELDS.filter((field) => (contents[field]?.length ?? 0) > 0);
+}
+
+/**
+ * An int64 from the wire (decimal string, `longs: String`) as a JS number when it is a safe
+ * integer, else a `bigint`.
+ */
+export function int64FromWire(value: Int64Wire): number | bigint {
+  if (typeof value === 'number') return value;
+  const big = BigInt(value);
+  return big >= BigInt(Number.MIN_SAFE_INTEGER) && big <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(big) : big;
+}
+
+/**
+ * `map<string, InferParameter>` → plain values: bool → boolean, string → string, double →
+ * number, int64/uint64 → number when safe, else `bigint`. Unset members are skipped.
+ */
+export function parametersFromWire(parameters: ParameterMap | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, parameter] of Object.entries(parameters ?? {})) {
+    const value = parameterValue(parameter);
+    if (value !== undefined) out[key] = value;
+  }
+  return out;
+}
+
+function parameterValue(parameter: InferParameterMessage): unknown {
+  switch (parameter.parameter_choice) {
+    case 'bool_param':
+      return parameter.bool_param ?? false;
+    case 'string_param':
+      return parameter.string_param ?? '';
+    case 'double_param':
+      return parameter.double_param ?? 0;
+    case 'int64_param':
+      return int64FromWire(parameter.int64_param ?? 0);
+    case 'uint64_param':
+      return int64FromWire(parameter.uint64_param ?? 0);
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * Plain values → `map<string, InferParameter>`: boolean → bool_param, string → string_param,
+ * integer number or bigint → int64_param (decimal string), other number → double_param.
+ * Other values are skipped.
+ */
+export function parametersToWire(parameters: Readonly<Record<string, unknown>>): ParameterMap {
+  const out: ParameterMap = {};
+  for (const [key, value] of Object.entries(parameters)) {
+    if (typeof value === 'boolean') out[key] = { bool_param: value };
+    else if (typeof value === 'string') out[key] = { string_param: value };
+    else if (typeof value === 'bigint') out[key] = { int64_param: value.toString() };
+    else if (typeof value === 'number') out[key] = Number.isSafeInteger(value) ? { int64_param: String(value) } : { double_param: value };
+  }
+  return out;
+}
+
+function shapeFromWire(shape: readonly Int64Wire[] | undefined, what: string): number[] {
+  return (shape ?? []).map((dim) => {
+    const value = typeof dim === 'number' ? dim : Number(dim);
+    if (!Number.isSafeInteger(value)) throw new ServeError('bad_request', `${what}: shape dimension ${String(dim)} is not an integer in range`);
+    return value;
+  });
+}
+
+/** Typed contents → contract values; int64/uint64 as `bigint`. */
+function typedValues(field: keyof InferTensorContentsMessage, contents: InferTensorContentsMessage | null | undefined): readonly unknown[] {
+  const values = contents?.[field] ?? [];
+  if (field === 'int64_contents' || field === 'uint64_contents') return (values as Int64Wire[]).map((v) => BigInt(v));
+  return values;
+}
+
+/**
+ * Parse a `ModelInferRequest` into the protocol-neutral request.
+ * - `raw_input_contents`, when non-empty, must have one entry per input (in the order of
+ *   `inputs`) and no input may carry `contents` (spec); each input then gets `{kind:'raw'}`.
+ * - Otherwise each input's `contents` field matching its datatype becomes `{kind:'typed'}`
+ *   (INT64/UINT64 as `bigint`); a field of another type, or FP16/BF16 without raw contents,
+ *   is a bad_request naming the input.
+ * - Empty `model_version` and `id` mean absent (proto3 cannot tell them apart).
+ * @throws ServeError bad_request naming the field.
+ */
+export function inferRequestFromWire(message: ModelInferRequestMessage, requestId: string, signal?: AbortSignal): InferRequest {
+  const modelName = message.model_name ?? '';
+  if (modelName === '') throw new ServeError('bad_request', 'model_name is required');
+  const inputsWire = message.inputs ?? [];
+  const raw = message.raw_input_contents ?? [];
+  if (raw.length > 0 && raw.length !== inputsWire.length) {
+    throw new ServeError('bad_request', `model ${modelName}: raw_input_contents has ${raw.length} entries for ${inputsWire.length} inputs (one per input, in order)`);
+  }
+  const inputs: InferInput[] = inputsWire.map((input, index) => {
+    const name = input.name ?? '';
+    const what = `model ${modelName}: input ${name === '' ? `#${index}` : name}`;
+    if (name === '') throw new ServeError('bad_request', `${what}: name is required`);
+    const datatype = input.datatype ?? '';
+    const shape = shapeFromWire(input.shape, what);
+    const setFields = setContentsFields(input.contents);
+    let data: InferInputData;
+    const rawBytes = raw[index];
+    if (rawBytes !== undefined) {
+      if (setFields.length > 0) throw new ServeError('bad_request', `${what}: contents must not be set when raw_input_contents is used`);
+      data = { kind: 'raw', bytes: rawBytes };
+    } else {
+      const field = CONTENTS_FIELD_BY_DATATYPE[datatype];
+      if (field === undefined) {
+        const reason = datatype === 'FP16' || datatype === 'BF16' ? `${datatype} must be sent in raw_input_contents` : `unknown datatype '${datatype}'`;
+        throw new ServeError('bad_request', `${what}: ${reason}`);
+      }
+      const other = setFields.find((f) => f !== field);
+      if (other !== undefined) throw new ServeError('bad_request', `${what}: datatype ${datatype} expects contents.${field}, got contents.${other}`);
+      data = { kind: 'typed', values: typedValues(field, input.contents) };
+    }
+    return { name, datatype, shape, data };
+  });
+  const outputs: InferRequestedOutput[] | undefined =
+    message.outputs !== undefined && message.outputs.length > 0
+      ? message.outputs.map((output, index) => {
+          const name = output.name ?? '';
+          if (name === '') throw new ServeError('bad_request', `model ${modelName}: output #${index}: name is required`);
+          return { name };
+        })
+      : undefined;
+  return {
+    modelName,
+    ...(message.model_version !== undefined && message.model_version !== '' ? { modelVersion: message.model_version } : {}),
+    ...(message.id !== undefined && message.id !== '' ? { id: message.id } : {}),
+    inputs,
+    ...(outputs !== undefined ? { outputs } : {}),
+    parameters: parametersFromWire(message.parameters),
+    requestId,
+    ...(signal !== undefined ? { signal } : {}),
+  };
+}
+
+/** Little-endian row-major bytes of a host tensor (a view, no copy; the platform is little-endian). */
+export function tensorBytes(tensor: HostTensor): Buffer {
+  const { data } = tensor;
+  return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+}
+
+/** A host tensor as the `InferTensorContents` field of `datatype`; INT64/UINT64 as decimal strings. */
+export function tensorContents(tensor: HostTensor, datatype: string): InferTensorContentsMessage {
+  const field = CONTENTS_FIELD_BY_DATATYPE[datatype];
+  if (field === undefined || field === 'bytes_contents') throw new ServeError('internal', `output datatype ${datatype} has no typed contents`);
+  const { data } = tensor;
+  if (data instanceof BigInt64Array) return { [field]: Array.from(data, (v) => v.toString()) };
+  if (field === 'bool_contents') return { bool_contents: Array.from(data as ArrayLike<number>, (v) => v !== 0) };
+  if (field === 'int64_contents' || field === 'uint64_contents') return { [field]: Array.from(data as ArrayLike<number>, (v) => String(v)) };
+  return { [field]: Array.from(data as ArrayLike<number>) };
+}
+
+/**
+ * Encode a response. `contents: 'raw'` (default, as Triton does) puts each output's bytes in
+ * `raw_output_contents` (one entry per output, in order); `'typed'` fills each output's
+ * `contents` instead, unless an output's datatype has no typed field (FP16, BF16, BYTES), in
+ * which case the whole response goes raw (the spec forbids mixing the two).
+ * Response parameters: `queue_ms`, `compute_ms` (double_param), `operator_groups` (int64_param).
+ * @throws ServeError internal when an output has no datatype in `outputDatatypes`.
+ */
+export function inferResponseToWire(response: InferResponse, requested: 'raw' | 'typed' = 'raw'): ModelInferResponseMessage {
+  const typedPossible = Object.values(response.outputDatatypes).every((d) => {
+    const field = CONTENTS_FIELD_BY_DATATYPE[d];
+    return field !== undefined && field !== 'bytes_contents';
+  });
+  const contents = requested === 'typed' && typedPossible ? 'typed' : 'raw';
+  const outputs: InferOutputTensorMessage[] = [];
+  const rawOutputs: Buffer[] = [];
+  for (const [name, tensor] of Object.entries(response.outputs)) {
+    const datatype = response.outputDatatypes[name];
+    if (datatype === undefined) throw new ServeError('internal', `output ${name} has no datatype`);
+    const output: InferOutputTensorMessage = { name, datatype, shape: [...tensor.dims] };
+    if (contents === 'raw') rawOutputs.push(tensorBytes(tensor));
+    else output.contents = tensorContents(tensor, datatype);
+    outputs.push(output);
+  }
+  const { queue_ms, compute_ms, operator_groups } = response.parameters;
+  return {
+    model_name: response.modelName,
+    model_version: response.modelVersion,
+    id: response.id ?? '',
+    parameters: {
+      queue_ms: { double_param: queue_ms },
+      compute_ms: { double_param: compute_ms },
+      operator_groups: { int64_param: String(operator_groups) },
+    },
+    outputs,
+    raw_output_contents: rawOutputs,
+  };
+}
+
+/** A gRPC status for a failed call (`ServiceError`-shaped for the unary callback). */
+export interface GrpcErrorStatus {
+  readonly code: GrpcStatus;
+  readonly details: string;
+  readonly metadata: Metadata;
+}
+
+/** gRPC status of each `ServeErrorCode` (README "Status codes"; `inference.ts`). */
+export const GRPC_STATUS_BY_CODE: Readonly<Record<ServeErrorCode, GrpcStatus>> = {
+  bad_request: GrpcStatus.INVALID_ARGUMENT,
+  model_not_found: GrpcStatus.NOT_FOUND,
+  qos_violation: GrpcStatus.UNAVAILABLE,
+  overloaded: GrpcStatus.UNAVAILABLE,
+  not_ready: GrpcStatus.UNAVAILABLE,
+  device_failure: GrpcStatus.UNAVAILABLE,
+  internal: GrpcStatus.INTERNAL,
+};
+
+/** The generic message of every INTERNAL status (the log has the detail). */
+export const INTERNAL_MESSAGE = 'internal error; see the server log';
+
+/**
+ * The gRPC status for an error: a `ServeError` maps by code (UNAVAILABLE details start with the
+ * code, e.g. `qos_violation: …`, so the reason survives the shared status); anything else, and
+ * `internal`, is INTERNAL with a generic message. The code also travels as trailing metadata
+ * `abacus-error-code`.
+ */
+export function grpcStatusOf(error: unknown): GrpcErrorStatus {
+  const code: ServeErrorCode = error instanceof ServeError ? error.code : 'internal';
+  const metadata = new Metadata();
+  metadata.set(SERVE_ERROR_CODE_KEY, code);
+  const grpcCode = GRPC_STATUS_BY_CODE[code];
+  let details: string;
+  if (code === 'internal' || !(error instanceof ServeError)) details = INTERNAL_MESSAGE;
+  else if (grpcCode === GrpcStatus.UNAVAILABLE) details = `${code}: ${error.message}`;
+  else details = error.message;
+  return { code: grpcCode, details, metadata };
+}

@@ -1,0 +1,215 @@
+/**
+ * The gRPC front end: `inference.GRPCInferenceService` (KServe v2 / Open Inference Protocol)
+ * over @grpc/grpc-js, on top of an `InferenceBackend` (`../inference.ts`).
+ *
+ * - ServerLive / ServerReady / ServerMetadata: straight from the backend.
+ * - ModelReady / ModelMetadata: NOT_FOUND for an unknown model or version.
+ * - ModelInfer: typed `contents` or `raw_input_contents` (all inputs or none); parameters as plain
+ *   values (`qos_ms` a number); `outputs` selection; `id` echoed. Outputs are returned in
+ *   `raw_output_contents` by default, as Triton does (little-endian row-major bytes, one entry per
+ *   output in the order of `outputs`); `outputContents: 'typed'` fills `contents` instead.
+ *   Response parameters `queue_ms`, `compute_ms` (ms, double) and `operator_groups` (int64).
+ * - Status mapping (`codec.ts`): bad_request INVALID_ARGUMENT, model_not_found NOT_FOUND,
+ *   qos_violation / overloaded / not_ready / device_failure UNAVAILABLE (details `code: reason`),
+ *   internal and anything that is not a `ServeError` INTERNAL with a generic message (logged).
+ *   The `ServeErrorCode` also travels as trailing metadata `abacus-error-code`. A message above
+ *   `maxReceiveMessageBytes` is RESOURCE_EXHAUSTED (grpc-js).
+ * - Every call gets exactly one response. A call the client cancels (or whose connection drops)
+ *   aborts the request's `signal`, so a query that has not started is withdrawn.
+ *
+ * Spec: https://github.com/kserve/open-inference-protocol/blob/main/specification/protocol/inference_grpc.md
+ */
+import { randomUUID } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from '../../log.ts';
+import type { InferenceBackend } from '../inference.ts';
+import { grpcStatusOf, inferRequestFromWire, inferResponseToWire } from './codec.ts';
+import {
+  loadInferenceService,
+  type EmptyMessage,
+  type ModelInferRequestMessage,
+  type ModelInferResponseMessage,
+  type ModelMetadataRequestMessage,
+  type ModelMetadataResponseMessage,
+  type ModelReadyRequestMessage,
+  type ModelReadyResponseMessage,
+  type ServerLiveResponseMessage,
+  type ServerMetadataResponseMessage,
+  type ServerReadyResponseMessage,
+} from './proto.ts';
+
+/** Default largest accepted request message: 64 MiB (batch 32 of `[3, 224, 224]` FP32 is 19 MiB). */
+export const DEFAULT_MAX_RECEIVE_MESSAGE_BYTES = 64 * 1024 * 1024;
+/** Default largest response message: 64 MiB. */
+export const DEFAULT_MAX_SEND_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+export interface GrpcServerOptions {
+  /** Request logs (one line per failed call, debug per call) carry `requestId`. */
+  readonly logger?: Logger;
+  /** Largest request message in bytes (`grpc.max_receive_message_length`); larger calls fail RESOURCE_EXHAUSTED. Default 64 MiB. */
+  readonly maxReceiveMessageBytes?: number;
+  /** Largest response message in bytes (`grpc.max_send_message_length`). Default 64 MiB. */
+  readonly maxSendMessageBytes?: number;
+  /** How outputs are encoded: `raw` (default, `raw_output_contents`, as Triton) or `typed` (`contents`). */
+  readonly outputContents?: 'raw' | 'typed';
+}
+
+/** A gRPC server for one backend; create with `createGrpcServer`. */
+export interface GrpcInferenceServer {
+  /**
+   * Bind `host:port` (port 0: any free port) without TLS and start serving.
+   * @returns the bound port.
+   * @throws Error when the address cannot be bound or the server is already listening or closed.
+   */
+  listen(host: string, port: number): Promise<number>;
+  /**
+   * Stop accepting calls and wait up to `graceMs` for running calls to finish; then cancel the
+   * rest (their requests' signals abort). Resolves when the server has stopped; idempotent.
+   */
+  close(graceMs: number): Promise<void>;
+}
+
+function checkBytesOption(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer (bytes), got ${value}`);
+  return value;
+}
+
+/** `host:port` for grpc-js, bracketing an IPv6 literal. */
+function bindAddress(host: string, port: number): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/**
+ * Create the gRPC front end for `backend`. Loads `grpc_service.proto` now.
+ * @throws RangeError for a message size that is not a positive integer.
+ */
+export function createGrpcServer(backend: InferenceBackend, options: GrpcServerOptions = {}): GrpcInferenceServer {
+  const maxReceive = checkBytesOption('maxReceiveMessageBytes', options.maxReceiveMessageBytes, DEFAULT_MAX_RECEIVE_MESSAGE_BYTES);
+  const maxSend = checkBytesOption('maxSendMessageBytes', options.maxSendMessageBytes, DEFAULT_MAX_SEND_MESSAGE_BYTES);
+  const outputContents = options.outputContents ?? 'raw';
+  const logger = options.logger;
+  const { definition } = loadInferenceService();
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': maxReceive,
+    'grpc.max_send_message_length': maxSend,
+  });
+
+  /** Run a synchronous handler body; any throw becomes the mapped status. */
+  function unary<Req, Res>(rpc: string, body: (request: Req) => Res): grpc.handleUnaryCall<Req, Res> {
+    return (call, callback) => {
+      try {
+        callback(null, body(call.request));
+      } catch (error) {
+        const requestId = randomUUID();
+        const st = grpcStatusOf(error);
+        if (st.code === grpc.status.INTERNAL) logger?.error({ err: error, rpc, requestId }, 'grpc call failed with an internal error');
+        else logger?.debug({ rpc, requestId, code: st.code, details: st.details }, 'grpc call failed');
+        callback(st);
+      }
+    };
+  }
+
+  const modelInfer: grpc.handleUnaryCall<ModelInferRequestMessage, ModelInferResponseMessage> = (call, callback) => {
+    const requestId = randomUUID();
+    const controller = new AbortController();
+    let answered = false;
+    const answer = (error: unknown, response?: ModelInferResponseMessage): void => {
+      if (answered) return;
+      answered = true;
+      call.removeListener('cancelled', onCancelled);
+      if (response !== undefined) {
+        callback(null, response);
+        logger?.debug({ requestId, model: call.request.model_name }, 'grpc infer ok');
+        return;
+      }
+      const st = grpcStatusOf(error);
+      if (st.code === grpc.status.INTERNAL) logger?.error({ err: error, requestId, model: call.request.model_name }, 'grpc infer failed with an internal error');
+      else logger?.debug({ requestId, model: call.request.model_name, code: st.code, details: st.details }, 'grpc infer failed');
+      callback(st);
+    };
+    const onCancelled = (): void => {
+      logger?.debug({ requestId, model: call.request.model_name }, 'grpc infer cancelled by the client');
+      controller.abort(new Error('the client cancelled the call'));
+    };
+    call.on('cancelled', onCancelled);
+    if (call.cancelled) controller.abort(new Error('the client cancelled the call'));
+    let pending: Promise<ModelInferResponseMessage>;
+    try {
+      const request = inferRequestFromWire(call.request, requestId, controller.signal);
+      pending = backend.infer(request).then((response) => inferResponseToWire(response, outputContents));
+    } catch (error) {
+      answer(error);
+      return;
+    }
+    pending.then(
+      (response) => answer(null, response),
+      (error: unknown) => answer(error),
+    );
+  };
+
+  const handlers: grpc.UntypedServiceImplementation = {
+    ServerLive: unary<EmptyMessage, ServerLiveResponseMessage>('ServerLive', () => ({ live: backend.isLive() })),
+    ServerReady: unary<EmptyMessage, ServerReadyResponseMessage>('ServerReady', () => ({ ready: backend.isReady() })),
+    ServerMetadata: unary<EmptyMessage, ServerMetadataResponseMessage>('ServerMetadata', () => {
+      const m = backend.serverMetadata();
+      return { name: m.name, version: m.version, extensions: [...m.extensions] };
+    }),
+    ModelReady: unary<ModelReadyRequestMessage, ModelReadyResponseMessage>('ModelReady', (request) => {
+      const version = request.version === '' ? undefined : request.version;
+      return { ready: backend.modelReady(request.name ?? '', version) };
+    }),
+    ModelMetadata: unary<ModelMetadataRequestMessage, ModelMetadataResponseMessage>('ModelMetadata', (request) => {
+      const version = request.version === '' ? undefined : request.version;
+      const m = backend.modelMetadata(request.name ?? '', version);
+      const tensor = (t: { name: string; datatype: string; shape: readonly number[] }): { name: string; datatype: string; shape: number[] } => ({
+        name: t.name,
+        datatype: t.datatype,
+        shape: [...t.shape],
+      });
+      return { name: m.name, versions: [...m.versions], platform: m.platform, inputs: m.inputs.map(tensor), outputs: m.outputs.map(tensor) };
+    }),
+    ModelInfer: modelInfer,
+  };
+  server.addService(definition, handlers);
+
+  let state: 'new' | 'listening' | 'closed' = 'new';
+  let closing: Promise<void> | undefined;
+
+  return {
+    listen(host: string, port: number): Promise<number> {
+      if (!Number.isSafeInteger(port) || port < 0 || port > 65535) return Promise.reject(new RangeError(`port must be an integer in [0, 65535], got ${port}`));
+      if (state !== 'new') return Promise.reject(new Error(`the gRPC server is ${state === 'listening' ? 'already listening' : 'closed'}`));
+      state = 'listening';
+      const address = bindAddress(host, port);
+      return new Promise<number>((resolve, reject) => {
+        server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, boundPort) => {
+          if (error !== null) {
+            state = 'new';
+            reject(new Error(`gRPC server cannot bind ${address}: ${error.message}`, { cause: error }));
+            return;
+          }
+          logger?.info({ address, port: boundPort }, 'grpc server listening');
+          resolve(boundPort);
+        });
+      });
+    },
+    close(graceMs: number): Promise<void> {
+      if (closing !== undefined) return closing;
+      if (!(graceMs >= 0)) return Promise.reject(new RangeError(`graceMs must be >= 0, got ${graceMs}`));
+      state = 'closed';
+      closing = new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          logger?.warn({ graceMs }, 'grpc server: grace period over, cancelling the remaining calls');
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      return closing;
+    },
+  };
+}
