@@ -220,7 +220,7 @@ function oneOperatorAtATime(): QueryController {
       return {
         group: head === undefined ? [] : [{ queryId: head.id, service: head.service, start: head.nextOperator, end: head.nextOperator + 1 }],
         rejected: [],
-        stats: { predictorCalls: 0, groupsScored: 0, searchRounds: 0 },
+        stats: { predictorCalls: 0, groupsScored: 0, searchRounds: 0, soloMemoHits: 0 },
       };
     },
     observe: () => undefined,
