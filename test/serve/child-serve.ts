@@ -16,6 +16,7 @@ export interface ChildServer {
   /** `127.0.0.1:PORT` (undefined with `--no-grpc`). */
   readonly grpcAddress: string | undefined;
   readonly stdout: () => string;
+  /** The child's stderr so far (empty when it goes to `stderrFile`). */
   readonly stderr: () => string;
   /** Resolves with the exit code (null when killed by a signal). */
   readonly exit: Promise<number | null>;
@@ -35,15 +36,19 @@ export async function writeConfig(dir: string, name: string, lines: readonly str
  * with `ABACUS_CACHE_DIR=cacheDir`, and wait (up to `readyTimeoutMs`) for the ready line.
  * @throws Error with the child's output when it exits or does not get ready in time.
  */
-export async function startChildServer(config: string, options: { cacheDir: string; flags?: readonly string[]; readyTimeoutMs?: number; logLevel?: string }): Promise<ChildServer> {
+export async function startChildServer(config: string, options: { cacheDir: string; flags?: readonly string[]; readyTimeoutMs?: number; logLevel?: string; stderrFile?: string }): Promise<ChildServer> {
+  // The logs go to a file when asked: the server's pino writes are synchronous, and a pipe to a
+  // busy test process would stall the server's event loop whenever the pipe is full.
+  const logFile = options.stderrFile === undefined ? undefined : await fs.open(options.stderrFile, 'w');
   const child = spawn(process.execPath, [ABACUS_BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', '--grpc-port', '0', ...(options.flags ?? [])], {
     env: { ...process.env, ABACUS_CACHE_DIR: options.cacheDir, ABACUS_LOG_LEVEL: options.logLevel ?? 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', 'pipe', logFile === undefined ? 'pipe' : logFile.fd],
   });
+  await logFile?.close();
   let out = '';
   let err = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (err += d.toString()));
   const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const stop = async (killAfterMs = 15_000): Promise<number | null> => {
     if (child.exitCode !== null || child.signalCode !== null) return exit;
@@ -81,6 +86,17 @@ export async function rssBytes(pid: number): Promise<number | undefined> {
     const status = await fs.readFile(`/proc/${pid}/status`, 'utf8');
     const kb = /^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1];
     return kb === undefined ? undefined : Number(kb) * 1024;
+  } catch {
+    return undefined;
+  }
+}
+
+/** CPU time (user + system) a process has used, ms (Linux `/proc/PID/stat`, 100 ticks/s); undefined elsewhere. */
+export async function cpuMs(pid: number): Promise<number | undefined> {
+  try {
+    const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return undefined;
   }
