@@ -189,7 +189,23 @@ describe('abacus serve over gRPC (child process, sim:a100)', () => {
         }
       }
       expect(valid).toBe(5);
+      // bytes that are not a valid protobuf message (grpc-js alone answers INTERNAL): INVALID_ARGUMENT naming the RPC
+      const garbage = [Buffer.from([0xff, 0xff, 0xff]), Buffer.from('not protobuf at all'), Buffer.from([0x0a, 0x80])];
+      for (const method of ['ModelInfer', 'ModelMetadata', 'ServerLive']) {
+        for (const bytes of garbage) {
+          const e = await status(
+            new Promise((resolve, reject) => {
+              raw.makeUnaryRequest(`/inference.GRPCInferenceService/${method}`, (b: Buffer) => b, (b: Buffer) => b, bytes, new grpc.Metadata(), { deadline: Date.now() + 10_000 }, (err, res) => (err !== null ? reject(err) : resolve(res)));
+            }),
+            `${method} ${bytes.toString('hex')}`,
+          );
+          expect(e.code, `${method} ${bytes.toString('hex')}: ${e.details}`).toBe(grpc.status.INVALID_ARGUMENT);
+          expect(e.details).toMatch(new RegExp(`^the ${method} request message is not valid protobuf`));
+          expect(e.metadata.get('abacus-error-code')).toEqual(['bad_request']);
+        }
+      }
       expect(await rawCall(raw, 'ServerReady', {})).toEqual({ ready: true });
+      expect((await rawCall<ModelInferResponseMessage>(raw, 'ModelInfer', good)).outputs?.[0]?.name).toBe('logits');
     } finally {
       raw.close();
     }
