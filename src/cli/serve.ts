@@ -23,6 +23,7 @@ import { ModelRepository } from '../model/repository.ts';
 import { loadServingConfig, maxQosMsOf } from '../runtime/config.ts';
 import { createController, isPolicyName, parseControllerParams, POLICY_NAMES } from '../schedule/index.ts';
 import { RuntimeBackend, type BackendEngine, type ServedModel } from '../serve/backend.ts';
+import { createGrpcServer } from '../serve/grpc/server.ts';
 import { DEFAULT_MAX_BODY_BYTES } from '../serve/http/app.ts';
 import { ServeMetrics } from '../serve/metrics.ts';
 import { startServer, type GrpcServerFactory, type RunningServer } from '../serve/server.ts';
@@ -52,22 +53,6 @@ function port(flag: string): (value: string) => number {
     if (!/^\s*\d+\s*$/.test(value) || x > 65_535) throw new InvalidArgumentError(`${flag} expects a port in [0, 65535] (0: any free port), got '${value}'`);
     return x;
   };
-}
-
-/**
- * The gRPC front end, when this build has it (`serve/grpc/server.ts`, `createGrpcServer`).
- * TODO(lead, at merge): replace this lookup with a static
- * `import { createGrpcServer } from '../serve/grpc/server.ts'` once the gRPC branch is in.
- */
-async function loadGrpcFactory(): Promise<GrpcServerFactory | undefined> {
-  const specifier = '../serve/grpc/server.ts';
-  try {
-    const mod = (await import(specifier)) as { createGrpcServer?: GrpcServerFactory };
-    return typeof mod.createGrpcServer === 'function' ? mod.createGrpcServer : undefined;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') return undefined;
-    throw err;
-  }
 }
 
 function packageVersion(): string {
@@ -124,12 +109,7 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
       },
     };
   };
-  let grpc: { port: number; factory: GrpcServerFactory } | undefined;
-  if (opts.grpc) {
-    const factory = await loadGrpcFactory();
-    if (factory === undefined) ctx.err('abacus serve: gRPC is not available in this build; serving HTTP only (--no-grpc silences this)\n');
-    else grpc = { port: opts.grpcPort, factory };
-  }
+  const grpc: { port: number; factory: GrpcServerFactory } | undefined = opts.grpc ? { port: opts.grpcPort, factory: createGrpcServer } : undefined;
   return startServer({
     backend,
     openEngine,

@@ -13,7 +13,8 @@
  *   qos_violation / overloaded / not_ready / device_failure UNAVAILABLE (details `code: reason`),
  *   internal and anything that is not a `ServeError` INTERNAL with a generic message (logged).
  *   The `ServeErrorCode` also travels as trailing metadata `abacus-error-code`. A message above
- *   `maxReceiveMessageBytes` is RESOURCE_EXHAUSTED (grpc-js).
+ *   `maxReceiveMessageBytes` is RESOURCE_EXHAUSTED (grpc-js); bytes that are not a valid request
+ *   message are INVALID_ARGUMENT (bad_request; grpc-js alone would answer INTERNAL).
  * - Every call gets exactly one response. A call the client cancels (or whose connection drops)
  *   aborts the request's `signal`, so a query that has not started is withdrawn.
  *
@@ -22,7 +23,7 @@
 import { randomUUID } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../log.ts';
-import type { InferenceBackend } from '../inference.ts';
+import { ServeError, type InferenceBackend } from '../inference.ts';
 import { grpcStatusOf, inferRequestFromWire, inferResponseToWire } from './codec.ts';
 import {
   loadInferenceService,
@@ -80,6 +81,43 @@ function bindAddress(host: string, port: number): string {
   return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
+/** A request message protobuf could not decode (see `tolerantDefinition`); the bytes' problem in `reason`. */
+const MALFORMED = Symbol('malformed request message');
+interface MalformedMessage {
+  readonly [MALFORMED]: string;
+}
+
+function malformedReason(message: unknown): string | undefined {
+  return typeof message === 'object' && message !== null && MALFORMED in message ? (message as MalformedMessage)[MALFORMED] : undefined;
+}
+
+/**
+ * `definition` with request deserializers that never throw: grpc-js answers a deserializer's
+ * throw with INTERNAL, but bytes that are not a valid request message are the client's fault,
+ * so they become a `MalformedMessage` that the handlers answer with INVALID_ARGUMENT.
+ */
+function tolerantDefinition(definition: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  const out: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  for (const [name, method] of Object.entries(definition as Record<string, grpc.MethodDefinition<unknown, unknown>>)) {
+    out[name] = {
+      ...method,
+      requestDeserialize: (bytes: Buffer): unknown => {
+        try {
+          return method.requestDeserialize(bytes);
+        } catch (error) {
+          return { [MALFORMED]: error instanceof Error ? error.message : String(error) } satisfies MalformedMessage;
+        }
+      },
+    };
+  }
+  return out;
+}
+
+/** The INVALID_ARGUMENT status for an undecodable `rpc` request message. */
+function malformedStatus(rpc: string, reason: string): Partial<grpc.StatusObject> {
+  return grpcStatusOf(new ServeError('bad_request', `the ${rpc} request message is not valid protobuf for inference.GRPCInferenceService (${reason.slice(0, 200)})`));
+}
+
 /**
  * Create the gRPC front end for `backend`. Loads `grpc_service.proto` now.
  * @throws RangeError for a message size that is not a positive integer.
@@ -98,6 +136,11 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
   /** Run a synchronous handler body; any throw becomes the mapped status. */
   function unary<Req, Res>(rpc: string, body: (request: Req) => Res): grpc.handleUnaryCall<Req, Res> {
     return (call, callback) => {
+      const malformed = malformedReason(call.request);
+      if (malformed !== undefined) {
+        callback(malformedStatus(rpc, malformed));
+        return;
+      }
       try {
         callback(null, body(call.request));
       } catch (error) {
@@ -111,6 +154,12 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
   }
 
   const modelInfer: grpc.handleUnaryCall<ModelInferRequestMessage, ModelInferResponseMessage> = (call, callback) => {
+    const malformed = malformedReason(call.request);
+    if (malformed !== undefined) {
+      logger?.debug({ reason: malformed }, 'grpc infer: undecodable request message');
+      callback(malformedStatus('ModelInfer', malformed));
+      return;
+    }
     const requestId = randomUUID();
     const controller = new AbortController();
     let answered = false;
@@ -171,7 +220,7 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
     }),
     ModelInfer: modelInfer,
   };
-  server.addService(definition, handlers);
+  server.addService(tolerantDefinition(definition), handlers);
 
   let state: 'new' | 'listening' | 'closed' = 'new';
   let closing: Promise<void> | undefined;

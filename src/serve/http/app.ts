@@ -16,8 +16,9 @@
  * Errors: body `{"error": "..."}`; status by `ServeError.code` (`STATUS_OF`): bad_request 400,
  * model_not_found 404, qos_violation / overloaded / not_ready / device_failure 503, internal
  * 500 with a generic message (the log has the detail; never a stack trace). fastify's own
- * errors (body too large 413, malformed request 400, …) keep their 4xx status with the same
- * body shape; unknown routes are 404.
+ * errors (body too large 413, malformed request 400, bad percent-encoding in the path 400, a
+ * model name or version over 100 characters 414, …) keep their 4xx status with the same body
+ * shape; unknown routes are 404.
  *
  * Logs: fastify logs through the given pino logger; every line about a request carries its
  * `reqId` (from the `x-request-id` header when the client sends one, else generated; echoed in
@@ -28,6 +29,8 @@
  * withdraws a query that has not run.
  */
 import { randomBytes } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from '../../log.ts';
 import { ServeError, type InferenceBackend, type ServeErrorCode } from '../inference.ts';
@@ -65,6 +68,9 @@ interface ModelParams {
 
 const GENERIC_500 = 'internal server error; the server log has the details';
 
+/** fastify's default `maxParamLength`: longer model names or versions in a path are 414. */
+const MAX_PARAM_LENGTH = 100;
+
 /** Build the app (not listening). The caller owns `listen` and `close`. */
 export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions = {}): FastifyInstance {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
@@ -81,6 +87,20 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     // Requests arriving while closing reach the routes: the backend answers 503 not_ready with our error body.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
+    // errors fastify raises before routing (bad percent-encoding, a path parameter over 100
+    // characters): our body shape instead of fastify's `{"error": "Bad Request", "code": …}`
+    frameworkErrors: (err, request, reply) => {
+      const path = JSON.stringify(request.url.slice(0, 120));
+      if (err.code === 'FST_ERR_BAD_URL') void sendError(request, reply, 400, `the URL path ${path} is not valid percent-encoding`);
+      else if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') void sendError(request, reply, 414, `a model name or version in the URL path is longer than ${MAX_PARAM_LENGTH} characters: ${path}`);
+      else {
+        request.log.error({ err: err.stack ?? err.message }, 'unexpected framework error');
+        void sendError(request, reply, 500, GENERIC_500);
+      }
+    },
+    // bytes that are not HTTP/1.1 (node's parser failed before there was a request): the same
+    // `{"error": "..."}` shape as fastify's default handler's statuses (408, 431, 400), naming the parser's reason
+    clientErrorHandler: clientError,
   });
   const metrics = options.metrics;
 
@@ -170,6 +190,18 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     app.get('/metrics', async (_req, reply) => reply.type(metrics.contentType).send(await metrics.text()));
   }
   return app;
+}
+
+/** Answer a connection whose bytes node's HTTP parser refused, then close it (after fastify's `defaultClientErrorHandler`). */
+function clientError(this: FastifyInstance, err: NodeJS.ErrnoException & { reason?: string }, socket: Duplex): void {
+  // a reset connection has nobody to answer
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const status = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : err.code === 'HPE_HEADER_OVERFLOW' ? 431 : 400;
+  const what = status === 408 ? 'the request did not arrive in time' : status === 431 ? 'the request headers are larger than the limit' : 'the bytes received are not a valid HTTP/1.1 request';
+  const body = JSON.stringify({ error: `${what} (${err.code ?? 'parse error'}${typeof err.reason === 'string' ? `: ${err.reason}` : ''})` });
+  this.log.debug({ code: err.code }, 'client error');
+  if (socket.writable) socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
+  socket.destroy(err);
 }
 
 function isInferRoute(request: FastifyRequest): boolean {
