@@ -196,6 +196,19 @@ describe('OrtDevice robustness (onnxruntime-node, cpu)', () => {
     await expect(device.runGroup([seg(cnn, 'lost-one', 2, 4, { kind: 'resume' })])).rejects.toThrow(/no kept state/);
   });
 
+  it('a token id beyond the embedding table is a bad_request result (the input is at fault), and the device stays usable', async () => {
+    const device = track(await OrtDevice.create({ warmupRuns: 0 }));
+    await device.load([nlp]);
+    const ids: HostTensor = { dataType: 'int64', dims: [1, 4], data: BigInt64Array.from([1n, 2n, 99_999_999n, 3n]) };
+    const r = (await device.runGroup([seg(nlp, 'oov', 0, 3, { kind: 'tensors', tensors: { input_ids: ids } }, 1, 4)])).segments[0]!;
+    expect(r.ok).toBe(false);
+    if (!r.ok) {
+      expect(r.error).toBeInstanceOf(BadRequestError);
+      expect(r.error.message).toMatch(/out of data bounds/);
+    }
+    okResult((await device.runGroup([seg(nlp, 'fine', 0, 3, synth(5), 1, 4)])).segments[0]);
+  });
+
   it('concurrent load() of one name: the second throws RangeError at once, one executor is started', async () => {
     const { logger, lines } = captureLogs();
     const device = track(await OrtDevice.create({ warmupRuns: 0, logger }));

@@ -24,6 +24,12 @@ import type { ChildMessage, LoadMessage, RunMessage, SessionConfig, WireError } 
 import { syntheticTensors } from '../../model/synthetic.ts';
 
 /** A load failure with its stable code (`invalid_model` or `device_unavailable`). */
+/**
+ * onnxruntime messages that blame the values of a query's inputs (ONNX Gather with an index
+ * outside its table, e.g. a token id ≥ BERT's vocabulary: "indices element out of data bounds").
+ */
+const INPUT_VALUE_ERROR = /indices element out of data bounds/i;
+
 export class ExecutorLoadError extends Error {
   constructor(readonly wire: WireError) {
     super(wire.message);
@@ -198,7 +204,9 @@ export class SegmentExecutor {
         reqId,
         ok: false,
         error: {
-          code: 'device_failure',
+          // onnxruntime refusing the input VALUES (token ids beyond the embedding table) is the
+          // request's fault, not the device's: a bad_request, so clients do not retry it.
+          code: INPUT_VALUE_ERROR.test(detail) ? 'bad_request' : 'device_failure',
           message: `service ${this.service}, query ${queryId}: operator ${operator} (${op?.name ?? '?'}) of segment [${start}, ${end}) failed: ${detail}`,
         },
       };
