@@ -37,3 +37,24 @@ export const BYTES_PER_ELEMENT: Readonly<Record<TensorDataType, number>> = {
   int8: 1,
   float64: 8,
 };
+
+/** A typed array of `n` zeros for `dataType` (float16 as raw Uint16 bits, bool as Uint8). */
+export function zeroTensorData(dataType: TensorDataType, n: number): TensorData {
+  switch (dataType) {
+    case 'float32':
+      return new Float32Array(n);
+    case 'float64':
+      return new Float64Array(n);
+    case 'float16':
+      return new Uint16Array(n);
+    case 'int64':
+      return new BigInt64Array(n);
+    case 'int32':
+      return new Int32Array(n);
+    case 'int8':
+      return new Int8Array(n);
+    case 'uint8':
+    case 'bool':
+      return new Uint8Array(n);
+  }
+}

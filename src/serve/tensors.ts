@@ -23,13 +23,14 @@
  * element index or field.
  */
 import type { TensorData, TensorDataType } from '../tensor.ts';
-import { BYTES_PER_ELEMENT } from '../tensor.ts';
+import { BYTES_PER_ELEMENT, zeroTensorData } from '../tensor.ts';
 import { ServeError, type InferInputData, type V2Datatype } from './inference.ts';
 
 /** Every v2 datatype name, in the spec's table order. */
 export const V2_DATATYPES: readonly V2Datatype[] = ['BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64', 'FP16', 'FP32', 'FP64', 'BYTES'];
 
-const TO_V2: Readonly<Record<TensorDataType, V2Datatype>> = {
+/** v2 datatype of each host tensor type. */
+export const V2_DATATYPE_OF: Readonly<Record<TensorDataType, V2Datatype>> = {
   float32: 'FP32',
   float64: 'FP64',
   float16: 'FP16',
@@ -42,7 +43,7 @@ const TO_V2: Readonly<Record<TensorDataType, V2Datatype>> = {
 
 /** The v2 name of a host data type (`float32` → `FP32`). */
 export function v2Datatype(dataType: TensorDataType): V2Datatype {
-  return TO_V2[dataType];
+  return V2_DATATYPE_OF[dataType];
 }
 
 export function isV2Datatype(s: string): s is V2Datatype {
@@ -61,26 +62,6 @@ const INT_RANGE: Readonly<Partial<Record<TensorDataType, readonly [number, numbe
   uint8: [0, 255],
 };
 
-/** A typed array of `n` zeros for `dataType`. */
-function allocate(dataType: TensorDataType, n: number): TensorData {
-  switch (dataType) {
-    case 'float32':
-      return new Float32Array(n);
-    case 'float64':
-      return new Float64Array(n);
-    case 'float16':
-      return new Uint16Array(n);
-    case 'int64':
-      return new BigInt64Array(n);
-    case 'int32':
-      return new Int32Array(n);
-    case 'int8':
-      return new Int8Array(n);
-    case 'uint8':
-    case 'bool':
-      return new Uint8Array(n);
-  }
-}
 
 /** A short description of a request value for error messages (strings quoted and cut at 40 characters). */
 export function describeValue(v: unknown): string {
@@ -215,7 +196,7 @@ export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, di
         throw bad(ctx, `binary data has ${bytes.byteLength} bytes, but the shape [${dims.join(', ')}] of ${v2Datatype(dataType)} needs ${n} × ${size} = ${n * size}`);
       }
       if (!HOST_IS_LITTLE_ENDIAN && size > 1) throw bad(ctx, 'binary tensor data is little-endian and this host is big-endian: send JSON data');
-      const out = allocate(dataType, n);
+      const out = zeroTensorData(dataType, n);
       new Uint8Array(out.buffer, out.byteOffset, out.byteLength).set(bytes);
       if (dataType === 'bool') {
         const b = out as Uint8Array;
@@ -224,7 +205,7 @@ export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, di
       return out;
     }
     case 'json': {
-      const out = allocate(dataType, n);
+      const out = zeroTensorData(dataType, n);
       fillJson(ctx, data.values, dims, n, writerFor(ctx, dataType, out, false));
       return out;
     }
@@ -232,7 +213,7 @@ export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, di
       const values = data.values;
       if (!Array.isArray(values)) throw bad(ctx, 'typed contents must be a list');
       if (values.length !== n) throw bad(ctx, `contents have ${values.length} elements, but the shape [${dims.join(', ')}] has ${n}`);
-      const out = allocate(dataType, n);
+      const out = zeroTensorData(dataType, n);
       const write = writerFor(ctx, dataType, out, true);
       for (let i = 0; i < n; i++) write(values[i], i);
       return out;

