@@ -141,7 +141,7 @@ export interface HeadRule {
   /** A policy's own estimate of a query's remaining latency (ms), or undefined to ask the predictor. */
   readonly known?: (q: WaitingQuery) => number | undefined;
   /** Remembered predictions of remaining solo latencies (consulted before the predictor, filled after). */
-  readonly memo?: SoloMemo;
+  readonly memo: SoloMemo;
 }
 
 /**
@@ -168,7 +168,7 @@ export function collectHeads(
   const heads: Candidate[] = [];
   const pos: number[] = [];
   let pending: number[] = [];
-  const memo = rule.memo;
+  const { memo } = rule;
   for (let i = 0; i < queues.length; i++) {
     pos.push(0);
     if ((queues[i]?.length ?? 0) > 0) pending.push(i);
@@ -198,7 +198,7 @@ export function collectHeads(
           }
           heads.push(c);
         } else if (rule.drop || rule.score) {
-          toScore.push({ c, qi, key: -1, remembered: false });
+          toScore.push({ c, qi, key: memo.key(q), remembered: false });
         } else {
           heads.push(c);
         }
@@ -210,17 +210,14 @@ export function collectHeads(
     // every head is then resolved in the same order as if all had been scored in this call.
     let groups: GroupSlot[][] | undefined;
     for (const t of toScore) {
-      if (memo !== undefined) {
-        t.key = memo.key(t.c.query);
-        const ms = memo.get(t.key);
-        if (ms !== undefined) {
-          t.c.soloMs = ms;
-          t.remembered = true;
-          stats.soloMemoHits++;
-          continue;
-        }
+      const ms = memo.get(t.key);
+      if (ms !== undefined) {
+        t.c.soloMs = ms;
+        t.remembered = true;
+        stats.soloMemoHits++;
+      } else {
+        (groups ??= []).push([slotOf(t.c.query, t.c.query.operators)]);
       }
-      (groups ??= []).push([slotOf(t.c.query, t.c.query.operators)]);
     }
     if (groups !== undefined) {
       const out = predictor.predict(groups);
@@ -230,7 +227,7 @@ export function collectHeads(
       for (const t of toScore) {
         if (t.remembered) continue;
         t.c.soloMs = out[o++]!;
-        if (memo !== undefined) memo.set(t.key, t.c.soloMs);
+        memo.set(t.key, t.c.soloMs);
       }
     }
     const next: number[] = [];
@@ -250,9 +247,9 @@ export function collectHeads(
 }
 
 /** Predicted remaining solo latency of one query (one call unless `memo` remembers it), for a head whose `soloMs` was not needed before. */
-export function predictSolo(predictor: Predictor, q: WaitingQuery, stats: StatsCounter, memo?: SoloMemo): number {
-  const key = memo === undefined ? -1 : memo.key(q);
-  const remembered = memo?.get(key);
+export function predictSolo(predictor: Predictor, q: WaitingQuery, stats: StatsCounter, memo: SoloMemo): number {
+  const key = memo.key(q);
+  const remembered = memo.get(key);
   if (remembered !== undefined) {
     stats.soloMemoHits++;
     return remembered;
@@ -260,6 +257,6 @@ export function predictSolo(predictor: Predictor, q: WaitingQuery, stats: StatsC
   const out = predictor.predict([[slotOf(q, q.operators)]]);
   stats.predictorCalls++;
   stats.groupsScored++;
-  memo?.set(key, out[0]!);
+  memo.set(key, out[0]!);
   return out[0]!;
 }
