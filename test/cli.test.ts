@@ -3,25 +3,13 @@
  * cache directory.
  */
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runAbacus, type CliResult } from './helpers/cli.ts';
+import { describe, expect, it } from 'vitest';
+import { cliSandbox } from './helpers/cli.ts';
 
 
-let tmp: string;
-let cacheDir: string;
-beforeAll(async () => {
-  tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-cli-'));
-  cacheDir = path.join(tmp, 'cache');
-});
-afterAll(async () => {
-  await fs.rm(tmp, { recursive: true, force: true });
-});
-
-function abacus(...args: string[]): Promise<CliResult> {
-  return runAbacus(args, { cacheDir });
-}
+const sandbox = cliSandbox('abacus-cli-');
+const abacus = sandbox.abacus;
 
 const SMALL_RESNET = ['--resolution', '32', '--width-multiplier', '0.125'];
 
@@ -48,7 +36,7 @@ describe('abacus models', () => {
     const r = await abacus('models');
     expect(r.code).toBe(0);
     for (const name of ['resnet50', 'resnet101', 'resnet152', 'inception_v3', 'vgg16', 'vgg19', 'bert']) expect(r.stdout).toContain(name);
-    expect(r.stdout).toContain(cacheDir);
+    expect(r.stdout).toContain(sandbox.cacheDir);
   });
 
   it('show prints per-operator metadata', async () => {
@@ -61,11 +49,11 @@ describe('abacus models', () => {
   });
 
   it('export writes the whole model and its operators; a second run uses the cache', async () => {
-    const out = path.join(tmp, 'export', 'r50.onnx');
+    const out = path.join(sandbox.tmp, 'export', 'r50.onnx');
     const first = await abacus('models', 'export', 'resnet50', ...SMALL_RESNET, '--out', out);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toContain('built');
-    const ops = (await fs.readdir(path.join(tmp, 'export', 'r50.operators'))).filter((f) => f.startsWith('op-'));
+    const ops = (await fs.readdir(path.join(sandbox.tmp, 'export', 'r50.operators'))).filter((f) => f.startsWith('op-'));
     expect(ops).toHaveLength(18);
     expect((await fs.stat(out)).size).toBeGreaterThan(1000);
     const second = await abacus('models', 'export', 'resnet50', ...SMALL_RESNET, '--out', out);
@@ -73,7 +61,7 @@ describe('abacus models', () => {
   });
 
   it('import partitions an ONNX file and reports the operators', async () => {
-    const out = path.join(tmp, 'imp', 'r50.onnx');
+    const out = path.join(sandbox.tmp, 'imp', 'r50.onnx');
     expect((await abacus('models', 'export', 'resnet50', ...SMALL_RESNET, '--out', out)).code).toBe(0);
     const r = await abacus('models', 'import', out, '--operators', '5', '--name', 'r50-5', '--json');
     expect(r.code, r.stderr).toBe(0);
@@ -87,13 +75,13 @@ describe('abacus models', () => {
     const show = await abacus('models', 'show', 'r50-5', '--json');
     expect(show.code, show.stderr).toBe(0);
     expect((JSON.parse(show.stdout) as { operators: unknown[] }).operators).toHaveLength(5);
-    const demo = await abacus('demo', '--models', 'r50-5,bert-small', '--queries', '20', '--profile-samples', '30', '--out', path.join(tmp, 'imp', 'report.html'), '--json');
+    const demo = await abacus('demo', '--models', 'r50-5,bert-small', '--queries', '20', '--profile-samples', '30', '--out', path.join(sandbox.tmp, 'imp', 'report.html'), '--json');
     expect(demo.code, demo.stderr).toBe(0);
     expect((JSON.parse(demo.stdout) as { services: { service: string }[] }).services.map((s) => s.service)).toEqual(['r50-5', 'bert-small']);
   });
 
   it('import names are checked: no zoo names, no paths', async () => {
-    const good = path.join(tmp, 'imp', 'r50.onnx');
+    const good = path.join(sandbox.tmp, 'imp', 'r50.onnx');
     for (const name of ['resnet50', '../evil', '.tmp', 'x'.repeat(65)]) {
       const r = await abacus('models', 'import', good, '--operators', '3', '--name', name);
       expect(r.code, name).toBe(1);
@@ -102,7 +90,7 @@ describe('abacus models', () => {
   });
 
   it('export to a directory or an impossible path fails with a clear error and no stack trace', async () => {
-    const dir = path.join(tmp, 'adir');
+    const dir = path.join(sandbox.tmp, 'adir');
     await fs.mkdir(dir, { recursive: true });
     for (const out of [dir, '/proc/abacus-test.onnx']) {
       const r = await abacus('models', 'export', 'resnet50', ...SMALL_RESNET, '--out', out);
@@ -128,16 +116,16 @@ describe('abacus models', () => {
   });
 
   it('bad input: clear errors, exit code 1, nothing half-written in the cache', async () => {
-    const junk = path.join(tmp, 'junk.onnx');
+    const junk = path.join(sandbox.tmp, 'junk.onnx');
     await fs.writeFile(junk, 'this is not a protobuf, just text\n');
-    const before = await fs.readdir(cacheDir).catch(() => []);
+    const before = await fs.readdir(sandbox.cacheDir).catch(() => []);
     const r = await abacus('models', 'import', junk, '--operators', '3');
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/junk\.onnx/);
     expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
-    expect(await fs.readdir(cacheDir).catch(() => [])).toEqual(before);
+    expect(await fs.readdir(sandbox.cacheDir).catch(() => [])).toEqual(before);
 
-    const good = path.join(tmp, 'imp', 'r50.onnx');
+    const good = path.join(sandbox.tmp, 'imp', 'r50.onnx');
     const tooMany = await abacus('models', 'import', good, '--operators', '100000');
     expect(tooMany.code).toBe(1);
     expect(tooMany.stderr).toMatch(/operators/);

@@ -8,28 +8,19 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runAbacus, type CliResult } from './helpers/cli.ts';
+import { describe, expect, it } from 'vitest';
+import { cliSandbox } from './helpers/cli.ts';
 import type { DemoJson } from '../src/cli/demo.ts';
 
 
-let tmp: string;
-beforeAll(async () => {
-  tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-demo-'));
-});
-afterAll(async () => {
-  await fs.rm(tmp, { recursive: true, force: true });
-});
-
-function abacus(...args: string[]): Promise<CliResult> {
-  return runAbacus(args, { cacheDir: path.join(tmp, 'models'), cwd: tmp });
-}
+const sandbox = cliSandbox('abacus-demo-', { cacheName: 'models', cwd: true });
+const abacus = sandbox.abacus;
 
 const TINY = ['demo', '--small', '--queries', '40', '--profile-samples', '40'];
 
 describe('abacus demo', () => {
   it('profiles, trains, runs fcfs and abacus, prints JSON and writes the report; a second run reuses the predictor and prints the table', async () => {
-    const out = path.join(tmp, 'out', 'demo.html');
+    const out = path.join(sandbox.tmp, 'out', 'demo.html');
     const first = await abacus(...TINY, '--out', out, '--json');
     expect(first.code, first.stderr).toBe(0);
     expect(first.stderr).toMatch(/\[1\/5\] models/);
@@ -67,7 +58,7 @@ describe('abacus demo', () => {
     expect(second.stdout).toMatch(/^abacus\s/m);
     expect(second.stdout).toMatch(/resnet50-small\s+50\s+fcfs/);
     expect(second.stdout).toMatch(/Abacus goodput ÷ fcfs goodput = \d+\.\d\d|fcfs had no goodput/);
-    expect((await fs.stat(path.join(tmp, 'report.html'))).size).toBeGreaterThan(1000);
+    expect((await fs.stat(path.join(sandbox.tmp, 'report.html'))).size).toBeGreaterThan(1000);
   }, 120_000);
 
   it('bad flags are usage errors', async () => {

@@ -4,26 +4,14 @@
  * here), then compares policies; the second run reuses the cached predictor.
  */
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runAbacus, type CliResult } from './helpers/cli.ts';
+import { describe, expect, it } from 'vitest';
+import { cliSandbox } from './helpers/cli.ts';
 import type { ExperimentJson } from '../src/cli/experiment.ts';
 
 
-let tmp: string;
-let cacheDir: string;
-beforeAll(async () => {
-  tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-exp-'));
-  cacheDir = path.join(tmp, 'models');
-});
-afterAll(async () => {
-  await fs.rm(tmp, { recursive: true, force: true });
-});
-
-function abacus(...args: string[]): Promise<CliResult> {
-  return runAbacus(args, { cacheDir });
-}
+const sandbox = cliSandbox('abacus-exp-', { cacheName: 'models' });
+const abacus = sandbox.abacus;
 
 describe('abacus simulate', () => {
   it('profiles and trains a predictor on first use, compares policies, and reuses the predictor', async () => {
@@ -35,7 +23,7 @@ describe('abacus simulate', () => {
     const second = await abacus(...args, '--json');
     expect(second.code, second.stderr).toBe(0);
     const json = JSON.parse(second.stdout) as ExperimentJson;
-    expect(json.predictor).toContain(path.join(tmp, 'predictors'));
+    expect(json.predictor).toContain(path.join(sandbox.tmp, 'predictors'));
     expect(json.runs.map((r) => r.policy)).toEqual(['abacus', 'fcfs', 'overlap-all']);
     for (const r of json.runs) {
       expect(r.rateQps).toBe(80);
@@ -66,7 +54,7 @@ describe('abacus simulate', () => {
     const bad = await abacus('simulate', '--models', 'resnet50', '--qos-ms', '5', '--policy', 'lifo');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/unknown policy 'lifo'/);
-    const cfg = path.join(tmp, 'bad.yaml');
+    const cfg = path.join(sandbox.tmp, 'bad.yaml');
     await fs.writeFile(cfg, 'device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: fast\n');
     const r = await abacus('simulate', '--config', cfg);
     expect(r.code).toBe(1);

@@ -4,36 +4,23 @@
  * Ctrl-C (SIGINT: exit 130, a valid CSV, resumable).
  */
 import { spawn } from 'node:child_process';
-import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ABACUS_BIN, runAbacus, type CliResult } from './helpers/cli.ts';
+import { describe, expect, it } from 'vitest';
+import { ABACUS_BIN, cliSandbox } from './helpers/cli.ts';
 import { CommanderError } from 'commander';
 import { buildProgram, type CliContext } from '../src/cli/main.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import { readProfileCsv } from '../src/profile/index.ts';
 
 
-let tmp: string;
-let cacheDir: string;
-beforeAll(async () => {
-  tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-profile-cli-'));
-  cacheDir = path.join(tmp, 'cache');
-});
-afterAll(async () => {
-  await fs.rm(tmp, { recursive: true, force: true });
-});
-
-function abacus(...args: string[]): Promise<CliResult> {
-  return runAbacus(args, { cacheDir });
-}
+const sandbox = cliSandbox('abacus-profile-cli-');
+const abacus = sandbox.abacus;
 
 const SIM = ['profile', '--device', 'sim:a100', '--models', 'resnet50,bert', '--batch-sizes', '1,2,4', '--seq-lens', '8,16'];
 
 describe('abacus profile', () => {
   it('--json on sim: measures, then a rerun skips everything; the CSV reads back', async () => {
-    const out = path.join(tmp, 'sim', 'p.csv');
+    const out = path.join(sandbox.tmp, 'sim', 'p.csv');
     const first = await abacus(...SIM, '--samples', '25', '--repeat', '3', '--out', out, '--json');
     expect(first.code, first.stderr).toBe(0);
     const json = JSON.parse(first.stdout) as Record<string, unknown>;
@@ -43,7 +30,7 @@ describe('abacus profile', () => {
     const second = await abacus(...SIM, '--samples', '25', '--repeat', '3', '--out', out, '--json');
     expect(second.code, second.stderr).toBe(0);
     expect(JSON.parse(second.stdout)).toMatchObject({ measured: 0, skipped: 25 });
-    const repo = new ModelRepository({ cacheDir });
+    const repo = new ModelRepository({ cacheDir: sandbox.cacheDir });
     const rows = await readProfileCsv([out], { models: new Map([['resnet50', await repo.zooSpec('resnet50')], ['bert', await repo.zooSpec('bert')]]) });
     expect(rows).toHaveLength(25);
     expect(Math.max(...rows.map((r) => r.slots.length))).toBe(2); // default --max-group-size: number of models
@@ -54,7 +41,7 @@ describe('abacus profile', () => {
   });
 
   it('usage errors exit 2, runtime errors exit 1 with a message', async () => {
-    const out = path.join(tmp, 'bad.csv');
+    const out = path.join(sandbox.tmp, 'bad.csv');
     const usage = await abacus(...SIM, '--samples', '5', '--out', out, '--batch-sizes', '0');
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('--batch-sizes expects an integer ≥ 1');
@@ -65,11 +52,11 @@ describe('abacus profile', () => {
 
   it('flag checks (in process): each bad flag is a commander usage error naming the flag', async () => {
     const err: string[] = [];
-    const ctx: CliContext = { out: () => {}, err: (s) => err.push(s), cacheOptions: () => ({ cacheDir }) };
+    const ctx: CliContext = { out: () => {}, err: (s) => err.push(s), cacheOptions: () => ({ cacheDir: sandbox.cacheDir }) };
     const parse = async (...extra: string[]): Promise<unknown> => {
       err.length = 0;
       return buildProgram(ctx)
-        .parseAsync(['node', 'abacus', ...SIM, '--samples', '5', '--out', path.join(tmp, 'never.csv'), ...extra])
+        .parseAsync(['node', 'abacus', ...SIM, '--samples', '5', '--out', path.join(sandbox.tmp, 'never.csv'), ...extra])
         .then(() => undefined, (e: unknown) => e);
     };
     const cases: [string[], string][] = [
@@ -95,9 +82,9 @@ describe('abacus profile', () => {
   });
 
   it('Ctrl-C stops after the sample in progress: exit 130, a valid CSV, and the same command resumes', async () => {
-    const out = path.join(tmp, 'sigint.csv');
+    const out = path.join(sandbox.tmp, 'sigint.csv');
     const args = [ABACUS_BIN, ...SIM, '--models', 'resnet50,resnet152,vgg19,bert', '--max-group-size', '3', '--samples', '20000', '--out', out];
-    const child = spawn(process.execPath, args, { env: { ...process.env, ABACUS_CACHE_DIR: cacheDir }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { env: { ...process.env, ABACUS_CACHE_DIR: sandbox.cacheDir }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     await new Promise<void>((resolve, reject) => {
@@ -111,7 +98,7 @@ describe('abacus profile', () => {
     expect(await exited).toBe(130);
     const m = /interrupted: (\d+) of 20000 samples in (.*); rerun the same command to resume/.exec(stderr);
     expect(m, stderr).not.toBeNull();
-    const repo = new ModelRepository({ cacheDir });
+    const repo = new ModelRepository({ cacheDir: sandbox.cacheDir });
     const specs = new Map<string, Awaited<ReturnType<typeof repo.zooSpec>>>();
     for (const name of ['resnet50', 'resnet152', 'vgg19', 'bert'] as const) specs.set(name, await repo.zooSpec(name));
     const rows = await readProfileCsv([out], { models: specs });

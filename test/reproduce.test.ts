@@ -4,28 +4,18 @@
  * `search` at tiny size writes its CSV and the report with its plot.
  */
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runAbacus, type CliResult } from './helpers/cli.ts';
+import { describe, expect, it } from 'vitest';
+import { cliSandbox } from './helpers/cli.ts';
 import { parse } from 'csv-parse/sync';
 import type { ReproduceJson } from '../src/cli/reproduce.ts';
 
-let tmp: string;
-beforeAll(async () => {
-  tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-repro-'));
-});
-afterAll(async () => {
-  await fs.rm(tmp, { recursive: true, force: true });
-});
-
-function abacus(...args: string[]): Promise<CliResult> {
-  return runAbacus(args, { cacheDir: path.join(tmp, 'models') });
-}
+const sandbox = cliSandbox('abacus-repro-', { cacheName: 'models' });
+const abacus = sandbox.abacus;
 
 describe('abacus reproduce', () => {
   it('qos --quick: 21 pairs × 4 policies in the CSV and the headline JSON', async () => {
-    const out = path.join(tmp, 'out');
+    const out = path.join(sandbox.tmp, 'out');
     const r = await abacus('reproduce', 'qos', '--quick', '--queries', '120', '--out', out, '--json');
     expect(r.code, r.stderr).toBe(0);
     const json = JSON.parse(r.stdout) as ReproduceJson;
@@ -40,7 +30,7 @@ describe('abacus reproduce', () => {
   }, 300_000);
 
   it('search at tiny size: decision time per ways 1..16 in the JSON, the CSV and report.html with its plot', async () => {
-    const out = path.join(tmp, 'search');
+    const out = path.join(sandbox.tmp, 'search');
     const r = await abacus('reproduce', 'search', '--quick', '--samples', '300', '--decisions', '40', '--out', out, '--json');
     expect(r.code, r.stderr).toBe(0);
     const json = JSON.parse(r.stdout) as ReproduceJson;

@@ -1,8 +1,11 @@
 /** Run the `abacus` CLI as a user does (`node bin/abacus.js …`) for end-to-end tests. */
 import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { afterAll, beforeAll } from 'vitest';
 
 const run = promisify(execFile);
 
@@ -32,4 +35,42 @@ export async function runAbacus(args: readonly string[], options: { cacheDir: st
     const e = err as { code?: number; stdout?: string; stderr?: string };
     return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
   }
+}
+
+/** A temporary folder for one CLI test file, with its model cache inside (see `cliSandbox`). */
+export interface CliSandbox {
+  /** The folder (set in `beforeAll`, removed in `afterAll`). */
+  readonly tmp: string;
+  /** `ABACUS_CACHE_DIR` of every run: `<tmp>/<cacheName>`. */
+  readonly cacheDir: string;
+  /** `abacus ...args` with this sandbox's cache (and, with `cwd`, run inside `tmp`). */
+  readonly abacus: (...args: string[]) => Promise<CliResult>;
+}
+
+/**
+ * Register `beforeAll`/`afterAll` hooks that create and remove a temporary folder named
+ * `<prefix>XXXXXX`, and return accessors for it and a CLI runner using its cache.
+ */
+export function cliSandbox(prefix: string, options: { cacheName?: string; cwd?: boolean } = {}): CliSandbox {
+  let tmp: string | undefined;
+  const folder = (): string => {
+    if (tmp === undefined) throw new Error('cliSandbox: used before beforeAll ran');
+    return tmp;
+  };
+  beforeAll(async () => {
+    tmp = await fs.mkdtemp(path.join(os.tmpdir(), prefix));
+  });
+  afterAll(async () => {
+    if (tmp !== undefined) await fs.rm(tmp, { recursive: true, force: true });
+  });
+  const sandbox: CliSandbox = {
+    get tmp() {
+      return folder();
+    },
+    get cacheDir() {
+      return path.join(folder(), options.cacheName ?? 'cache');
+    },
+    abacus: (...args) => runAbacus(args, { cacheDir: sandbox.cacheDir, ...(options.cwd === true ? { cwd: folder() } : {}) }),
+  };
+  return sandbox;
 }
