@@ -4,7 +4,7 @@
  * "Profiling" documents the file). Resumable; Ctrl-C stops after the sample in progress.
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import cliProgress from 'cli-progress';
+import { lazyBar, tenths } from './progress.ts';
 import { VirtualClock } from '../clock/index.ts';
 import { OrtDevice } from '../device/ort/index.ts';
 import { parseSimDeviceId, SimDevice } from '../device/sim/index.ts';
@@ -205,34 +205,19 @@ export async function runProfileCommand(ctx: CliContext, opts: ProfileCliOptions
  */
 export function progressReporter(ctx: CliContext): { update: (p: ProfileProgress) => void; stop: () => void } {
   if (process.stderr.isTTY) {
-    const bar = new cliProgress.SingleBar(
-      { format: 'profile [{bar}] {percentage}% | {value}/{total} samples | ETA {eta_formatted} | {duration_formatted}', etaBuffer: 200, fps: 5, hideCursor: true, stream: process.stderr },
-      cliProgress.Presets.shades_classic,
-    );
-    let started = false;
-    return {
-      update: (p) => {
-        if (!started) {
-          bar.start(p.total, p.done);
-          started = true;
-        } else bar.update(p.done);
-      },
-      stop: () => {
-        if (started) bar.stop();
-      },
-    };
+    const bar = lazyBar('profile [{bar}] {percentage}% | {value}/{total} samples | ETA {eta_formatted} | {duration_formatted}', 200);
+    return { update: (p) => bar.update(p.total, p.done), stop: () => bar.stop() };
   }
   const t0 = performance.now();
-  let nextTenth = 1;
+  const tenth = tenths();
   return {
     update: (p) => {
       if (p.measured === 0) {
         if (p.skipped > 0) ctx.err(`resuming: ${p.skipped} of ${p.total} samples already in the file\n`);
-        nextTenth = Math.floor((10 * p.done) / p.total) + 1;
+        tenth.skipTo(p.done, p.total);
         return;
       }
-      if (p.done < Math.ceil((nextTenth * p.total) / 10)) return;
-      nextTenth = Math.floor((10 * p.done) / p.total) + 1;
+      if (!tenth.due(p.done, p.total)) return;
       const elapsedS = (performance.now() - t0) / 1000;
       const rate = p.measured / elapsedS;
       const etaS = (p.total - p.done) / rate;

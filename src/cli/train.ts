@@ -14,7 +14,7 @@
  */
 import path from 'node:path';
 import fs from 'node:fs/promises';
-import cliProgress from 'cli-progress';
+import { lazyBar, tenths } from './progress.ts';
 import type { Command } from 'commander';
 import { parse } from 'csv-parse/sync';
 import { ensureDir } from '../fs.ts';
@@ -159,31 +159,20 @@ export async function runTrain(
 function progressReporter(ctx: CliContext, total: number): { update: (p: TrainProgress) => void; stop: () => void } {
   let done = 0;
   if (process.stderr.isTTY) {
-    const bar = new cliProgress.SingleBar(
-      { format: 'train [{bar}] {percentage}% | {stage} | loss {loss} | ETA {eta_formatted}', etaBuffer: 50, fps: 5, hideCursor: true, stream: process.stderr },
-      cliProgress.Presets.shades_classic,
-    );
-    let started = false;
+    const bar = lazyBar('train [{bar}] {percentage}% | {stage} | loss {loss} | ETA {eta_formatted}', 50);
     return {
       update: (p) => {
         done++;
-        const payload = { stage: p.phase === 'cv' ? `fold ${p.fold}/${p.folds} epoch ${p.epoch}/${p.epochs}` : `final model epoch ${p.epoch}/${p.epochs}`, loss: p.loss.toFixed(4) };
-        if (!started) {
-          bar.start(total, done, payload);
-          started = true;
-        } else bar.update(done, payload);
+        bar.update(total, done, { stage: p.phase === 'cv' ? `fold ${p.fold}/${p.folds} epoch ${p.epoch}/${p.epochs}` : `final model epoch ${p.epoch}/${p.epochs}`, loss: p.loss.toFixed(4) });
       },
-      stop: () => {
-        if (started) bar.stop();
-      },
+      stop: () => bar.stop(),
     };
   }
-  let nextTenth = 1;
+  const tenth = tenths();
   return {
     update: (p) => {
       done++;
-      if (done < Math.ceil((nextTenth * total) / 10)) return;
-      nextTenth = Math.floor((10 * done) / total) + 1;
+      if (!tenth.due(done, total)) return;
       const stage = p.phase === 'cv' ? `fold ${p.fold}/${p.folds}, epoch ${p.epoch}/${p.epochs}` : `final model, epoch ${p.epoch}/${p.epochs}`;
       ctx.err(`train: ${Math.floor((100 * done) / total)}% (${stage}), loss ${p.loss.toFixed(4)}\n`);
     },
