@@ -33,8 +33,8 @@ function hashSeed(seed: number, name: string): number {
   return h >>> 0;
 }
 
-/** mulberry32: returns uint32 values. */
-function mulberry32(state: number): () => number {
+/** mulberry32 (public domain): a seeded 32-bit generator; each call returns a uint32. */
+export function mulberry32(state: number): () => number {
   let a = state >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

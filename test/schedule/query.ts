@@ -1,6 +1,7 @@
 /** Test shorthands for waiting queries and schedule inputs. */
 import type { ScheduleInput, WaitingQuery } from '../../src/schedule/controller.ts';
 import { OPERATORS } from './fake-predictor.ts';
+import { mulberry32 } from '../../src/model/synthetic.ts';
 
 export interface QueryOpts {
   readonly arrivalMs: number;
@@ -29,18 +30,6 @@ export function query(id: string, service: string, model: string, o: QueryOpts):
 
 export function input(nowMs: number, queues: WaitingQuery[][], runningRemainingMs = 0): ScheduleInput {
   return { nowMs, queues, runningRemainingMs };
-}
-
-/** Deterministic PRNG in [0, 1) (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /**
@@ -75,4 +64,10 @@ export function randomInput(r: () => number, tag: string): ScheduleInput {
     queues.push(queue);
   }
   return { nowMs, queues, runningRemainingMs: r() < 0.5 ? 0 : 20 * r() };
+}
+
+/** Deterministic PRNG in [0, 1): the project's mulberry32 (`model/synthetic.ts`) scaled. */
+export function rng(seed: number): () => number {
+  const next = mulberry32(seed);
+  return () => next() / 4294967296;
 }
