@@ -28,7 +28,6 @@ import {
   fitObjective,
   loadRandomOverlap,
   loadReference,
-  median,
   parseRandomOverlapCsv,
   referenceModels,
   referenceSeqLens,
@@ -44,6 +43,7 @@ import {
   type ReferenceData,
 } from '../src/device/sim/index.ts';
 import { artifactAt } from '../src/model/artifact.ts';
+import { median } from '../src/stats.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import type { ModelSpec } from '../src/model/spec.ts';
 import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../src/model/zoo/index.ts';
