@@ -19,6 +19,7 @@
 import { Rng } from '../device/sim/rng.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
+import { nearestRank } from '../report/stats.ts';
 import { AbacusController } from '../schedule/index.ts';
 import type { ScheduleInput, WaitingQuery } from '../schedule/controller.ts';
 
@@ -105,10 +106,6 @@ export function searchScenarios(services: readonly SearchService[], predictor: P
     out.push({ nowMs, queues, runningRemainingMs });
   }
   return out;
-}
-
-function nearestRank(sorted: Float64Array, p: number): number {
-  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 }
 
 /**
