@@ -41,7 +41,6 @@ export const CLUSTER_SET = { models: ['resnet101', 'resnet152', 'vgg19', 'bert']
 
 /** The two cluster designs compared. */
 export type ClusterPolicy = 'abacus' | 'clockwork';
-export const CLUSTER_POLICIES: readonly ClusterPolicy[] = ['abacus', 'clockwork'];
 
 export interface ClusterOptions {
   /** Sim device id of every node, e.g. `sim:a100`. */
