@@ -15,10 +15,11 @@
  *   on the groups (its full cost, allocation included) and returns the cost table's values:
  *   the same decisions and groups scored as the `cost-table` row, at the real predictor's price.
  *
- * Inputs are made so that the search runs: per scenario the 4 heads get random batches (1, 2,
- * 4, 8), a third of them partly executed, and q0's budget is drawn between the predicted
- * latency of q0 alone and of the largest prefix (computed with the same predictor, outside the
- * timing), the others have ample headroom (none dropped). Each decision is timed alone with
+ * Inputs are made so that the search runs (`searchScenarios` of `src/reproduce/search.ts`, the
+ * same as the §7.7 search experiment's): per scenario the 4 heads get random batches (1, 2, 4,
+ * 8), a third of them partly executed, and q0's budget is drawn between the predicted latency
+ * of q0 alone and of the largest prefix (computed with the same predictor, outside the timing),
+ * the others have ample headroom (none dropped). Each decision is timed alone with
  * `process.hrtime.bigint()`; the timer's own cost is reported (`timerOverheadUs`).
  *
  * Two memo states (`heads.ts` `SoloMemo`: a controller remembers the remaining-solo prediction
@@ -35,8 +36,9 @@ import { fitScaling } from '../src/predict/encoded.ts';
 import { MlpPredictor, type DenseLayer } from '../src/predict/mlp/mlp-predictor.ts';
 import { DEFAULT_MLP_OPTIONS } from '../src/predict/mlp/train-mlp.ts';
 import type { Group, GroupSlot, Predictor } from '../src/predict/predictor.ts';
+import { searchScenarios, type SearchService } from '../src/reproduce/search.ts';
 import { createController } from '../src/schedule/index.ts';
-import type { QueryController, ScheduleInput, WaitingQuery } from '../src/schedule/controller.ts';
+import type { QueryController, ScheduleInput } from '../src/schedule/controller.ts';
 import { Rng } from '../src/device/sim/rng.ts';
 
 export interface ScheduleBenchRow {
@@ -169,54 +171,6 @@ function randomSlot(rng: Rng, specs: ReadonlyMap<string, ModelSpec>, s: (typeof 
   return { model: s.model, start, end: Math.min(end, n), batch: BATCHES[Math.floor(rng.nextUnit() * BATCHES.length)]!, seqLen: s.seqLen };
 }
 
-/** Scenarios where abacus has prefixes to score and a cut to search (see the file comment). */
-function scenarios(predictor: Predictor, specs: ReadonlyMap<string, ModelSpec>, count: number, seed: number): ScheduleInput[] {
-  const rng = new Rng(seed);
-  const nowMs = 10_000;
-  const out: ScheduleInput[] = [];
-  let id = 0;
-  for (let k = 0; k < count; k++) {
-    const heads: WaitingQuery[] = [];
-    for (const s of SERVICES) {
-      const n = specs.get(s.model)!.operators.length;
-      heads.push({
-        id: `q${id++}`,
-        service: s.model,
-        model: s.model,
-        operators: n,
-        nextOperator: rng.nextUnit() < 0.33 ? Math.floor(rng.nextUnit() * n) : 0,
-        batch: BATCHES[Math.floor(rng.nextUnit() * BATCHES.length)]!,
-        seqLen: s.seqLen,
-        arrivalMs: 0,
-        qosTargetMs: 0,
-      });
-    }
-    // urgency order: a random permutation; predictions of the prefixes in that order.
-    const order = heads.map((_, i) => i);
-    for (let i = order.length - 1; i > 0; i--) {
-      const j = Math.floor(rng.nextUnit() * (i + 1));
-      [order[i], order[j]] = [order[j]!, order[i]!];
-    }
-    const slot = (q: WaitingQuery): GroupSlot => ({ model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen });
-    const slots = order.map((i) => slot(heads[i]!));
-    const prefix = predictor.predict(slots.map((_, j) => slots.slice(0, j + 1)));
-    const solo = predictor.predict(slots.map((s) => [s]));
-    const p1 = prefix[0]!;
-    const pMax = Math.max(...prefix);
-    const runningRemainingMs = rng.nextUnit() < 0.5 ? 0 : rng.nextUnit() * 5;
-    const headroom0 = runningRemainingMs + p1 + rng.nextUnit() * (pMax - p1) + 0.01;
-    const queues: WaitingQuery[][] = [];
-    order.forEach((i, rank) => {
-      const headroomMs = rank === 0 ? headroom0 : Math.max(headroom0, solo[rank]!) + 10 * rank;
-      const waitedMs = rng.nextUnit() * 20;
-      const q = heads[i]!;
-      queues.push([{ ...q, arrivalMs: nowMs - waitedMs, qosTargetMs: headroomMs + waitedMs }]);
-    });
-    out.push({ nowMs, queues, runningRemainingMs });
-  }
-  return out;
-}
-
 function quantile(sorted: Float64Array, p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
 }
@@ -279,12 +233,13 @@ export async function benchSchedule(
   for (const s of SERVICES) specs.set(s.model, await repo.zooSpec(s.model));
   // Cheap table: a whole query at batch 1 takes 8..20 ms, spread evenly over its operators.
   const wholeMs: Record<string, number> = { resnet50: 8, inception_v3: 12, vgg16: 20, bert: 10 };
+  const services: SearchService[] = SERVICES.map((s) => ({ spec: specs.get(s.model)!, batchSizes: BATCHES, seqLens: [s.seqLen] }));
   const table = new CostTablePredictor(Object.fromEntries(SERVICES.map((s) => [s.model, wholeMs[s.model]! / specs.get(s.model)!.operators.length])));
   const predictors: Predictor[] = [table];
   if (opts.mlp !== false) predictors.push(new MlpPricedPredictor(randomMlp(specs, seed), table));
   const rows: ScheduleBenchRow[] = [];
   for (const predictor of predictors) {
-    const inputs = scenarios(predictor, specs, opts.scenarios ?? 1024, seed + 1);
+    const inputs = searchScenarios(services, predictor, opts.scenarios ?? 1024, seed + 1);
     for (const memo of ['warm', 'cold'] as const) {
       let fcfsMedian = NaN;
       for (const [policy, params] of [

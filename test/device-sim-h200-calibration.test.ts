@@ -21,14 +21,12 @@ import {
   RANDOM_OVERLAP_TOLERANCE,
   Rng,
   SimDevice,
-  SimEngine,
   calibrate,
   compareRandomOverlap,
   fitConstants,
   fitObjective,
   loadRandomOverlap,
   loadReference,
-  median,
   parseRandomOverlapCsv,
   referenceModels,
   referenceSeqLens,
@@ -44,9 +42,11 @@ import {
   type ReferenceData,
 } from '../src/device/sim/index.ts';
 import { artifactAt } from '../src/model/artifact.ts';
+import { median } from '../src/stats.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import type { ModelSpec } from '../src/model/spec.ts';
 import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../src/model/zoo/index.ts';
+import { engineRun } from './helpers/sim-engine.ts';
 
 const target = { profile: H200_SXM_141GB, mode: 'graph' as const };
 const shipped = { ...target, constants: H200_GRAPH_SIM_CONSTANTS };
@@ -73,17 +73,6 @@ const cost = (c: Partial<OpCost> & Pick<OpCost, 'computeMs' | 'smShare'>): OpCos
   const deviceMs = Math.max(c.computeMs, memoryMs) + streamMs + floorMs;
   return { hostMs: 0, gapMs: 0, memoryMs, streamMs, floorMs, deviceMs, bwShare: (memoryMs + streamMs) / deviceMs, holdWeight: 1, ...c };
 };
-
-/** Run jobs (executor, costs, submit time) on a fresh engine; returns [start, end] per job. */
-function engineRun(jobs: readonly { ex: number; costs: OpCost[]; at?: number }[]): [number, number][] {
-  const engine = new SimEngine();
-  const n = Math.max(...jobs.map((j) => j.ex)) + 1;
-  for (let i = 0; i < n; i++) engine.addExecutor();
-  const out: [number, number][] = jobs.map(() => [NaN, NaN]);
-  jobs.forEach((j, i) => engine.submit({ executor: j.ex, costs: j.costs, start: 0, end: j.costs.length, onDone: (s, e) => (out[i] = [s, e]) }, j.at ?? 0));
-  engine.runToIdle();
-  return out;
-}
 
 describe('SimEngine: the H200 terms, timelines computed by hand', () => {
   const close = (got: number, want: number): void => expect(got).toBeCloseTo(want, 12);

@@ -30,6 +30,7 @@ import { artifactAt } from '../src/model/artifact.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import type { ModelSpec } from '../src/model/spec.ts';
 import { ZOO_MODEL_NAMES, type ZooModelName } from '../src/model/zoo/index.ts';
+import { engineRun } from './helpers/sim-engine.ts';
 
 const specs = new Map<ZooModelName, ModelSpec>();
 beforeAll(async () => {
@@ -66,17 +67,6 @@ const whole = (name: ZooModelName, batch = 1, seqLen = 0): Segment => seg(name, 
 
 /** An operator cost for engine tests (times in ms). */
 const cost = (hostMs: number, computeMs: number, memoryMs: number, smShare: number, bwShare: number): OpCost => ({ hostMs, gapMs: 0, computeMs, memoryMs, streamMs: 0, floorMs: 0, deviceMs: Math.max(computeMs, memoryMs), smShare, bwShare, holdWeight: 1 });
-
-/** Run jobs (executor, costs, submit time) on a fresh engine; returns [start, end] per job. */
-function engineRun(jobs: readonly { ex: number; costs: OpCost[]; at?: number }[]): [number, number][] {
-  const engine = new SimEngine();
-  const n = Math.max(...jobs.map((j) => j.ex)) + 1;
-  for (let i = 0; i < n; i++) engine.addExecutor();
-  const out: [number, number][] = jobs.map(() => [NaN, NaN]);
-  jobs.forEach((j, i) => engine.submit({ executor: j.ex, costs: j.costs, start: 0, end: j.costs.length, onDone: (s, e) => (out[i] = [s, e]) }, j.at ?? 0));
-  engine.runToIdle();
-  return out;
-}
 
 describe('SimEngine: timelines computed by hand', () => {
   const close = (got: number, want: number): void => expect(got).toBeCloseTo(want, 12);

@@ -25,7 +25,9 @@ import { CLUSTER_SET, runCluster, summarizeCluster } from '../reproduce/cluster.
 import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, runWorkload, simEnv, workloadServices, type ColocationRow } from '../reproduce/colocation.ts';
 import { MIG_BATCH_SIZES, MIG_DEVICES, MIG_PAIRS, runMig, type MigRow } from '../reproduce/mig.ts';
 import {
+  bySet,
   colocationHeadline,
+  peakRatio,
   readResults,
   renderReproduceReport,
   throughputHeadline,
@@ -95,16 +97,6 @@ function parseExperiment(value: string): Experiment {
 const pct = (x: number): string => (Number.isFinite(x) ? (x * 100).toFixed(2) : '–');
 const f2 = (x: number | undefined): string => (x !== undefined && Number.isFinite(x) ? x.toFixed(2) : '–');
 const f1 = (x: number | undefined): string => (x !== undefined && Number.isFinite(x) ? x.toFixed(1) : '–');
-
-/** Per set: the rows of each policy. */
-function bySet(rows: readonly ColocationRow[]): Map<string, Map<string, ColocationRow>> {
-  const out = new Map<string, Map<string, ColocationRow>>();
-  for (const r of rows) {
-    if (!out.has(r.set)) out.set(r.set, new Map());
-    out.get(r.set)!.set(r.policy, r);
-  }
-  return out;
-}
 
 const COLOCATION_COLUMNS = ['set', 'policy', 'qosMs', 'rateQps', 'violationRatio', 'p99Ms', 'p99OverQos', 'goodputQps', 'meanGroupSize', 'predictorMape', 'peakGoodputQps'];
 
@@ -240,11 +232,7 @@ function printColocation(exp: 'qos' | 'throughput' | 'beyond-pair', outcome: Col
   const table = bySet(outcome.rows);
   if (exp === 'throughput') {
     const h = throughputHeadline(outcome.rows);
-    const lines = [...table].map(([set, byPolicy]) => {
-      const abacus = byPolicy.get('abacus')!.peakGoodputQps ?? 0;
-      const best = Math.max(...BASELINES.map((b) => byPolicy.get(b)?.peakGoodputQps ?? 0));
-      return [set, ...policies.map((p) => f2(byPolicy.get(p)?.peakGoodputQps)), f2(best > 0 ? abacus / best : NaN)];
-    });
+    const lines = [...table].map(([set, byPolicy]) => [set, ...policies.map((p) => f2(byPolicy.get(p)?.peakGoodputQps)), f2(peakRatio(byPolicy))]);
     print(`\n§7.3 peak goodput at ≤ 1 % violations (queries/s) on ${deviceId}\n` + formatTable(['set', ...policies, 'abacus ÷ best baseline'], lines) + '\n');
     json.throughput = h;
     print(`mean abacus ÷ best of ${BASELINES.join('/')}: ${h.meanPeakRatioVsBest.toFixed(3)} (paper: 1.298)\n`);

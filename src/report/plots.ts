@@ -154,14 +154,23 @@ export function groupedBarSpec(options: {
     layer: [
       { mark: { type: 'bar' } },
       ...(options.valueLabels === false ? [] : [{ mark: { type: 'text', dy: -4, baseline: 'bottom', fontSize: 10 }, encoding: { text: { field: 'value', type: 'quantitative', format: options.valueFormat ?? '.1f' } } }]),
-      ...(options.yRule === undefined
-        ? []
-        : [
-            { data: { values: [options.yRule] }, mark: { type: 'rule', strokeDash: [4, 3], color: '#555' }, encoding: { x: null, xOffset: null, color: null, y: { field: 'y', type: 'quantitative' } } },
-            { data: { values: [options.yRule] }, mark: { type: 'text', align: 'left', dx: 4, dy: -4, baseline: 'bottom', color: '#555' }, encoding: { x: { value: 0 }, xOffset: null, color: null, y: { field: 'y', type: 'quantitative' }, text: { field: 'label' } } },
-          ]),
+      // the rule spans the chart: the bars' x, offset and color encodings do not apply to it
+      ...(options.yRule === undefined ? [] : yRuleLayers(options.yRule, { x: null, xOffset: null, color: null })),
     ],
   } as TopLevelSpec;
+}
+
+/**
+ * A dashed horizontal rule at `rule.y` with its label at the left edge, above it: two layers
+ * for a layered chart; `reset` overrides encodings the chart's other layers share (e.g. `null`).
+ */
+function yRuleLayers(rule: { readonly y: number; readonly label: string }, reset: Readonly<Record<string, null>> = {}): unknown[] {
+  const data = { values: [{ y: rule.y, label: rule.label }] };
+  const y = { field: 'y', type: 'quantitative' };
+  return [
+    { data, mark: { type: 'rule', strokeDash: [4, 3], color: '#555' }, encoding: { ...reset, y } },
+    { data, mark: { type: 'text', align: 'left', dx: 4, dy: -4, baseline: 'bottom', color: '#555' }, encoding: { ...reset, x: { value: 0 }, y, text: { field: 'label' } } },
+  ];
 }
 
 /** A point of a line chart. */
@@ -175,7 +184,7 @@ export interface LinePoint {
 /**
  * Lines over a quantitative x: one colored line per series (points marked when `points`), in
  * `seriesOrder` (default: first appearance). `yRule` draws a dashed horizontal rule with its
- * label (e.g. the QoS target). `yScale: 'log'` needs every y > 0.
+ * label (e.g. the QoS target).
  */
 export function lineChartSpec(options: {
   readonly title: string;
@@ -184,7 +193,6 @@ export function lineChartSpec(options: {
   readonly data: readonly LinePoint[];
   readonly seriesOrder?: readonly string[];
   readonly yRule?: { readonly y: number; readonly label: string };
-  readonly yScale?: 'linear' | 'log';
   /** Draw a point mark at every datum [false]. */
   readonly points?: boolean;
   readonly width?: number;
@@ -197,18 +205,12 @@ export function lineChartSpec(options: {
       mark: { type: 'line', point: options.points === true, strokeWidth: 2 },
       encoding: {
         x: { field: 'x', type: 'quantitative', title: options.xTitle },
-        y: { field: 'y', type: 'quantitative', title: options.yTitle, ...(options.yScale === 'log' ? { scale: { type: 'log' } } : {}) },
+        y: { field: 'y', type: 'quantitative', title: options.yTitle },
         color: { field: 'series', type: 'nominal', title: null, scale: colorScale(order), legend: { orient: 'top' } },
       },
     },
   ];
-  if (options.yRule !== undefined) {
-    const rule = { values: [{ y: options.yRule.y, label: options.yRule.label }] };
-    layers.push(
-      { data: rule, mark: { type: 'rule', strokeDash: [4, 3], color: '#555' }, encoding: { y: { field: 'y', type: 'quantitative' } } },
-      { data: rule, mark: { type: 'text', align: 'left', dx: 4, dy: -4, baseline: 'bottom', color: '#555' }, encoding: { y: { field: 'y', type: 'quantitative' }, x: { value: 0 }, text: { field: 'label' } } },
-    );
-  }
+  if (options.yRule !== undefined) layers.push(...yRuleLayers(options.yRule));
   return { title: options.title, width: options.width ?? 480, height: options.height ?? 240, layer: layers } as TopLevelSpec;
 }
 

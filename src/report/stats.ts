@@ -22,8 +22,11 @@ export function percentile(values: readonly number[], p: number): number {
   return nearestRank(Float64Array.from(values).sort(), p);
 }
 
-/** The ⌈p/100·n⌉-th smallest of an ascending sample; NaN when empty. */
-function nearestRank(sorted: ArrayLike<number>, p: number): number {
+/**
+ * `percentile` of a sample already sorted ascending (no copy): the ⌈p/100·n⌉-th smallest; NaN
+ * when empty. p is not checked.
+ */
+export function nearestRank(sorted: ArrayLike<number>, p: number): number {
   return sorted.length === 0 ? Number.NaN : sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 

@@ -23,7 +23,7 @@ import { VirtualClock } from '../clock/virtual.ts';
 import { SimDevice } from '../device/sim/index.ts';
 import { artifactAt } from '../model/artifact.ts';
 import type { Predictor } from '../predict/predictor.ts';
-import { percentile } from '../report/stats.ts';
+import { nearestRank, percentile } from '../report/stats.ts';
 import { metQos, type QueryRecord } from '../runtime/records.ts';
 import { ServingRuntime } from '../runtime/runtime.ts';
 import type { ExperimentService } from '../runtime/experiment.ts';
@@ -41,7 +41,6 @@ export const CLUSTER_SET = { models: ['resnet101', 'resnet152', 'vgg19', 'bert']
 
 /** The two cluster designs compared. */
 export type ClusterPolicy = 'abacus' | 'clockwork';
-export const CLUSTER_POLICIES: readonly ClusterPolicy[] = ['abacus', 'clockwork'];
 
 export interface ClusterOptions {
   /** Sim device id of every node, e.g. `sim:a100`. */
@@ -240,7 +239,7 @@ export async function runCluster(o: ClusterOptions): Promise<ClusterResult> {
       offered: m.offered,
       goodputQps: m.onTime / seconds / o.scale,
       throughputQps: m.latencies.length / seconds / o.scale,
-      p99Ms: percentileSorted(sorted, 99),
+      p99Ms: nearestRank(sorted, 99),
       meanMs: sorted.length === 0 ? NaN : sorted.reduce((a, b) => a + b, 0) / sorted.length,
       violationRatio: m.offered === 0 ? 0 : (m.offered - m.onTime) / m.offered,
     };
@@ -257,15 +256,11 @@ export async function runCluster(o: ClusterOptions): Promise<ClusterResult> {
       onTime,
       completed: all.length,
       goodputQps: onTime / (minutes * seconds) / o.scale,
-      p99Ms: all.length === 0 ? NaN : percentile(all, 99),
+      p99Ms: percentile(all, 99),
       meanMs: all.length === 0 ? NaN : all.reduce((a, b) => a + b, 0) / all.length,
       violationRatio: offered === 0 ? 0 : (offered - onTime) / offered,
     },
   };
-}
-
-function percentileSorted(sorted: Float64Array, p: number): number {
-  return sorted.length === 0 ? NaN : sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
 /** Headline numbers of an abacus and a clockwork run of the same trace. */

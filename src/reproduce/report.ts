@@ -115,13 +115,15 @@ export function throughputHeadline(rows: readonly ColocationRow[]): { meanPeakRa
   return { meanPeakRatioVsBest: ratios.reduce((a, b) => a + b, 0) / ratios.length, minPeakRatioVsBest: Math.min(...ratios), sets: ratios.length };
 }
 
-function peakRatio(byPolicy: ReadonlyMap<string, ColocationRow>): number {
+/** Abacus' peak goodput ÷ the best of fcfs/sjf/edf in one set (NaN when no baseline has a peak). */
+export function peakRatio(byPolicy: ReadonlyMap<string, ColocationRow>): number {
   const abacus = byPolicy.get('abacus')?.peakGoodputQps ?? 0;
   const best = Math.max(...BASELINES.map((b) => byPolicy.get(b)?.peakGoodputQps ?? 0));
   return best > 0 ? abacus / best : NaN;
 }
 
-function bySet(rows: readonly ColocationRow[]): Map<string, Map<string, ColocationRow>> {
+/** Per set: the row of each policy. */
+export function bySet(rows: readonly ColocationRow[]): Map<string, Map<string, ColocationRow>> {
   const out = new Map<string, Map<string, ColocationRow>>();
   for (const r of rows) {
     if (!out.has(r.set)) out.set(r.set, new Map());

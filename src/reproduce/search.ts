@@ -6,7 +6,7 @@
  * trained MLP predictor it serves with, timed one decision at a time with
  * `process.hrtime.bigint()` (as `bench/schedule.ts`).
  *
- * Inputs (as `bench/schedule.ts`, so that the search runs): per scenario one head per
+ * Inputs (`searchScenarios`, which `bench/schedule.ts` uses too, so that the search runs): per scenario one head per
  * service, random batch sizes and sequence lengths from the given sets, a third of them
  * partly executed, a random urgency order; q0's budget is drawn between the predicted latency
  * of q0 alone and of the largest prefix (computed with the same predictor, outside the timing),
@@ -19,6 +19,7 @@
 import { Rng } from '../device/sim/rng.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
+import { nearestRank } from '../report/stats.ts';
 import { AbacusController } from '../schedule/index.ts';
 import type { ScheduleInput, WaitingQuery } from '../schedule/controller.ts';
 
@@ -59,8 +60,9 @@ export interface SearchRow {
   readonly searchRounds: number;
 }
 
+/** A uniformly random element of `xs`; a single choice draws nothing from `rng`. */
 function pick<T>(rng: Rng, xs: readonly T[]): T {
-  return xs[Math.floor(rng.nextUnit() * xs.length)]!;
+  return xs.length === 1 ? xs[0]! : xs[Math.floor(rng.nextUnit() * xs.length)]!;
 }
 
 /** Scenarios where the controller has prefixes to score and a cut to search (see the file comment). */
@@ -105,10 +107,6 @@ export function searchScenarios(services: readonly SearchService[], predictor: P
     out.push({ nowMs, queues, runningRemainingMs });
   }
   return out;
-}
-
-function nearestRank(sorted: Float64Array, p: number): number {
-  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 }
 
 /**

@@ -39,7 +39,6 @@ export {
   fitGraphConstants,
   fitKernelGrain,
   loadRandomOverlap,
-  median,
   parseRandomOverlapCsv,
   referenceSeqLens,
   scriptPercentile,

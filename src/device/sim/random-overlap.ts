@@ -13,7 +13,8 @@
  * the random offsets by their stratified version — offset_i = (i + ½)/n × solo_A for
  * i = 0 … n−1 (n = the measured repetitions) — so it is deterministic and covers the uniform
  * distribution evenly; it runs without noise. Percentiles as the measurement script computes
- * them: p50 = the median (mean of the two middle values for even n), p99 = the value at rank
+ * them: p50 = the median (mean of the two middle values for even n, as Python's
+ * `statistics.median`: `median` of `src/stats.ts`), p99 = the value at rank
  * round(0.99 n + 0.5) (1-based; round half to even, as Python's `round`).
  *
  * ## Tolerance
@@ -24,6 +25,7 @@
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { ModelSpec } from '../../model/spec.ts';
+import { median } from '../../stats.ts';
 import { fitConstants, fitObjective, GRAPH_FIT_START, type CalibrationTarget, type GroupQuery, type ReferenceData, type SpecsByName } from './calibrate.ts';
 import { modelCosts, operatorClasses, type KernelClass, type SimConstants } from './cost-model.ts';
 import { SimEngine } from './engine.ts';
@@ -108,14 +110,6 @@ export function scriptPercentile(xs: readonly number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
   const rank = roundHalfEven((q / 100) * s.length + 0.5);
   return s[Math.min(s.length - 1, Math.max(0, rank - 1))]!;
-}
-
-/** Median (mean of the two middle values for an even count), as Python's `statistics.median`. */
-export function median(xs: readonly number[]): number {
-  if (xs.length === 0) throw new RangeError('median: no values');
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 /** Simulated uncontrolled overlap of one ordered pair. Times in ms. */
