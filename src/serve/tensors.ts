@@ -197,7 +197,7 @@ export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, di
       }
       if (!HOST_IS_LITTLE_ENDIAN && size > 1) throw bad(ctx, 'binary tensor data is little-endian and this host is big-endian: send JSON data');
       const out = zeroTensorData(dataType, n);
-      new Uint8Array(out.buffer, out.byteOffset, out.byteLength).set(bytes);
+      rawBytes(out).set(bytes);
       if (dataType === 'bool') {
         const b = out as Uint8Array;
         for (let i = 0; i < n; i++) if (b[i]! > 1) throw bad(ctx, `BOOL byte ${i} is ${b[i]}, expected 0 or 1`);

@@ -12,7 +12,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { ModelMetadata, ServeErrorCode, TensorMetadata, V2Datatype } from '../inference.ts';
-import { CONTENTS_FIELD_BY_DATATYPE, int64FromWire, parametersFromWire, parametersToWire } from '../grpc/codec.ts';
+import { CONTENTS_FIELD_BY_DATATYPE, int64FromWire, parametersFromWire, parametersToWire, tensorBytes } from '../grpc/codec.ts';
 import {
   loadInferenceService,
   type ModelInferRequestMessage,
@@ -32,7 +32,7 @@ import {
   type ClientInferResult,
   type InferenceClient,
 } from './client.ts';
-import { hostTensorBytes, hostTensorFromBytes, hostTensorFromValues } from './tensors.ts';
+import { hostTensorFromBytes, hostTensorFromValues } from './tensors.ts';
 
 export interface GrpcInferenceClientOptions {
   /** Per-call deadline in ms (default: none). An expired call is a `transport` failure. */
@@ -118,7 +118,7 @@ export class GrpcInferenceClient implements InferenceClient {
       parameters: parametersToWire(parameters),
       inputs: entries.map(([name, tensor]) => ({ name, datatype: V2_DATATYPE_OF[tensor.dataType], shape: [...tensor.dims] })),
       outputs: (request.outputs ?? []).map((name) => ({ name })),
-      raw_input_contents: entries.map(([, tensor]) => Buffer.from(hostTensorBytes(tensor))),
+      raw_input_contents: entries.map(([, tensor]) => tensorBytes(tensor)),
     };
   }
 

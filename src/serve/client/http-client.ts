@@ -26,7 +26,8 @@ import {
   type ClientInferResult,
   type InferenceClient,
 } from './client.ts';
-import { hostTensorBytes, hostTensorFromBytes, hostTensorFromValues, hostTensorValues, jsonStringify } from './tensors.ts';
+import { rawBytes } from '../tensors.ts';
+import { hostTensorFromBytes, hostTensorFromValues, hostTensorValues, jsonStringify } from './tensors.ts';
 
 /** The binary extension's header giving the JSON part's length in bytes. */
 export const INFERENCE_HEADER_CONTENT_LENGTH = 'inference-header-content-length';
@@ -105,7 +106,7 @@ export class HttpInferenceClient implements InferenceClient {
       const base = { name, datatype: V2_DATATYPE_OF[tensor.dataType], shape: [...tensor.dims] };
       // FP16 has no JSON representation (its elements are half-precision bit patterns): always binary.
       if (!this.binary && tensor.dataType !== 'float16') return { ...base, data: hostTensorValues(tensor) };
-      const bytes = hostTensorBytes(tensor);
+      const bytes = rawBytes(tensor.data);
       chunks.push(bytes);
       return { ...base, parameters: { binary_data_size: bytes.byteLength } };
     });
