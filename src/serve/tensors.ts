@@ -41,6 +41,9 @@ export const V2_DATATYPE_OF: Readonly<Record<TensorDataType, V2Datatype>> = {
   bool: 'BOOL',
 };
 
+/** Host data type of each v2 datatype a `HostTensor` can hold (`FP32` → `float32`; the inverse of `V2_DATATYPE_OF`). */
+export const HOST_DATATYPE_OF = Object.fromEntries(Object.entries(V2_DATATYPE_OF).map(([host, v2]) => [v2, host])) as Readonly<Partial<Record<string, TensorDataType>>>;
+
 /** The v2 name of a host data type (`float32` → `FP32`). */
 export function v2Datatype(dataType: TensorDataType): V2Datatype {
   return V2_DATATYPE_OF[dataType];

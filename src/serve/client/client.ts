@@ -10,7 +10,7 @@
  * `'transport'` (no answer, an unusable answer, or a status with no serving meaning).
  * Metadata calls (`modelMetadata`) throw `InferenceClientError` instead.
  */
-import type { TensorDataType, TensorMap } from '../../tensor.ts';
+import type { TensorMap } from '../../tensor.ts';
 import { SERVE_ERROR_CODE_KEY, type ModelMetadata, type ServeErrorCode } from '../inference.ts';
 
 /** One request. */
@@ -92,17 +92,3 @@ export function codeFromMessagePrefix(message: string): ServeErrorCode | undefin
   const match = /^([a-z_]+):/.exec(message);
   return match === null ? undefined : asServeErrorCode(match[1]);
 }
-
-export { V2_DATATYPE_OF } from '../tensors.ts';
-
-/** Host tensor type of each v2 datatype a `HostTensor` can hold. */
-export const HOST_TYPE_OF: Readonly<Partial<Record<string, TensorDataType>>> = {
-  FP32: 'float32',
-  FP64: 'float64',
-  FP16: 'float16',
-  INT64: 'int64',
-  INT32: 'int32',
-  INT8: 'int8',
-  UINT8: 'uint8',
-  BOOL: 'bool',
-};

@@ -26,12 +26,12 @@ import {
   codeFromMessagePrefix,
   ERROR_CODE_KEY,
   InferenceClientError,
-  V2_DATATYPE_OF,
   type ClientInferFailure,
   type ClientInferRequest,
   type ClientInferResult,
   type InferenceClient,
 } from './client.ts';
+import { V2_DATATYPE_OF } from '../tensors.ts';
 import { hostTensorFromBytes, hostTensorFromValues } from './tensors.ts';
 
 export interface GrpcInferenceClientOptions {

@@ -20,13 +20,12 @@ import {
   codeFromMessagePrefix,
   ERROR_CODE_KEY,
   InferenceClientError,
-  V2_DATATYPE_OF,
   type ClientInferFailure,
   type ClientInferRequest,
   type ClientInferResult,
   type InferenceClient,
 } from './client.ts';
-import { rawBytes } from '../tensors.ts';
+import { rawBytes, V2_DATATYPE_OF } from '../tensors.ts';
 import { hostTensorFromBytes, hostTensorFromValues, hostTensorValues, jsonStringify } from './tensors.ts';
 
 /** The binary extension's header giving the JSON part's length in bytes. */

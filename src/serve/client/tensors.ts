@@ -3,15 +3,14 @@
  * data extension, gRPC raw contents), typed gRPC contents and JSON `data`.
  */
 import { BYTES_PER_ELEMENT, elementCount, zeroTensorData, type HostTensor } from '../../tensor.ts';
-import { rawBytes } from '../tensors.ts';
-import { HOST_TYPE_OF } from './client.ts';
+import { HOST_DATATYPE_OF, rawBytes } from '../tensors.ts';
 
 /**
  * A host tensor from little-endian bytes (copied into an aligned buffer).
  * @throws RangeError when the datatype has no host type or the byte count does not match the shape.
  */
 export function hostTensorFromBytes(name: string, datatype: string, dims: readonly number[], bytes: Uint8Array): HostTensor {
-  const dataType = HOST_TYPE_OF[datatype];
+  const dataType = HOST_DATATYPE_OF[datatype];
   if (dataType === undefined) throw new RangeError(`output ${name}: datatype ${datatype} is not supported by this client`);
   const n = elementCount(dims);
   const expected = n * BYTES_PER_ELEMENT[dataType];
@@ -28,7 +27,7 @@ export function hostTensorFromBytes(name: string, datatype: string, dims: readon
  * @throws RangeError for an unsupported datatype, a count mismatch or a value of the wrong kind.
  */
 export function hostTensorFromValues(name: string, datatype: string, dims: readonly number[], values: readonly unknown[]): HostTensor {
-  const dataType = HOST_TYPE_OF[datatype];
+  const dataType = HOST_DATATYPE_OF[datatype];
   if (dataType === undefined || dataType === 'float16') throw new RangeError(`output ${name}: datatype ${datatype} is not supported as values by this client`);
   const n = elementCount(dims);
   if (values.length !== n) throw new RangeError(`output ${name}: ${values.length} values for shape [${dims.join(', ')}]`);
