@@ -23,7 +23,7 @@
  * element index or field.
  */
 import type { TensorData, TensorDataType } from '../tensor.ts';
-import { BYTES_PER_ELEMENT, zeroTensorData } from '../tensor.ts';
+import { BYTES_PER_ELEMENT, halfToNumber, zeroTensorData } from '../tensor.ts';
 import { ServeError, type InferInputData, type V2Datatype } from './inference.ts';
 
 /** Every v2 datatype name, in the spec's table order. */
@@ -240,7 +240,7 @@ export function jsonDataText(dataType: TensorDataType, data: TensorData): string
       for (let i = 0; i < n; i++) parts[i] = data[i] ? 'true' : 'false';
       break;
     case 'float16':
-      for (let i = 0; i < n; i++) parts[i] = floatText(halfToFloat(Number(data[i])));
+      for (let i = 0; i < n; i++) parts[i] = floatText(halfToNumber(Number(data[i])));
       break;
     case 'float32':
     case 'float64':
@@ -256,16 +256,6 @@ export function jsonDataText(dataType: TensorDataType, data: TensorData): string
 function floatText(x: number): string {
   if (Number.isFinite(x)) return String(x);
   return Number.isNaN(x) ? '"NaN"' : x > 0 ? '"Infinity"' : '"-Infinity"';
-}
-
-/** IEEE-754 half (as its 16 bits) → number. */
-export function halfToFloat(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >> 10) & 0x1f;
-  const frac = h & 0x3ff;
-  if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
-  if (exp === 0x1f) return frac === 0 ? sign * Infinity : Number.NaN;
-  return sign * 2 ** (exp - 15) * (1 + frac / 1024);
 }
 
 /** A tensor's bytes as the binary extension sends them (little-endian, row-major); a view, no copy on little-endian hosts. */
