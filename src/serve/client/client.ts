@@ -11,7 +11,7 @@
  * Metadata calls (`modelMetadata`) throw `InferenceClientError` instead.
  */
 import type { TensorMap } from '../../tensor.ts';
-import { SERVE_ERROR_CODE_KEY, type ModelMetadata, type ServeErrorCode } from '../inference.ts';
+import type { ModelMetadata, ServeErrorCode } from '../inference.ts';
 
 /** One request. */
 export interface ClientInferRequest {
@@ -77,18 +77,18 @@ export class InferenceClientError extends Error {
   }
 }
 
-/** Header (HTTP) and trailing-metadata key (gRPC) naming the `ServeErrorCode` of a failure. */
-export const ERROR_CODE_KEY = SERVE_ERROR_CODE_KEY;
-
 const SERVE_CODES: readonly ServeErrorCode[] = ['bad_request', 'model_not_found', 'qos_violation', 'overloaded', 'not_ready', 'device_failure', 'internal'];
 
-/** `text` when it is a `ServeErrorCode`. */
-export function asServeErrorCode(text: unknown): ServeErrorCode | undefined {
+function asServeErrorCode(text: unknown): ServeErrorCode | undefined {
   return SERVE_CODES.find((c) => c === text);
 }
 
-/** The `ServeErrorCode` a message starts with (`qos_violation: …`), if any. */
-export function codeFromMessagePrefix(message: string): ServeErrorCode | undefined {
-  const match = /^([a-z_]+):/.exec(message);
-  return match === null ? undefined : asServeErrorCode(match[1]);
+/**
+ * The `ServeErrorCode` a failure names, the first step of both clients' mapping: `tag` (the
+ * `SERVE_ERROR_CODE_KEY` header / trailing metadata) when it is a code, else the code the
+ * message starts with (`qos_violation: …`); undefined when neither (the caller then maps its
+ * protocol's status).
+ */
+export function serveErrorCodeOf(tag: unknown, message: string): ServeErrorCode | undefined {
+  return asServeErrorCode(tag) ?? asServeErrorCode(/^([a-z_]+):/.exec(message)?.[1]);
 }
