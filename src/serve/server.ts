@@ -17,20 +17,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../log.ts';
 import type { BackendEngine, RuntimeBackend } from './backend.ts';
+import type { GrpcInferenceServer, GrpcServerOptions } from './grpc/server.ts';
 import { createHttpApp } from './http/app.ts';
 import type { InferenceBackend } from './inference.ts';
 import type { ServeMetrics } from './metrics.ts';
 
-/** The gRPC front end as `serve/grpc/server.ts` provides it (`createGrpcServer`). */
-export interface GrpcInferenceServer {
-  /** Bind and start; resolves with the bound port (`port` 0: an ephemeral one). */
-  listen(host: string, port: number): Promise<number>;
-  /** Stop accepting; wait up to `graceMs` for calls in flight, then cancel the rest. */
-  close(graceMs: number): Promise<void>;
-}
+export type { GrpcInferenceServer };
 
-/** `createGrpcServer` of `serve/grpc/server.ts`. */
-export type GrpcServerFactory = (backend: InferenceBackend, options: { logger?: Logger; maxReceiveMessageBytes?: number; maxSendMessageBytes?: number }) => GrpcInferenceServer;
+/** `createGrpcServer` of `serve/grpc/server.ts` (injected, so HTTP-only servers never load grpc-js). */
+export type GrpcServerFactory = (backend: InferenceBackend, options: GrpcServerOptions) => GrpcInferenceServer;
 
 export interface ServerOptions {
   /** Constructed, not started: `startServer` starts it on the engine. */
