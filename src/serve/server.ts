@@ -16,7 +16,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../log.ts';
-import type { BackendEngine, RuntimeBackend } from './backend.ts';
+import { within, type BackendEngine, type RuntimeBackend } from './backend.ts';
 import type { GrpcInferenceServer, GrpcServerOptions } from './grpc/server.ts';
 import { createHttpApp } from './http/app.ts';
 import type { InferenceBackend } from './inference.ts';
@@ -61,18 +61,6 @@ export interface RunningServer {
 /** `host:port` with IPv6 hosts bracketed. */
 export function formatHostPort(host: string, port: number): string {
   return `${host.includes(':') ? `[${host}]` : host}:${port}`;
-}
-
-async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), Math.max(0, ms));
-  });
-  try {
-    return await Promise.race([promise.then(() => true), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /**
