@@ -5,18 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { VirtualClock, WallClock, type Clock, type TimerHandle } from '../src/clock/index.ts';
-
-/** Deterministic PRNG (mulberry32) for property-style tests. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from './helpers/rng.ts';
 
 const BAD_DELAYS = [-1, -0.001, Number.NaN, Infinity, -Infinity];
 

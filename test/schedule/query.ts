@@ -31,18 +31,6 @@ export function input(nowMs: number, queues: WaitingQuery[][], runningRemainingM
   return { nowMs, queues, runningRemainingMs };
 }
 
-/** Deterministic PRNG in [0, 1) (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * A random input: 0..4 services (`s0`…), 0..3 queries each, test-zoo models, random progress,
  * batch 1 or 2, QoS 20..120 ms (15%: 1..51 ms) after up to 40 ms of waiting, running remainder

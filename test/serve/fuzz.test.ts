@@ -22,23 +22,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RuntimeBackend } from '../../src/serve/backend.ts';
 import { createHttpApp } from '../../src/serve/http/app.ts';
 import { startChildServer, writeConfig, type ChildServer } from './child-serve.ts';
+import { rng } from '../helpers/rng.ts';
 import { simBackend } from './helpers.ts';
 
 const IMAGE = 3 * 64 * 64;
 const MAX_BODY = 1 << 20;
 const VALID_EVERY = 25;
-
-/** mulberry32: a small seeded PRNG, [0, 1). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** One HTTP request as the generator makes it. */
 interface FuzzRequest {
