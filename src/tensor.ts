@@ -58,3 +58,13 @@ export function zeroTensorData(dataType: TensorDataType, n: number): TensorData 
       return new Uint8Array(n);
   }
 }
+
+/** The value of IEEE-754 half-precision bits (float16 data holds them as Uint16). */
+export function halfToNumber(h: number): number {
+  const sign = h & 0x8000 ? -1 : 1;
+  const e = (h >> 10) & 0x1f;
+  const m = h & 0x3ff;
+  if (e === 0) return sign * m * 2 ** -24;
+  if (e === 0x1f) return m ? Number.NaN : sign * Number.POSITIVE_INFINITY;
+  return sign * (1 + m / 1024) * 2 ** (e - 15);
+}

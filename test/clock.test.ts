@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { VirtualClock, WallClock, type Clock, type TimerHandle } from '../src/clock/index.ts';
-import { rng } from './schedule/query.ts';
+import { rng } from './helpers/rng.ts';
 
 const BAD_DELAYS = [-1, -0.001, Number.NaN, Infinity, -Infinity];
 

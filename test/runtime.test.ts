@@ -11,29 +11,14 @@ import { DeviceFailureError } from '../src/errors.ts';
 import { artifactAt } from '../src/model/artifact.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import type { ModelSpec } from '../src/model/spec.ts';
-import type { Group, Predictor } from '../src/predict/predictor.ts';
 import type { QueryController } from '../src/schedule/controller.ts';
 import { createController } from '../src/schedule/index.ts';
 import { ServingRuntime, type QueryOutcome, type RuntimeService } from '../src/runtime/runtime.ts';
 import { constantArrivals, LoadGenerator } from '../src/workload/index.ts';
+import { fixedPredictor } from './helpers/fixed-predictor.ts';
 
-/** A predictor with a fixed cost: `msPerOperator` × operators × batch, groups cost their longest slot × 1.1. */
-function fixedPredictor(models: readonly string[], msPerOperator = 0.3): Predictor {
-  return {
-    kind: 'fixed',
-    deviceId: 'sim:a100',
-    models: [...models].sort(),
-    maxSlots: 8,
-    predict(groups: readonly Group[], out = new Float64Array(groups.length)) {
-      groups.forEach((g, i) => {
-        let longest = 0;
-        for (const s of g) longest = Math.max(longest, (s.end - s.start) * msPerOperator * Math.sqrt(s.batch));
-        out[i] = longest * (g.length > 1 ? 1.1 : 1);
-      });
-      return out;
-    },
-  };
-}
+/** ms per operator of the fixed predictor (`test/helpers/fixed-predictor.ts`). */
+const MS_PER_OPERATOR = 0.3;
 
 let specs: ModelSpec[];
 beforeAll(async () => {
@@ -46,7 +31,7 @@ async function simSetup(policy: string, params: Record<string, unknown> = {}, qo
   const device = await SimDevice.create({ clock, id: 'sim:a100', seed: 3 });
   const services: RuntimeService[] = specs.map((spec, i) => ({ name: spec.name, spec, qosTargetMs: qos[i]!, maxQueueLength }));
   await device.load(services.map((s) => ({ name: s.name, model: artifactAt('/nonexistent', s.spec) })));
-  const controller = createController(policy, params, fixedPredictor(specs.map((s) => s.name)));
+  const controller = createController(policy, params, fixedPredictor(specs.map((s) => s.name), MS_PER_OPERATOR));
   const runtime = new ServingRuntime({ clock, device, controller, services });
   return { clock, device, runtime };
 }
@@ -175,7 +160,7 @@ describe('ServingRuntime failure paths', () => {
       { name: 'good', spec, qosTargetMs: 1000, maxQueueLength: 100 },
       { name: 'bad', spec, qosTargetMs: 1000, maxQueueLength: 100 },
     ];
-    const runtime = new ServingRuntime({ clock, device, controller: createController('fcfs', {}, fixedPredictor([spec.name])), services });
+    const runtime = new ServingRuntime({ clock, device, controller: createController('fcfs', {}, fixedPredictor([spec.name], MS_PER_OPERATOR)), services });
     const outcomes = await driveUntilSettled(clock, Promise.all([runtime.submit({ service: 'good', batch: 1 }), runtime.submit({ service: 'bad', batch: 1 }), runtime.submit({ service: 'good', batch: 2 })]));
     expect(outcomes.map((o) => (o.ok ? 'ok' : o.reason))).toEqual(['ok', 'device_failure', 'ok']);
 
@@ -196,7 +181,7 @@ describe('ServingRuntime failure paths', () => {
     const clock = new VirtualClock();
     const device = new ScriptedDevice(clock, 5);
     const spec = specs[0]!;
-    const runtime = new ServingRuntime({ clock, device, controller: createController('fcfs', {}, fixedPredictor([spec.name])), services: [{ name: 'good', spec, qosTargetMs: 1000, maxQueueLength: 100 }] });
+    const runtime = new ServingRuntime({ clock, device, controller: createController('fcfs', {}, fixedPredictor([spec.name], MS_PER_OPERATOR)), services: [{ name: 'good', spec, qosTargetMs: 1000, maxQueueLength: 100 }] });
     expect(() => runtime.submit({ service: 'nope', batch: 1 })).toThrow(/unknown service 'nope'/);
     expect(() => runtime.submit({ service: 'good', batch: 0 })).toThrow(/batch/);
     expect(runtime.queries).toHaveLength(0);
@@ -232,7 +217,7 @@ describe('ServingRuntime.cancel', () => {
     const clock = new VirtualClock();
     const device = new ScriptedDevice(clock, 5);
     const spec = specs[0]!;
-    const runtime = new ServingRuntime({ clock, device, controller: createController('fcfs', { drop: false }, fixedPredictor([spec.name])), services: [{ name: 'good', spec, qosTargetMs: 1000, maxQueueLength: 100 }] });
+    const runtime = new ServingRuntime({ clock, device, controller: createController('fcfs', { drop: false }, fixedPredictor([spec.name], MS_PER_OPERATOR)), services: [{ name: 'good', spec, qosTargetMs: 1000, maxQueueLength: 100 }] });
     const a = runtime.submit({ service: 'good', batch: 1, id: 'a' });
     const b = runtime.submit({ service: 'good', batch: 1, id: 'b' });
     expect(runtime.queueLength('good')).toBe(2);
@@ -274,7 +259,7 @@ describe('ServingRuntime.cancel', () => {
     expect(device.released).toEqual(['mid', 'between']);
 
     // a one-group query cancelled while running completes: the work is done
-    const fcfs = new ServingRuntime({ clock, device, controller: createController('fcfs', { drop: false }, fixedPredictor([spec.name])), services: [{ name: 'good', spec, qosTargetMs: 1000, maxQueueLength: 100 }] });
+    const fcfs = new ServingRuntime({ clock, device, controller: createController('fcfs', { drop: false }, fixedPredictor([spec.name], MS_PER_OPERATOR)), services: [{ name: 'good', spec, qosTargetMs: 1000, maxQueueLength: 100 }] });
     const whole = fcfs.submit({ service: 'good', batch: 1, id: 'whole' });
     expect(fcfs.cancel('whole')).toBe('after_group');
     const o3 = await driveUntilSettled(clock, whole);

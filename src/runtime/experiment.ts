@@ -95,13 +95,34 @@ function counting(inner: QueryController): { controller: QueryController; totals
 }
 
 /**
+ * The load generator's view of services: weight (default 1), batch sizes, and sequence lengths
+ * for sequence models. Shared with the remote load driver (`serve/client/bench.ts`).
+ */
+export function serviceLoads(services: readonly Pick<ExperimentService, 'name' | 'spec' | 'batchSizes' | 'seqLens' | 'weight'>[]): ServiceLoad[] {
+  return services.map((s) => ({
+    service: s.name,
+    weight: s.weight ?? 1,
+    batchSizes: { values: s.batchSizes },
+    ...(s.seqLens === undefined || s.spec.dynamicAxes.seq === undefined ? {} : { seqLens: { values: s.seqLens } }),
+  }));
+}
+
+/**
+ * Check an offered load (shared with `serve/client/bench.ts`).
+ * @throws RangeError for a rate that is not a finite number of queries/s > 0, or a query count that is not an integer ≥ 1.
+ */
+export function checkLoad(rateQps: number, queries: number): void {
+  if (!(Number.isFinite(rateQps) && rateQps > 0)) throw new RangeError(`rate must be a finite number of queries/s > 0, got ${rateQps}`);
+  if (!Number.isInteger(queries) || queries < 1) throw new RangeError(`queries must be an integer ≥ 1, got ${queries}`);
+}
+
+/**
  * Run one experiment to completion (every query answered).
  * @throws RangeError for a bad rate, query count, or policy parameter; what the device throws
  *   at open.
  */
 export async function runExperiment(env: ExperimentEnv, options: ExperimentOptions): Promise<ExperimentResult> {
-  if (!(Number.isFinite(options.rateQps) && options.rateQps > 0)) throw new RangeError(`rate must be a finite number of queries/s > 0, got ${options.rateQps}`);
-  if (!Number.isInteger(options.queries) || options.queries < 1) throw new RangeError(`queries must be an integer ≥ 1, got ${options.queries}`);
+  checkLoad(options.rateQps, options.queries);
   const { controller, totals } = counting(createController(options.policy, options.policyParams ?? {}, env.predictor));
   const opened = await env.open();
   const { clock, device } = opened;
@@ -123,14 +144,8 @@ export async function runExperiment(env: ExperimentEnv, options: ExperimentOptio
       },
       onGroupEnd: (g) => groupStats.add(g),
     });
-    const loads: ServiceLoad[] = options.services.map((s) => ({
-      service: s.name,
-      weight: s.weight ?? 1,
-      batchSizes: { values: s.batchSizes },
-      ...(s.seqLens === undefined || s.spec.dynamicAxes.seq === undefined ? {} : { seqLens: { values: s.seqLens } }),
-    }));
     const arrivals = (options.arrivals ?? poissonArrivals)(options.rateQps);
-    const generator = new LoadGenerator({ clock, arrivals, services: loads, seed: options.seed, maxQueries: options.queries });
+    const generator = new LoadGenerator({ clock, arrivals, services: serviceLoads(options.services), seed: options.seed, maxQueries: options.queries });
     const work = (async (): Promise<GeneratorReport> => {
       const answered: Promise<QueryOutcome>[] = [];
       const report = await generator.run((q) => answered.push(runtime.submit({ service: q.service, batch: q.batch, seqLen: q.seqLen, arrivalMs: q.arrivalMs })));

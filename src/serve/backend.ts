@@ -125,12 +125,15 @@ function metadataShape(t: TensorSpec): number[] {
   return t.shape.map((d) => (typeof d === 'number' ? d : -1));
 }
 
-/** Wait for `promise` at most `ms`; true when it settled in time. The timer never outlives the call. */
-async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  if (ms <= 0) return false;
+/**
+ * Wait for `promise` at most `ms` of wall time (≤ 0: one timer turn, so an already settled
+ * promise still counts); true when it settled in time. The timer never outlives the call.
+ * Shared with `server.ts`'s shutdown.
+ */
+export async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
+    timer = setTimeout(() => resolve(false), Math.max(0, ms));
   });
   try {
     return await Promise.race([promise.then(() => true), timeout]);

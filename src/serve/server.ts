@@ -16,21 +16,16 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../log.ts';
-import type { BackendEngine, RuntimeBackend } from './backend.ts';
+import { within, type BackendEngine, type RuntimeBackend } from './backend.ts';
+import type { GrpcInferenceServer, GrpcServerOptions } from './grpc/server.ts';
 import { createHttpApp } from './http/app.ts';
 import type { InferenceBackend } from './inference.ts';
 import type { ServeMetrics } from './metrics.ts';
 
-/** The gRPC front end as `serve/grpc/server.ts` provides it (`createGrpcServer`). */
-export interface GrpcInferenceServer {
-  /** Bind and start; resolves with the bound port (`port` 0: an ephemeral one). */
-  listen(host: string, port: number): Promise<number>;
-  /** Stop accepting; wait up to `graceMs` for calls in flight, then cancel the rest. */
-  close(graceMs: number): Promise<void>;
-}
+export type { GrpcInferenceServer };
 
-/** `createGrpcServer` of `serve/grpc/server.ts`. */
-export type GrpcServerFactory = (backend: InferenceBackend, options: { logger?: Logger; maxReceiveMessageBytes?: number; maxSendMessageBytes?: number }) => GrpcInferenceServer;
+/** `createGrpcServer` of `serve/grpc/server.ts` (injected, so HTTP-only servers never load grpc-js). */
+export type GrpcServerFactory = (backend: InferenceBackend, options: GrpcServerOptions) => GrpcInferenceServer;
 
 export interface ServerOptions {
   /** Constructed, not started: `startServer` starts it on the engine. */
@@ -66,18 +61,6 @@ export interface RunningServer {
 /** `host:port` with IPv6 hosts bracketed. */
 export function formatHostPort(host: string, port: number): string {
   return `${host.includes(':') ? `[${host}]` : host}:${port}`;
-}
-
-async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), Math.max(0, ms));
-  });
-  try {
-    return await Promise.race([promise.then(() => true), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /**

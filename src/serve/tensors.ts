@@ -23,7 +23,7 @@
  * element index or field.
  */
 import type { TensorData, TensorDataType } from '../tensor.ts';
-import { BYTES_PER_ELEMENT, zeroTensorData } from '../tensor.ts';
+import { BYTES_PER_ELEMENT, halfToNumber, zeroTensorData } from '../tensor.ts';
 import { ServeError, type InferInputData, type V2Datatype } from './inference.ts';
 
 /** Every v2 datatype name, in the spec's table order. */
@@ -40,6 +40,9 @@ export const V2_DATATYPE_OF: Readonly<Record<TensorDataType, V2Datatype>> = {
   uint8: 'UINT8',
   bool: 'BOOL',
 };
+
+/** Host data type of each v2 datatype a `HostTensor` can hold (`FP32` → `float32`; the inverse of `V2_DATATYPE_OF`). */
+export const HOST_DATATYPE_OF = Object.fromEntries(Object.entries(V2_DATATYPE_OF).map(([host, v2]) => [v2, host])) as Readonly<Partial<Record<string, TensorDataType>>>;
 
 /** The v2 name of a host data type (`float32` → `FP32`). */
 export function v2Datatype(dataType: TensorDataType): V2Datatype {
@@ -197,7 +200,7 @@ export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, di
       }
       if (!HOST_IS_LITTLE_ENDIAN && size > 1) throw bad(ctx, 'binary tensor data is little-endian and this host is big-endian: send JSON data');
       const out = zeroTensorData(dataType, n);
-      new Uint8Array(out.buffer, out.byteOffset, out.byteLength).set(bytes);
+      rawBytes(out).set(bytes);
       if (dataType === 'bool') {
         const b = out as Uint8Array;
         for (let i = 0; i < n; i++) if (b[i]! > 1) throw bad(ctx, `BOOL byte ${i} is ${b[i]}, expected 0 or 1`);
@@ -237,7 +240,7 @@ export function jsonDataText(dataType: TensorDataType, data: TensorData): string
       for (let i = 0; i < n; i++) parts[i] = data[i] ? 'true' : 'false';
       break;
     case 'float16':
-      for (let i = 0; i < n; i++) parts[i] = floatText(halfToFloat(Number(data[i])));
+      for (let i = 0; i < n; i++) parts[i] = floatText(halfToNumber(Number(data[i])));
       break;
     case 'float32':
     case 'float64':
@@ -253,16 +256,6 @@ export function jsonDataText(dataType: TensorDataType, data: TensorData): string
 function floatText(x: number): string {
   if (Number.isFinite(x)) return String(x);
   return Number.isNaN(x) ? '"NaN"' : x > 0 ? '"Infinity"' : '"-Infinity"';
-}
-
-/** IEEE-754 half (as its 16 bits) → number. */
-export function halfToFloat(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >> 10) & 0x1f;
-  const frac = h & 0x3ff;
-  if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
-  if (exp === 0x1f) return frac === 0 ? sign * Infinity : Number.NaN;
-  return sign * 2 ** (exp - 15) * (1 + frac / 1024);
 }
 
 /** A tensor's bytes as the binary extension sends them (little-endian, row-major); a view, no copy on little-endian hosts. */

@@ -12,7 +12,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Decision, QueryController, ScheduleInput, WaitingQuery } from '../../src/schedule/controller.ts';
 import { FakePredictor } from './fake-predictor.ts';
-import { input, query, randomInput, rng } from './query.ts';
+import { rng } from '../helpers/rng.ts';
+import { input, query, randomInput } from './query.ts';
 
 export interface ControllerConformanceOptions {
   readonly skip?: Readonly<Record<string, string>>;

@@ -1,7 +1,6 @@
 /** Test shorthands for waiting queries and schedule inputs. */
 import type { ScheduleInput, WaitingQuery } from '../../src/schedule/controller.ts';
 import { OPERATORS } from './fake-predictor.ts';
-import { mulberry32 } from '../../src/model/synthetic.ts';
 
 export interface QueryOpts {
   readonly arrivalMs: number;
@@ -66,8 +65,3 @@ export function randomInput(r: () => number, tag: string): ScheduleInput {
   return { nowMs, queues, runningRemainingMs: r() < 0.5 ? 0 : 20 * r() };
 }
 
-/** Deterministic PRNG in [0, 1): the project's mulberry32 (`model/synthetic.ts`) scaled. */
-export function rng(seed: number): () => number {
-  const next = mulberry32(seed);
-  return () => next() / 4294967296;
-}

@@ -22,8 +22,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RuntimeBackend } from '../../src/serve/backend.ts';
 import { createHttpApp } from '../../src/serve/http/app.ts';
 import { startChildServer, writeConfig, type ChildServer } from './child-serve.ts';
+import { rng } from '../helpers/rng.ts';
 import { simBackend } from './helpers.ts';
-import { rng } from '../schedule/query.ts';
 
 const IMAGE = 3 * 64 * 64;
 const MAX_BODY = 1 << 20;

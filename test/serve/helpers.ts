@@ -4,28 +4,10 @@ import { SimDevice } from '../../src/device/sim/index.ts';
 import { artifactAt } from '../../src/model/artifact.ts';
 import { resolveModelSpec } from '../../src/model/catalog.ts';
 import { ModelRepository } from '../../src/model/repository.ts';
-import type { Group, Predictor } from '../../src/predict/predictor.ts';
 import { createController } from '../../src/schedule/index.ts';
 import { RuntimeBackend, type ServedModel } from '../../src/serve/backend.ts';
 import { ServeMetrics } from '../../src/serve/metrics.ts';
-
-/** A predictor with a fixed cost: `msPerOperator` × operators × √batch; groups cost their longest slot × 1.1. */
-export function fixedPredictor(models: readonly string[], msPerOperator = 0.05): Predictor {
-  return {
-    kind: 'fixed',
-    deviceId: 'sim:a100',
-    models: [...models].sort(),
-    maxSlots: 8,
-    predict(groups: readonly Group[], out = new Float64Array(groups.length)) {
-      groups.forEach((g, i) => {
-        let longest = 0;
-        for (const s of g) longest = Math.max(longest, (s.end - s.start) * msPerOperator * Math.sqrt(s.batch));
-        out[i] = longest * (g.length > 1 ? 1.1 : 1);
-      });
-      return out;
-    },
-  };
-}
+import { fixedPredictor } from '../helpers/fixed-predictor.ts';
 
 export interface SimModel {
   readonly name: string;
@@ -50,7 +32,7 @@ export async function simBackend(models: readonly SimModel[], options: { policy?
   await device.load(served.map((m) => ({ name: m.name, model: artifactAt('/nonexistent', m.spec) })));
   const metrics = new ServeMetrics({ models: served.map((m) => m.name), processMetrics: false });
   const backend = new RuntimeBackend({ models: served, platform: 'abacus_sim', metrics, serverVersion: '0.1.0' });
-  const controller = createController(options.policy ?? 'fcfs', options.policyParams ?? {}, fixedPredictor([...new Set(served.map((m) => m.spec.name))]));
+  const controller = createController(options.policy ?? 'fcfs', options.policyParams ?? {}, fixedPredictor([...new Set(served.map((m) => m.spec.name))], 0.05));
   const engine = { clock, device, controller };
   if (options.start ?? true) await backend.start(engine);
   return { backend, metrics, device, engine, served };

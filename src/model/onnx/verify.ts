@@ -10,6 +10,7 @@
  */
 import * as ort from 'onnxruntime-node';
 import { isHostTensor, toOrtTensor, type TensorLike } from '../../ort-tensor.ts';
+import { halfToNumber } from '../../tensor.ts';
 
 export { toOrtTensor, type TensorLike };
 import type { ModelSpec } from '../spec.ts';
@@ -112,16 +113,6 @@ export async function runOperatorsInSequence(
     options.onBoundary?.(k + 1, boundary);
   }
   return boundary;
-}
-
-/** Value of IEEE half-precision bits. */
-function halfToNumber(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const e = (h >> 10) & 0x1f;
-  const m = h & 0x3ff;
-  if (e === 0) return sign * m * 2 ** -24;
-  if (e === 0x1f) return m ? Number.NaN : sign * Number.POSITIVE_INFINITY;
-  return sign * (1 + m / 1024) * 2 ** (e - 15);
 }
 
 /** Element values as numbers (float16 bits decoded, bigints converted). @throws TypeError for string tensors. */

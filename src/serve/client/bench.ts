@@ -19,10 +19,11 @@ import { resolvedBoundary } from '../../model/boundary.ts';
 import type { ModelSpec } from '../../model/spec.ts';
 import { syntheticTensors } from '../../model/synthetic.ts';
 import { StatsCollector, type ServingStats } from '../../report/stats.ts';
+import { checkLoad, serviceLoads } from '../../runtime/experiment.ts';
 import type { QueryRecord, RejectionReason } from '../../runtime/records.ts';
 import type { TensorMap } from '../../tensor.ts';
 import { poissonArrivals, type ArrivalProcess } from '../../workload/arrivals.ts';
-import { LoadGenerator, type GeneratorReport, type ServiceLoad } from '../../workload/generator.ts';
+import { LoadGenerator, type GeneratorReport } from '../../workload/generator.ts';
 import type { ClientInferResult, InferenceClient } from './client.ts';
 
 /** One service as the load driver sees it. */
@@ -87,8 +88,7 @@ class Mean {
  * @throws RangeError for a bad rate, query count or service list.
  */
 export async function runRemoteBench(options: RemoteBenchOptions): Promise<RemoteBenchResult> {
-  if (!(Number.isFinite(options.rateQps) && options.rateQps > 0)) throw new RangeError(`rate must be a finite number of queries/s > 0, got ${options.rateQps}`);
-  if (!Number.isInteger(options.queries) || options.queries < 1) throw new RangeError(`queries must be an integer ≥ 1, got ${options.queries}`);
+  checkLoad(options.rateQps, options.queries);
   const { clock, client } = options;
   const byName = new Map(options.services.map((s) => [s.name, s]));
   const inputsCache = new Map<string, TensorMap>();
@@ -107,13 +107,7 @@ export async function runRemoteBench(options: RemoteBenchOptions): Promise<Remot
   const compute = new Mean();
   const groups = new Mean();
   const failureSamples: Record<string, string[]> = {};
-  const loads: ServiceLoad[] = options.services.map((s) => ({
-    service: s.name,
-    weight: s.weight ?? 1,
-    batchSizes: { values: s.batchSizes },
-    ...(s.seqLens === undefined || s.spec.dynamicAxes.seq === undefined ? {} : { seqLens: { values: s.seqLens } }),
-  }));
-  const generator = new LoadGenerator({ clock, arrivals: (options.arrivals ?? poissonArrivals)(options.rateQps), services: loads, seed: options.seed, maxQueries: options.queries });
+  const generator = new LoadGenerator({ clock, arrivals: (options.arrivals ?? poissonArrivals)(options.rateQps), services: serviceLoads(options.services), seed: options.seed, maxQueries: options.queries });
   const finish = (record: QueryRecord, result: ClientInferResult): void => {
     record.endMs = clock.now();
     if (result.ok) {

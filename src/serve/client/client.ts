@@ -10,8 +10,8 @@
  * `'transport'` (no answer, an unusable answer, or a status with no serving meaning).
  * Metadata calls (`modelMetadata`) throw `InferenceClientError` instead.
  */
-import type { TensorDataType, TensorMap } from '../../tensor.ts';
-import { SERVE_ERROR_CODE_KEY, type ModelMetadata, type ServeErrorCode } from '../inference.ts';
+import type { TensorMap } from '../../tensor.ts';
+import type { ModelMetadata, ServeErrorCode } from '../inference.ts';
 
 /** One request. */
 export interface ClientInferRequest {
@@ -77,32 +77,18 @@ export class InferenceClientError extends Error {
   }
 }
 
-/** Header (HTTP) and trailing-metadata key (gRPC) naming the `ServeErrorCode` of a failure. */
-export const ERROR_CODE_KEY = SERVE_ERROR_CODE_KEY;
-
 const SERVE_CODES: readonly ServeErrorCode[] = ['bad_request', 'model_not_found', 'qos_violation', 'overloaded', 'not_ready', 'device_failure', 'internal'];
 
-/** `text` when it is a `ServeErrorCode`. */
-export function asServeErrorCode(text: unknown): ServeErrorCode | undefined {
+function asServeErrorCode(text: unknown): ServeErrorCode | undefined {
   return SERVE_CODES.find((c) => c === text);
 }
 
-/** The `ServeErrorCode` a message starts with (`qos_violation: …`), if any. */
-export function codeFromMessagePrefix(message: string): ServeErrorCode | undefined {
-  const match = /^([a-z_]+):/.exec(message);
-  return match === null ? undefined : asServeErrorCode(match[1]);
+/**
+ * The `ServeErrorCode` a failure names, the first step of both clients' mapping: `tag` (the
+ * `SERVE_ERROR_CODE_KEY` header / trailing metadata) when it is a code, else the code the
+ * message starts with (`qos_violation: …`); undefined when neither (the caller then maps its
+ * protocol's status).
+ */
+export function serveErrorCodeOf(tag: unknown, message: string): ServeErrorCode | undefined {
+  return asServeErrorCode(tag) ?? asServeErrorCode(/^([a-z_]+):/.exec(message)?.[1]);
 }
-
-export { V2_DATATYPE_OF } from '../tensors.ts';
-
-/** Host tensor type of each v2 datatype a `HostTensor` can hold. */
-export const HOST_TYPE_OF: Readonly<Partial<Record<string, TensorDataType>>> = {
-  FP32: 'float32',
-  FP64: 'float64',
-  FP16: 'float16',
-  INT64: 'int64',
-  INT32: 'int32',
-  INT8: 'int8',
-  UINT8: 'uint8',
-  BOOL: 'bool',
-};

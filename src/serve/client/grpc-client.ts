@@ -11,8 +11,8 @@
  * anything else, including a connection that cannot be made, is `transport`.
  */
 import * as grpc from '@grpc/grpc-js';
-import type { ModelMetadata, ServeErrorCode, TensorMetadata, V2Datatype } from '../inference.ts';
-import { CONTENTS_FIELD_BY_DATATYPE, int64FromWire, parametersFromWire, parametersToWire } from '../grpc/codec.ts';
+import { SERVE_ERROR_CODE_KEY, type ModelMetadata, type ServeErrorCode, type TensorMetadata, type V2Datatype } from '../inference.ts';
+import { CONTENTS_FIELD_BY_DATATYPE, int64FromWire, parametersFromWire, parametersToWire, tensorBytes } from '../grpc/codec.ts';
 import {
   loadInferenceService,
   type ModelInferRequestMessage,
@@ -22,17 +22,15 @@ import {
 } from '../grpc/proto.ts';
 import type { TensorMap } from '../../tensor.ts';
 import {
-  asServeErrorCode,
-  codeFromMessagePrefix,
-  ERROR_CODE_KEY,
   InferenceClientError,
-  V2_DATATYPE_OF,
+  serveErrorCodeOf,
   type ClientInferFailure,
   type ClientInferRequest,
   type ClientInferResult,
   type InferenceClient,
 } from './client.ts';
-import { hostTensorBytes, hostTensorFromBytes, hostTensorFromValues } from './tensors.ts';
+import { V2_DATATYPE_OF } from '../tensors.ts';
+import { hostTensorFromBytes, hostTensorFromValues } from './tensors.ts';
 
 export interface GrpcInferenceClientOptions {
   /** Per-call deadline in ms (default: none). An expired call is a `transport` failure. */
@@ -44,10 +42,8 @@ export interface GrpcInferenceClientOptions {
 type UnaryMethod = (request: unknown, metadata: grpc.Metadata, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, response: unknown) => void) => grpc.ClientUnaryCall;
 
 function codeOfGrpcError(error: grpc.ServiceError): ServeErrorCode | 'transport' {
-  const fromMetadata = asServeErrorCode(error.metadata?.get(ERROR_CODE_KEY)[0]);
-  if (fromMetadata !== undefined) return fromMetadata;
-  const fromDetails = codeFromMessagePrefix(error.details ?? '');
-  if (fromDetails !== undefined) return fromDetails;
+  const tagged = serveErrorCodeOf(error.metadata?.get(SERVE_ERROR_CODE_KEY)[0], error.details ?? '');
+  if (tagged !== undefined) return tagged;
   switch (error.code) {
     case grpc.status.INVALID_ARGUMENT:
     case grpc.status.RESOURCE_EXHAUSTED:
@@ -118,7 +114,7 @@ export class GrpcInferenceClient implements InferenceClient {
       parameters: parametersToWire(parameters),
       inputs: entries.map(([name, tensor]) => ({ name, datatype: V2_DATATYPE_OF[tensor.dataType], shape: [...tensor.dims] })),
       outputs: (request.outputs ?? []).map((name) => ({ name })),
-      raw_input_contents: entries.map(([, tensor]) => Buffer.from(hostTensorBytes(tensor))),
+      raw_input_contents: entries.map(([, tensor]) => tensorBytes(tensor)),
     };
   }
 

@@ -13,23 +13,19 @@
  * Specs: https://github.com/kserve/open-inference-protocol/blob/main/specification/protocol/inference_rest.md
  * https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_binary_data.md
  */
-import type { ModelMetadata, ServeErrorCode } from '../inference.ts';
+import { INFERENCE_HEADER } from '../http/codec.ts';
+import { SERVE_ERROR_CODE_KEY, type ModelMetadata, type ServeErrorCode } from '../inference.ts';
 import type { HostTensor, TensorMap } from '../../tensor.ts';
 import {
-  asServeErrorCode,
-  codeFromMessagePrefix,
-  ERROR_CODE_KEY,
   InferenceClientError,
-  V2_DATATYPE_OF,
+  serveErrorCodeOf,
   type ClientInferFailure,
   type ClientInferRequest,
   type ClientInferResult,
   type InferenceClient,
 } from './client.ts';
-import { hostTensorBytes, hostTensorFromBytes, hostTensorFromValues, hostTensorValues, jsonStringify } from './tensors.ts';
-
-/** The binary extension's header giving the JSON part's length in bytes. */
-export const INFERENCE_HEADER_CONTENT_LENGTH = 'inference-header-content-length';
+import { rawBytes, V2_DATATYPE_OF } from '../tensors.ts';
+import { hostTensorFromBytes, hostTensorFromValues, hostTensorValues, jsonStringify } from './tensors.ts';
 
 export interface HttpInferenceClientOptions {
   /** Binary tensor data for inputs and outputs (default true); false: JSON both ways. */
@@ -52,10 +48,8 @@ function flatten(values: unknown): unknown[] {
 
 /** The `ServeErrorCode` of an HTTP error answer: header, then message prefix, then status. */
 function codeOfHttpError(status: number, header: string | null, message: string): ServeErrorCode | 'transport' {
-  const fromHeader = asServeErrorCode(header);
-  if (fromHeader !== undefined) return fromHeader;
-  const fromMessage = codeFromMessagePrefix(message);
-  if (fromMessage !== undefined) return fromMessage;
+  const tagged = serveErrorCodeOf(header, message);
+  if (tagged !== undefined) return tagged;
   if (status === 400 || status === 413 || status === 415 || status === 422) return 'bad_request';
   if (status === 404) return 'model_not_found';
   if (status === 503) return 'not_ready';
@@ -105,7 +99,7 @@ export class HttpInferenceClient implements InferenceClient {
       const base = { name, datatype: V2_DATATYPE_OF[tensor.dataType], shape: [...tensor.dims] };
       // FP16 has no JSON representation (its elements are half-precision bit patterns): always binary.
       if (!this.binary && tensor.dataType !== 'float16') return { ...base, data: hostTensorValues(tensor) };
-      const bytes = hostTensorBytes(tensor);
+      const bytes = rawBytes(tensor.data);
       chunks.push(bytes);
       return { ...base, parameters: { binary_data_size: bytes.byteLength } };
     });
@@ -118,7 +112,7 @@ export class HttpInferenceClient implements InferenceClient {
     const headerBytes = Buffer.from(header, 'utf8');
     return {
       body: Buffer.concat([headerBytes, ...chunks]),
-      headers: { 'content-type': 'application/octet-stream', [INFERENCE_HEADER_CONTENT_LENGTH]: String(headerBytes.byteLength) },
+      headers: { 'content-type': 'application/octet-stream', [INFERENCE_HEADER]: String(headerBytes.byteLength) },
     };
   }
 
@@ -164,7 +158,7 @@ export class HttpInferenceClient implements InferenceClient {
     }
     if (!response.ok) return HttpInferenceClient.failure(response, body);
     try {
-      const lengthHeader = response.headers.get(INFERENCE_HEADER_CONTENT_LENGTH);
+      const lengthHeader = response.headers.get(INFERENCE_HEADER);
       const decoded = HttpInferenceClient.decodeResponse(body, lengthHeader === null ? undefined : Number(lengthHeader));
       return { ok: true, ...(decoded.id !== undefined ? { id: decoded.id } : {}), outputs: decoded.outputs, serverParameters: decoded.parameters };
     } catch (error) {
@@ -182,7 +176,7 @@ export class HttpInferenceClient implements InferenceClient {
       // not JSON: keep the text
     }
     if (message === '') message = `HTTP ${response.status}`;
-    return { ok: false, status: response.status, code: codeOfHttpError(response.status, response.headers.get(ERROR_CODE_KEY), message), message };
+    return { ok: false, status: response.status, code: codeOfHttpError(response.status, response.headers.get(SERVE_ERROR_CODE_KEY), message), message };
   }
 
   private async getJson(path: string): Promise<unknown> {

@@ -2,47 +2,22 @@
  * Host tensors ↔ v2 wire data for the clients: little-endian row-major bytes (binary tensor
  * data extension, gRPC raw contents), typed gRPC contents and JSON `data`.
  */
-import { BYTES_PER_ELEMENT, elementCount, type HostTensor, type TensorData, type TensorDataType } from '../../tensor.ts';
-import { HOST_TYPE_OF } from './client.ts';
-
-/** The bytes of a host tensor (a view, no copy; the platform is little-endian). */
-export function hostTensorBytes(tensor: HostTensor): Uint8Array {
-  const { data } = tensor;
-  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-}
-
-function typedArrayOf(dataType: TensorDataType, buffer: ArrayBuffer): TensorData {
-  switch (dataType) {
-    case 'float32':
-      return new Float32Array(buffer);
-    case 'float64':
-      return new Float64Array(buffer);
-    case 'float16':
-      return new Uint16Array(buffer);
-    case 'int64':
-      return new BigInt64Array(buffer);
-    case 'int32':
-      return new Int32Array(buffer);
-    case 'int8':
-      return new Int8Array(buffer);
-    case 'uint8':
-    case 'bool':
-      return new Uint8Array(buffer);
-  }
-}
+import { BYTES_PER_ELEMENT, elementCount, zeroTensorData, type HostTensor } from '../../tensor.ts';
+import { HOST_DATATYPE_OF, rawBytes } from '../tensors.ts';
 
 /**
  * A host tensor from little-endian bytes (copied into an aligned buffer).
  * @throws RangeError when the datatype has no host type or the byte count does not match the shape.
  */
 export function hostTensorFromBytes(name: string, datatype: string, dims: readonly number[], bytes: Uint8Array): HostTensor {
-  const dataType = HOST_TYPE_OF[datatype];
+  const dataType = HOST_DATATYPE_OF[datatype];
   if (dataType === undefined) throw new RangeError(`output ${name}: datatype ${datatype} is not supported by this client`);
-  const expected = elementCount(dims) * BYTES_PER_ELEMENT[dataType];
+  const n = elementCount(dims);
+  const expected = n * BYTES_PER_ELEMENT[dataType];
   if (bytes.byteLength !== expected) throw new RangeError(`output ${name}: ${bytes.byteLength} bytes for shape [${dims.join(', ')}] of ${datatype} (expected ${expected})`);
-  const buffer = new ArrayBuffer(expected);
-  new Uint8Array(buffer).set(bytes);
-  return { dataType, dims: [...dims], data: typedArrayOf(dataType, buffer) };
+  const data = zeroTensorData(dataType, n);
+  rawBytes(data).set(bytes);
+  return { dataType, dims: [...dims], data };
 }
 
 /**
@@ -52,12 +27,11 @@ export function hostTensorFromBytes(name: string, datatype: string, dims: readon
  * @throws RangeError for an unsupported datatype, a count mismatch or a value of the wrong kind.
  */
 export function hostTensorFromValues(name: string, datatype: string, dims: readonly number[], values: readonly unknown[]): HostTensor {
-  const dataType = HOST_TYPE_OF[datatype];
+  const dataType = HOST_DATATYPE_OF[datatype];
   if (dataType === undefined || dataType === 'float16') throw new RangeError(`output ${name}: datatype ${datatype} is not supported as values by this client`);
   const n = elementCount(dims);
   if (values.length !== n) throw new RangeError(`output ${name}: ${values.length} values for shape [${dims.join(', ')}]`);
-  const buffer = new ArrayBuffer(n * BYTES_PER_ELEMENT[dataType]);
-  const data = typedArrayOf(dataType, buffer);
+  const data = zeroTensorData(dataType, n);
   for (let i = 0; i < n; i++) {
     const v = values[i];
     if (data instanceof BigInt64Array) {

@@ -25,8 +25,8 @@
  */
 import { parse as parseLossless } from 'lossless-json';
 import { ServeError, type InferInput, type InferRequest, type InferRequestedOutput, type InferResponse, type ModelMetadata } from '../inference.ts';
-import { describeValue, jsonDataText, rawBytes } from '../tensors.ts';
-import { BYTES_PER_ELEMENT, elementCount, type TensorDataType } from '../../tensor.ts';
+import { describeValue, HOST_DATATYPE_OF, jsonDataText, rawBytes } from '../tensors.ts';
+import { BYTES_PER_ELEMENT, elementCount } from '../../tensor.ts';
 
 /** The header that gives the JSON part's byte length in a binary request or response. */
 export const INFERENCE_HEADER = 'inference-header-content-length';
@@ -37,8 +37,6 @@ export interface DecodedInferBody {
   /** Outputs to send as binary data: names, or `all`. */
   readonly binaryOutputs: ReadonlySet<string> | 'all';
 }
-
-const V2_OF: Readonly<Record<string, TensorDataType>> = { FP32: 'float32', FP64: 'float64', FP16: 'float16', INT64: 'int64', INT32: 'int32', INT8: 'int8', UINT8: 'uint8', BOOL: 'bool' };
 
 function bad(model: string, detail: string): ServeError {
   return new ServeError('bad_request', `model '${model}': ${detail}`);
@@ -182,7 +180,7 @@ function rawBinaryRequest(body: Uint8Array, metadata: ModelMetadata): DecodedInf
   const model = metadata.name;
   const input = metadata.inputs[0];
   if (metadata.inputs.length !== 1 || input === undefined) throw bad(model, `a raw binary request (Inference-Header-Content-Length: 0) needs a model with one input; this one has ${metadata.inputs.length} (${metadata.inputs.map((i) => i.name).join(', ')})`);
-  const dataType = V2_OF[input.datatype];
+  const dataType = HOST_DATATYPE_OF[input.datatype];
   if (dataType === undefined) throw bad(model, `input '${input.name}': a raw binary request cannot carry ${input.datatype}`);
   const shape = input.shape.map((d, i) => (i === 0 && d === -1 ? 1 : d));
   const variable = shape.filter((d) => d === -1).length;
