@@ -68,3 +68,62 @@ export function halfToNumber(h: number): number {
   if (e === 0x1f) return m ? Number.NaN : sign * Number.POSITIVE_INFINITY;
   return sign * (1 + m / 1024) * 2 ** (e - 15);
 }
+
+/**
+ * Concatenate the same-named tensors of several queries along dim 0 (the batch axis), in the
+ * order given: the inputs of a fused batch (DESIGN.md "Batching and adaptation"). Every map
+ * must have the same names, and each name the same data type and the same dims after dim 0.
+ * @throws RangeError naming the tensor and the map for an empty list, a missing or extra name,
+ *   a rank-0 tensor, or a mismatch of data type or non-batch dims.
+ */
+export function concatBatch(maps: readonly TensorMap[]): TensorMap {
+  const first = maps[0];
+  if (first === undefined) throw new RangeError('concatBatch: no tensors to concatenate');
+  if (maps.length === 1) return first;
+  const names = Object.keys(first);
+  const out: TensorMap = {};
+  for (const name of names) {
+    const head = first[name]!;
+    if (head.dims.length === 0) throw new RangeError(`concatBatch: tensor '${name}' is a scalar; it has no batch axis`);
+    let rows = 0;
+    let length = 0;
+    maps.forEach((m, i) => {
+      const t = m[name];
+      if (t === undefined) throw new RangeError(`concatBatch: map ${i} lacks tensor '${name}'`);
+      if (t.dataType !== head.dataType || t.dims.length !== head.dims.length || t.dims.some((d, k) => k > 0 && d !== head.dims[k])) {
+        throw new RangeError(`concatBatch: tensor '${name}' of map ${i} is ${t.dataType} [${t.dims.join(', ')}], map 0's is ${head.dataType} [${head.dims.join(', ')}]; only dim 0 may differ`);
+      }
+      rows += t.dims[0]!;
+      length += t.data.length;
+    });
+    const data = zeroTensorData(head.dataType, length);
+    let at = 0;
+    for (const m of maps) {
+      const src = m[name]!.data;
+      (data as { set(a: ArrayLike<number | bigint>, offset: number): void }).set(src, at);
+      at += src.length;
+    }
+    out[name] = { dataType: head.dataType, dims: [rows, ...head.dims.slice(1)], data };
+  }
+  maps.forEach((m, i) => {
+    const extra = Object.keys(m).find((n) => !(n in first));
+    if (extra !== undefined) throw new RangeError(`concatBatch: map ${i} has tensor '${extra}' that map 0 lacks`);
+  });
+  return out;
+}
+
+/**
+ * Rows `[offset, offset + count)` of dim 0 of every tensor: one query's share of a fused
+ * batch's outputs. The data is copied (the slice owns its buffer).
+ * @throws RangeError naming the tensor when it is a scalar or has fewer than offset + count rows.
+ */
+export function sliceBatch(map: TensorMap, offset: number, count: number): TensorMap {
+  const out: TensorMap = {};
+  for (const [name, t] of Object.entries(map)) {
+    const rows = t.dims[0];
+    if (rows === undefined || offset + count > rows) throw new RangeError(`sliceBatch: tensor '${name}' [${t.dims.join(', ')}] has no rows [${offset}, ${offset + count}) on dim 0`);
+    const per = rows === 0 ? 0 : t.data.length / rows;
+    out[name] = { dataType: t.dataType, dims: [count, ...t.dims.slice(1)], data: t.data.slice(offset * per, (offset + count) * per) };
+  }
+  return out;
+}

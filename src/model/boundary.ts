@@ -243,3 +243,22 @@ function noSeqError(spec: ModelSpec, tensor: TensorSpec, i: number, d: string): 
 export function resolvedBoundary(spec: ModelSpec, start: number, batch: number, seqLen: number, index?: Map<string, TensorSpec>): ResolvedTensorSpec[] {
   return boundarySpecs(spec, start, index).map((t) => ({ name: t.name, dataType: t.dataType, dims: resolveShape(spec, t, batch, seqLen) }));
 }
+
+/**
+ * Why queries of `spec` cannot be fused along the batch axis (dynamic batching), or undefined
+ * when they can: every input and output must have the batch axis as dim 0 and nowhere else
+ * (not in another dim, not in an expression such as `batch*seq`), so that concatenating inputs
+ * on dim 0 and splitting outputs on dim 0 gives each query its own rows. A model with a fixed
+ * batch cannot be fused.
+ */
+export function batchFusionBlocker(spec: ModelSpec): string | undefined {
+  const axis = spec.dynamicAxes.batch;
+  for (const [kind, tensors] of [['input', spec.inputs], ['output', spec.outputs]] as const) {
+    for (const t of tensors) {
+      if (t.shape[0] !== axis) return `${kind} '${t.name}' of ${spec.name} has dim 0 ${t.shape.length === 0 ? '(a scalar)' : String(t.shape[0])}, not the batch axis '${axis}'`;
+      const other = t.shape.findIndex((d, i) => i > 0 && typeof d === 'string' && (parseDimExpression(d, spec.dynamicAxes)?.some((term) => term.batchPower > 0) ?? false));
+      if (other > 0) return `${kind} '${t.name}' of ${spec.name} uses the batch axis in dim ${other} ('${String(t.shape[other])}')`;
+    }
+  }
+  return undefined;
+}

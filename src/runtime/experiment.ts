@@ -84,6 +84,7 @@ function counting(inner: QueryController): { controller: QueryController; totals
     controller: {
       policy: inner.policy,
       launchWhileBusy: inner.launchWhileBusy,
+      ...(inner.oneGroupPerService === undefined ? {} : { oneGroupPerService: inner.oneGroupPerService }),
       decide(input: ScheduleInput) {
         const d = inner.decide(input);
         add(d.stats);

@@ -21,7 +21,18 @@ export interface GroupRecord {
   /** `GroupResult.groupLatencyMs` as measured (wall or simulated), ms. */
   measuredMs: number;
   /** Segments in the order launched. */
-  readonly segments: readonly { readonly queryId: string; readonly service: string; readonly start: number; readonly end: number; readonly batch: number; readonly seqLen: number }[];
+  readonly segments: readonly {
+    /** The device's query id: the query's own, or a fused batch's. */
+    readonly queryId: string;
+    readonly service: string;
+    readonly start: number;
+    readonly end: number;
+    /** Samples in the segment (a fused batch: all its members'). */
+    readonly batch: number;
+    readonly seqLen: number;
+    /** Ids of the queries a fused batch carried (in batch order) when it launched; absent for a query alone. */
+    readonly members?: readonly string[];
+  }[];
 }
 
 /** One query, from arrival to its single outcome. */
@@ -36,6 +47,11 @@ export interface QueryRecord {
   readonly qosTargetMs: number;
   /** Indices of the groups it ran in (`GroupRecord.index`). */
   readonly groups: number[];
+  /**
+   * Samples of the segment(s) it ran in: its own `batch` when it ran alone, the fused batch's
+   * total when the controller fused it with other queries; undefined before its first launch.
+   */
+  runBatch?: number;
   /** `pending` until it ends; then completed (outputs delivered) or rejected with a reason. */
   outcome: 'pending' | 'completed' | 'rejected';
   reason?: RejectionReason;

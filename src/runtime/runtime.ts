@@ -13,6 +13,17 @@
  *   `cancelled` (its caller withdrew it with `cancel`, e.g. the client disconnected).
  * A query rejected after it ran part of its operators has its state released on the device.
  *
+ * ## Dynamic batching
+ * A service with `batching` (`BatchingLimits`) lets the controller fuse several of its waiting
+ * queries into one segment (`LaunchSegment.fused`). The runtime checks every query's input
+ * tensors against the model when it is submitted (a bad one is answered `bad_request` and never
+ * joins a batch), concatenates the members' inputs along dim 0 at the launch, keeps the fused
+ * batch as ONE device query (one id, one kept state) until its last operator, and then splits
+ * the outputs along dim 0 so that every member gets its own rows. Each member keeps its own
+ * record and outcome. A member cancelled while its batch waits between two segments is answered
+ * `cancelled` at once (its rows keep riding with the batch and are discarded); one whose batch
+ * is running ends when that group finishes, as a query alone does.
+ *
  * ## The loop
  * `pump()` runs on every arrival and every group completion. For a one-group-at-a-time policy
  * (`launchWhileBusy === false`: abacus, fcfs, sjf, edf, clockwork) it decides only when no
@@ -23,12 +34,14 @@
  * time directly, so the same code serves real traffic (WallClock + `ort`) and simulates
  * (VirtualClock + `sim`).
  */
-import type { Clock } from '../clock/clock.ts';
+import type { Clock, TimerHandle } from '../clock/clock.ts';
 import type { Device, GroupResult, Segment, SegmentInput } from '../device/device.ts';
+import { checkInputTensors } from '../device/validate.ts';
 import { BadRequestError, describeError } from '../errors.ts';
+import { batchFusionBlocker } from '../model/boundary.ts';
 import type { ModelSpec } from '../model/spec.ts';
-import type { Decision, ExecutedSegment, QueryController, WaitingQuery } from '../schedule/controller.ts';
-import type { TensorMap } from '../tensor.ts';
+import type { BatchingLimits, Decision, ExecutedSegment, LaunchSegment, QueryController, WaitingQuery } from '../schedule/controller.ts';
+import { concatBatch, sliceBatch, type TensorMap } from '../tensor.ts';
 import type { GroupRecord, QueryRecord, RejectionReason } from './records.ts';
 
 /** One service the runtime serves. */
@@ -41,6 +54,12 @@ export interface RuntimeService {
   readonly qosTargetMs: number;
   /** Most queries waiting in its queue (≥ 1); more are rejected `overloaded`. */
   readonly maxQueueLength: number;
+  /**
+   * Dynamic batching: the controller may fuse up to `maxBatchSize` samples of waiting queries
+   * into one segment. Absent: every query runs alone at its own batch. Only for models whose
+   * inputs and outputs all have the batch axis as dim 0 (`batchFusionBlocker`).
+   */
+  readonly batching?: BatchingLimits;
 }
 
 export interface RuntimeOptions {
@@ -82,26 +101,50 @@ export type QueryOutcome =
   | { readonly ok: true; readonly record: QueryRecord; readonly outputs: TensorMap }
   | { readonly ok: false; readonly record: QueryRecord; readonly reason: RejectionReason; readonly message: string };
 
+/** One query until its outcome. */
 interface Pending {
   readonly record: QueryRecord;
-  readonly spec: ModelSpec;
-  readonly seqLen: number;
   readonly inputs: TensorMap | undefined;
   readonly seed: number;
-  nextOperator: number;
-  inFlight: boolean;
   /** Set by `cancel` while the query's group runs: it ends `cancelled` when that group finishes (unless the group completes it). */
   cancelMessage: string | undefined;
   readonly resolve: (outcome: QueryOutcome) => void;
-  /** The controller's view (kept in step with `nextOperator`). */
+  /** The device query it runs in (its own, or a fused batch). */
+  unit: Unit;
+  /** Its first row in `unit`'s batch. */
+  offset: number;
+}
+
+/** One device query: a query alone, or a fused batch of several queries of one service. */
+interface Unit {
+  /** The device's query id and the controller's `WaitingQuery.id`. */
+  readonly id: string;
+  readonly state: ServiceState;
+  /** Members not ended yet, in batch order (a query alone: itself). */
+  readonly members: Pending[];
+  /** Samples of the whole unit (ended members' rows included). */
+  readonly samples: number;
+  readonly seqLen: number;
+  /** Input tensors of the whole unit (`samples` rows); undefined: synthetic from `seed`. */
+  readonly inputs: TensorMap | undefined;
+  readonly seed: number;
+  /** Whether it is a fused batch (outputs are split among its members). */
+  readonly fused: boolean;
+  nextOperator: number;
+  inFlight: boolean;
+  /** The controller's view (kept in step with `nextOperator` and the members' deadlines). */
   view: WaitingQuery;
 }
 
 interface ServiceState {
   readonly service: RuntimeService;
-  readonly queue: Pending[];
+  readonly queue: Unit[];
   /** `queue[i].view` at index i, kept in step with `queue`: what `decide` sees, with no copy per decision. */
   readonly views: WaitingQuery[];
+  /** Queries (not units) waiting or running in `queue`. */
+  queries: number;
+  /** Groups in flight that hold a unit of this service. */
+  running: number;
 }
 
 /** Counters of the runtime since creation. */
@@ -113,6 +156,20 @@ export interface RuntimeCounters {
   readonly pending: number;
 }
 
+/** @throws RangeError naming the service and the field of bad batching limits or a model that cannot fuse. */
+function checkBatching(s: RuntimeService, b: BatchingLimits): void {
+  const at = `ServingRuntime: service '${s.name}' batching`;
+  if (!Number.isInteger(b.maxBatchSize) || b.maxBatchSize < 1) throw new RangeError(`${at}.maxBatchSize must be an integer ≥ 1, got ${b.maxBatchSize}`);
+  if (!(Number.isFinite(b.maxQueueDelayMs) && b.maxQueueDelayMs >= 0)) throw new RangeError(`${at}.maxQueueDelayMs must be a finite number ≥ 0, got ${b.maxQueueDelayMs}`);
+  b.preferredBatchSizes.forEach((n, i) => {
+    if (!Number.isInteger(n) || n < 1 || n > b.maxBatchSize || (i > 0 && n <= b.preferredBatchSizes[i - 1]!)) {
+      throw new RangeError(`${at}.preferredBatchSizes must be ascending integers in [1, maxBatchSize ${b.maxBatchSize}], got [${b.preferredBatchSizes.join(', ')}]`);
+    }
+  });
+  const blocker = batchFusionBlocker(s.spec);
+  if (blocker !== undefined) throw new RangeError(`${at}: queries cannot be fused: ${blocker}`);
+}
+
 export class ServingRuntime {
   /** Every query record (when `keepRecords`), in arrival order. */
   readonly queries: QueryRecord[] = [];
@@ -122,7 +179,10 @@ export class ServingRuntime {
   private readonly device: Device;
   private readonly controller: QueryController;
   private readonly services = new Map<string, ServiceState>();
+  /** Pending queries by query id. */
   private readonly byId = new Map<string, Pending>();
+  /** Units not ended, by unit id (a query alone: its query id). */
+  private readonly units = new Map<string, Unit>();
   private readonly keepRecords: boolean;
   private readonly onQueryEnd: ((r: QueryRecord) => void) | undefined;
   private readonly onGroupEnd: ((r: GroupRecord) => void) | undefined;
@@ -136,8 +196,10 @@ export class ServingRuntime {
   private completed = 0;
   private rejected = 0;
   private idleWaiters: (() => void)[] = [];
+  /** The timer of the earliest pending `Decision.wakeAtMs`. */
+  private wake: { atMs: number; handle: TimerHandle } | undefined;
 
-  /** @throws RangeError for no services, a service listed twice, or a bad QoS target / queue length. */
+  /** @throws RangeError for no services, a service listed twice, a bad QoS target / queue length, or bad batching limits. */
   constructor(options: RuntimeOptions) {
     this.clock = options.clock;
     this.device = options.device;
@@ -150,7 +212,9 @@ export class ServingRuntime {
       if (this.services.has(s.name)) throw new RangeError(`ServingRuntime: service '${s.name}' is listed twice`);
       if (!(Number.isFinite(s.qosTargetMs) && s.qosTargetMs > 0)) throw new RangeError(`ServingRuntime: service '${s.name}' qosTargetMs must be > 0, got ${s.qosTargetMs}`);
       if (!Number.isInteger(s.maxQueueLength) || s.maxQueueLength < 1) throw new RangeError(`ServingRuntime: service '${s.name}' maxQueueLength must be an integer ≥ 1, got ${s.maxQueueLength}`);
-      this.services.set(s.name, { service: s, queue: [], views: [] });
+      if (s.batching !== undefined) checkBatching(s, s.batching);
+      const service = s.batching === undefined ? s : { ...s, batching: Object.freeze({ ...s.batching, preferredBatchSizes: Object.freeze([...s.batching.preferredBatchSizes]) }) };
+      this.services.set(s.name, { service, queue: [], views: [], queries: 0, running: 0 });
     }
   }
 
@@ -166,6 +230,8 @@ export class ServingRuntime {
 
   /**
    * Enqueue a query. The promise always resolves with its single outcome (see the file docs).
+   * For a service with `batching`, input tensors that do not fit the model resolve it
+   * `bad_request` at once (before it can join a batch).
    * @throws RangeError (synchronously) for an unknown service, a batch that is not an integer
    *   ≥ 1, a negative seqLen, a non-positive QoS target, or an id already pending — nothing is
    *   recorded then.
@@ -174,35 +240,48 @@ export class ServingRuntime {
     const state = this.services.get(request.service);
     if (state === undefined) throw new RangeError(`unknown service '${request.service}' (served: ${this.serviceNames.join(', ')})`);
     if (!Number.isInteger(request.batch) || request.batch < 1) throw new RangeError(`batch must be an integer ≥ 1, got ${String(request.batch)}`);
-    const spec = state.service.spec;
+    const { spec, batching } = state.service;
     const seqLen = spec.dynamicAxes.seq === undefined ? 0 : request.seqLen !== undefined && request.seqLen > 0 ? request.seqLen : spec.defaultSeqLen;
     if (!Number.isInteger(seqLen) || seqLen < 0) throw new RangeError(`seqLen must be an integer ≥ 0, got ${String(request.seqLen)}`);
     const qosTargetMs = request.qosTargetMs ?? state.service.qosTargetMs;
     if (!(Number.isFinite(qosTargetMs) && qosTargetMs > 0)) throw new RangeError(`qosTargetMs must be a finite number > 0, got ${String(qosTargetMs)}`);
     const id = request.id ?? `q${this.nextId}`;
-    if (this.byId.has(id)) throw new RangeError(`query id '${id}' is already pending`);
+    if (this.byId.has(id) || this.units.has(id)) throw new RangeError(`query id '${id}' is already pending`);
     const seed = this.nextId++;
     const record: QueryRecord = { id, service: state.service.name, arrivalMs: request.arrivalMs ?? this.clock.now(), batch: request.batch, seqLen, qosTargetMs, groups: [], outcome: 'pending' };
     if (this.keepRecords) this.queries.push(record);
     this.submitted++;
     return new Promise<QueryOutcome>((resolve) => {
-      const p: Pending = {
-        record,
-        spec,
-        seqLen,
-        inputs: request.inputs,
-        seed,
+      const inputs = request.inputs;
+      const view: WaitingQuery = {
+        id,
+        service: record.service,
+        model: spec.name,
+        operators: spec.operators.length,
         nextOperator: 0,
-        inFlight: false,
-        cancelMessage: undefined,
-        resolve,
-        view: { id, service: record.service, model: spec.name, operators: spec.operators.length, nextOperator: 0, batch: record.batch, seqLen, arrivalMs: record.arrivalMs, qosTargetMs },
+        batch: record.batch,
+        seqLen,
+        arrivalMs: record.arrivalMs,
+        qosTargetMs,
+        ...(batching === undefined ? {} : { batching, fuseKey: fuseKeyOf(spec, seqLen, inputs) }),
       };
+      const unit: Unit = { id, state, members: [], samples: record.batch, seqLen, inputs, seed, fused: false, nextOperator: 0, inFlight: false, view };
+      const p: Pending = { record, inputs, seed, cancelMessage: undefined, resolve, unit, offset: 0 };
+      unit.members.push(p);
       this.byId.set(id, p);
       if (this.closed) return this.finish(p, 'overloaded', 'the runtime is closed');
-      if (state.queue.length >= state.service.maxQueueLength) return this.finish(p, 'overloaded', `service '${record.service}' has ${state.queue.length} queries waiting (maxQueueLength ${state.service.maxQueueLength})`);
-      state.queue.push(p);
-      state.views.push(p.view);
+      if (state.queries >= state.service.maxQueueLength) return this.finish(p, 'overloaded', `service '${record.service}' has ${state.queries} queries waiting (maxQueueLength ${state.service.maxQueueLength})`);
+      if (batching !== undefined && inputs !== undefined) {
+        try {
+          checkInputTensors(`query '${id}'`, spec, inputs, record.batch, seqLen);
+        } catch (err) {
+          return this.finish(p, 'bad_request', describeError(err));
+        }
+      }
+      this.units.set(id, unit);
+      state.queue.push(unit);
+      state.views.push(view);
+      state.queries++;
       this.pump();
     });
   }
@@ -212,7 +291,8 @@ export class ServingRuntime {
    * uses no more device time. Its `submit` promise still resolves exactly once, `rejected` with
    * reason `cancelled` and `message`:
    * - a query waiting in its queue (never launched, or between two of its groups) ends now; a
-   *   query that ran part of its operators has its kept device state released;
+   *   query that ran part of its operators has its kept device state released (a member of a
+   *   fused batch: once no member of the batch is left);
    * - a query whose operator group is running ends when that group finishes — `completed` if
    *   that group ran its last operator (the work is done; its outputs are delivered), else
    *   `cancelled` then. Running operators are never interrupted.
@@ -222,7 +302,7 @@ export class ServingRuntime {
   cancel(queryId: string, message = 'cancelled by its caller'): 'withdrawn' | 'after_group' | 'not_pending' {
     const p = this.byId.get(queryId);
     if (p === undefined) return 'not_pending';
-    if (p.inFlight) {
+    if (p.unit.inFlight) {
       p.cancelMessage ??= message;
       return 'after_group';
     }
@@ -232,7 +312,7 @@ export class ServingRuntime {
 
   /** Queries waiting or running in `service`'s queue now (0 for an unknown service). */
   queueLength(service: string): number {
-    return this.services.get(service)?.queue.length ?? 0;
+    return this.services.get(service)?.queries ?? 0;
   }
 
   /** Resolves when no query is pending (every submitted query has its outcome). */
@@ -248,8 +328,12 @@ export class ServingRuntime {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.wake !== undefined) {
+      this.clock.clearTimer(this.wake.handle);
+      this.wake = undefined;
+    }
     for (const state of this.services.values()) {
-      for (const p of [...state.queue]) if (!p.inFlight) this.reject(p, 'overloaded', 'the runtime is closing');
+      for (const u of [...state.queue]) if (!u.inFlight) this.rejectUnit(u, 'overloaded', 'the runtime is closing');
     }
   }
 
@@ -269,6 +353,7 @@ export class ServingRuntime {
           // In flight only while its group runs: one-group-at-a-time policies decide when none
           // runs, and launchWhileBusy launches dequeue their queries at once.
           if (state.queue.length === 0 || state.queue[0]!.inFlight) continue;
+          if (this.controller.oneGroupPerService === true && state.running > 0) continue;
           waiting += state.views.length;
           queues.push(state.views);
         }
@@ -279,19 +364,22 @@ export class ServingRuntime {
         } catch (err) {
           // A controller or predictor error must not leave queries unanswered: fail the visible ones.
           for (const views of queues) for (const v of [...views]) {
-            const p = this.byId.get(v.id);
-            if (p !== undefined) this.reject(p, 'device_failure', `the ${this.controller.policy} controller failed: ${describeError(err)}`);
+            const u = this.units.get(v.id);
+            if (u !== undefined) this.rejectUnit(u, 'device_failure', `the ${this.controller.policy} controller failed: ${describeError(err)}`);
           }
           continue;
         }
         for (const r of decision.rejected) {
-          const p = this.byId.get(r.queryId);
-          if (p === undefined) continue;
+          const u = this.units.get(r.queryId);
+          if (u === undefined) continue;
           const why = r.predictedMs === undefined ? `headroom ${r.headroomMs.toFixed(2)} ms ≤ 0` : `predicted ${r.predictedMs.toFixed(2)} ms to finish exceeds headroom ${r.headroomMs.toFixed(2)} ms`;
-          this.reject(p, 'qos_violation', `dropped by the ${this.controller.policy} controller: ${why}`);
+          this.rejectUnit(u, 'qos_violation', `dropped by the ${this.controller.policy} controller: ${why}`);
         }
         if (decision.group.length > 0) this.launch(decision.group, decision.predictedMs);
-        else if (decision.rejected.length === 0) break;
+        else {
+          if (decision.wakeAtMs !== undefined) this.wakeAt(decision.wakeAtMs);
+          if (decision.rejected.length === 0) break;
+        }
         if (!this.pumpAgain && !this.controller.launchWhileBusy && this.inFlightGroups > 0) break;
       }
     } finally {
@@ -299,30 +387,122 @@ export class ServingRuntime {
     }
   }
 
-  private launch(group: readonly { queryId: string; start: number; end: number }[], predictedMs: number | undefined): void {
-    const members: Pending[] = [];
+  /** Pump again at clock time `atMs` (the earliest requested wins). */
+  private wakeAt(atMs: number): void {
+    if (this.closed || !Number.isFinite(atMs)) return;
+    if (this.wake !== undefined) {
+      if (this.wake.atMs <= atMs) return;
+      this.clock.clearTimer(this.wake.handle);
+    }
+    const handle = this.clock.setTimer(Math.max(0, atMs - this.clock.now()), () => {
+      this.wake = undefined;
+      this.pump();
+    });
+    this.wake = { atMs, handle };
+  }
+
+  /**
+   * The unit a launch segment runs: the lead's own, or a new fused batch replacing the lead in
+   * its queue (the other members leave their queues).
+   * @throws Error (internal) when the controller broke the contract.
+   */
+  private unitFor(s: LaunchSegment): Unit {
+    const lead = this.units.get(s.queryId);
+    if (lead === undefined || lead.inFlight || s.start !== lead.nextOperator) {
+      throw new Error(`controller ${this.controller.policy} launched query '${s.queryId}' at operator ${s.start}, which is not waiting there (internal error)`);
+    }
+    if (s.fused === undefined || s.fused.length === 0) return lead;
+    const state = lead.state;
+    const limits = lead.view.batching;
+    const members: Unit[] = [lead];
+    for (const id of s.fused) {
+      const u = this.units.get(id);
+      if (limits === undefined || u === undefined || u.inFlight || u.fused || u.nextOperator !== 0 || u.state !== state || u.view.fuseKey !== lead.view.fuseKey || members.includes(u) || lead.nextOperator !== 0 || lead.fused) {
+        throw new Error(`controller ${this.controller.policy} fused query '${id}' with '${s.queryId}', which cannot be fused (internal error)`);
+      }
+      members.push(u);
+    }
+    const samples = members.reduce((n, u) => n + u.samples, 0);
+    if (samples > limits!.maxBatchSize) throw new Error(`controller ${this.controller.policy} fused ${samples} samples of service '${state.service.name}' (maxBatchSize ${limits!.maxBatchSize}) (internal error)`);
+    const inputs = lead.inputs === undefined ? undefined : concatBatch(members.map((u) => u.inputs!));
+    const pendings: Pending[] = [];
+    const id = `${lead.id}+${members.length - 1}@${this.groupCount}`;
+    const unit: Unit = { id, state, members: pendings, samples, seqLen: lead.seqLen, inputs, seed: lead.seed, fused: true, nextOperator: 0, inFlight: false, view: lead.view };
+    let offset = 0;
+    for (const u of members) {
+      for (const p of u.members) {
+        p.unit = unit;
+        p.offset = offset;
+        pendings.push(p);
+      }
+      offset += u.samples;
+      this.units.delete(u.id);
+      if (u !== lead) this.removeFromQueue(u);
+    }
+    const i = state.queue.indexOf(lead);
+    state.queue[i] = unit;
+    this.units.set(id, unit);
+    this.refreshView(unit);
+    return unit;
+  }
+
+  /** Rebuild a fused unit's view: its samples, next operator, and its most urgent live member's deadline. */
+  private refreshView(u: Unit): void {
+    const first = u.members[0];
+    if (first === undefined) return;
+    let deadline = Infinity;
+    for (const p of u.members) deadline = Math.min(deadline, p.record.arrivalMs + p.record.qosTargetMs);
+    const v = u.view;
+    u.view = { id: u.id, service: v.service, model: v.model, operators: v.operators, nextOperator: u.nextOperator, batch: u.samples, seqLen: u.seqLen, arrivalMs: first.record.arrivalMs, qosTargetMs: deadline - first.record.arrivalMs };
+    const i = u.state.queue.indexOf(u);
+    if (i >= 0) u.state.views[i] = u.view;
+  }
+
+  private launch(group: readonly LaunchSegment[], predictedMs: number | undefined): void {
+    const units: Unit[] = [];
     const segments: Segment[] = [];
     for (const s of group) {
-      const p = this.byId.get(s.queryId);
-      if (p === undefined || p.inFlight || s.start !== p.nextOperator) {
-        throw new Error(`controller ${this.controller.policy} launched query '${s.queryId}' at operator ${s.start}, which is not waiting there (internal error)`);
+      let u: Unit;
+      try {
+        u = this.unitFor(s);
+      } catch (err) {
+        if (!(err instanceof RangeError)) throw err;
+        // concatBatch refused the members' tensors (cannot happen for inputs checked at submit).
+        for (const id of [s.queryId, ...(s.fused ?? [])]) {
+          const m = this.units.get(id);
+          if (m !== undefined) this.rejectUnit(m, 'bad_request', `could not fuse the batch: ${err.message}`);
+        }
+        continue;
       }
-      const input: SegmentInput = p.nextOperator > 0 ? { kind: 'resume' } : p.inputs !== undefined ? { kind: 'tensors', tensors: p.inputs } : { kind: 'synthetic', seed: p.seed };
-      segments.push({ service: p.record.service, queryId: p.record.id, start: s.start, end: s.end, batchSize: p.record.batch, seqLen: p.seqLen, input });
-      members.push(p);
+      const input: SegmentInput = u.nextOperator > 0 ? { kind: 'resume' } : u.inputs !== undefined ? { kind: 'tensors', tensors: u.inputs } : { kind: 'synthetic', seed: u.seed };
+      segments.push({ service: u.state.service.name, queryId: u.id, start: s.start, end: s.end, batchSize: u.samples, seqLen: u.seqLen, input });
+      units.push(u);
     }
+    if (units.length === 0) return;
     const record: GroupRecord = {
       index: this.groupCount++,
       launchMs: this.clock.now(),
       predictedMs,
       measuredMs: Number.NaN,
-      segments: segments.map((s) => ({ queryId: s.queryId, service: s.service, start: s.start, end: s.end, batch: s.batchSize, seqLen: s.seqLen })),
+      segments: segments.map((s, i) => ({
+        queryId: s.queryId,
+        service: s.service,
+        start: s.start,
+        end: s.end,
+        batch: s.batchSize,
+        seqLen: s.seqLen,
+        ...(units[i]!.fused ? { members: units[i]!.members.map((p) => p.record.id) } : {}),
+      })),
     };
     if (this.keepRecords) this.groups.push(record);
-    for (const p of members) {
-      p.inFlight = true;
-      p.record.groups.push(record.index);
-      if (this.controller.launchWhileBusy) this.dequeue(p);
+    for (const u of units) {
+      u.inFlight = true;
+      u.state.running++;
+      for (const p of u.members) {
+        p.record.groups.push(record.index);
+        p.record.runBatch ??= u.samples;
+      }
+      if (this.controller.launchWhileBusy) this.removeFromQueue(u);
     }
     this.inFlightGroups++;
     let running: Promise<GroupResult>;
@@ -332,34 +512,39 @@ export class ServingRuntime {
       running = Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
     running.then(
-      (result) => this.groupDone(record, members, result),
-      (err: unknown) => this.groupFailed(record, members, err),
+      (result) => this.groupDone(record, units, result),
+      (err: unknown) => this.groupFailed(record, units, err),
     );
   }
 
-  private groupDone(record: GroupRecord, members: Pending[], result: GroupResult): void {
+  private groupDone(record: GroupRecord, units: Unit[], result: GroupResult): void {
     this.inFlightGroups--;
     record.measuredMs = result.groupLatencyMs;
     const executed: ExecutedSegment[] = [];
     result.segments.forEach((r, i) => {
-      const p = members[i]!;
+      const u = units[i]!;
       const seg = record.segments[i]!;
-      p.inFlight = false;
+      const spec = u.state.service.spec;
+      u.inFlight = false;
+      u.state.running--;
       if (!r.ok) {
-        this.reject(p, r.error.code === 'bad_request' ? 'bad_request' : 'device_failure', r.error.message);
+        this.rejectUnit(u, r.error.code === 'bad_request' ? 'bad_request' : 'device_failure', r.error.message);
         return;
       }
-      executed.push({ queryId: p.record.id, service: p.record.service, model: p.spec.name, start: seg.start, end: seg.end, operators: p.spec.operators.length, batch: p.record.batch, seqLen: p.seqLen, latencyMs: r.latencyMs });
-      p.nextOperator = seg.end;
-      if (seg.end === p.spec.operators.length) {
-        this.complete(p, r.outputs ?? {});
-      } else if (p.cancelMessage !== undefined) {
-        this.reject(p, 'cancelled', p.cancelMessage);
-      } else if (p.record.outcome === 'pending') {
-        p.view = { ...p.view, nextOperator: seg.end };
-        const state = this.services.get(p.record.service)!;
-        const i = state.queue.indexOf(p);
-        if (i >= 0) state.views[i] = p.view;
+      executed.push({ queryId: u.id, service: u.state.service.name, model: spec.name, start: seg.start, end: seg.end, operators: spec.operators.length, batch: u.samples, seqLen: u.seqLen, latencyMs: r.latencyMs });
+      u.nextOperator = seg.end;
+      if (seg.end === spec.operators.length) {
+        this.completeUnit(u, r.outputs ?? {});
+        return;
+      }
+      for (const p of [...u.members]) if (p.cancelMessage !== undefined) this.reject(p, 'cancelled', p.cancelMessage);
+      if (u.members.length > 0) {
+        if (u.fused) this.refreshView(u);
+        else {
+          u.view = { ...u.view, nextOperator: seg.end };
+          const j = u.state.queue.indexOf(u);
+          if (j >= 0) u.state.views[j] = u.view;
+        }
       }
     });
     if (executed.length > 0) this.controller.observe({ segments: executed, groupLatencyMs: result.groupLatencyMs, ...(record.predictedMs === undefined ? {} : { predictedMs: record.predictedMs }) });
@@ -367,21 +552,22 @@ export class ServingRuntime {
     this.pump();
   }
 
-  private groupFailed(record: GroupRecord, members: Pending[], err: unknown): void {
+  private groupFailed(record: GroupRecord, units: Unit[], err: unknown): void {
     this.inFlightGroups--;
     record.measuredMs = Number.NaN;
     const reason: RejectionReason = err instanceof BadRequestError || err instanceof RangeError || err instanceof TypeError ? 'bad_request' : 'device_failure';
-    for (const p of members) {
-      p.inFlight = false;
-      this.reject(p, reason, `the device refused the group: ${describeError(err)}`);
+    for (const u of units) {
+      u.inFlight = false;
+      u.state.running--;
+      this.rejectUnit(u, reason, `the device refused the group: ${describeError(err)}`);
     }
     this.onGroupEnd?.(record);
     this.pump();
   }
 
-  private dequeue(p: Pending): void {
-    const { queue, views } = this.services.get(p.record.service)!;
-    const i = queue.indexOf(p);
+  private removeFromQueue(u: Unit): void {
+    const { queue, views } = u.state;
+    const i = queue.indexOf(u);
     if (i === 0) {
       queue.shift();
       views.shift();
@@ -391,8 +577,24 @@ export class ServingRuntime {
     }
   }
 
+  /** The unit's last operator ran: every live member gets its rows of `outputs`. */
+  private completeUnit(u: Unit, outputs: TensorMap): void {
+    this.removeFromQueue(u);
+    this.units.delete(u.id);
+    for (const p of [...u.members]) {
+      let mine: TensorMap;
+      try {
+        mine = u.fused ? sliceBatch(outputs, p.offset, p.record.batch) : outputs;
+      } catch (err) {
+        this.reject(p, 'device_failure', `could not split the fused batch's outputs: ${describeError(err)}`);
+        continue;
+      }
+      this.complete(p, mine);
+    }
+  }
+
   private complete(p: Pending, outputs: TensorMap): void {
-    this.dequeue(p);
+    this.leaveUnit(p, false);
     p.record.outcome = 'completed';
     p.record.endMs = this.clock.now();
     this.completed++;
@@ -400,13 +602,35 @@ export class ServingRuntime {
     p.resolve({ ok: true, record: p.record, outputs });
   }
 
+  private rejectUnit(u: Unit, reason: RejectionReason, message: string): void {
+    for (const p of [...u.members]) this.reject(p, reason, message);
+  }
+
   private reject(p: Pending, reason: RejectionReason, message: string): void {
     if (p.record.outcome !== 'pending') return;
-    this.dequeue(p);
-    if (p.nextOperator > 0 && !p.inFlight) {
-      this.device.releaseQuery(p.record.service, p.record.id).catch(() => undefined);
-    }
+    this.leaveUnit(p, true);
     this.finish(p, reason, message);
+  }
+
+  /**
+   * `p` leaves its unit; the last member to leave ends the unit (its queue entry, and with
+   * `release` its kept device state — not after the last operator, when none is kept).
+   */
+  private leaveUnit(p: Pending, release: boolean): void {
+    const u = p.unit;
+    const i = u.members.indexOf(p);
+    if (i < 0) return;
+    u.members.splice(i, 1);
+    u.state.queries--;
+    if (u.members.length > 0) {
+      if (u.fused && !u.inFlight) this.refreshView(u);
+      return;
+    }
+    this.removeFromQueue(u);
+    this.units.delete(u.id);
+    if (release && u.nextOperator > 0 && !u.inFlight) {
+      this.device.releaseQuery(u.state.service.name, u.id).catch(() => undefined);
+    }
   }
 
   private finish(p: Pending, reason: RejectionReason, message: string): void {
@@ -428,4 +652,14 @@ export class ServingRuntime {
       for (const w of waiters) w();
     }
   }
+}
+
+/**
+ * The key queries must share to be fused: the sequence length, and for client tensors the
+ * non-batch dims of every input (in the model's input order); synthetic inputs never fuse
+ * with client tensors.
+ */
+function fuseKeyOf(spec: ModelSpec, seqLen: number, inputs: TensorMap | undefined): string {
+  if (inputs === undefined) return `synthetic seq=${seqLen}`;
+  return `tensors seq=${seqLen} ${spec.inputs.map((t) => (inputs[t.name]?.dims ?? []).slice(1).join('x')).join(';')}`;
 }

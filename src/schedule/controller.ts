@@ -8,9 +8,21 @@
  * Ownership: the runtime owns the queues, the clock, the device and every query's record; a
  * controller owns nothing but its parameters and, for feedback-driven policies (clockwork),
  * its measurement history. `decide` reads its input and never mutates it; it is synchronous,
- * reads no clock (time comes in as `nowMs`) and sets no timer. Deliberately left out:
- * batching several queries of one service into one slot, admission on enqueue (`overloaded`),
- * device failures — those are the runtime's.
+ * reads no clock (time comes in as `nowMs`) and sets no timer (a policy that waits on purpose
+ * returns `Decision.wakeAtMs`). Deliberately left out: admission on enqueue (`overloaded`),
+ * device failures, concatenating and splitting the tensors of a fused batch — those are the
+ * runtime's.
+ *
+ * ## Dynamic batching (DESIGN.md "Batching and adaptation")
+ * A service with `BatchingLimits` lets a policy fuse several of its waiting queries into ONE
+ * segment along the batch axis (dim 0): `LaunchSegment.fused` lists the queries fused behind
+ * `queryId`. Only queries that have run no operator yet (`nextOperator === 0`), carry
+ * `batching`, and share the lead's `fuseKey` fuse; the fused samples (Σ `batch`) stay ≤
+ * `maxBatchSize`. From its launch on a fused batch is one query to the controller: the runtime
+ * shows it under a new id with `batch` = its samples, no `batching` (nothing joins it later),
+ * and the deadline of its most urgent member (`arrivalMs` of its first member, `qosTargetMs`
+ * shortened to match), until it completes; rejecting that id rejects every member. Policies
+ * may look past a queue's head to pick the queries they fuse (in queue order).
  *
  * Driving loop (what the runtime does; `launchWhileBusy === false`, every policy but
  * overlap-all):
@@ -39,6 +51,24 @@ import type { AbacusErrorCode } from '../errors.ts';
 /** The policies `createController` knows. */
 export type PolicyName = 'abacus' | 'fcfs' | 'sjf' | 'edf' | 'overlap-all' | 'clockwork';
 
+/**
+ * A service's dynamic-batching limits: Triton's `dynamic_batching` fields (model
+ * configuration, `max_batch_size`, `max_queue_delay_microseconds` in ms, `preferred_batch_size`),
+ * camelCase. One frozen object per service, shared by all its waiting queries.
+ */
+export interface BatchingLimits {
+  /** Most samples one fused segment may carry, an integer ≥ 1 (default 16: Clockwork's `max_batch`). */
+  readonly maxBatchSize: number;
+  /**
+   * How long a batcher may hold the oldest waiting query to let a larger batch form, ms ≥ 0
+   * (Triton's `max_queue_delay_microseconds` / 1000, default 0: launch what is there). Only the
+   * `triton` policy waits; the others are work-conserving and ignore it.
+   */
+  readonly maxQueueDelayMs: number;
+  /** Batch sizes a batcher launches as soon as it can form one (Triton's `preferred_batch_size`), ascending, each ≤ maxBatchSize; empty: none. `triton` only. */
+  readonly preferredBatchSizes: readonly number[];
+}
+
 /** A query waiting for its next segment, as the controller sees it. */
 export interface WaitingQuery {
   /** Unique across the runtime (the device's `queryId`). */
@@ -58,6 +88,17 @@ export interface WaitingQuery {
   readonly arrivalMs: number;
   /** QoS target: end-to-end latency bound, ms. headroomMs = qosTargetMs − (nowMs − arrivalMs). */
   readonly qosTargetMs: number;
+  /**
+   * Present when this query may be fused with others of its service (its service batches
+   * dynamically and the query has run no operator yet); absent: it runs alone at its `batch`.
+   */
+  readonly batching?: BatchingLimits;
+  /**
+   * Queries of one service fuse only when their `fuseKey`s are equal: the same non-batch dims
+   * (sequence length, the dims of real input tensors) and the same kind of input (client
+   * tensors vs synthetic). Set whenever `batching` is.
+   */
+  readonly fuseKey?: string;
 }
 
 /** Everything one decision depends on (besides a feedback-driven policy's history). */
@@ -72,9 +113,9 @@ export interface ScheduleInput {
    * waiting query may be passed as empty arrays or left out; their order is irrelevant to
    * every policy (ties are broken by service name, not position).
    *
-   * Head policies (all but overlap-all) look past a queue's head only to replace a head they
-   * reject in the same decision, so a launched query is always the first of its queue once the
-   * decision's rejections are removed.
+   * Head policies (all but overlap-all and triton) look past a queue's head only to replace a
+   * head they reject in the same decision and to pick the queries they fuse behind it, so a
+   * launched lead is always the first of its queue once the decision's rejections are removed.
    */
   readonly queues: readonly (readonly WaitingQuery[])[];
   /**
@@ -93,6 +134,13 @@ export interface LaunchSegment {
   readonly start: number;
   /** Exclusive, `start < end ≤ operators`; `end === operators` completes the query. */
   readonly end: number;
+  /**
+   * Further queries of the same service fused behind `queryId` into this segment along the
+   * batch axis, in that order (absent or empty: `queryId` alone). Each is waiting at operator 0,
+   * carries `batching` and the lead's `fuseKey`, and is disjoint from every other segment and
+   * rejection; the samples of the lead and all of them are ≤ `batching.maxBatchSize`.
+   */
+  readonly fused?: readonly string[];
 }
 
 /** A query the controller gives up on; the runtime answers it with `reason` and removes it. */
@@ -142,6 +190,12 @@ export interface Decision {
   /** Queries to answer with `qos_violation` and remove, in the order they were rejected. Disjoint from `group`. */
   readonly rejected: readonly Rejection[];
   readonly stats: DecisionStats;
+  /**
+   * Clock time (ms) at which to call `decide` again even if nothing arrives or finishes before:
+   * a policy that holds queries on purpose (`triton` waiting up to `maxQueueDelayMs` for a
+   * larger batch) sets it; absent: decide again on the next arrival or completion only.
+   */
+  readonly wakeAtMs?: number;
 }
 
 /** A successfully executed segment, as the runtime reports it back. */
@@ -178,9 +232,15 @@ export interface QueryController {
   /**
    * `false`: one group at a time — the runtime launches the next group only after the
    * previous one finished. `true`: the runtime launches each decided group immediately, even
-   * while others run (overlap-all). See the module docs for both loops.
+   * while others run (overlap-all, triton). See the module docs for both loops.
    */
   readonly launchWhileBusy: boolean;
+  /**
+   * With `launchWhileBusy`: each service runs at most one group at a time (Triton's default of
+   * one model instance): while a group holding one of its queries runs, the runtime passes that
+   * service's queue empty. Absent or false: no such limit (overlap-all).
+   */
+  readonly oneGroupPerService?: boolean;
   /**
    * The next operator group and the queries to reject. Deterministic: the same input (and,
    * for clockwork, the same observations before it) gives the same decision; `decide` changes
