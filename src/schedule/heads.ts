@@ -260,3 +260,56 @@ export function predictSolo(predictor: Predictor, q: WaitingQuery, stats: StatsC
   memo.set(key, out[0]!);
   return out[0]!;
 }
+
+/**
+ * Queue positions scanned past a head for queries to fuse, per sample of `maxBatchSize`: bounds
+ * a decision's work on a long queue (a follower with another `fuseKey` is skipped, not fused).
+ */
+const FUSION_SCAN_PER_SAMPLE = 8;
+
+/** The queries that may be fused behind a head, and what each prefix of them gives. */
+export interface FusionPlan {
+  /** Queries that may join the head, in queue order; fusing is by prefix of this list. */
+  readonly followers: readonly WaitingQuery[];
+  /** `samples[m]` = samples of the head plus the first m followers (`samples[0]` = head.batch), each ≤ maxBatchSize but for a lone head that exceeds it. */
+  readonly samples: readonly number[];
+  /** `deadlineMs[m]` = the earliest deadline (`arrivalMs + qosTargetMs`, ms) among the head and the first m followers. */
+  readonly deadlineMs: readonly number[];
+}
+
+/**
+ * What may be fused behind `queue[headIndex]` (DESIGN.md "Batching and adaptation"): the
+ * following queries of the queue, in order, that have run no operator, carry `batching` and the
+ * head's `fuseKey`; the scan stops at the first whose batch would take the samples past the
+ * head's `batching.maxBatchSize`, and after `8 × maxBatchSize` positions. A head without
+ * `batching` (a fused batch, a query already started, a service that does not batch) has no
+ * followers. Followers are checked (`checkQuery`).
+ */
+export function fusionPlan(queue: readonly WaitingQuery[], headIndex: number): FusionPlan {
+  const head = queue[headIndex]!;
+  const samples = [head.batch];
+  const deadlineMs = [head.arrivalMs + head.qosTargetMs];
+  const followers: WaitingQuery[] = [];
+  const limits = head.batching;
+  if (limits === undefined || head.nextOperator !== 0) return { followers, samples, deadlineMs };
+  let total = head.batch;
+  let deadline = deadlineMs[0]!;
+  const last = Math.min(queue.length, headIndex + 1 + FUSION_SCAN_PER_SAMPLE * limits.maxBatchSize);
+  for (let i = headIndex + 1; i < last && total < limits.maxBatchSize; i++) {
+    const q = queue[i]!;
+    if (q.batching === undefined || q.nextOperator !== 0 || q.fuseKey !== head.fuseKey) continue;
+    checkQuery(q);
+    if (total + q.batch > limits.maxBatchSize) break;
+    total += q.batch;
+    deadline = Math.min(deadline, q.arrivalMs + q.qosTargetMs);
+    followers.push(q);
+    samples.push(total);
+    deadlineMs.push(deadline);
+  }
+  return { followers, samples, deadlineMs };
+}
+
+/** The slot of a head fused with `samples` samples running operators `[nextOperator, end)`. */
+export function fusedSlotOf(q: WaitingQuery, samples: number, end: number): GroupSlot {
+  return { model: q.model, start: q.nextOperator, end, batch: samples, seqLen: q.seqLen };
+}
