@@ -80,6 +80,10 @@ export interface Candidate {
   readonly headroomMs: number;
   /** arrivalMs + qosTargetMs, ms: orders like headroom but ties exactly (no `nowMs` rounding). */
   readonly deadlineMs: number;
+  /** Index of its queue in `ScheduleInput.queues`. */
+  readonly queueIndex: number;
+  /** Its position in that queue (the queries before it were rejected in this decision): `fusionPlan(queues[queueIndex], position)`. */
+  readonly position: number;
   /**
    * Estimated latency (ms) of the query's remaining operators run alone: the predictor's
    * (`GroupSlot` from `nextOperator` to the end), or the policy's own estimate; NaN when not
@@ -187,7 +191,7 @@ export function collectHeads(
           pos[qi]!++;
           continue;
         }
-        const c: Candidate = { query: q, headroomMs, deadlineMs, soloMs: NaN };
+        const c: Candidate = { query: q, headroomMs, deadlineMs, queueIndex: qi, position: pos[qi]!, soloMs: NaN };
         const known = rule.known?.(q);
         if (known !== undefined) {
           c.soloMs = known;
