@@ -214,5 +214,67 @@ export function describeControllerConformance(
         checkDecision(c, inp, c.decide(inp), p.maxSlots, Object.values(CASE));
       });
     });
+
+    describeBatchingCases(test, factory, samples);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dynamic batching (issue 12; controller.ts "Dynamic batching"): inputs whose queries carry
+// `batching` / `fuseKey` (`randomInput(..., { batching: true })`). Every controller runs these
+// cases; a policy that never fuses passes them trivially.
+// ---------------------------------------------------------------------------------------------
+
+export const BATCHING_CASE = {
+  fused: "fused segments are valid: each fused id is a visible query of the same service at operator 0 with the lead's fuseKey, samples ≤ maxBatchSize, disjoint from all other segments and rejections",
+} as const;
+
+/** `LaunchSegment.fused` of `d` obeys the contract on `inp` (and the other invariants of `checkDecision` hold). */
+export function checkFused(controller: QueryController, inp: ScheduleInput, d: Decision, maxSlots: number): void {
+  checkDecision(controller, inp, d, maxSlots, Object.values(CASE));
+  const byId = visible(inp);
+  const ctx = (): string => JSON.stringify({ input: inp, decision: d });
+  const taken = new Set<string>(d.rejected.map((r) => r.queryId));
+  for (const s of d.group) taken.add(s.queryId);
+  for (const s of d.group) {
+    if (s.fused === undefined || s.fused.length === 0) continue;
+    const lead = byId.get(s.queryId)!;
+    const limits = lead.q.batching;
+    expect(limits, `fused behind a lead without batching: ${ctx()}`).toBeDefined();
+    expect(lead.q.nextOperator, `fused behind a started lead: ${ctx()}`).toBe(0);
+    let samples = lead.q.batch;
+    let pos = lead.pos;
+    for (const id of s.fused) {
+      const v = byId.get(id);
+      expect(v, `unknown fused query ${id}: ${ctx()}`).toBeDefined();
+      if (!v) continue;
+      expect(v.q.service, ctx()).toBe(s.service);
+      expect(v.queue, ctx()).toBe(lead.queue);
+      expect(v.pos > pos, `fused ${id} out of queue order: ${ctx()}`).toBe(true);
+      pos = v.pos;
+      expect(v.q.nextOperator, ctx()).toBe(0);
+      expect(v.q.batching, `fused ${id} without batching: ${ctx()}`).toBeDefined();
+      expect(v.q.fuseKey, `fused ${id} with another fuseKey: ${ctx()}`).toBe(lead.q.fuseKey);
+      expect(taken.has(id), `fused ${id} is also launched, fused or rejected elsewhere: ${ctx()}`).toBe(false);
+      taken.add(id);
+      samples += v.q.batch;
+    }
+    expect(samples, `fused samples over maxBatchSize: ${ctx()}`).toBeLessThanOrEqual(limits?.maxBatchSize ?? 0);
+  }
+}
+
+function describeBatchingCases(
+  test: (caseName: string, fn: () => void) => void,
+  factory: (predictor: FakePredictor) => QueryController,
+  samples: number,
+): void {
+  test(BATCHING_CASE.fused, () => {
+    const r = rng(11);
+    const p = new FakePredictor({ maxSlots: 3 });
+    const c = factory(p);
+    for (let i = 0; i < samples; i++) {
+      const inp = randomInput(r, `b${i}`, { batching: true });
+      checkFused(c, inp, c.decide(inp), p.maxSlots);
+    }
   });
 }
