@@ -52,10 +52,10 @@ describe('abacus batching, one service', () => {
   it('a batch that fits: the head and every follower, in step 4’s call', () => {
     const p = new FakePredictor();
     const [a1, a2, a3] = [bq('a1', 'S1', 'a', 50), bq('a2', 'S1', 'a', 60), bq('a3', 'S1', 'a', 70)];
-    const d = abacus(p).decide(input(NOW, [[a1!, a2!, a3!]]));
+    const d = abacus(p).decide(input(NOW, [[a1, a2, a3]]));
     // step 1: a1 solo 10 ≤ 50. full prefix: 2 followers, 3 samples; budget = a1's 50 (followers later).
     // step 4: P1 = a×3 = 30 ≤ 50 → k = 1. q0's first batch round rides along: (0, 2) → m = 1 (a×2 = 20, unused).
-    expect(d.group).toEqual([seg(a1!, 10, [a2!, a3!])]);
+    expect(d.group).toEqual([seg(a1, 10, [a2, a3])]);
     expect(d.predictedMs).toBe(30);
     expect(d.rejected).toEqual([]);
     expect(p.calls).toEqual([['a[0,10)x1'], ['a[0,10)x3', 'a[0,10)x2']]);
