@@ -29,7 +29,7 @@ import { InvalidConfigError } from '../errors.ts';
 import { createLogger } from '../log.ts';
 import { artifactAt, type ModelArtifact } from '../model/artifact.ts';
 import { resolveModelArtifact, resolveModelSpec } from '../model/catalog.ts';
-import { fixedBatchOf } from '../model/boundary.ts';
+import { batchFusionBlocker, fixedBatchOf } from '../model/boundary.ts';
 import { MAX_BATCH_SIZE } from '../device/validate.ts';
 import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
@@ -55,7 +55,13 @@ export interface ExperimentCliOptions {
   models?: string[];
   qosMs?: number[];
   batchSizes?: number[];
+  /** Every request carries this many samples (`--batch-sizes N` by another name; BERT then defaults to seq 32). */
+  requestBatch?: number;
   seqLens?: number[];
+  /** Turn dynamic batching on for every service (with --models); implied by the two flags after it. */
+  dynamicBatching?: boolean;
+  maxBatchSize?: number;
+  maxQueueDelayMs?: number;
   predictor?: string;
   allowUnseen?: boolean;
   /** Absent: the config's policy (with --config), else abacus,fcfs,sjf,edf. */
@@ -89,6 +95,8 @@ export interface RunJson {
   readonly peakGoodputQps?: number;
   readonly peakRateQps?: number;
   readonly meanGroupSize: number;
+  /** Mean samples per launched segment (above the mean request batch when queries were fused); null when nothing ran. */
+  readonly meanBatch: number | null;
   readonly predictorMape: number | null;
   /** Queries offered, completed late, and rejected (by reason: qos_violation, overloaded, device_failure, bad_request). */
   readonly offered: number;
@@ -127,6 +135,14 @@ function finiteNumber(flag: string): (value: string) => number {
   };
 }
 
+function nonNegativeNumber(flag: string): (value: string) => number {
+  return (value: string) => {
+    const x = Number(value);
+    if (value.trim() === '' || !Number.isFinite(x) || x < 0) throw new InvalidArgumentError(`${flag} expects a number ≥ 0, got '${value}'`);
+    return x;
+  };
+}
+
 function positiveNumber(flag: string): (value: string) => number {
   return (value: string) => {
     const x = Number(value);
@@ -148,7 +164,11 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--models <a,b>', 'models to co-locate when no --config (zoo names, <zoo>-small, imported)', (v: string) => v.split(',').map((s) => s.trim()))
     .option('--qos-ms <ms[,ms]>', 'QoS target(s) with --models: one value or one per model', numberList('--qos-ms', false))
     .option('--batch-sizes <list>', `batch sizes drawn per query with --models (default ${defaults.batchSizes})`, numberList('--batch-sizes', true))
+    .option('--request-batch <n>', 'every request carries n samples (as --batch-sizes n; sequence models then default to --seq-lens 32, as the A100 and H200 reference rows)', positiveInt('--request-batch'))
     .option('--seq-lens <list>', 'sequence lengths drawn per query for sequence models (default 16,32,64)', numberList('--seq-lens', true))
+    .option('--dynamic-batching', 'with --models: let the policy fuse queued queries of a service into one batch (maxBatchSize 16, Clockwork\'s max_batch); a batching policy needs it')
+    .option('--max-batch-size <n>', 'with --models: dynamic batching with at most n samples per fused batch', positiveInt('--max-batch-size'))
+    .option('--max-queue-delay-ms <ms>', 'with --models: dynamic batching; how long triton may hold a query to form a larger batch (default 0)', nonNegativeNumber('--max-queue-delay-ms'))
     .option('--predictor <file>', 'predictor.json (abacus train); default: the config\'s, else profile and train one (cached)')
     .option('--allow-unseen', 'let a flop-feature predictor score models it was not trained on')
     .option('--policy <list>', `policies to compare (${POLICY_NAMES.join(', ')}; default: the config's policy, else abacus,fcfs,sjf,edf)`, parsePolicies)
@@ -166,11 +186,12 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
 /** The config from `--config` or from the flags. */
 async function servingConfigOf(opts: ExperimentCliOptions, defaultDevice: string): Promise<ServingConfig> {
   if (opts.config !== undefined) {
-    if (opts.models !== undefined || opts.device !== undefined || opts.qosMs !== undefined || opts.batchSizes !== undefined || opts.seqLens !== undefined) {
-      throw new UsageError('--config replaces --device, --models, --qos-ms, --batch-sizes and --seq-lens; give one or the other');
+    if (opts.models !== undefined || opts.device !== undefined || opts.qosMs !== undefined || opts.batchSizes !== undefined || opts.requestBatch !== undefined || opts.seqLens !== undefined || batchingFlagsGiven(opts)) {
+      throw new UsageError('--config replaces --device, --models, --qos-ms, --batch-sizes, --request-batch, --seq-lens and the batching flags; give one or the other');
     }
     return loadServingConfig(opts.config);
   }
+  if (opts.requestBatch !== undefined && opts.batchSizes !== undefined) throw new UsageError('--request-batch N is --batch-sizes N: give one of them');
   if (opts.models === undefined || opts.models.length === 0) throw new UsageError('give --config FILE, or --models a,b with --qos-ms');
   const qos = opts.qosMs ?? [];
   if (qos.length !== 1 && qos.length !== opts.models.length) throw new UsageError(`--qos-ms needs one value or one per model (${opts.models.length}), got ${qos.length}`);
@@ -178,10 +199,34 @@ async function servingConfigOf(opts: ExperimentCliOptions, defaultDevice: string
     name: opts.models!.indexOf(model) === i ? model : `${model}-${i}`,
     model,
     qosTargetMs: qos.length === 1 ? qos[0]! : qos[i]!,
-    batchSizes: opts.batchSizes ?? [1, 2, 4, 8, 16],
-    seqLens: opts.seqLens ?? [16, 32, 64],
+    batchSizes: opts.requestBatch !== undefined ? [opts.requestBatch] : (opts.batchSizes ?? [1, 2, 4, 8, 16]),
+    seqLens: opts.seqLens ?? (opts.requestBatch !== undefined ? [SINGLE_REQUEST_SEQ_LEN] : [16, 32, 64]),
   }));
   return parseServingConfig({ device: opts.device ?? defaultDevice, services }, 'flags');
+}
+
+/** Sequence length of `--request-batch` loads unless `--seq-lens` says otherwise: the A100 reference surface's and the H200 measurements' BERT rows. */
+const SINGLE_REQUEST_SEQ_LEN = 32;
+
+/** Clockwork's `max_batch` (OSDI'20), the default most samples of a fused batch. */
+const DEFAULT_MAX_BATCH_SIZE = 16;
+
+function batchingFlagsGiven(opts: ExperimentCliOptions): boolean {
+  return opts.dynamicBatching === true || opts.maxBatchSize !== undefined || opts.maxQueueDelayMs !== undefined;
+}
+
+/**
+ * The batching limits the flags ask for (undefined: none asked).
+ * @throws InvalidConfigError naming the flag and the model when a model cannot fuse (fixed batch, an output without the batch axis).
+ */
+function applyBatchingFlags(hosted: Hosted, opts: ExperimentCliOptions): void {
+  if (!batchingFlagsGiven(opts)) return;
+  const limits = { maxBatchSize: opts.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE, maxQueueDelayMs: opts.maxQueueDelayMs ?? 0, preferredBatchSizes: [] };
+  hosted.services.forEach((s, i) => {
+    const blocker = batchFusionBlocker(s.spec);
+    if (blocker !== undefined) throw new InvalidConfigError(`--dynamic-batching: ${s.name} cannot batch dynamically: ${blocker}`);
+    hosted.services[i] = { ...s, batching: limits };
+  });
 }
 
 /** Parameters of `policy` from the config (when it names that policy) and the flags. */
@@ -277,7 +322,8 @@ export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, ho
   return cachedPredictor(ctx, repo, {
     deviceId,
     models: [...hosted.artifacts.values()],
-    batchSizes: hosted.services.flatMap((s) => s.batchSizes),
+    // A fused batch may have any size up to maxBatchSize: profile them all.
+    batchSizes: [...new Set(hosted.services.flatMap((s) => (s.batching === undefined ? s.batchSizes : [...s.batchSizes, ...Array.from({ length: s.batching.maxBatchSize }, (_, i) => i + 1)])))].sort((a, b) => a - b),
     seqLens: hosted.services.flatMap((s) => s.seqLens ?? []),
     maxGroupSize: Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length),
     samples: opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples),
@@ -322,6 +368,7 @@ export function runJson(r: ExperimentResult, peak?: { peakGoodputQps: number; pe
     p99Ms: r.overall.p99Ms,
     ...(peak === undefined ? {} : peak),
     meanGroupSize: r.meanGroupSize,
+    meanBatch: nullable(r.meanBatch),
     predictorMape: nullable(r.predictorMape),
     offered: r.overall.offered,
     late: r.overall.late,
@@ -349,6 +396,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
     }
   }
   const hosted = await resolveServices(ctx, repo, config);
+  applyBatchingFlags(hosted, opts);
   const needsPredictor = policies.some((p) => p !== 'overlap-all');
   const file = opts.predictor ?? config.predictor;
   const { predictor, source } = needsPredictor
@@ -389,7 +437,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
 /** The results table of `bench` / `simulate` (stdout). */
 function printRuns(ctx: CliContext, title: string, serviceNames: readonly string[], runs: readonly RunJson[], findPeak: boolean): void {
   ctx.out(`${title}\n\n`);
-  const header = ['policy', 'rate q/s', ...(findPeak ? ['peak goodput q/s'] : []), 'violations %', 'late / rejected', 'goodput q/s', 'p99 ms (completed)', 'group size', 'pred. MAPE %', ...serviceNames.map((s) => `${s} p99 / viol. %`)];
+  const header = ['policy', 'rate q/s', ...(findPeak ? ['peak goodput q/s'] : []), 'violations %', 'late / rejected', 'goodput q/s', 'p99 ms (completed)', 'group size', 'batch', 'pred. MAPE %', ...serviceNames.map((s) => `${s} p99 / viol. %`)];
   const rows = runs.map((r) => [
     r.policy,
     fmt(r.rateQps),
@@ -399,6 +447,7 @@ function printRuns(ctx: CliContext, title: string, serviceNames: readonly string
     fmt(r.goodputQps),
     fmt(r.p99Ms, 2),
     fmt(r.meanGroupSize, 2),
+    r.meanBatch === null ? '–' : fmt(r.meanBatch, 2),
     r.predictorMape === null ? '–' : fmt(r.predictorMape * 100),
     ...r.services.map((s) => `${fmt(s.p99Ms, 2)} / ${fmt(s.violationRatio * 100, 2)}`),
   ]);
@@ -434,6 +483,7 @@ function remoteRunJson(r: RemoteBenchResult): RunJson {
     throughputQps: r.overall.throughputQps,
     p99Ms: r.overall.p99Ms,
     meanGroupSize: Number.NaN,
+    meanBatch: null,
     predictorMape: null,
     offered: r.overall.offered,
     late: r.overall.late,
