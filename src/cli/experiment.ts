@@ -35,7 +35,7 @@ import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import { loadPredictor } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
-import { loadServingConfig, parseServingConfig, type ServingConfig } from '../runtime/config.ts';
+import { loadServingConfig, parseServingConfig, resolveBatching, type BatchingResolution, type ServingConfig } from '../runtime/config.ts';
 import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
 import { isPolicyName, parseControllerParams, POLICY_NAMES } from '../schedule/index.ts';
 import { formatTable } from './format.ts';
@@ -205,10 +205,17 @@ export interface Hosted {
   readonly specs: Map<string, ModelSpec>;
   readonly artifacts: Map<string, ModelArtifact>;
   readonly isSim: boolean;
+  /** How each service batches (`resolveBatching`), by service name; a service with `on` carries `batching`. */
+  readonly batching?: ReadonlyMap<string, BatchingResolution>;
 }
 
-/** Resolve the config's models (building zoo models when missing) into `Hosted` (exported for `abacus demo`). */
-export async function resolveServices(ctx: CliContext, repo: ModelRepository, config: ServingConfig): Promise<Hosted> {
+/**
+ * Resolve the config's models (building zoo models when missing) into `Hosted` (exported for
+ * `abacus demo`). `options.batchingByDefault`: services that do not mention `dynamicBatching`
+ * batch where their model can fuse (`abacus serve`); otherwise only those that ask for it.
+ * @throws InvalidConfigError naming the file and field (model, batchSizes, seqLens, dynamicBatching).
+ */
+export async function resolveServices(ctx: CliContext, repo: ModelRepository, config: ServingConfig, options: { batchingByDefault?: boolean } = {}): Promise<Hosted> {
   const isSim = config.device.startsWith('sim');
   if (isSim) parseSimDeviceId(config.device);
   else if (config.device !== 'ort' && config.device !== 'ort:cpu') throw new InvalidConfigError(`device '${config.device}' is not supported here: use ort (CPU) or sim:<gpu>…`);
@@ -244,8 +251,10 @@ export async function resolveServices(ctx: CliContext, repo: ModelRepository, co
       if (long !== undefined) throw new InvalidConfigError(`${field(i, 'seqLens')}: sequence length ${long} exceeds ${s.model}'s maximum ${spec.maxSeqLen}`);
     }
   }
+  const batching = new Map(config.services.map((s, i) => [s.name, resolveBatching(config, i, specs.get(s.model)!, options.batchingByDefault === true)]));
   const services: ExperimentService[] = config.services.map((s) => {
     const spec = specs.get(s.model)!;
+    const b = batching.get(s.name)!;
     return {
       name: s.name,
       spec,
@@ -253,9 +262,27 @@ export async function resolveServices(ctx: CliContext, repo: ModelRepository, co
       maxQueueLength: s.maxQueueLength,
       batchSizes: s.batchSizes,
       ...(spec.dynamicAxes.seq === undefined ? {} : { seqLens: s.seqLens ?? [spec.defaultSeqLen] }),
+      ...(b.kind === 'on' ? { batching: b.limits } : {}),
     };
   });
-  return { config, services, specs, artifacts, isSim };
+  return { config, services, specs, artifacts, isSim, batching };
+}
+
+/**
+ * The batch sizes a service's segments may run at, for profiling its predictor: its
+ * `batchSizes`, and with dynamic batching also the powers of two up to `maxBatchSize`, the
+ * maximum itself and the preferred sizes (a fused batch has any size up to the maximum; these
+ * span the range the predictor must score).
+ */
+export function profiledBatchSizes(service: Pick<ExperimentService, 'batchSizes' | 'batching'>): number[] {
+  const sizes = new Set(service.batchSizes);
+  const limits = service.batching;
+  if (limits !== undefined) {
+    for (let b = 1; b < limits.maxBatchSize; b *= 2) sizes.add(b);
+    sizes.add(limits.maxBatchSize);
+    for (const b of limits.preferredBatchSizes) sizes.add(b);
+  }
+  return [...sizes].sort((a, b) => a - b);
 }
 
 /**
@@ -277,7 +304,7 @@ export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, ho
   return cachedPredictor(ctx, repo, {
     deviceId,
     models: [...hosted.artifacts.values()],
-    batchSizes: hosted.services.flatMap((s) => s.batchSizes),
+    batchSizes: hosted.services.flatMap((s) => profiledBatchSizes(s)),
     seqLens: hosted.services.flatMap((s) => s.seqLens ?? []),
     maxGroupSize: Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length),
     samples: opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples),
