@@ -139,6 +139,21 @@ function fieldPath(p: readonly PropertyKey[]): string {
 }
 
 /**
+ * For a value no member of a union accepted (`dynamicBatching: { maxBatchSize: 2.5 }`): the
+ * issue of the member that got inside the value (a field of the object), with the full path,
+ * rather than the union's one-line summary; the summary when every member failed at the value
+ * itself (`dynamicBatching: yes`).
+ */
+function innermostIssue(issue: z.core.$ZodIssue): z.core.$ZodIssue {
+  if (issue.code !== 'invalid_union') return issue;
+  for (const member of issue.errors) {
+    const inner = member.find((i) => i.path.length > 0);
+    if (inner !== undefined) return innermostIssue({ ...inner, path: [...issue.path, ...inner.path] });
+  }
+  return issue;
+}
+
+/**
  * Validate a parsed config object. `source` names it in errors (a file path or `flags`);
  * `baseDir` resolves a relative predictor path.
  * @throws InvalidConfigError naming the source and the first bad field.
@@ -146,7 +161,7 @@ function fieldPath(p: readonly PropertyKey[]): string {
 export function parseServingConfig(raw: unknown, source: string, baseDir = process.cwd()): ServingConfig {
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
+    const issue = innermostIssue(parsed.error.issues[0]!);
     const detail = issue.code === 'unrecognized_keys' ? `unknown field(s) ${issue.keys.map((k) => `'${k}'`).join(', ')}` : issue.message;
     throw new InvalidConfigError(`${source}: ${fieldPath(issue.path)}: ${detail}`);
   }
