@@ -330,6 +330,42 @@ describe('fused batches on a scripted device', () => {
     expect(device.groups.map((g) => g[0]!.batchSize)).toEqual([7, 3]);
     expect(done.map((o) => o.record.runBatch)).toEqual([7, 7, 3, 3]);
   });
+
+  it('a query larger than maxBatchSize runs alone and nothing is fused behind it', async () => {
+    const { clock, device, runtime } = setup();
+    const batches = [9, 1, 2];
+    const done = await driveUntilSettled(clock, Promise.all(batches.map((batch, k) => submitA(runtime, k, { batch }))));
+    done.forEach((o, k) => expectOwnRows(o, k, batches[k]));
+    expect(device.groups.map((g) => g[0]!.batchSize)).toEqual([9, 3]);
+    expect(runtime.groups.map((g) => g.segments[0]!.members)).toEqual([undefined, ['a1', 'a2']]);
+  });
+
+  it('launchWhileBusy with one group per service (Triton-like): services overlap, a service never runs two groups at once, each member gets its own rows', async () => {
+    const clock = new VirtualClock();
+    const device = new RowDevice(clock);
+    const runtime = new ServingRuntime({
+      clock,
+      device,
+      controller: fusingController({ launchWhileBusy: true }),
+      services: ['a', 'b'].map((name) => ({ name, spec, qosTargetMs: 1000, maxQueueLength: 100, batching: LIMITS })),
+    });
+    // at 0: a0 and b0 launch at once, alone; a1..a3 and b1, b2 wait for their service's group
+    const outcomes = [0, 1, 2, 3].map((k) => submitA(runtime, k));
+    outcomes.push(...[0, 1, 2].map((k) => runtime.submit({ service: 'b', batch: 1, id: `b${k}`, inputs: inputOf(10 + k) })));
+    await advanceTo(clock, 2);
+    const late = runtime.submit({ service: 'a', batch: 1, id: 'a4', inputs: inputOf(4) });
+    const done = await driveUntilSettled(clock, Promise.all([...outcomes, late]));
+    [0, 1, 2, 3].forEach((k) => expectOwnRows(done[k]!, k));
+    [0, 1, 2].forEach((k) => expectOwnRows(done[4 + k]!, 10 + k));
+    expectOwnRows(done[7]!, 4);
+    expect(runtime.groups.map((g) => [g.launchMs, g.segments[0]!.service, g.segments[0]!.batch, g.segments[0]!.members])).toEqual([
+      [0, 'a', 1, undefined],
+      [0, 'b', 1, undefined],
+      [GROUP_MS, 'a', 4, ['a1', 'a2', 'a3', 'a4']],
+      [GROUP_MS, 'b', 2, ['b1', 'b2']],
+    ]);
+    expect(runtime.counters).toMatchObject({ completed: 8, rejected: 0, pending: 0 });
+  });
 });
 
 describe('cancelling members of a fused batch', () => {

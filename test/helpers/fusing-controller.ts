@@ -27,6 +27,11 @@ export interface FusingControllerOptions {
    * `wakeAtMs` = that time (as a batcher that waits on purpose). Undefined: decide normally.
    */
   readonly gate?: (input: ScheduleInput) => number | undefined;
+  /**
+   * Launch while other groups run, one group per service at a time (as Triton with one model
+   * instance: `launchWhileBusy` and `oneGroupPerService`) [false: one group at a time].
+   */
+  readonly launchWhileBusy?: boolean;
 }
 
 /** The scripted controller, with a copy of every input it was asked to decide on. */
@@ -62,5 +67,6 @@ export function fusingController(options: FusingControllerOptions = {}): Scripte
     const segment: LaunchSegment = { queryId: head.id, service: head.service, start: head.nextOperator, end, ...(fused.length > 0 ? { fused } : {}) };
     return { group: [segment], rejected, stats: NO_STATS };
   };
-  return { policy: 'fcfs', launchWhileBusy: false, seen, decide, observe: () => undefined };
+  const busy = options.launchWhileBusy === true;
+  return { policy: 'fcfs', launchWhileBusy: busy, ...(busy ? { oneGroupPerService: true } : {}), seen, decide, observe: () => undefined };
 }
