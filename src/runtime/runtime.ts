@@ -30,7 +30,10 @@
  * group is in flight, launches the decided group, and waits for its completion; a query whose
  * segment stopped before its last operator stays at the head of its queue with its next start
  * operator. For overlap-all it launches every waiting query at once, concurrently with groups
- * still running (uncontrolled overlap). Decisions read `clock.now()`; nothing here reads wall
+ * still running (uncontrolled overlap). A controller that throws, or returns a decision the
+ * runtime cannot carry out (a query launched where it does not wait, launched twice or also
+ * rejected, fused when it cannot be), has failed: the queries it was shown are answered
+ * `device_failure` and the loop goes on. Decisions read `clock.now()`; nothing here reads wall
  * time directly, so the same code serves real traffic (WallClock + `ort`) and simulates
  * (VirtualClock + `sim`).
  */
