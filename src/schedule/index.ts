@@ -25,19 +25,19 @@ export const POLICY_NAMES: readonly PolicyName[] = Object.freeze(['abacus', 'fcf
 
 /** One line per policy, for `--help` texts and docs (what it launches, in which order, with which batching). */
 export const POLICY_SUMMARIES: Readonly<Record<PolicyName, string>> = Object.freeze({
-  abacus: 'deterministic overlap: the most urgent queries whole plus a searched cut of the next, within the budget (SC\'21)',
+  abacus: "deterministic overlap: most urgent queries whole + a searched cut of the next (SC'21)",
   fcfs: 'one whole query at a time, earliest arrival first',
   sjf: 'one whole query at a time, shortest predicted first',
   edf: 'one whole query at a time, earliest deadline first',
-  'fcfs-batch': 'fcfs, the chosen query fused with every query of its service that may join it (greedy dynamic batching, up to maxBatchSize)',
-  'edf-batch': 'edf, the chosen query fused with every query of its service that may join it (greedy dynamic batching, up to maxBatchSize)',
-  'overlap-all': 'every query launched at once, whole, overlapping at random (MPS / Triton instance groups)',
-  clockwork: "one batch at a time by deadline, estimates from measurements; with batching the largest batch that meets its most urgent member's deadline, estimate ≤ maxExecMs (OSDI'20)",
-  triton: "Triton's dynamic batcher, one instance per model: batches of different services overlap; waits up to maxQueueDelayMs for a full or preferred batch; no prediction",
+  'fcfs-batch': 'fcfs, fusing every queued query of the service that fits (greedy, ≤ maxBatchSize)',
+  'edf-batch': 'edf, fusing every queued query of the service that fits (greedy, ≤ maxBatchSize)',
+  'overlap-all': 'every query at once, whole, overlapping at random (MPS / Triton instance groups)',
+  clockwork: "EDF, measured estimates; largest batch meeting its earliest deadline, ≤ maxExecMs (OSDI'20)",
+  triton: "Triton's dynamic batcher, 1 instance/model: services overlap, waits ≤ maxQueueDelayMs",
 });
 
-/** Whether `createController` needs a predictor for `policy` (overlap-all and triton predict nothing). */
-export function policyNeedsPredictor(policy: PolicyName): boolean {
+/** Whether `createController` needs a predictor for `policy` (every policy but overlap-all and triton, which predict nothing). */
+export function policyNeedsPredictor(policy: string): boolean {
   return policy !== 'overlap-all' && policy !== 'triton';
 }
 
