@@ -27,7 +27,7 @@ export const CASE = {
   unique: 'no query is launched twice, rejected twice, or both launched and rejected',
   reasons: 'every rejection carries reason qos_violation, its service and a headroom that justifies it',
   progress: 'an empty group means every visible query was rejected',
-  fifo: 'one-group policies (and one-group-per-service batchers) launch at most one query per service, the first of its queue after rejections, fused followers in queue order skipping only rejected or unfusable queries, within maxSlots',
+  fifo: 'one-group policies (and one-group-per-service batchers) launch at most one query per service, the first of its queue after rejections, fused followers in queue order passing over only rejected, unfusable or too large queries, within maxSlots',
   predicted: 'predictedMs is finite and ≥ 0 when present, absent for an empty group',
   deterministic: 'the same input gives the same decision, on the same and on a fresh instance',
   readOnly: 'decide does not mutate its (frozen) input',
@@ -114,17 +114,20 @@ export function checkDecision(controller: QueryController, inp: ScheduleInput, d
       const before = queue.slice(0, v.pos);
       for (const b of before) expect(isRejected(b.id), `${s.queryId} launched before ${b.id}: ${ctx()}`).toBe(true);
       // Fused followers come later in the lead's queue, in order; a query passed over between
-      // the lead and the last follower was rejected or cannot fuse with the lead.
+      // the lead and the last follower was rejected, cannot fuse with the lead, or did not fit
+      // in the samples left at that point.
       const fused = s.fused ?? [];
       if (fused.length === 0) continue;
       const positions = fused.map((id) => queue.findIndex((q) => q.id === id));
       for (let k = 0; k < positions.length; k++) expect(positions[k]! > (k === 0 ? v.pos : positions[k - 1]!), `fused out of queue order: ${ctx()}`).toBe(true);
       const lead = v.q;
+      let samples = lead.batch;
       for (let pos = v.pos + 1; pos < positions.at(-1)!; pos++) {
         const q = queue[pos]!;
+        if (fused.includes(q.id)) samples += q.batch;
         if (fused.includes(q.id) || isRejected(q.id)) continue;
-        const fusable = q.batching !== undefined && q.nextOperator === 0 && q.fuseKey === lead.fuseKey;
-        expect(fusable, `${q.id} passed over though it could join ${lead.id}: ${ctx()}`).toBe(false);
+        const fits = q.batching !== undefined && q.nextOperator === 0 && q.fuseKey === lead.fuseKey && samples + q.batch <= (lead.batching?.maxBatchSize ?? 0);
+        expect(fits, `${q.id} passed over though it could join ${lead.id}: ${ctx()}`).toBe(false);
       }
     }
     expect(d.group.length).toBeLessThanOrEqual(maxSlots);
