@@ -7,7 +7,10 @@
  * finish meets the earliest deadline among its requests, up to `max_batch` samples and
  * `max_exec` ms of estimated execution (Clockwork's scheduler parameters `max_batch_size` and
  * `max_allowable_exec_time`, src/clockwork/controller/infer5/: a batch size whose estimate
- * exceeds `max_allowable_exec_time` is never used, batch 1 always is).
+ * exceeds `max_allowable_exec_time` is never used, batch 1 always is). Differences, on purpose:
+ * Clockwork runs only the batch sizes its models were compiled for (1, 2, 4, 8, 16) and excludes
+ * sizes by their profiled estimate once at load; here any number of samples up to maxBatchSize
+ * may run, and the current estimate decides at every decision.
  */
 import type { GroupSlot, Predictor } from '../../predict/predictor.ts';
 import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, ScheduleInput, WaitingQuery } from '../controller.ts';
