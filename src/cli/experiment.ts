@@ -37,7 +37,8 @@ import { loadPredictor } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { DEFAULT_BATCHING, loadServingConfig, parseServingConfig, resolveBatching, type BatchingResolution, type ServingConfig } from '../runtime/config.ts';
 import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
-import { isPolicyName, parseControllerParams, POLICY_NAMES } from '../schedule/index.ts';
+import { isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
+import { policyHelpText } from './policies.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
@@ -177,10 +178,11 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--seed <n>', 'seed of the load (and of the simulator)', finiteNumber('--seed'), 1)
     .option('--ways <n>', 'abacus: multi-way search width', positiveInt('--ways'))
     .option('--slack-ms <ms>', 'abacus: stop searching when budget − predicted < slack', finiteNumber('--slack-ms'))
-    .option('--no-drop', 'do not reject hopeless queries early (abacus, fcfs, sjf, edf)')
+    .option('--no-drop', 'do not reject hopeless queries early (every policy with a drop parameter: abacus, fcfs, sjf, edf, fcfs-batch, edf-batch, triton)')
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
     .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
-    .option('--json', 'print {"runs": [...]} as JSON');
+    .option('--json', 'print {"runs": [...]} as JSON')
+    .addHelpText('after', policyHelpText());
 }
 
 /** The config from `--config` or from the flags. */
@@ -220,7 +222,7 @@ function policyParams(policy: string, config: ServingConfig, opts: ExperimentCli
     if (opts.ways !== undefined) params['ways'] = opts.ways;
     if (opts.slackMs !== undefined) params['slackMs'] = opts.slackMs;
   }
-  if (['abacus', 'fcfs', 'sjf', 'edf'].includes(policy) && !opts.drop) params['drop'] = false;
+  if (!opts.drop && 'drop' in parseControllerParams(policy)) params['drop'] = false;
   return params;
 }
 
@@ -407,7 +409,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
     }
   }
   const hosted = await resolveServices(ctx, repo, config);
-  const needsPredictor = policies.some((p) => p !== 'overlap-all');
+  const needsPredictor = policies.some(policyNeedsPredictor);
   const file = opts.predictor ?? config.predictor;
   const { predictor, source } = needsPredictor
     ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true })

@@ -23,7 +23,8 @@ import { InvalidConfigError } from '../errors.ts';
 import { createLogger } from '../log.ts';
 import { ModelRepository } from '../model/repository.ts';
 import { loadServingConfig, maxQosMsOf } from '../runtime/config.ts';
-import { createController, isPolicyName, parseControllerParams, POLICY_NAMES } from '../schedule/index.ts';
+import { createController, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
+import { policyHelpText } from './policies.ts';
 import { RuntimeBackend, type BackendEngine, type ServedModel } from '../serve/backend.ts';
 import { createGrpcServer } from '../serve/grpc/server.ts';
 import { DEFAULT_MAX_BODY_BYTES } from '../serve/http/app.ts';
@@ -92,7 +93,7 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
   const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: packageVersion() });
   const openEngine = async (): Promise<BackendEngine> => {
     const file = opts.predictor ?? config.predictor;
-    const needsPredictor = config.policy.name !== 'overlap-all';
+    const needsPredictor = policyNeedsPredictor(config.policy.name);
     const predictor = needsPredictor
       ? (
           await ensurePredictor(ctx, repo, hosted, {
@@ -176,6 +177,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
     .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
     .option('--seed <n>', 'seed of the simulated device', positiveInt('--seed'), 1)
+    .addHelpText('after', policyHelpText())
     .action(async (opts: ServeCliOptions) => {
       await serveUntilSignalled(ctx, opts);
     });
