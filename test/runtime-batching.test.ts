@@ -592,19 +592,17 @@ describe('fused batches on sim:a100 (VirtualClock)', () => {
     expect(fused.runtime.groups[0]!.measuredMs).toBeGreaterThan(soloMs / 4);
   });
 
-  /**
-   * Controllers the overload case runs with batching on. Others add theirs here after merging:
-   * TODO(issue 12): `abacus`, `fcfs-batch`, `edf-batch`, `clockwork`, `triton` (with batching).
-   */
+  /** Every controller, and two scripted fusing ones, run the overload case with batching on. */
   const OVERLOAD_CONTROLLERS: [string, (p: Predictor) => QueryController][] = [
     ['fcfs', (p) => createController('fcfs', {}, p)],
     ['scripted fuse-all', () => fusingController()],
     ['scripted fuse-4, cut at 6 and 12', () => fusingController({ maxFollowers: 3, cuts: [6, 12] })],
-    // ['abacus', (p) => createController('abacus', {}, p)],
-    // ['fcfs-batch', (p) => createController('fcfs-batch', {}, p)],
-    // ['edf-batch', (p) => createController('edf-batch', {}, p)],
-    // ['clockwork', (p) => createController('clockwork', {}, p)],
-    // ['triton', (p) => createController('triton', {}, p)],
+    ['abacus', (p) => createController('abacus', {}, p)],
+    ['fcfs-batch', (p) => createController('fcfs-batch', {}, p)],
+    ['edf-batch', (p) => createController('edf-batch', {}, p)],
+    ['clockwork', (p) => createController('clockwork', {}, p)],
+    ['triton', (p) => createController('triton', {}, p)],
+    ['overlap-all', () => createController('overlap-all')],
   ];
 
   it.each(OVERLOAD_CONTROLLERS)('%s: a 10× overload burst with batching on loses no query and answers none twice', async (name, make) => {

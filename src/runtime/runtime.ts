@@ -577,7 +577,9 @@ export class ServingRuntime {
       if (u.members.length > 0) {
         if (u.fused) this.refreshView(u);
         else {
-          u.view = { ...u.view, nextOperator: seg.end };
+          // A query that ran a segment can no longer be fused: its view drops `batching`.
+          const { batching: _batching, fuseKey: _fuseKey, ...rest } = u.view;
+          u.view = { ...rest, nextOperator: seg.end };
           const j = u.state.queue.indexOf(u);
           if (j >= 0) u.state.views[j] = u.view;
         }
