@@ -18,9 +18,11 @@ import { createController } from '../src/schedule/index.ts';
 import type { BatchingLimits, LaunchSegment, QueryController, WaitingQuery } from '../src/schedule/controller.ts';
 import { FakePredictor } from './schedule/fake-predictor.ts';
 import { rng } from './helpers/rng.ts';
-import { input, limits, query, randomInput } from './schedule/query.ts';
+import { input, query, randomInput } from './schedule/query.ts';
 
 const NOW = 100;
+/** Batching limits with `maxBatchSize`, no queue delay, no preferred sizes. */
+const limits = (maxBatchSize: number): BatchingLimits => ({ maxBatchSize, maxQueueDelayMs: 0, preferredBatchSizes: [] });
 const L4 = limits(4);
 
 /** A query without batching whose headroom at NOW is `headroomMs`. */

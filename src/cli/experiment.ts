@@ -35,9 +35,10 @@ import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import { loadPredictor } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
-import { loadServingConfig, parseServingConfig, type ServingConfig } from '../runtime/config.ts';
+import { DEFAULT_BATCHING, loadServingConfig, parseServingConfig, resolveBatching, type BatchingResolution, type ServingConfig } from '../runtime/config.ts';
 import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
-import { isPolicyName, parseControllerParams, POLICY_NAMES } from '../schedule/index.ts';
+import { isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
+import { policyHelpText } from './policies.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
@@ -55,7 +56,13 @@ export interface ExperimentCliOptions {
   models?: string[];
   qosMs?: number[];
   batchSizes?: number[];
+  /** Every request carries this many samples (`--batch-sizes N` by another name; BERT then defaults to seq 32). */
+  requestBatch?: number;
   seqLens?: number[];
+  /** Turn dynamic batching on for every service (with --models); implied by the two flags after it. */
+  dynamicBatching?: boolean;
+  maxBatchSize?: number;
+  maxQueueDelayMs?: number;
   predictor?: string;
   allowUnseen?: boolean;
   /** Absent: the config's policy (with --config), else abacus,fcfs,sjf,edf. */
@@ -89,6 +96,8 @@ export interface RunJson {
   readonly peakGoodputQps?: number;
   readonly peakRateQps?: number;
   readonly meanGroupSize: number;
+  /** Mean samples per launched segment (above the mean request batch when queries were fused); null when nothing ran. */
+  readonly meanBatch: number | null;
   readonly predictorMape: number | null;
   /** Queries offered, completed late, and rejected (by reason: qos_violation, overloaded, device_failure, bad_request). */
   readonly offered: number;
@@ -127,6 +136,14 @@ function finiteNumber(flag: string): (value: string) => number {
   };
 }
 
+function nonNegativeNumber(flag: string): (value: string) => number {
+  return (value: string) => {
+    const x = Number(value);
+    if (value.trim() === '' || !Number.isFinite(x) || x < 0) throw new InvalidArgumentError(`${flag} expects a number ≥ 0, got '${value}'`);
+    return x;
+  };
+}
+
 function positiveNumber(flag: string): (value: string) => number {
   return (value: string) => {
     const x = Number(value);
@@ -148,7 +165,11 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--models <a,b>', 'models to co-locate when no --config (zoo names, <zoo>-small, imported)', (v: string) => v.split(',').map((s) => s.trim()))
     .option('--qos-ms <ms[,ms]>', 'QoS target(s) with --models: one value or one per model', numberList('--qos-ms', false))
     .option('--batch-sizes <list>', `batch sizes drawn per query with --models (default ${defaults.batchSizes})`, numberList('--batch-sizes', true))
+    .option('--request-batch <n>', 'every request carries n samples (as --batch-sizes n; sequence models then default to --seq-lens 32, as the A100 and H200 reference rows)', positiveInt('--request-batch'))
     .option('--seq-lens <list>', 'sequence lengths drawn per query for sequence models (default 16,32,64)', numberList('--seq-lens', true))
+    .option('--dynamic-batching', 'with --models: let the policy fuse queued queries of a service into one batch (maxBatchSize 16, Clockwork\'s max_batch); a batching policy needs it')
+    .option('--max-batch-size <n>', 'with --models: dynamic batching with at most n samples per fused batch', positiveInt('--max-batch-size'))
+    .option('--max-queue-delay-ms <ms>', 'with --models: dynamic batching; how long triton may hold a query to form a larger batch (default 0)', nonNegativeNumber('--max-queue-delay-ms'))
     .option('--predictor <file>', 'predictor.json (abacus train); default: the config\'s, else profile and train one (cached)')
     .option('--allow-unseen', 'let a flop-feature predictor score models it was not trained on')
     .option('--policy <list>', `policies to compare (${POLICY_NAMES.join(', ')}; default: the config's policy, else abacus,fcfs,sjf,edf)`, parsePolicies)
@@ -157,20 +178,22 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--seed <n>', 'seed of the load (and of the simulator)', finiteNumber('--seed'), 1)
     .option('--ways <n>', 'abacus: multi-way search width', positiveInt('--ways'))
     .option('--slack-ms <ms>', 'abacus: stop searching when budget − predicted < slack', finiteNumber('--slack-ms'))
-    .option('--no-drop', 'do not reject hopeless queries early (abacus, fcfs, sjf, edf)')
+    .option('--no-drop', 'do not reject hopeless queries early (every policy with a drop parameter: abacus, fcfs, sjf, edf, fcfs-batch, edf-batch, triton)')
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
     .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
-    .option('--json', 'print {"runs": [...]} as JSON');
+    .option('--json', 'print {"runs": [...]} as JSON')
+    .addHelpText('after', policyHelpText());
 }
 
 /** The config from `--config` or from the flags. */
 async function servingConfigOf(opts: ExperimentCliOptions, defaultDevice: string): Promise<ServingConfig> {
   if (opts.config !== undefined) {
-    if (opts.models !== undefined || opts.device !== undefined || opts.qosMs !== undefined || opts.batchSizes !== undefined || opts.seqLens !== undefined) {
-      throw new UsageError('--config replaces --device, --models, --qos-ms, --batch-sizes and --seq-lens; give one or the other');
+    if (opts.models !== undefined || opts.device !== undefined || opts.qosMs !== undefined || opts.batchSizes !== undefined || opts.requestBatch !== undefined || opts.seqLens !== undefined || batchingFlagsGiven(opts)) {
+      throw new UsageError('--config replaces --device, --models, --qos-ms, --batch-sizes, --request-batch, --seq-lens and the batching flags; give one or the other');
     }
     return loadServingConfig(opts.config);
   }
+  if (opts.requestBatch !== undefined && opts.batchSizes !== undefined) throw new UsageError('--request-batch N is --batch-sizes N: give one of them');
   if (opts.models === undefined || opts.models.length === 0) throw new UsageError('give --config FILE, or --models a,b with --qos-ms');
   const qos = opts.qosMs ?? [];
   if (qos.length !== 1 && qos.length !== opts.models.length) throw new UsageError(`--qos-ms needs one value or one per model (${opts.models.length}), got ${qos.length}`);
@@ -178,10 +201,18 @@ async function servingConfigOf(opts: ExperimentCliOptions, defaultDevice: string
     name: opts.models!.indexOf(model) === i ? model : `${model}-${i}`,
     model,
     qosTargetMs: qos.length === 1 ? qos[0]! : qos[i]!,
-    batchSizes: opts.batchSizes ?? [1, 2, 4, 8, 16],
-    seqLens: opts.seqLens ?? [16, 32, 64],
+    batchSizes: opts.requestBatch !== undefined ? [opts.requestBatch] : (opts.batchSizes ?? [1, 2, 4, 8, 16]),
+    seqLens: opts.seqLens ?? (opts.requestBatch !== undefined ? [SINGLE_REQUEST_SEQ_LEN] : [16, 32, 64]),
+    ...(batchingFlagsGiven(opts) ? { dynamicBatching: { maxBatchSize: opts.maxBatchSize ?? DEFAULT_BATCHING.maxBatchSize, maxQueueDelayMs: opts.maxQueueDelayMs ?? 0 } } : {}),
   }));
   return parseServingConfig({ device: opts.device ?? defaultDevice, services }, 'flags');
+}
+
+/** Sequence length of `--request-batch` loads unless `--seq-lens` says otherwise: the A100 reference surface's and the H200 measurements' BERT rows. */
+const SINGLE_REQUEST_SEQ_LEN = 32;
+
+function batchingFlagsGiven(opts: ExperimentCliOptions): boolean {
+  return opts.dynamicBatching === true || opts.maxBatchSize !== undefined || opts.maxQueueDelayMs !== undefined;
 }
 
 /** Parameters of `policy` from the config (when it names that policy) and the flags. */
@@ -191,7 +222,7 @@ function policyParams(policy: string, config: ServingConfig, opts: ExperimentCli
     if (opts.ways !== undefined) params['ways'] = opts.ways;
     if (opts.slackMs !== undefined) params['slackMs'] = opts.slackMs;
   }
-  if (['abacus', 'fcfs', 'sjf', 'edf'].includes(policy) && !opts.drop) params['drop'] = false;
+  if (!opts.drop && 'drop' in parseControllerParams(policy)) params['drop'] = false;
   return params;
 }
 
@@ -205,10 +236,17 @@ export interface Hosted {
   readonly specs: Map<string, ModelSpec>;
   readonly artifacts: Map<string, ModelArtifact>;
   readonly isSim: boolean;
+  /** How each service batches (`resolveBatching`), by service name; a service with `on` carries `batching`. */
+  readonly batching?: ReadonlyMap<string, BatchingResolution>;
 }
 
-/** Resolve the config's models (building zoo models when missing) into `Hosted` (exported for `abacus demo`). */
-export async function resolveServices(ctx: CliContext, repo: ModelRepository, config: ServingConfig): Promise<Hosted> {
+/**
+ * Resolve the config's models (building zoo models when missing) into `Hosted` (exported for
+ * `abacus demo`). `options.batchingByDefault`: services that do not mention `dynamicBatching`
+ * batch where their model can fuse (`abacus serve`); otherwise only those that ask for it.
+ * @throws InvalidConfigError naming the file and field (model, batchSizes, seqLens, dynamicBatching).
+ */
+export async function resolveServices(ctx: CliContext, repo: ModelRepository, config: ServingConfig, options: { batchingByDefault?: boolean } = {}): Promise<Hosted> {
   const isSim = config.device.startsWith('sim');
   if (isSim) parseSimDeviceId(config.device);
   else if (config.device !== 'ort' && config.device !== 'ort:cpu') throw new InvalidConfigError(`device '${config.device}' is not supported here: use ort (CPU) or sim:<gpu>…`);
@@ -244,8 +282,10 @@ export async function resolveServices(ctx: CliContext, repo: ModelRepository, co
       if (long !== undefined) throw new InvalidConfigError(`${field(i, 'seqLens')}: sequence length ${long} exceeds ${s.model}'s maximum ${spec.maxSeqLen}`);
     }
   }
+  const batching = new Map(config.services.map((s, i) => [s.name, resolveBatching(config, i, specs.get(s.model)!, options.batchingByDefault === true)]));
   const services: ExperimentService[] = config.services.map((s) => {
     const spec = specs.get(s.model)!;
+    const b = batching.get(s.name)!;
     return {
       name: s.name,
       spec,
@@ -253,9 +293,28 @@ export async function resolveServices(ctx: CliContext, repo: ModelRepository, co
       maxQueueLength: s.maxQueueLength,
       batchSizes: s.batchSizes,
       ...(spec.dynamicAxes.seq === undefined ? {} : { seqLens: s.seqLens ?? [spec.defaultSeqLen] }),
+      ...(b.kind === 'on' ? { batching: b.limits } : {}),
     };
   });
-  return { config, services, specs, artifacts, isSim };
+  return { config, services, specs, artifacts, isSim, batching };
+}
+
+/**
+ * The batch sizes a service's segments may run at, for profiling its predictor: its
+ * `batchSizes`, and with dynamic batching also every size up to min(`maxBatchSize`, 16), the
+ * powers of two beyond, the maximum itself and the preferred sizes (a fused batch has any size
+ * up to the maximum; these span the range the predictor must score).
+ */
+export function profiledBatchSizes(service: Pick<ExperimentService, 'batchSizes' | 'batching'>): number[] {
+  const sizes = new Set(service.batchSizes);
+  const limits = service.batching;
+  if (limits !== undefined) {
+    for (let b = 1; b <= Math.min(limits.maxBatchSize, 16); b++) sizes.add(b);
+    for (let b = 32; b < limits.maxBatchSize; b *= 2) sizes.add(b);
+    sizes.add(limits.maxBatchSize);
+    for (const b of limits.preferredBatchSizes) sizes.add(b);
+  }
+  return [...sizes].sort((a, b) => a - b);
 }
 
 /**
@@ -277,7 +336,7 @@ export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, ho
   return cachedPredictor(ctx, repo, {
     deviceId,
     models: [...hosted.artifacts.values()],
-    batchSizes: hosted.services.flatMap((s) => s.batchSizes),
+    batchSizes: hosted.services.flatMap((s) => profiledBatchSizes(s)),
     seqLens: hosted.services.flatMap((s) => s.seqLens ?? []),
     maxGroupSize: Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length),
     samples: opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples),
@@ -322,6 +381,7 @@ export function runJson(r: ExperimentResult, peak?: { peakGoodputQps: number; pe
     p99Ms: r.overall.p99Ms,
     ...(peak === undefined ? {} : peak),
     meanGroupSize: r.meanGroupSize,
+    meanBatch: nullable(r.meanBatch),
     predictorMape: nullable(r.predictorMape),
     offered: r.overall.offered,
     late: r.overall.late,
@@ -349,7 +409,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
     }
   }
   const hosted = await resolveServices(ctx, repo, config);
-  const needsPredictor = policies.some((p) => p !== 'overlap-all');
+  const needsPredictor = policies.some(policyNeedsPredictor);
   const file = opts.predictor ?? config.predictor;
   const { predictor, source } = needsPredictor
     ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true })
@@ -389,7 +449,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
 /** The results table of `bench` / `simulate` (stdout). */
 function printRuns(ctx: CliContext, title: string, serviceNames: readonly string[], runs: readonly RunJson[], findPeak: boolean): void {
   ctx.out(`${title}\n\n`);
-  const header = ['policy', 'rate q/s', ...(findPeak ? ['peak goodput q/s'] : []), 'violations %', 'late / rejected', 'goodput q/s', 'p99 ms (completed)', 'group size', 'pred. MAPE %', ...serviceNames.map((s) => `${s} p99 / viol. %`)];
+  const header = ['policy', 'rate q/s', ...(findPeak ? ['peak goodput q/s'] : []), 'violations %', 'late / rejected', 'goodput q/s', 'p99 ms (completed)', 'group size', 'batch', 'pred. MAPE %', ...serviceNames.map((s) => `${s} p99 / viol. %`)];
   const rows = runs.map((r) => [
     r.policy,
     fmt(r.rateQps),
@@ -399,6 +459,7 @@ function printRuns(ctx: CliContext, title: string, serviceNames: readonly string
     fmt(r.goodputQps),
     fmt(r.p99Ms, 2),
     fmt(r.meanGroupSize, 2),
+    r.meanBatch === null ? '–' : fmt(r.meanBatch, 2),
     r.predictorMape === null ? '–' : fmt(r.predictorMape * 100),
     ...r.services.map((s) => `${fmt(s.p99Ms, 2)} / ${fmt(s.violationRatio * 100, 2)}`),
   ]);
@@ -434,6 +495,7 @@ function remoteRunJson(r: RemoteBenchResult): RunJson {
     throughputQps: r.overall.throughputQps,
     p99Ms: r.overall.p99Ms,
     meanGroupSize: Number.NaN,
+    meanBatch: null,
     predictorMape: null,
     offered: r.overall.offered,
     late: r.overall.late,

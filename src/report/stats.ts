@@ -126,12 +126,14 @@ export function servingStats(queries: readonly QueryRecord[], spanMs?: number): 
 export class GroupStatsCollector {
   private count = 0;
   private segments = 0;
+  private samples = 0;
   private apeSum = 0;
   private predicted = 0;
 
   add(g: GroupRecord): void {
     this.count++;
     this.segments += g.segments.length;
+    for (const s of g.segments) this.samples += s.batch;
     if (g.predictedMs !== undefined && g.measuredMs > 0) {
       this.apeSum += Math.abs(g.predictedMs - g.measuredMs) / g.measuredMs;
       this.predicted++;
@@ -145,6 +147,11 @@ export class GroupStatsCollector {
   /** Mean segments per group; NaN for no groups. */
   get meanGroupSize(): number {
     return this.count === 0 ? Number.NaN : this.segments / this.count;
+  }
+
+  /** Mean samples per launched segment (a fused batch counts all its members' samples); NaN for no groups. */
+  get meanSegmentBatch(): number {
+    return this.segments === 0 ? Number.NaN : this.samples / this.segments;
   }
 
   /** MAPE (fraction) over groups with a prediction; NaN when none. */

@@ -61,6 +61,8 @@ export interface ExperimentResult {
   readonly services: readonly ({ readonly service: string } & ServingStats)[];
   /** Mean segments per launched group (1: no co-location). */
   readonly meanGroupSize: number;
+  /** Mean samples per launched segment (> the mean request batch when queries were fused). */
+  readonly meanBatch: number;
   readonly groups: number;
   /** MAPE of the controller's predictions against measured group latency (fraction); NaN when the policy does not predict. */
   readonly predictorMape: number;
@@ -161,6 +163,7 @@ export async function runExperiment(env: ExperimentEnv, options: ExperimentOptio
       overall: overall.stats(span),
       services: options.services.map((s) => ({ service: s.name, ...perService.get(s.name)!.stats(span) })),
       meanGroupSize: groupStats.meanGroupSize,
+      meanBatch: groupStats.meanSegmentBatch,
       groups: groupStats.groups,
       predictorMape: groupStats.predictorMape,
       generator: report,

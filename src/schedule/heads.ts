@@ -80,10 +80,6 @@ export interface Candidate {
   readonly headroomMs: number;
   /** arrivalMs + qosTargetMs, ms: orders like headroom but ties exactly (no `nowMs` rounding). */
   readonly deadlineMs: number;
-  /** Index of its queue in `ScheduleInput.queues`. */
-  readonly queueIndex: number;
-  /** Its position in that queue (the queries before it were rejected in this decision): `fusionPlan(queues[queueIndex], position)`. */
-  readonly position: number;
   /**
    * Estimated latency (ms) of the query's remaining operators run alone: the predictor's
    * (`GroupSlot` from `nextOperator` to the end), or the policy's own estimate; NaN when not
@@ -191,7 +187,7 @@ export function collectHeads(
           pos[qi]!++;
           continue;
         }
-        const c: Candidate = { query: q, headroomMs, deadlineMs, queueIndex: qi, position: pos[qi]!, soloMs: NaN };
+        const c: Candidate = { query: q, headroomMs, deadlineMs, soloMs: NaN };
         const known = rule.known?.(q);
         if (known !== undefined) {
           c.soloMs = known;
@@ -316,4 +312,21 @@ export function fusionPlan(queue: readonly WaitingQuery[], headIndex: number): F
 /** The slot of a head fused with `samples` samples running operators `[nextOperator, end)`. */
 export function fusedSlotOf(q: WaitingQuery, samples: number, end: number): GroupSlot {
   return { model: q.model, start: q.nextOperator, end, batch: samples, seqLen: q.seqLen };
+}
+
+// ---- Where a head waits (batching baselines: fcfs-batch, edf-batch, clockwork) ----
+
+/**
+ * The queue holding `q` (by identity) and `q`'s position in it, for a head found by
+ * `collectHeads` (its position is the number of queries rejected before it). Only queues whose
+ * first query is of `q`'s service are searched (one queue per service).
+ * @returns undefined when no queue holds `q`.
+ */
+export function positionOf(queues: ScheduleInput['queues'], q: WaitingQuery): { readonly queue: readonly WaitingQuery[]; readonly index: number } | undefined {
+  for (const queue of queues) {
+    if (queue[0]?.service !== q.service) continue;
+    const index = queue.indexOf(q);
+    if (index >= 0) return { queue, index };
+  }
+  return undefined;
 }

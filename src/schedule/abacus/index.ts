@@ -8,7 +8,7 @@
  */
 import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
 import type { Decision, LaunchSegment, QueryController, Rejection, ScheduleInput } from '../controller.ts';
-import { type Candidate, checkInput, collectHeads, compareUrgency, type FusionPlan, fusedSlotOf, fusionPlan, newStats, slotOf, SoloMemo, type StatsCounter } from '../heads.ts';
+import { type Candidate, checkInput, collectHeads, compareUrgency, type FusionPlan, fusedSlotOf, fusionPlan, newStats, positionOf, slotOf, SoloMemo, type StatsCounter } from '../heads.ts';
 
 export interface AbacusParams {
   /** Points evaluated per search round (one batched predictor call), for cut points and batch sizes alike; integer ≥ 2. Paper: 2. */
@@ -253,7 +253,8 @@ export class AbacusController implements QueryController {
     const heads: Head[] = [];
     for (let i = 0; i < n; i++) {
       const c = found[i]!;
-      const plan = fusionPlan(input.queues[c.queueIndex]!, c.position);
+      const at = positionOf(input.queues, c.query); // always found: collectHeads took it from there
+      const plan = at === undefined ? fusionPlan([c.query], 0) : fusionPlan(at.queue, at.index);
       heads.push({ c, plan, full: plan.followers.length });
     }
     const h0 = heads[0]!;
