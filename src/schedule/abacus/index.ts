@@ -11,7 +11,7 @@ import type { Decision, LaunchSegment, QueryController, Rejection, ScheduleInput
 import { type Candidate, checkInput, collectHeads, compareUrgency, type FusionPlan, fusedSlotOf, fusionPlan, newStats, positionOf, slotOf, SoloMemo, type StatsCounter } from '../heads.ts';
 
 export interface AbacusParams {
-  /** Points evaluated per search round (one batched predictor call), for cut points and batch sizes alike; integer ≥ 2. Paper: 2. */
+  /** Points evaluated per search round (one batched predictor call), cut points and batch sizes alike; integer ≥ 2. Paper: 2. */
   readonly ways: number;
   /** Stop the cut-point search when budget − best feasible prediction < slackMs, ms ≥ 0. Paper: 5. */
   readonly slackMs: number;
@@ -181,11 +181,13 @@ function searchLargest(
  *       (every integer when the interval holds ≤ `ways`; otherwise lo + round(i·(hi − lo)/(ways
  *       + 1)), i = 1..ways — the same rule as the cut points), q0 alone fused with m followers, a
  *       point fitting against the deadline of ITS members. The largest fitting m becomes `lo`,
- *       the next evaluated point above it `hi`; no slack stop: the search ends when the interval
- *       holds no integer (at most ⌈log_{ways+1}(full + 1)⌉ rounds), giving the largest batch
- *       that fits. If q0 fits at m0 = lo and n > 1: ONE call predicts P'2..P'n = {q0 fused with
- *       m0} + q1.. at their full prefixes; k = the largest fitting j (else 1). If not even q0 at
- *       its own batch fits, k = 1 as in (c).
+ *       the next evaluated point above it `hi`; no slack stop (each sample more is throughput,
+ *       and the rounds are few): the search ends when the interval holds no integer (at most
+ *       ⌈log_{ways+1}(full + 1)⌉ rounds), giving the largest batch that fits — fit being monotone
+ *       in m (more samples, earlier deadline); with a predictor that is not, a fitting m may be
+ *       missed, but the m taken always fits. If q0 fits at m0 = lo and n > 1: ONE call predicts
+ *       P'2..P'n = {q0 fused with m0} + q1.. at their full prefixes; k = the largest fitting j
+ *       (else 1). If not even q0 at its own batch fits (drop off), k = 1 as in (c).
  *    c. No Pj fits and q0 has no followers: k = 1, q0 is launched alone at its own batch even
  *       though it does not fit; no step 5.
  * 5. When the group of k heads fits, a next head q(k) exists (k < n) and budget − prediction
@@ -194,8 +196,9 @@ function searchLargest(
  *       plus q(k) fused with m followers running all its operators, against the budget of all
  *       members; the largest fitting m is taken, q(k) running whole.
  *    b. When it has none, or not even m = 0 fits whole: multi-way search of q(k)'s end operator
- *       e at its own batch (never fused: a cut fused batch would become one query for the rest
- *       of its operators): the open interval (lo, hi) starts as (nextOperator, operators) — `lo`
+ *       e at its own batch (never fused: a cut fused batch stays one query for the rest of its
+ *       operators, tying every member to the slowest path; and a 2-D batch × cut search would
+ *       cost a call per round more): the open interval (lo, hi) starts as (nextOperator, operators) — `lo`
  *       is known to fit (no operator of q(k)), `hi` is known not to. Each round evaluates, in ONE
  *       batched call, the group plus q(k) on `[nextOperator, e)` for `ways` cut points e_i = lo +
  *       round(i·(hi − lo)/(ways + 1)), i = 1..ways (every integer of the interval when it holds ≤
@@ -214,7 +217,8 @@ function searchLargest(
  * members' deadline, and the others only join within what is left. The decision's counters:
  * predictor calls = (rounds of step 1 that had a head the controller's memo did not remember) +
  * (1 for step 4 unless a lone, unfused q0's solo prediction is known) + (batch-size rounds of
- * 4b after the first) + (1 for 4b's P' call) + (rounds of step 5); search rounds = the calls of
+ * 4b after the first) + (1 for 4b's P' call when q0 fits and n > 1) + (rounds of step 5,
+ * batch sizes and cut points); search rounds = the calls of
  * 4b's and 5's searches but 4b's first round (it rides with step 4's call). The memo (`heads.ts`
  * `SoloMemo`) returns exactly what the predictor returned for the same slot earlier, so it changes
  * the cost of a decision, never the decision.
