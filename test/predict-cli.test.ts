@@ -63,8 +63,13 @@ describe('abacus train (spawned)', () => {
     const out = path.join(tmp, 'out', 'predictor.json');
     const r = await abacus('train', '--data', csv, '--kind', 'mlp', '--epochs', '3', '--folds', '2', '--out', out, '--json');
     expect(r.code, r.stderr).toBe(0);
-    const j = JSON.parse(r.stdout) as { kind: string; samples: number; holdout: { maeMs: number; mape: number }; cv: { maeMs: number; mape: number }; trainSeconds: number };
+    const j = JSON.parse(r.stdout) as { kind: string; samples: number; holdout: { maeMs: number; mape: number; samples: number }; holdoutByBatch: { batch: number; samples: number; mape: number }[]; cv: { maeMs: number; mape: number }; trainSeconds: number };
     expect(j.kind).toBe('mlp');
+    // Per batch size: ascending, every held-out row counted once, each MAPE a fraction.
+    const batches = j.holdoutByBatch.map((b) => b.batch);
+    expect(batches).toEqual([...batches].sort((a, b) => a - b));
+    expect(j.holdoutByBatch.reduce((n, b) => n + b.samples, 0)).toBe(j.holdout.samples);
+    for (const b of j.holdoutByBatch) expect(b.mape).toBeGreaterThan(0);
     expect(j.samples).toBe(240);
     for (const m of [j.holdout, j.cv]) {
       expect(m.maeMs).toBeGreaterThan(0);

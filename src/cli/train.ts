@@ -36,6 +36,8 @@ export interface TrainJson {
   readonly kind: PredictorKind;
   readonly samples: number;
   readonly holdout: { readonly maeMs: number; readonly mape: number; readonly samples: number } | null;
+  /** Held-out error by batch size (the largest batch among a group's slots), ascending. */
+  readonly holdoutByBatch: readonly { readonly batch: number; readonly maeMs: number; readonly mape: number; readonly samples: number }[];
   readonly cv: { readonly maeMs: number; readonly mape: number; readonly samples: number } | null;
   readonly device: string;
   readonly features: FeatureSet;
@@ -143,6 +145,7 @@ export async function runTrain(
     kind: result.kind,
     samples: result.samples,
     holdout: result.holdout,
+    holdoutByBatch: result.holdoutByBatch,
     cv: result.cv,
     device: result.predictor.deviceId,
     features: opts.featureSet,
@@ -191,6 +194,10 @@ function printResult(ctx: CliContext, j: TrainJson): void {
   if (j.cv !== null) rows.push(['cross-validation (mean of folds)', j.cv.samples, ms(j.cv.maeMs), pct(j.cv.mape)]);
   if (rows.length > 0) ctx.out(formatTable(['evaluated on', 'samples', 'MAE ms', 'MAPE %'], rows));
   else ctx.out('no held-out rows and no cross-validation: nothing to evaluate on (--holdout, --folds)\n');
+  if (j.holdoutByBatch.length > 1) {
+    ctx.out(`\n${what} by batch size (the largest batch in the group):\n`);
+    ctx.out(formatTable(['batch', 'samples', 'MAE ms', 'MAPE %'], j.holdoutByBatch.map((b) => [b.batch, b.samples, ms(b.maeMs), pct(b.mape)])));
+  }
   ctx.out(`\ntrained on ${j.trainSamples.toLocaleString('en-US')} samples in ${j.trainSeconds.toFixed(1)} s (${j.totalSeconds.toFixed(1)} s with cross-validation)\n`);
 }
 

@@ -82,6 +82,11 @@ export interface TrainResult {
   readonly trainSamples: number;
   /** Error of the final model on the held-out rows (the `testModel` rows); null when none. */
   readonly holdout: PredictorMetrics | null;
+  /**
+   * The held-out error per batch size: rows grouped by the largest batch among their slots (a
+   * fused batch is one slot of that many samples), ascending; empty when nothing is held out.
+   */
+  readonly holdoutByBatch: readonly ({ readonly batch: number } & PredictorMetrics)[];
   /** Mean error over the cross-validation folds; null when skipped. */
   readonly cv: PredictorMetrics | null;
   /** Wall time of training the final model, s. */
@@ -261,12 +266,21 @@ export async function trainPredictor(rows: readonly ProfileRow[], options: Train
   // evaluate through the same path as a loaded file
   const predictor = predictorFromFile(file, { deviceId, models: specs, allowUnseen: options.testModel !== undefined });
   const holdout = testIdx.length > 0 ? evaluate(predictor, testIdx) : null;
+  const byBatch = new Map<number, number[]>();
+  for (const i of testIdx) {
+    const b = Math.max(...rows[i]!.slots.map((s) => s.batch));
+    let list = byBatch.get(b);
+    if (list === undefined) byBatch.set(b, (list = []));
+    list.push(i);
+  }
+  const holdoutByBatch = [...byBatch.entries()].sort((a, b) => a[0] - b[0]).map(([batch, idx]) => ({ batch, ...evaluate(predictor, idx) }));
   const withMetrics: PredictorFile = { ...file, metrics: { holdout, cv } };
   return {
     kind,
     samples: n,
     trainSamples: trainIdx.length,
     holdout,
+    holdoutByBatch,
     cv,
     trainSeconds,
     totalSeconds: seconds(tStart),
