@@ -32,7 +32,7 @@ import {
   BATCHING_TRAIN_BATCH_SIZES,
   batchingHeadline,
   byPair,
-  holdoutByBatch,
+  predictorErrorByBatch,
   pairRatios,
   runBatching,
   type BatchingDeviceHeadline,
@@ -96,6 +96,7 @@ interface ReproduceOptions {
   minutes?: number;
   decisions?: number;
   samples?: number;
+  pairs?: number;
 }
 
 /** Headline numbers (`--json`), for the experiments that ran. */
@@ -304,7 +305,7 @@ async function runBatchingExperiment(
   predictorFor: (device: string, models: readonly string[], maxGroupSize: number, batchSizes?: readonly number[], seqLens?: readonly number[]) => Promise<{ predictor: Predictor; source: string }>,
   say: (s: string) => void,
 ): Promise<Omit<BatchingOutcome, 'wallSeconds'>> {
-  const pairs = workloads.filter((w) => w.experiment === SOURCE.qos);
+  const pairs = workloads.filter((w) => w.experiment === SOURCE.qos).slice(0, opts.pairs);
   const models = [...new Set(pairs.flatMap((w) => w.models))];
   const { run: variants, skipped } = availableVariants();
   if (skipped.length > 0) say(`batching: the controller factory does not know ${skipped.join(', ')} (yet): skipped\n`);
@@ -319,7 +320,7 @@ async function runBatchingExperiment(
     const used = (await predictorOf(device, BATCHING_TRAIN_BATCH_SIZES)).predictor;
     const every = (await predictorOf(device, BATCHING_ALL_BATCH_SIZES)).predictor;
     const csv = path.join(opts.out, `batching-holdout-${device.replace(/[^A-Za-z0-9_.-]/g, '_')}.csv`);
-    holdout.push(...(await holdoutByBatch(device, models.map((m) => specs.get(m)!), { used, every }, { samples: holdoutSamples, seed: 2, csv })));
+    holdout.push(...(await predictorErrorByBatch(device, models.map((m) => specs.get(m)!), { used, every }, { samples: holdoutSamples, seed: 2, csv })));
   }
   return {
     device: BATCHING_DEVICES.join(' + '),
@@ -447,6 +448,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .option('--nodes <n>', 'cluster: nodes (default 16)', positiveInt('--nodes'))
     .option('--minutes <n>', 'cluster: replay only the first n trace minutes (default all 120)', positiveInt('--minutes'))
     .option('--samples <n>', 'operator groups profiled per predictor (default 12000, --quick 4000)', positiveInt('--samples'))
+    .option('--pairs <n>', 'batching: only the first n of the 21 pairs (default all)', positiveInt('--pairs'))
     .option('--decisions <n>', 'search: timed decisions per ways (default 20000, --quick 2000)', positiveInt('--decisions'))
     .option('--json', 'print the headline numbers as JSON')
     .action(async (experiment: Experiment, opts: ReproduceOptions) => {

@@ -35,6 +35,7 @@ import { SimDevice } from '../device/sim/index.ts';
 import { artifactAt } from '../model/artifact.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { Predictor } from '../predict/predictor.ts';
+import { errorMetrics } from '../predict/train.ts';
 import { readProfileCsv } from '../profile/csv.ts';
 import { profileDevice } from '../profile/profiler.ts';
 import { findPeakRate, runExperiment, type ExperimentService } from '../runtime/experiment.ts';
@@ -58,7 +59,7 @@ export const BATCHING_REQUEST_BATCH = 1;
 /** BERT's sequence length: the A100 reference surface's and the H200 measurements' BERT rows. */
 export const BATCHING_SEQ_LEN = 32;
 
-/** Every size a fused batch may have, 1..16: the held-out check's batch sizes (`holdoutByBatch`). */
+/** Every size a fused batch may have, 1..16: the held-out check's batch sizes (`predictorErrorByBatch`). */
 export const BATCHING_ALL_BATCH_SIZES: readonly number[] = Array.from({ length: BATCHING_MAX_BATCH_SIZE }, (_, i) => i + 1);
 
 /**
@@ -66,7 +67,7 @@ export const BATCHING_ALL_BATCH_SIZES: readonly number[] = Array.from({ length: 
  * `PAPER_BATCH_SIZES`. Profiling every size 1..16 instead does not make the MLP more accurate
  * at the sizes in between (it interpolates along the batch feature), and spreads the same
  * number of samples thinner at batch 1–4, where the unbatched runs and light loads live; each
- * run checks this again (`holdoutByBatch`, both predictors, reported per batch size).
+ * run checks this again (`predictorErrorByBatch`, both predictors, reported per batch size).
  */
 export const BATCHING_TRAIN_BATCH_SIZES: readonly number[] = [1, 2, 4, 8, 16];
 
@@ -389,7 +390,7 @@ export interface HoldoutRow {
  * predictor on them, grouped by the group's largest batch.
  * @throws what profiling throws; RangeError from a predictor that does not know a model.
  */
-export async function holdoutByBatch(deviceId: string, specs: readonly ModelSpec[], predictors: Readonly<Record<string, Predictor>>, o: { samples: number; seed: number; csv: string }): Promise<HoldoutRow[]> {
+export async function predictorErrorByBatch(deviceId: string, specs: readonly ModelSpec[], predictors: Readonly<Record<string, Predictor>>, o: { samples: number; seed: number; csv: string }): Promise<HoldoutRow[]> {
   await fs.rm(o.csv, { force: true });
   await profileDevice({
     models: specs.map((s) => artifactAt('/nonexistent', s)),
@@ -410,8 +411,9 @@ export async function holdoutByBatch(deviceId: string, specs: readonly ModelSpec
   for (const batch of BATCHING_ALL_BATCH_SIZES) {
     const idx = rows.flatMap((r, i) => (Math.max(...r.slots.map((s) => s.batch)) === batch ? [i] : []));
     if (idx.length === 0) continue;
+    const measured = idx.map((i) => rows[i]!.medianMs);
     const mape: Record<string, number> = {};
-    for (const [label, p] of Object.entries(predicted)) mape[label] = idx.reduce((a, i) => a + Math.abs(p[i]! - rows[i]!.medianMs) / rows[i]!.medianMs, 0) / idx.length;
+    for (const [label, p] of Object.entries(predicted)) mape[label] = errorMetrics(idx.map((i) => p[i]!), measured).mape;
     out.push({ device: deviceId, batch, groups: idx.length, mape });
   }
   return out;
