@@ -27,6 +27,7 @@ import {
   availableVariants,
   BATCHING_ALL_BATCH_SIZES,
   BATCHING_DEVICES,
+  BATCHING_MIN_SPAN_QOS,
   BATCHING_SEQ_LEN,
   BATCHING_TARGETS,
   BATCHING_TRAIN_BATCH_SIZES,
@@ -74,12 +75,6 @@ type SingleExperiment = Exclude<Experiment, 'all'>;
 const SEARCH_SLACK_MS = 0;
 const ALL: readonly SingleExperiment[] = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching'];
 
-/**
- * batching: every run lasts at least this many QoS targets of arrivals (`--quick`: fewer), so
- * that an overloaded queue shows within the run at the thousands of queries/s a batching
- * policy reaches (`reproduce/batching.ts`, "Run length").
- */
-const BATCHING_MIN_SPAN_QOS = { full: 50, quick: 20 } as const;
 
 /** Where the co-location experiments' sets come from in the workloads file. */
 const SOURCE = { qos: '7.2_qos', throughput: '7.3_throughput', 'beyond-pair': '7.4_beyond_pair' } as const;
@@ -437,7 +432,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .description("reproduce the paper's evaluation on simulated accelerators (profiles and trains its predictors first, cached) and write report.html")
     .option('--device <id>', 'simulated device (mig always uses the A100 and its MIG instances, batching sim:a100 and sim:h200:graph)', 'sim:a100')
     .option('--out <dir>', 'folder for the CSV files, results.json and report.html', 'out/reproduce')
-    .option('--quick', 'smaller runs: 300 queries per run, 4000-group profiles, 2 MIG pairs, 0.5 s per cluster trace minute, 2000 decisions per search ways, batching runs of ≥ 20 QoS targets instead of 50')
+    .option('--quick', 'smaller runs: 300 queries per run, 4000-group profiles, 2 MIG pairs, 0.5 s per cluster trace minute, 2000 decisions per search ways, batching runs of ≥ 10 QoS targets instead of 30')
     .option('--queries <n>', 'queries per run (default 1000, --quick 300)', positiveInt('--queries'))
     .option('--policy <list>', `policies of qos/throughput/beyond-pair (abacus is always included; ${POLICY_NAMES.join(', ')})`, (v: string) => {
       const names = v.split(',').map((s) => s.trim());

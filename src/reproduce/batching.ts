@@ -53,6 +53,12 @@ export const BATCHING_MAX_BATCH_SIZE = 16;
 /** The batching limits of every batching service: at most 16 samples, no queue delay, no preferred sizes (Triton's defaults besides the size). */
 export const BATCHING_LIMITS: BatchingLimits = Object.freeze({ maxBatchSize: BATCHING_MAX_BATCH_SIZE, maxQueueDelayMs: 0, preferredBatchSizes: Object.freeze([]) });
 
+/**
+ * The shortest run, in QoS targets of arrivals (`queriesFor`): 30, `--quick` 10. See the file
+ * comment, "Run length".
+ */
+export const BATCHING_MIN_SPAN_QOS = { full: 30, quick: 10 } as const;
+
 /** Samples per request. */
 export const BATCHING_REQUEST_BATCH = 1;
 
@@ -197,7 +203,7 @@ export interface BatchingRunOptions {
   readonly variants: readonly BatchingVariant[];
   /** Queries per run, at least (see `minSpanQos`). */
   readonly queries: number;
-  /** Every run lasts at least this many QoS targets of arrivals [20]: its query count is max(queries, ⌈rate × span⌉). */
+  /** Every run lasts at least this many QoS targets of arrivals [`BATCHING_MIN_SPAN_QOS.full`]: its query count is max(queries, ⌈rate × span⌉). */
   readonly minSpanQos?: number;
   readonly seed: number;
   /** Bisection steps of the peak search [6]. */
@@ -220,7 +226,7 @@ export function queriesFor(rateQps: number, qosMs: number, queries: number, span
 export async function runBatchingPair(deviceId: string, w: PaperWorkload, specs: ReadonlyMap<string, ModelSpec>, predictor: Predictor, saturationQps: number, o: BatchingRunOptions): Promise<BatchingRow[]> {
   const pair = w.models.join('+');
   const rows: BatchingRow[] = [];
-  const span = o.minSpanQos ?? 20;
+  const span = o.minSpanQos ?? BATCHING_MIN_SPAN_QOS.full;
   for (const v of o.variants) {
     const services = batchingServices(w, specs, v.batching);
     const env = simEnv(deviceId, services, predictor, o.seed);
