@@ -115,13 +115,14 @@ export function concatBatch(maps: readonly TensorMap[]): TensorMap {
 /**
  * Rows `[offset, offset + count)` of dim 0 of every tensor: one query's share of a fused
  * batch's outputs. The data is copied (the slice owns its buffer).
- * @throws RangeError naming the tensor when it is a scalar or has fewer than offset + count rows.
+ * @throws RangeError naming the tensor when it is a scalar or has fewer than offset + count rows,
+ *   or when offset or count is not an integer ≥ 0.
  */
 export function sliceBatch(map: TensorMap, offset: number, count: number): TensorMap {
   const out: TensorMap = {};
   for (const [name, t] of Object.entries(map)) {
     const rows = t.dims[0];
-    if (rows === undefined || offset + count > rows) throw new RangeError(`sliceBatch: tensor '${name}' [${t.dims.join(', ')}] has no rows [${offset}, ${offset + count}) on dim 0`);
+    if (rows === undefined || !Number.isInteger(offset) || !Number.isInteger(count) || offset < 0 || count < 0 || offset + count > rows) throw new RangeError(`sliceBatch: tensor '${name}' [${t.dims.join(', ')}] has no rows [${offset}, ${offset + count}) on dim 0`);
     const per = rows === 0 ? 0 : t.data.length / rows;
     out[name] = { dataType: t.dataType, dims: [count, ...t.dims.slice(1)], data: t.data.slice(offset * per, (offset + count) * per) };
   }

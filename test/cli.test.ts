@@ -141,3 +141,22 @@ describe('abacus models', () => {
     expect(badOpt.stderr).toMatch(/layers/);
   });
 });
+
+// ---- Batching baselines: the policies in --help ----
+describe('abacus bench / simulate / serve --help', () => {
+  it('lists every policy with its summary, the batching variants included', async () => {
+    for (const command of ['bench', 'simulate', 'serve']) {
+      const r = await abacus(command, '--help');
+      expect(r.code, r.stderr).toBe(0);
+      for (const [name, summary] of [
+        ['fcfs-batch', 'fcfs, fusing every queued query of the service that fits (greedy, ≤ maxBatchSize)'],
+        ['edf-batch', 'edf, fusing every queued query of the service that fits (greedy, ≤ maxBatchSize)'],
+        ['triton', "Triton's dynamic batcher, 1 instance/model: services overlap, waits ≤ maxQueueDelayMs"],
+        ['clockwork', 'largest batch meeting its earliest deadline, ≤ maxExecMs'],
+      ]) {
+        const line = r.stdout.split('\n').find((l) => l.startsWith(`  ${name} `));
+        expect(line, `${command} --help: ${name}`).toContain(summary);
+      }
+    }
+  });
+});

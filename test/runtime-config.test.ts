@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadServingConfig, maxQosMsOf, parseServingConfig } from '../src/runtime/config.ts';
+import type { ModelSpec, TensorSpec } from '../src/model/spec.ts';
+import { DEFAULT_BATCHING, loadServingConfig, maxQosMsOf, parseServingConfig, resolveBatching } from '../src/runtime/config.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'abacus-config-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -67,5 +68,71 @@ describe('serving config', () => {
     }
     await expect(loadServingConfig(path.join(dir, 'missing.yaml'))).rejects.toThrow(/missing\.yaml: cannot read/);
     expect(() => parseServingConfig({ device: 'x', services: [{ model: 'a', qosTargetMs: 1 }], extra: 1 }, 'flags')).toThrow(/flags: \(top level\): unknown field\(s\) 'extra'/);
+  });
+});
+
+/** A minimal spec with these inputs and outputs (only the interface matters to batching). */
+function specOf(name: string, inputs: TensorSpec[], outputs: TensorSpec[]): ModelSpec {
+  return { name, source: { kind: 'zoo', options: {} }, inputs, outputs, dynamicAxes: { batch: 'batch' }, defaultSeqLen: 0, operators: [], params: 0, opset: 17 };
+}
+const dynamicSpec = specOf('dyn', [{ name: 'x', dataType: 'float32', shape: ['batch', 3, 8, 8] }], [{ name: 'y', dataType: 'float32', shape: ['batch', 10] }]);
+const fixedSpec = specOf('fixed4', [{ name: 'x', dataType: 'float32', shape: [4, 16] }], [{ name: 'y', dataType: 'float32', shape: [4, 8] }]);
+const flatSpec = specOf('flat', [{ name: 'x', dataType: 'float32', shape: ['batch', 16] }], [{ name: 'y', dataType: 'float32', shape: ['batch*16'] }]);
+
+describe('serving config: dynamicBatching', () => {
+  const service = (dynamicBatching?: unknown): Record<string, unknown> => ({ model: 'resnet50', qosTargetMs: 20, ...(dynamicBatching === undefined ? {} : { dynamicBatching }) });
+  const parse = (...services: Record<string, unknown>[]) => parseServingConfig({ device: 'sim:a100', services: services.map((s, i) => ({ name: `s${i}`, ...s })) }, 'flags');
+
+  it("Triton's fields in camelCase, defaults maxBatchSize 16 (Clockwork's max_batch), maxQueueDelayMs 0, preferredBatchSizes []; true = the defaults; false = off; absent stays absent", () => {
+    expect(DEFAULT_BATCHING).toEqual({ maxBatchSize: 16, maxQueueDelayMs: 0, preferredBatchSizes: [] });
+    const c = parse(service(), service(false), service(true), service({}), service({ maxBatchSize: 8 }), service({ maxBatchSize: 32, maxQueueDelayMs: 2.5, preferredBatchSizes: [4, 8, 32] }));
+    expect(c.services.map((s) => s.dynamicBatching)).toEqual([
+      undefined,
+      false,
+      { maxBatchSize: 16, maxQueueDelayMs: 0, preferredBatchSizes: [] },
+      { maxBatchSize: 16, maxQueueDelayMs: 0, preferredBatchSizes: [] },
+      { maxBatchSize: 8, maxQueueDelayMs: 0, preferredBatchSizes: [] },
+      { maxBatchSize: 32, maxQueueDelayMs: 2.5, preferredBatchSizes: [4, 8, 32] },
+    ]);
+    expect('dynamicBatching' in c.services[0]!).toBe(false);
+  });
+
+  it('bad values name the file and the field', async () => {
+    const head = 'device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 5\n  - name: b\n    model: resnet50\n    qosTargetMs: 5\n    dynamicBatching: ';
+    const cases: [string, RegExp][] = [
+      ['{ maxBatchSize: 0 }', /services\[1\]\.dynamicBatching\.maxBatchSize: .*>=1/],
+      ['{ maxBatchSize: 2.5 }', /services\[1\]\.dynamicBatching\.maxBatchSize: .*int/i],
+      ['{ maxBatchSize: 100000 }', /services\[1\]\.dynamicBatching\.maxBatchSize: .*65536/],
+      ['{ maxQueueDelayMs: -1 }', /services\[1\]\.dynamicBatching\.maxQueueDelayMs: .*>=0/],
+      ['{ maxQueueDelayMs: .inf }', /services\[1\]\.dynamicBatching\.maxQueueDelayMs/],
+      ['{ preferredBatchSizes: [4, 0] }', /services\[1\]\.dynamicBatching\.preferredBatchSizes\[1\]: .*>=1/],
+      ['{ preferredBatchSizes: [8, 4] }', /services\[1\]\.dynamicBatching\.preferredBatchSizes\[1\]: 4 is not above 8 \(list the sizes ascending, each once\)/],
+      ['{ preferredBatchSizes: [4, 4] }', /services\[1\]\.dynamicBatching\.preferredBatchSizes\[1\]: 4 is not above 4/],
+      ['{ preferredBatchSizes: [4, 32] }', /services\[1\]\.dynamicBatching\.preferredBatchSizes\[1\]: 32 exceeds maxBatchSize 16/],
+      ['{ maxBatchSize: 8, preferredBatchSizes: [16] }', /services\[1\]\.dynamicBatching\.preferredBatchSizes\[0\]: 16 exceeds maxBatchSize 8/],
+      ['{ maxBatch: 8 }', /services\[1\]\.dynamicBatching: unknown field\(s\) 'maxBatch'/],
+      ['yes', /services\[1\]\.dynamicBatching: must be false \(off\), true \(on with the defaults\), or \{ maxBatchSize, maxQueueDelayMs, preferredBatchSizes \}/],
+      ['16', /services\[1\]\.dynamicBatching: must be false/],
+    ];
+    for (const [i, [value, re]] of cases.entries()) {
+      const f = write(`batching${i}.yaml`, head + value);
+      await expect(loadServingConfig(f), value).rejects.toThrow(re);
+      await expect(loadServingConfig(f)).rejects.toThrow(`${f}: services[1].dynamicBatching`);
+    }
+  });
+
+  it('resolveBatching: on by default where the model can fuse; explicit on a model that cannot is an error naming the field; only defaulted, it is off with the reason', () => {
+    const c = parse(service(), service(false), service({ maxBatchSize: 4 }), service(true));
+    expect(resolveBatching(c, 0, dynamicSpec, true)).toEqual({ kind: 'on', limits: DEFAULT_BATCHING });
+    expect(resolveBatching(c, 0, dynamicSpec, false)).toEqual({ kind: 'off', by: 'default' });
+    expect(resolveBatching(c, 1, dynamicSpec, true)).toEqual({ kind: 'off', by: 'config' });
+    expect(resolveBatching(c, 2, dynamicSpec, false)).toEqual({ kind: 'on', limits: { maxBatchSize: 4, maxQueueDelayMs: 0, preferredBatchSizes: [] } });
+    // a fixed batch (dim 0 a number) and a batch axis folded into another dim cannot fuse
+    expect(resolveBatching(c, 0, fixedSpec, true)).toEqual({ kind: 'off', by: 'model', blocker: 'fixed4 has a fixed batch of 4 (dim 0 of its inputs), so its queries cannot be fused' });
+    expect(resolveBatching(c, 0, flatSpec, true)).toMatchObject({ kind: 'off', by: 'model', blocker: expect.stringMatching(/output 'y' of flat has dim 0 batch\*16, not the batch axis 'batch', so its queries cannot be fused/) as string });
+    expect(resolveBatching(c, 1, fixedSpec, true)).toEqual({ kind: 'off', by: 'config' });
+    expect(() => resolveBatching(c, 2, fixedSpec, true)).toThrow(/^flags: services\[2\]\.dynamicBatching: model resnet50: fixed4 has a fixed batch of 4 \(dim 0 of its inputs\), so its queries cannot be fused \(leave dynamicBatching out or set it to false\)$/);
+    expect(() => resolveBatching(c, 3, flatSpec, false)).toThrow(/^flags: services\[3\]\.dynamicBatching: model resnet50: output 'y' of flat/);
+    expect(() => resolveBatching(c, 4, dynamicSpec, true)).toThrow(RangeError);
   });
 });

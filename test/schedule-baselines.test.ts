@@ -95,8 +95,8 @@ describe('overlap-all', () => {
     expect(d.predictedMs).toBeUndefined();
   });
 
-  it('every other policy launches one group at a time', () => {
-    for (const policy of ['abacus', 'fcfs', 'sjf', 'edf', 'clockwork']) {
+  it('every other policy but triton launches one group at a time', () => {
+    for (const policy of ['abacus', 'fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch', 'clockwork']) {
       expect(createController(policy, {}, new FakePredictor()).launchWhileBusy, policy).toBe(false);
     }
   });

@@ -15,3 +15,12 @@ for (const policy of ['fcfs', 'sjf', 'edf'] as const) {
 describeControllerConformance('overlap-all', () => createController('overlap-all'));
 describeControllerConformance('clockwork (window 10, p99)', (p) => createController('clockwork', {}, p));
 describeControllerConformance('clockwork (window 3, p50)', (p) => createController('clockwork', { window: 3, percentile: 50 }, p));
+
+// ---- Batching baselines: greedy fusion, Clockwork's batch choice, Triton's dynamic batcher ----
+for (const policy of ['fcfs-batch', 'edf-batch'] as const) {
+  describeControllerConformance(`${policy} (drop)`, (p) => createController(policy, {}, p));
+  describeControllerConformance(`${policy} (no drop)`, (p) => createController(policy, { drop: false }, p));
+}
+describeControllerConformance('clockwork (maxExecMs 4: batches mostly too long)', (p) => createController('clockwork', { maxExecMs: 4 }, p));
+describeControllerConformance('triton (drop)', () => createController('triton'));
+describeControllerConformance('triton (no drop)', () => createController('triton', { drop: false }));

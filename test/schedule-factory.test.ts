@@ -1,14 +1,26 @@
 /** createController / parseControllerParams: defaults, coercion of CLI strings, errors that name the field. */
 import { describe, expect, it } from 'vitest';
-import { AbacusController, ClockworkController, createController, OneAtATimeController, OverlapAllController, parseControllerParams, POLICY_NAMES } from '../src/schedule/index.ts';
+import {
+  AbacusController,
+  ClockworkController,
+  createController,
+  OneAtATimeController,
+  OverlapAllController,
+  parseControllerParams,
+  POLICY_NAMES,
+  POLICY_SUMMARIES,
+  policyNeedsPredictor,
+  TritonController,
+} from '../src/schedule/index.ts';
 import { FakePredictor } from './schedule/fake-predictor.ts';
 
 describe('parseControllerParams', () => {
   it('fills the paper defaults', () => {
     expect(parseControllerParams('abacus')).toEqual({ ways: 2, slackMs: 5, drop: true });
-    for (const p of ['fcfs', 'sjf', 'edf']) expect(parseControllerParams(p)).toEqual({ drop: true });
+    for (const p of ['fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch', 'triton']) expect(parseControllerParams(p)).toEqual({ drop: true });
     expect(parseControllerParams('overlap-all')).toEqual({});
-    expect(parseControllerParams('clockwork')).toEqual({ window: 10, percentile: 99 });
+    // Clockwork (OSDI'20): window 10, p99, max_exec 25 ms
+    expect(parseControllerParams('clockwork')).toEqual({ window: 10, percentile: 99, maxExecMs: 25 });
   });
 
   it('coerces numeric and boolean strings; undefined means default', () => {
@@ -22,6 +34,8 @@ describe('parseControllerParams', () => {
     expect(() => parseControllerParams('abacus', { slackMs: -1 })).toThrow(/abacus parameter 'slackMs' must be a number of ms in \[0, 1e9\], got -1/);
     expect(() => parseControllerParams('clockwork', { percentile: 0 })).toThrow(/'percentile' must be a number in \(0, 100\], got 0/);
     expect(() => parseControllerParams('clockwork', { window: '0' })).toThrow(RangeError);
+    expect(() => parseControllerParams('clockwork', { maxExecMs: 0 })).toThrow(new RangeError("clockwork parameter 'maxExecMs' must be a number of ms in (0, 1e9], got 0"));
+    expect(parseControllerParams('clockwork', { maxExecMs: '12.5' })).toEqual({ window: 10, percentile: 99, maxExecMs: 12.5 });
   });
 
   it('TypeError naming the field for a wrong type or a parameter the policy lacks', () => {
@@ -30,6 +44,7 @@ describe('parseControllerParams', () => {
     expect(() => parseControllerParams('fcfs', { drop: 1 })).toThrow(TypeError);
     expect(() => parseControllerParams('fcfs', { ways: 2 })).toThrow(new TypeError("fcfs has no parameter 'ways' (valid: drop)"));
     expect(() => parseControllerParams('overlap-all', { drop: true })).toThrow(new TypeError("overlap-all has no parameter 'drop' (it takes none)"));
+    expect(() => parseControllerParams('triton', { maxQueueDelayMs: 1 })).toThrow(new TypeError("triton has no parameter 'maxQueueDelayMs' (valid: drop)"));
   });
 
   it('RangeError naming the valid policies for an unknown one', () => {
@@ -42,16 +57,26 @@ describe('createController', () => {
     const p = new FakePredictor();
     expect(createController('abacus', { ways: 4 }, p)).toBeInstanceOf(AbacusController);
     expect((createController('abacus', { ways: 4 }, p) as AbacusController).params).toEqual({ ways: 4, slackMs: 5, drop: true });
-    for (const policy of ['fcfs', 'sjf', 'edf'] as const) {
+    for (const policy of ['fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch'] as const) {
       const c = createController(policy, {}, p);
       expect(c).toBeInstanceOf(OneAtATimeController);
       expect(c.policy).toBe(policy);
     }
     expect(createController('clockwork', {}, p)).toBeInstanceOf(ClockworkController);
+    expect((createController('clockwork', { maxExecMs: 40 }, p) as ClockworkController).params).toEqual({ window: 10, percentile: 99, maxExecMs: 40 });
     expect(createController('overlap-all')).toBeInstanceOf(OverlapAllController);
+    expect(createController('triton')).toBeInstanceOf(TritonController);
+    expect((createController('triton', { drop: 'false' }) as TritonController).params).toEqual({ drop: false });
   });
 
-  it('TypeError when a policy that predicts gets no predictor', () => {
+  it('TypeError when a policy that predicts gets no predictor; overlap-all and triton need none', () => {
     expect(() => createController('abacus')).toThrow(new TypeError("policy 'abacus' needs a predictor"));
+    expect(() => createController('edf-batch')).toThrow(new TypeError("policy 'edf-batch' needs a predictor"));
+    expect(POLICY_NAMES.filter((name) => !policyNeedsPredictor(name))).toEqual(['overlap-all', 'triton']);
+  });
+
+  it('every policy has a one-line summary for --help', () => {
+    expect(Object.keys(POLICY_SUMMARIES).sort()).toEqual([...POLICY_NAMES].sort());
+    for (const name of POLICY_NAMES) expect(POLICY_SUMMARIES[name].length, name).toBeGreaterThan(10);
   });
 });

@@ -29,15 +29,16 @@ import { InvalidConfigError } from '../errors.ts';
 import { createLogger } from '../log.ts';
 import { artifactAt, type ModelArtifact } from '../model/artifact.ts';
 import { resolveModelArtifact, resolveModelSpec } from '../model/catalog.ts';
-import { batchFusionBlocker, fixedBatchOf } from '../model/boundary.ts';
+import { fixedBatchOf } from '../model/boundary.ts';
 import { MAX_BATCH_SIZE } from '../device/validate.ts';
 import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import { loadPredictor } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
-import { loadServingConfig, parseServingConfig, type ServingConfig } from '../runtime/config.ts';
+import { DEFAULT_BATCHING, loadServingConfig, parseServingConfig, resolveBatching, type BatchingResolution, type ServingConfig } from '../runtime/config.ts';
 import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
-import { isPolicyName, parseControllerParams, POLICY_NAMES } from '../schedule/index.ts';
+import { isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
+import { policyHelpText } from './policies.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
@@ -177,10 +178,11 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--seed <n>', 'seed of the load (and of the simulator)', finiteNumber('--seed'), 1)
     .option('--ways <n>', 'abacus: multi-way search width', positiveInt('--ways'))
     .option('--slack-ms <ms>', 'abacus: stop searching when budget − predicted < slack', finiteNumber('--slack-ms'))
-    .option('--no-drop', 'do not reject hopeless queries early (abacus, fcfs, sjf, edf)')
+    .option('--no-drop', 'do not reject hopeless queries early (every policy with a drop parameter: abacus, fcfs, sjf, edf, fcfs-batch, edf-batch, triton)')
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
     .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
-    .option('--json', 'print {"runs": [...]} as JSON');
+    .option('--json', 'print {"runs": [...]} as JSON')
+    .addHelpText('after', policyHelpText());
 }
 
 /** The config from `--config` or from the flags. */
@@ -201,6 +203,7 @@ async function servingConfigOf(opts: ExperimentCliOptions, defaultDevice: string
     qosTargetMs: qos.length === 1 ? qos[0]! : qos[i]!,
     batchSizes: opts.requestBatch !== undefined ? [opts.requestBatch] : (opts.batchSizes ?? [1, 2, 4, 8, 16]),
     seqLens: opts.seqLens ?? (opts.requestBatch !== undefined ? [SINGLE_REQUEST_SEQ_LEN] : [16, 32, 64]),
+    ...(batchingFlagsGiven(opts) ? { dynamicBatching: { maxBatchSize: opts.maxBatchSize ?? DEFAULT_BATCHING.maxBatchSize, maxQueueDelayMs: opts.maxQueueDelayMs ?? 0 } } : {}),
   }));
   return parseServingConfig({ device: opts.device ?? defaultDevice, services }, 'flags');
 }
@@ -208,25 +211,8 @@ async function servingConfigOf(opts: ExperimentCliOptions, defaultDevice: string
 /** Sequence length of `--request-batch` loads unless `--seq-lens` says otherwise: the A100 reference surface's and the H200 measurements' BERT rows. */
 const SINGLE_REQUEST_SEQ_LEN = 32;
 
-/** Clockwork's `max_batch` (OSDI'20), the default most samples of a fused batch. */
-const DEFAULT_MAX_BATCH_SIZE = 16;
-
 function batchingFlagsGiven(opts: ExperimentCliOptions): boolean {
   return opts.dynamicBatching === true || opts.maxBatchSize !== undefined || opts.maxQueueDelayMs !== undefined;
-}
-
-/**
- * The batching limits the flags ask for (undefined: none asked).
- * @throws InvalidConfigError naming the flag and the model when a model cannot fuse (fixed batch, an output without the batch axis).
- */
-function applyBatchingFlags(hosted: Hosted, opts: ExperimentCliOptions): void {
-  if (!batchingFlagsGiven(opts)) return;
-  const limits = { maxBatchSize: opts.maxBatchSize ?? DEFAULT_MAX_BATCH_SIZE, maxQueueDelayMs: opts.maxQueueDelayMs ?? 0, preferredBatchSizes: [] };
-  hosted.services.forEach((s, i) => {
-    const blocker = batchFusionBlocker(s.spec);
-    if (blocker !== undefined) throw new InvalidConfigError(`--dynamic-batching: ${s.name} cannot batch dynamically: ${blocker}`);
-    hosted.services[i] = { ...s, batching: limits };
-  });
 }
 
 /** Parameters of `policy` from the config (when it names that policy) and the flags. */
@@ -236,7 +222,7 @@ function policyParams(policy: string, config: ServingConfig, opts: ExperimentCli
     if (opts.ways !== undefined) params['ways'] = opts.ways;
     if (opts.slackMs !== undefined) params['slackMs'] = opts.slackMs;
   }
-  if (['abacus', 'fcfs', 'sjf', 'edf'].includes(policy) && !opts.drop) params['drop'] = false;
+  if (!opts.drop && 'drop' in parseControllerParams(policy)) params['drop'] = false;
   return params;
 }
 
@@ -250,10 +236,17 @@ export interface Hosted {
   readonly specs: Map<string, ModelSpec>;
   readonly artifacts: Map<string, ModelArtifact>;
   readonly isSim: boolean;
+  /** How each service batches (`resolveBatching`), by service name; a service with `on` carries `batching`. */
+  readonly batching?: ReadonlyMap<string, BatchingResolution>;
 }
 
-/** Resolve the config's models (building zoo models when missing) into `Hosted` (exported for `abacus demo`). */
-export async function resolveServices(ctx: CliContext, repo: ModelRepository, config: ServingConfig): Promise<Hosted> {
+/**
+ * Resolve the config's models (building zoo models when missing) into `Hosted` (exported for
+ * `abacus demo`). `options.batchingByDefault`: services that do not mention `dynamicBatching`
+ * batch where their model can fuse (`abacus serve`); otherwise only those that ask for it.
+ * @throws InvalidConfigError naming the file and field (model, batchSizes, seqLens, dynamicBatching).
+ */
+export async function resolveServices(ctx: CliContext, repo: ModelRepository, config: ServingConfig, options: { batchingByDefault?: boolean } = {}): Promise<Hosted> {
   const isSim = config.device.startsWith('sim');
   if (isSim) parseSimDeviceId(config.device);
   else if (config.device !== 'ort' && config.device !== 'ort:cpu') throw new InvalidConfigError(`device '${config.device}' is not supported here: use ort (CPU) or sim:<gpu>…`);
@@ -289,8 +282,10 @@ export async function resolveServices(ctx: CliContext, repo: ModelRepository, co
       if (long !== undefined) throw new InvalidConfigError(`${field(i, 'seqLens')}: sequence length ${long} exceeds ${s.model}'s maximum ${spec.maxSeqLen}`);
     }
   }
+  const batching = new Map(config.services.map((s, i) => [s.name, resolveBatching(config, i, specs.get(s.model)!, options.batchingByDefault === true)]));
   const services: ExperimentService[] = config.services.map((s) => {
     const spec = specs.get(s.model)!;
+    const b = batching.get(s.name)!;
     return {
       name: s.name,
       spec,
@@ -298,9 +293,28 @@ export async function resolveServices(ctx: CliContext, repo: ModelRepository, co
       maxQueueLength: s.maxQueueLength,
       batchSizes: s.batchSizes,
       ...(spec.dynamicAxes.seq === undefined ? {} : { seqLens: s.seqLens ?? [spec.defaultSeqLen] }),
+      ...(b.kind === 'on' ? { batching: b.limits } : {}),
     };
   });
-  return { config, services, specs, artifacts, isSim };
+  return { config, services, specs, artifacts, isSim, batching };
+}
+
+/**
+ * The batch sizes a service's segments may run at, for profiling its predictor: its
+ * `batchSizes`, and with dynamic batching also every size up to min(`maxBatchSize`, 16), the
+ * powers of two beyond, the maximum itself and the preferred sizes (a fused batch has any size
+ * up to the maximum; these span the range the predictor must score).
+ */
+export function profiledBatchSizes(service: Pick<ExperimentService, 'batchSizes' | 'batching'>): number[] {
+  const sizes = new Set(service.batchSizes);
+  const limits = service.batching;
+  if (limits !== undefined) {
+    for (let b = 1; b <= Math.min(limits.maxBatchSize, 16); b++) sizes.add(b);
+    for (let b = 32; b < limits.maxBatchSize; b *= 2) sizes.add(b);
+    sizes.add(limits.maxBatchSize);
+    for (const b of limits.preferredBatchSizes) sizes.add(b);
+  }
+  return [...sizes].sort((a, b) => a - b);
 }
 
 /**
@@ -322,8 +336,7 @@ export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, ho
   return cachedPredictor(ctx, repo, {
     deviceId,
     models: [...hosted.artifacts.values()],
-    // A fused batch may have any size up to maxBatchSize: profile them all.
-    batchSizes: [...new Set(hosted.services.flatMap((s) => (s.batching === undefined ? s.batchSizes : [...s.batchSizes, ...Array.from({ length: s.batching.maxBatchSize }, (_, i) => i + 1)])))].sort((a, b) => a - b),
+    batchSizes: hosted.services.flatMap((s) => profiledBatchSizes(s)),
     seqLens: hosted.services.flatMap((s) => s.seqLens ?? []),
     maxGroupSize: Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length),
     samples: opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples),
@@ -396,8 +409,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
     }
   }
   const hosted = await resolveServices(ctx, repo, config);
-  applyBatchingFlags(hosted, opts);
-  const needsPredictor = policies.some((p) => p !== 'overlap-all');
+  const needsPredictor = policies.some(policyNeedsPredictor);
   const file = opts.predictor ?? config.predictor;
   const { predictor, source } = needsPredictor
     ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true })

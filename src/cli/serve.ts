@@ -4,7 +4,9 @@
  * services over KServe v2 HTTP (and gRPC) with Prometheus metrics at `/metrics`.
  *
  * The config becomes a device, predictor and services the way `bench` does it
- * (`resolveServices`, `ensurePredictor`, `openEnv` in `experiment.ts`): `ort` runs the models
+ * (`resolveServices`, `ensurePredictor`, `openEnv` in `experiment.ts`), except that dynamic
+ * batching is on by default (`dynamicBatching` in `runtime/config.ts`; the log says per service
+ * whether it batches and, when its model cannot, why): `ort` runs the models
  * on this machine's CPU (real outputs); `sim:<gpu>` simulates the accelerator's timing on the
  * wall clock (outputs are zero tensors of the right shape). Without a predictor file one is
  * profiled and trained first (cached) — the server listens meanwhile and reports not ready.
@@ -21,7 +23,8 @@ import { InvalidConfigError } from '../errors.ts';
 import { createLogger } from '../log.ts';
 import { ModelRepository } from '../model/repository.ts';
 import { loadServingConfig, maxQosMsOf } from '../runtime/config.ts';
-import { createController, isPolicyName, parseControllerParams, POLICY_NAMES } from '../schedule/index.ts';
+import { createController, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
+import { policyHelpText } from './policies.ts';
 import { RuntimeBackend, type BackendEngine, type ServedModel } from '../serve/backend.ts';
 import { createGrpcServer } from '../serve/grpc/server.ts';
 import { DEFAULT_MAX_BODY_BYTES } from '../serve/http/app.ts';
@@ -75,17 +78,22 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
     throw err;
   }
   const repo = new ModelRepository(ctx.cacheOptions());
-  const hosted = await resolveServices(ctx, repo, config);
+  const hosted = await resolveServices(ctx, repo, config, { batchingByDefault: true });
   const logger = createLogger({ defaultLevel: 'info' });
+  for (const [service, b] of hosted.batching ?? []) {
+    if (b.kind === 'on') logger.info({ service, ...b.limits }, 'dynamic batching on');
+    else if (b.by === 'model') logger.info({ service, reason: b.blocker }, 'dynamic batching off: the model cannot batch');
+    else logger.info({ service }, b.by === 'config' ? 'dynamic batching off (dynamicBatching: false)' : 'dynamic batching off');
+  }
   const models: ServedModel[] = hosted.services.map((s) => {
     const c = config.services.find((x) => x.name === s.name)!;
-    return { name: s.name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(c), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength };
+    return { name: s.name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(c), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
   });
   const metrics = new ServeMetrics({ models: models.map((m) => m.name) });
   const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: packageVersion() });
   const openEngine = async (): Promise<BackendEngine> => {
     const file = opts.predictor ?? config.predictor;
-    const needsPredictor = config.policy.name !== 'overlap-all';
+    const needsPredictor = policyNeedsPredictor(config.policy.name);
     const predictor = needsPredictor
       ? (
           await ensurePredictor(ctx, repo, hosted, {
@@ -169,6 +177,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
     .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
     .option('--seed <n>', 'seed of the simulated device', positiveInt('--seed'), 1)
+    .addHelpText('after', policyHelpText())
     .action(async (opts: ServeCliOptions) => {
       await serveUntilSignalled(ctx, opts);
     });

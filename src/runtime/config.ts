@@ -15,17 +15,50 @@
  *     seqLens: [16, 32]       # sequence models only
  *     maxQueueLength: 1000    # queries waiting beyond this are rejected as `overloaded`
  *     maxQosMs: 500           # abacus serve: largest per-request `qos_ms` (default 10 × qosTargetMs)
+ *     dynamicBatching:        # or false (off), or true (on, these defaults); see below
+ *       maxBatchSize: 16
+ *       maxQueueDelayMs: 0
+ *       preferredBatchSizes: []
  * ```
  * Relative paths (`predictor`) are resolved against the config file's folder.
+ *
+ * ## Dynamic batching (`dynamicBatching`, docs/batching.md)
+ * Triton's `dynamic_batching` fields in camelCase (`BatchingLimits` in `schedule/controller.ts`):
+ * a fusing policy may run up to `maxBatchSize` samples of a service's waiting queries as one
+ * batch. `batchSizes` keeps its meaning (the batch sizes a client may send); a fused batch has
+ * any size in [1, maxBatchSize], and a client batch of b samples counts b samples (one larger
+ * than maxBatchSize runs alone).
+ * - absent: in `abacus serve`, on with `DEFAULT_BATCHING` for a model with a dynamic batch axis
+ *   that can fuse, off (and logged) for one that cannot; in `bench` / `simulate`, off;
+ * - an object, or `true` (= `DEFAULT_BATCHING`): on; for a model that cannot fuse an error
+ *   naming the field (`services[1].dynamicBatching: …`, `resolveBatching`);
+ * - `false`: off.
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { MAX_BATCH_SIZE } from '../device/validate.ts';
 import { InvalidConfigError } from '../errors.ts';
+import { batchFusionBlocker, fixedBatchOf } from '../model/boundary.ts';
 import { MODEL_NAME_PATTERN } from '../model/repository.ts';
+import type { ModelSpec } from '../model/spec.ts';
+import type { BatchingLimits } from '../schedule/controller.ts';
 
 const positiveInt = z.number().int().min(1);
+
+/**
+ * A service's batching limits when its config gives none: Triton's `dynamic_batching` with no
+ * fields but `max_batch_size` 16, Clockwork's `max_batch` (OSDI'20 §5); no queue delay (a
+ * batch launches with what is waiting), no preferred sizes.
+ */
+export const DEFAULT_BATCHING: BatchingLimits = Object.freeze({ maxBatchSize: 16, maxQueueDelayMs: 0, preferredBatchSizes: Object.freeze([]) });
+
+const batchingSchema = z.strictObject({
+  maxBatchSize: positiveInt.max(MAX_BATCH_SIZE).default(DEFAULT_BATCHING.maxBatchSize),
+  maxQueueDelayMs: z.number().min(0).finite().default(DEFAULT_BATCHING.maxQueueDelayMs),
+  preferredBatchSizes: z.array(positiveInt).default([]),
+});
 
 const serviceSchema = z.strictObject({
   name: z.string().regex(MODEL_NAME_PATTERN, 'must be 1–64 letters, digits, _ . - starting with a letter or digit').optional(),
@@ -35,6 +68,7 @@ const serviceSchema = z.strictObject({
   seqLens: z.array(positiveInt).min(1).optional(),
   maxQueueLength: positiveInt.default(10_000),
   maxQosMs: z.number().positive().finite().optional(),
+  dynamicBatching: z.union([z.boolean(), batchingSchema], { error: 'must be false (off), true (on with the defaults), or { maxBatchSize, maxQueueDelayMs, preferredBatchSizes }' }).optional(),
 });
 
 /** `slack_ms` → `slackMs`: DESIGN.md spells the parameters in snake case, the controllers in camel case. */
@@ -70,6 +104,12 @@ export interface ServiceConfig {
    * absent: `DEFAULT_MAX_QOS_FACTOR` × `qosTargetMs`. At least `qosTargetMs`.
    */
   readonly maxQosMs?: number;
+  /**
+   * Dynamic batching as the config gives it: limits (an object, or `true` = `DEFAULT_BATCHING`),
+   * `false` (off), or absent (on with `DEFAULT_BATCHING` where the model can fuse). The model
+   * decides the rest: `resolveBatching`.
+   */
+  readonly dynamicBatching?: BatchingLimits | false;
 }
 
 /** `maxQosMs` when a service gives none, as a multiple of its QoS target. */
@@ -99,6 +139,21 @@ function fieldPath(p: readonly PropertyKey[]): string {
 }
 
 /**
+ * For a value no member of a union accepted (`dynamicBatching: { maxBatchSize: 2.5 }`): the
+ * issue of the member that got inside the value (a field of the object), with the full path,
+ * rather than the union's one-line summary; the summary when every member failed at the value
+ * itself (`dynamicBatching: yes`).
+ */
+function innermostIssue(issue: z.core.$ZodIssue): z.core.$ZodIssue {
+  if (issue.code !== 'invalid_union') return issue;
+  for (const member of issue.errors) {
+    const inner = member.find((i) => i.path.length > 0);
+    if (inner !== undefined) return innermostIssue({ ...inner, path: [...issue.path, ...inner.path] });
+  }
+  return issue;
+}
+
+/**
  * Validate a parsed config object. `source` names it in errors (a file path or `flags`);
  * `baseDir` resolves a relative predictor path.
  * @throws InvalidConfigError naming the source and the first bad field.
@@ -106,7 +161,7 @@ function fieldPath(p: readonly PropertyKey[]): string {
 export function parseServingConfig(raw: unknown, source: string, baseDir = process.cwd()): ServingConfig {
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0]!;
+    const issue = innermostIssue(parsed.error.issues[0]!);
     const detail = issue.code === 'unrecognized_keys' ? `unknown field(s) ${issue.keys.map((k) => `'${k}'`).join(', ')}` : issue.message;
     throw new InvalidConfigError(`${source}: ${fieldPath(issue.path)}: ${detail}`);
   }
@@ -118,9 +173,81 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
     if (names.has(name)) throw new InvalidConfigError(`${source}: services[${i}].name: '${name}' is used twice (give the services different names)`);
     names.add(name);
     if (s.maxQosMs !== undefined && s.maxQosMs < s.qosTargetMs) throw new InvalidConfigError(`${source}: services[${i}].maxQosMs: ${s.maxQosMs} is below the service's qosTargetMs ${s.qosTargetMs}`);
-    return { name, model: s.model, qosTargetMs: s.qosTargetMs, batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.seqLens === undefined ? {} : { seqLens: s.seqLens }), ...(s.maxQosMs === undefined ? {} : { maxQosMs: s.maxQosMs }) };
+    const dynamicBatching = s.dynamicBatching === undefined ? undefined : batchingOf(s.dynamicBatching, `${source}: services[${i}].dynamicBatching`);
+    return {
+      name,
+      model: s.model,
+      qosTargetMs: s.qosTargetMs,
+      batchSizes: s.batchSizes,
+      maxQueueLength: s.maxQueueLength,
+      ...(s.seqLens === undefined ? {} : { seqLens: s.seqLens }),
+      ...(s.maxQosMs === undefined ? {} : { maxQosMs: s.maxQosMs }),
+      ...(dynamicBatching === undefined ? {} : { dynamicBatching }),
+    };
   });
   return { source, device: c.device, policy: c.policy, services, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };
+}
+
+/**
+ * A parsed `dynamicBatching` value as limits (`true`: the defaults) or `false`.
+ * @throws InvalidConfigError at `where` for preferred batch sizes that are not ascending or exceed maxBatchSize.
+ */
+function batchingOf(raw: boolean | z.infer<typeof batchingSchema>, where: string): BatchingLimits | false {
+  if (raw === false) return false;
+  if (raw === true) return DEFAULT_BATCHING;
+  const { maxBatchSize, maxQueueDelayMs, preferredBatchSizes } = raw;
+  preferredBatchSizes.forEach((n, j) => {
+    if (n > maxBatchSize) throw new InvalidConfigError(`${where}.preferredBatchSizes[${j}]: ${n} exceeds maxBatchSize ${maxBatchSize}`);
+    const before = preferredBatchSizes[j - 1];
+    if (before !== undefined && n <= before) throw new InvalidConfigError(`${where}.preferredBatchSizes[${j}]: ${n} is not above ${before} (list the sizes ascending, each once)`);
+  });
+  return Object.freeze({ maxBatchSize, maxQueueDelayMs, preferredBatchSizes: Object.freeze([...preferredBatchSizes]) });
+}
+
+/**
+ * Why the queries of `spec` cannot be fused into one batch: a fixed batch (dim 0 of its inputs
+ * is a number, `fixedBatchOf`), or an input or output whose batch axis is not dim 0 alone
+ * (`batchFusionBlocker`). Undefined when they can.
+ */
+export function batchingBlockerOf(spec: ModelSpec): string | undefined {
+  const fixed = fixedBatchOf(spec);
+  if (fixed !== undefined) return `${spec.name} has a fixed batch of ${fixed} (dim 0 of its inputs), so its queries cannot be fused`;
+  const blocker = batchFusionBlocker(spec);
+  return blocker === undefined ? undefined : `${blocker}, so its queries cannot be fused`;
+}
+
+/**
+ * How one service batches, once its model is known:
+ * - `on`: `limits` are the config's, or `DEFAULT_BATCHING` when the config gave none, batching is
+ *   on by default (`abacus serve`) and the model can fuse;
+ * - `off` by the config (`dynamicBatching: false`), or `by: 'default'` when the config gave
+ *   none and the command does not batch by default (`bench`, `simulate`);
+ * - `off` because the model cannot fuse (`batchingBlockerOf`) and the config did not ask for
+ *   batching: `blocker` says why (for the start-up log).
+ */
+export type BatchingResolution =
+  | { readonly kind: 'on'; readonly limits: BatchingLimits }
+  | { readonly kind: 'off'; readonly by: 'config' | 'default' }
+  | { readonly kind: 'off'; readonly by: 'model'; readonly blocker: string };
+
+/**
+ * Resolve `config.services[index].dynamicBatching` against the service's model `spec`;
+ * `onByDefault`: whether a service that does not mention it batches (where its model can fuse).
+ * @throws InvalidConfigError naming the file and `services[index].dynamicBatching` when batching
+ *   is asked for explicitly on a model that cannot fuse; RangeError for an index out of range.
+ */
+export function resolveBatching(config: Pick<ServingConfig, 'source' | 'services'>, index: number, spec: ModelSpec, onByDefault: boolean): BatchingResolution {
+  const service = config.services[index];
+  if (service === undefined) throw new RangeError(`resolveBatching: ${config.source} has no services[${index}]`);
+  const given = service.dynamicBatching;
+  if (given === false) return { kind: 'off', by: 'config' };
+  if (given === undefined && !onByDefault) return { kind: 'off', by: 'default' };
+  const blocker = batchingBlockerOf(spec);
+  if (blocker !== undefined) {
+    if (given !== undefined) throw new InvalidConfigError(`${config.source}: services[${index}].dynamicBatching: model ${service.model}: ${blocker} (leave dynamicBatching out or set it to false)`);
+    return { kind: 'off', by: 'model', blocker };
+  }
+  return { kind: 'on', limits: given ?? DEFAULT_BATCHING };
 }
 
 /**

@@ -30,7 +30,10 @@
  * group is in flight, launches the decided group, and waits for its completion; a query whose
  * segment stopped before its last operator stays at the head of its queue with its next start
  * operator. For overlap-all it launches every waiting query at once, concurrently with groups
- * still running (uncontrolled overlap). Decisions read `clock.now()`; nothing here reads wall
+ * still running (uncontrolled overlap). A controller that throws, or returns a decision the
+ * runtime cannot carry out (a query launched where it does not wait, launched twice or also
+ * rejected, fused when it cannot be), has failed: the queries it was shown are answered
+ * `device_failure` and the loop goes on. Decisions read `clock.now()`; nothing here reads wall
  * time directly, so the same code serves real traffic (WallClock + `ort`) and simulates
  * (VirtualClock + `sim`).
  */
@@ -361,6 +364,7 @@ export class ServingRuntime {
         let decision: Decision;
         try {
           decision = this.controller.decide({ nowMs: this.clock.now(), queues, runningRemainingMs: 0 });
+          this.checkDecision(decision);
         } catch (err) {
           // A controller or predictor error must not leave queries unanswered: fail the visible ones.
           for (const views of queues) for (const v of [...views]) {
@@ -402,31 +406,63 @@ export class ServingRuntime {
   }
 
   /**
-   * The unit a launch segment runs: the lead's own, or a new fused batch replacing the lead in
-   * its queue (the other members leave their queues).
+   * A decision the runtime can carry out: every launched query waits at its segment's start and
+   * appears in one segment only, fused queries can be fused, no launched query is also rejected.
+   * @throws Error (internal) naming the controller and the query when it broke the contract —
+   *   `pump` answers it like a `decide` that threw, so a controller bug fails queries instead of
+   *   escaping from a timer or device callback and leaving every query unanswered.
+   */
+  private checkDecision(decision: Decision): void {
+    const taken = new Set<Unit>();
+    const rejected = new Set(decision.rejected.map((r) => r.queryId));
+    for (const s of decision.group) {
+      for (const u of this.membersOf(s)) {
+        if (taken.has(u) || rejected.has(u.id)) throw new Error(`controller ${this.controller.policy} launched query '${u.id}' twice or also rejected it (internal error)`);
+        taken.add(u);
+      }
+    }
+  }
+
+  /**
+   * The units a launch segment names, lead first.
    * @throws Error (internal) when the controller broke the contract.
    */
-  private unitFor(s: LaunchSegment): Unit {
+  private membersOf(s: LaunchSegment): Unit[] {
     const lead = this.units.get(s.queryId);
     if (lead === undefined || lead.inFlight || s.start !== lead.nextOperator) {
       throw new Error(`controller ${this.controller.policy} launched query '${s.queryId}' at operator ${s.start}, which is not waiting there (internal error)`);
     }
-    if (s.fused === undefined || s.fused.length === 0) return lead;
-    const state = lead.state;
-    const limits = lead.view.batching;
     const members: Unit[] = [lead];
+    if (s.fused === undefined || s.fused.length === 0) return members;
+    const limits = lead.view.batching;
     for (const id of s.fused) {
       const u = this.units.get(id);
-      if (limits === undefined || u === undefined || u.inFlight || u.fused || u.nextOperator !== 0 || u.state !== state || u.view.fuseKey !== lead.view.fuseKey || members.includes(u) || lead.nextOperator !== 0 || lead.fused) {
+      if (limits === undefined || u === undefined || u.inFlight || u.fused || u.nextOperator !== 0 || u.state !== lead.state || u.view.fuseKey !== lead.view.fuseKey || members.includes(u) || lead.nextOperator !== 0 || lead.fused) {
         throw new Error(`controller ${this.controller.policy} fused query '${id}' with '${s.queryId}', which cannot be fused (internal error)`);
       }
       members.push(u);
     }
     const samples = members.reduce((n, u) => n + u.samples, 0);
-    if (samples > limits!.maxBatchSize) throw new Error(`controller ${this.controller.policy} fused ${samples} samples of service '${state.service.name}' (maxBatchSize ${limits!.maxBatchSize}) (internal error)`);
+    if (samples > limits!.maxBatchSize) throw new Error(`controller ${this.controller.policy} fused ${samples} samples of service '${lead.state.service.name}' (maxBatchSize ${limits!.maxBatchSize}) (internal error)`);
+    return members;
+  }
+
+  /**
+   * The unit a launch segment runs: the lead's own, or a new fused batch replacing the lead in
+   * its queue (the other members leave their queues).
+   * @throws Error (internal) when the controller broke the contract; RangeError when the members' tensors cannot be concatenated.
+   */
+  private unitFor(s: LaunchSegment): Unit {
+    const members = this.membersOf(s);
+    const lead = members[0]!;
+    if (members.length === 1) return lead;
+    const state = lead.state;
+    const samples = members.reduce((n, u) => n + u.samples, 0);
     const inputs = lead.inputs === undefined ? undefined : concatBatch(members.map((u) => u.inputs!));
     const pendings: Pending[] = [];
-    const id = `${lead.id}+${members.length - 1}@${this.groupCount}`;
+    // A client may pick any id, also one that looks like a fused batch's: never take a pending one.
+    let id = `${lead.id}+${members.length - 1}@${this.groupCount}`;
+    while (this.units.has(id) || this.byId.has(id)) id += "'";
     const unit: Unit = { id, state, members: pendings, samples, seqLen: lead.seqLen, inputs, seed: lead.seed, fused: true, nextOperator: 0, inFlight: false, view: lead.view };
     let offset = 0;
     for (const u of members) {
@@ -541,7 +577,9 @@ export class ServingRuntime {
       if (u.members.length > 0) {
         if (u.fused) this.refreshView(u);
         else {
-          u.view = { ...u.view, nextOperator: seg.end };
+          // A query that ran a segment can no longer be fused: its view drops `batching`.
+          const { batching: _batching, fuseKey: _fuseKey, ...rest } = u.view;
+          u.view = { ...rest, nextOperator: seg.end };
           const j = u.state.queue.indexOf(u);
           if (j >= 0) u.state.views[j] = u.view;
         }

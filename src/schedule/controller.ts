@@ -2,8 +2,8 @@
  * The QueryController contract (DESIGN.md "Pieces and contracts", "The Abacus query controller
  * (generalized)"): given the queries waiting in each service's FIFO queue, pick the next
  * operator group to launch and the queries to reject. Interfaces only; the policies live
- * beside this file (`abacus/`, `one-at-a-time/` = fcfs | sjf | edf, `overlap-all/`,
- * `clockwork/`), the factory with parameter validation in `index.ts`.
+ * beside this file (`abacus/`, `one-at-a-time/` = fcfs | sjf | edf | fcfs-batch | edf-batch,
+ * `overlap-all/`, `clockwork/`, `triton/`), the factory with parameter validation in `index.ts`.
  *
  * Ownership: the runtime owns the queues, the clock, the device and every query's record; a
  * controller owns nothing but its parameters and, for feedback-driven policies (clockwork),
@@ -25,7 +25,7 @@
  * may look past a queue's head to pick the queries they fuse (in queue order).
  *
  * Driving loop (what the runtime does; `launchWhileBusy === false`, every policy but
- * overlap-all):
+ * overlap-all and triton):
  *
  *     loop:
  *       d = controller.decide({ nowMs: clock.now(), queues, runningRemainingMs })
@@ -42,14 +42,15 @@
  * remaining time as `runningRemainingMs` and launches the returned group right after it ends.
  *
  * `launchWhileBusy === true` (overlap-all: uncontrolled overlap, as MPS or Triton instance
- * groups): the runtime calls `decide` on every arrival (and whenever it likes) and launches the
- * returned group at once, concurrently with groups still running; such a policy only launches
- * whole queries, so a launched query leaves the waiting queues for good.
+ * groups; triton: Triton's dynamic batcher, one instance per model, `oneGroupPerService`): the
+ * runtime calls `decide` on every arrival (and whenever it likes) and launches the returned
+ * group at once, concurrently with groups still running; such a policy only launches whole
+ * queries, so a launched query leaves the waiting queues for good.
  */
 import type { AbacusErrorCode } from '../errors.ts';
 
 /** The policies `createController` knows. */
-export type PolicyName = 'abacus' | 'fcfs' | 'sjf' | 'edf' | 'overlap-all' | 'clockwork';
+export type PolicyName = 'abacus' | 'fcfs' | 'sjf' | 'edf' | 'fcfs-batch' | 'edf-batch' | 'overlap-all' | 'clockwork' | 'triton';
 
 /**
  * A service's dynamic-batching limits: Triton's `dynamic_batching` fields (model
@@ -182,7 +183,8 @@ export interface Decision {
    * Segments to launch together, at most one per query, in the policy's order (abacus: most
    * urgent first; overlap-all: queue order). Empty when nothing is to be launched:
    * for every policy here that happens only when no query waits or every visible query is in
-   * `rejected`, so after removing the rejections the queues are empty.
+   * `rejected`, so after removing the rejections the queues are empty — except a batcher that
+   * holds queries on purpose (`triton` within `maxQueueDelayMs`), which then sets `wakeAtMs`.
    */
   readonly group: readonly LaunchSegment[];
   /** Predicted group latency, ms ≥ 0. Absent for an empty group and for policies that do not predict (overlap-all). */

@@ -313,3 +313,20 @@ export function fusionPlan(queue: readonly WaitingQuery[], headIndex: number): F
 export function fusedSlotOf(q: WaitingQuery, samples: number, end: number): GroupSlot {
   return { model: q.model, start: q.nextOperator, end, batch: samples, seqLen: q.seqLen };
 }
+
+// ---- Where a head waits (batching baselines: fcfs-batch, edf-batch, clockwork) ----
+
+/**
+ * The queue holding `q` (by identity) and `q`'s position in it, for a head found by
+ * `collectHeads` (its position is the number of queries rejected before it). Only queues whose
+ * first query is of `q`'s service are searched (one queue per service).
+ * @returns undefined when no queue holds `q`.
+ */
+export function positionOf(queues: ScheduleInput['queues'], q: WaitingQuery): { readonly queue: readonly WaitingQuery[]; readonly index: number } | undefined {
+  for (const queue of queues) {
+    if (queue[0]?.service !== q.service) continue;
+    const index = queue.indexOf(q);
+    if (index >= 0) return { queue, index };
+  }
+  return undefined;
+}

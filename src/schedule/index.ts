@@ -12,14 +12,34 @@ import { AbacusController } from './abacus/index.ts';
 import { ClockworkController } from './clockwork/index.ts';
 import { OneAtATimeController, type OneAtATimePolicy } from './one-at-a-time/index.ts';
 import { OverlapAllController } from './overlap-all/index.ts';
+import { TritonController } from './triton/index.ts';
 
 export type * from './controller.ts';
 export { AbacusController, type AbacusParams } from './abacus/index.ts';
 export { ClockworkController, type ClockworkParams, windowPercentile } from './clockwork/index.ts';
 export { OneAtATimeController, type OneAtATimeParams, type OneAtATimePolicy } from './one-at-a-time/index.ts';
 export { OverlapAllController } from './overlap-all/index.ts';
+export { TritonController, type TritonParams } from './triton/index.ts';
 
-export const POLICY_NAMES: readonly PolicyName[] = Object.freeze(['abacus', 'fcfs', 'sjf', 'edf', 'overlap-all', 'clockwork'] as const);
+export const POLICY_NAMES: readonly PolicyName[] = Object.freeze(['abacus', 'fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch', 'overlap-all', 'clockwork', 'triton'] as const);
+
+/** One line per policy, for `--help` texts and docs (what it launches, in which order, with which batching). */
+export const POLICY_SUMMARIES: Readonly<Record<PolicyName, string>> = Object.freeze({
+  abacus: "deterministic overlap: most urgent queries whole + a searched cut of the next (SC'21)",
+  fcfs: 'one whole query at a time, earliest arrival first',
+  sjf: 'one whole query at a time, shortest predicted first',
+  edf: 'one whole query at a time, earliest deadline first',
+  'fcfs-batch': 'fcfs, fusing every queued query of the service that fits (greedy, ≤ maxBatchSize)',
+  'edf-batch': 'edf, fusing every queued query of the service that fits (greedy, ≤ maxBatchSize)',
+  'overlap-all': 'every query at once, whole, overlapping at random (MPS / Triton instance groups)',
+  clockwork: "EDF, measured estimates; largest batch meeting its earliest deadline, ≤ maxExecMs (OSDI'20)",
+  triton: "Triton's dynamic batcher, 1 instance/model: services overlap, waits ≤ maxQueueDelayMs",
+});
+
+/** Whether `createController` needs a predictor for `policy` (every policy but overlap-all and triton, which predict nothing). */
+export function policyNeedsPredictor(policy: string): boolean {
+  return policy !== 'overlap-all' && policy !== 'triton';
+}
 
 export function isPolicyName(s: string): s is PolicyName {
   return (POLICY_NAMES as readonly string[]).includes(s);
@@ -47,11 +67,17 @@ const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> 
   fcfs: { drop: DROP },
   sjf: { drop: DROP },
   edf: { drop: DROP },
+  'fcfs-batch': { drop: DROP },
+  'edf-batch': { drop: DROP },
   'overlap-all': {},
   clockwork: {
     window: { type: z.number().int().min(1).max(10_000), text: 'an integer in [1, 10000]', def: 10, kind: 'number' },
     percentile: { type: z.number().gt(0).max(100), text: 'a number in (0, 100]', def: 99, kind: 'number' },
+    /** Clockwork's `max_exec` (its scheduler's `max_allowable_exec_time`). */
+    maxExecMs: { type: z.number().gt(0).max(1e9), text: 'a number of ms in (0, 1e9]', def: 25, kind: 'number' },
   },
+  /** `drop`: Triton's queue policy `timeout_action: REJECT`, timeout = the QoS target. */
+  triton: { drop: DROP },
 };
 
 function coerce(v: unknown): unknown {
@@ -75,8 +101,9 @@ function describe(v: unknown): string {
 
 /**
  * Validate a policy's raw parameters and fill the defaults.
- * @returns every parameter of `policy` (abacus: ways, slackMs, drop; fcfs/sjf/edf: drop;
- *   clockwork: window, percentile; overlap-all: none).
+ * @returns every parameter of `policy` (abacus: ways, slackMs, drop; fcfs/sjf/edf,
+ *   fcfs-batch/edf-batch, triton: drop; clockwork: window, percentile, maxExecMs; overlap-all:
+ *   none).
  * @throws RangeError for an unknown policy (naming the valid ones) and for a value out of
  *   range (naming the parameter and its range); TypeError for a value of the wrong type or a
  *   parameter the policy does not have (naming it and the valid ones).
@@ -110,23 +137,27 @@ export function parseControllerParams(policy: string, raw: Readonly<Record<strin
 
 /**
  * Build the controller of `policy` with validated `params` (see `parseControllerParams`).
- * @param predictor used by every policy but overlap-all (which may be given none).
+ * @param predictor used by every policy but overlap-all and triton (which may be given none;
+ *   `policyNeedsPredictor`).
  * @throws RangeError / TypeError from `parseControllerParams`; TypeError when the policy needs
  *   a predictor and none is given.
  */
 export function createController(policy: string, params: Readonly<Record<string, unknown>> = {}, predictor?: Predictor): QueryController {
   const p = parseControllerParams(policy, params);
-  if (policy === 'overlap-all') return new OverlapAllController();
-  if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
   const drop = p['drop'] === true;
-  switch (policy as Exclude<PolicyName, 'overlap-all'>) {
+  if (policy === 'overlap-all') return new OverlapAllController();
+  if (policy === 'triton') return new TritonController({ drop });
+  if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
+  switch (policy as Exclude<PolicyName, 'overlap-all' | 'triton'>) {
     case 'abacus':
       return new AbacusController(predictor, { ways: Number(p['ways']), slackMs: Number(p['slackMs']), drop });
     case 'fcfs':
     case 'sjf':
     case 'edf':
+    case 'fcfs-batch':
+    case 'edf-batch':
       return new OneAtATimeController(policy as OneAtATimePolicy, predictor, { drop });
     case 'clockwork':
-      return new ClockworkController(predictor, { window: Number(p['window']), percentile: Number(p['percentile']) });
+      return new ClockworkController(predictor, { window: Number(p['window']), percentile: Number(p['percentile']), maxExecMs: Number(p['maxExecMs']) });
   }
 }

@@ -23,9 +23,17 @@
  *   given, must equal the sequence axis of the inputs;
  * - `outputs`: names of model outputs, each at most once.
  *
+ * ## Dynamic batching
+ * A model served with `batching` (`ServedModel.batching`, from the config's `dynamicBatching`)
+ * lets a fusing policy run several requests as one batch (`ServingRuntime`, "Dynamic
+ * batching"). Nothing changes for the request: it is validated here before it is submitted (a
+ * bad request never joins a batch), and its answer holds its own rows only.
+ *
  * ## Outcomes
  * completed → `InferResponse` with `queue_ms` (arrival → first operator group launched, 0 if
- * none), `compute_ms` (sum of the measured latencies of the groups it ran in), `operator_groups`.
+ * none), `compute_ms` (sum of the measured latencies of the groups it ran in), `operator_groups`,
+ * and `executed_batch_size` (samples of the batch it ran in: its own batch when it ran alone,
+ * the fused batch's total when it was fused with other requests, `QueryRecord.runBatch`).
  * Runtime rejections → `ServeError`: `qos_violation`, `overloaded` (queue full), `device_failure`,
  * `bad_request` (the device refused the inputs); `overloaded` from a closing runtime and any
  * request during start-up or shutdown → `not_ready`; a client that disconnected → its query is
@@ -42,7 +50,7 @@ import { fixedBatchOf, parseDimExpression, resolveShape } from '../model/boundar
 import type { ModelSpec, TensorSpec } from '../model/spec.ts';
 import type { GroupRecord, RejectionReason } from '../runtime/records.ts';
 import { ServingRuntime } from '../runtime/runtime.ts';
-import type { QueryController } from '../schedule/controller.ts';
+import type { BatchingLimits, QueryController } from '../schedule/controller.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { elementCount } from '../tensor.ts';
 import { ServeError, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelMetadata, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
@@ -62,6 +70,13 @@ export interface ServedModel {
   readonly batchSizes: readonly number[];
   /** Most queries waiting in its queue; more are rejected `overloaded`. */
   readonly maxQueueLength: number;
+  /**
+   * Dynamic batching limits (`RuntimeService.batching`): a fusing policy may run up to
+   * `maxBatchSize` samples of its waiting requests as one batch. Absent: every request runs
+   * alone. Only for a model whose queries can fuse (`batchingBlockerOf` in `runtime/config.ts`);
+   * `start` throws otherwise.
+   */
+  readonly batching?: BatchingLimits;
 }
 
 /** What `start` runs on: a clock, a device with every served model loaded under its served name, a controller. */
@@ -219,7 +234,8 @@ export class RuntimeBackend implements InferenceBackend {
    * model's default sequence length) through the runtime, so the controller, predictor and
    * device have all run once. Then ready.
    * @throws Error when called twice, after shutdown began, or when a warm-up query fails
-   *   (the message names the model and the reason; the backend stays not ready).
+   *   (the message names the model and the reason; the backend stays not ready); RangeError
+   *   (from `ServingRuntime`) for batching limits a model cannot take.
    */
   async start(engine: BackendEngine): Promise<void> {
     if (this.runtime !== undefined || this.closing) throw new Error('RuntimeBackend.start: already started or shut down');
@@ -228,7 +244,7 @@ export class RuntimeBackend implements InferenceBackend {
       clock: engine.clock,
       device: engine.device,
       controller: engine.controller,
-      services: [...this.models.values()].map((m) => ({ name: m.name, spec: m.spec, qosTargetMs: m.qosTargetMs, maxQueueLength: m.maxQueueLength })),
+      services: [...this.models.values()].map((m) => ({ name: m.name, spec: m.spec, qosTargetMs: m.qosTargetMs, maxQueueLength: m.maxQueueLength, ...(m.batching === undefined ? {} : { batching: m.batching }) })),
       keepRecords: false,
       onGroupEnd: (record) => this.groupEnded(record),
     });
@@ -349,7 +365,7 @@ export class RuntimeBackend implements InferenceBackend {
         ...(request.id === undefined ? {} : { id: request.id }),
         outputs,
         outputDatatypes,
-        parameters: { queue_ms: round3(queueMs ?? 0), compute_ms: round3(timing.computeMs), operator_groups: timing.groups },
+        parameters: { queue_ms: round3(queueMs ?? 0), compute_ms: round3(timing.computeMs), operator_groups: timing.groups, executed_batch_size: outcome.record.runBatch ?? plan.batch },
       };
       return { response, queueMs };
     } finally {
@@ -379,11 +395,14 @@ export class RuntimeBackend implements InferenceBackend {
     const endMs = this.engine?.clock.now() ?? record.launchMs;
     this.metrics?.group(record, endMs);
     for (const s of record.segments) {
-      const t = this.timings.get(s.queryId);
-      if (t === undefined) continue;
-      t.firstLaunchMs ??= record.launchMs;
-      t.groups++;
-      if (Number.isFinite(record.measuredMs)) t.computeMs += record.measuredMs;
+      // a fused batch runs under its own id: its members are the requests
+      for (const id of s.members ?? [s.queryId]) {
+        const t = this.timings.get(id);
+        if (t === undefined) continue;
+        t.firstLaunchMs ??= record.launchMs;
+        t.groups++;
+        if (Number.isFinite(record.measuredMs)) t.computeMs += record.measuredMs;
+      }
     }
   }
 

@@ -106,8 +106,12 @@ export interface InferResponse {
   readonly outputs: TensorMap;
   /** Output datatypes by name (v2 names). */
   readonly outputDatatypes: Readonly<Record<string, V2Datatype>>;
-  /** `queue_ms` (arrival until first operator group launched), `compute_ms` (sum of measured group latencies it ran in), `operator_groups` (count). */
-  readonly parameters: { readonly queue_ms: number; readonly compute_ms: number; readonly operator_groups: number };
+  /**
+   * `queue_ms` (arrival until first operator group launched), `compute_ms` (sum of measured
+   * group latencies it ran in), `operator_groups` (count), `executed_batch_size` (samples of the
+   * batch it ran in: its own batch size alone, the total of a dynamic batch it was fused into).
+   */
+  readonly parameters: { readonly queue_ms: number; readonly compute_ms: number; readonly operator_groups: number; readonly executed_batch_size: number };
 }
 
 /**

@@ -11,6 +11,7 @@
  * | `abacus_request_queue_seconds` | histogram | model | arrival → first operator group launched, for requests that ran |
  * | `abacus_queue_depth` | gauge | model | queries waiting or running in the service's queue, read at scrape time |
  * | `abacus_operator_group_size` | histogram | | segments (queries) per launched operator group |
+ * | `abacus_executed_batch_size` | histogram | model | samples per launched segment of the model: a request alone counts its own batch, a dynamic batch the total of the requests fused into it (`_sum / _count` is the mean executed batch) |
  * | `abacus_predictor_absolute_error_seconds` | histogram | | \|predicted − measured\| group latency, groups with a prediction |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
  * | `abacus_ready` | gauge | | 1 when every service is warmed up and the server is not shutting down |
@@ -31,6 +32,8 @@ export const UNKNOWN_MODEL = 'unknown';
 const LATENCY_BUCKETS_S = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const ERROR_BUCKETS_S = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1];
 const GROUP_SIZE_BUCKETS = [1, 2, 3, 4, 5, 6, 8];
+/** Powers of two, 1 … 1024: Triton's and Clockwork's batch sizes are powers of two (the default maxBatchSize is 16). */
+const BATCH_SIZE_BUCKETS = Array.from({ length: 11 }, (_, i) => 2 ** i);
 
 export interface ServeMetricsOptions {
   /** Served model names (pre-creates their series at 0). */
@@ -46,6 +49,7 @@ export class ServeMetrics {
   private readonly latency: Histogram<'model'>;
   private readonly queue: Histogram<'model'>;
   private readonly groupSize: Histogram;
+  private readonly batchSize: Histogram<'model'>;
   private readonly predictorError: Histogram;
   private readonly busy: Counter;
   private queueDepthOf: (model: string) => number = () => 0;
@@ -81,12 +85,14 @@ export class ServeMetrics {
       },
     });
     this.groupSize = new Histogram({ name: 'abacus_operator_group_size', help: 'Segments (queries) per launched operator group', buckets: GROUP_SIZE_BUCKETS, registers });
+    this.batchSize = new Histogram({ name: 'abacus_executed_batch_size', help: 'Samples per launched segment (the executed batch: a request alone, or the requests fused into one dynamic batch)', labelNames: ['model'], buckets: BATCH_SIZE_BUCKETS, registers });
     this.predictorError = new Histogram({ name: 'abacus_predictor_absolute_error_seconds', help: 'Absolute error of the predicted operator group latency, seconds', buckets: ERROR_BUCKETS_S, registers });
     this.busy = new Counter({ name: 'abacus_device_busy_seconds_total', help: 'Time the device had at least one operator group running, seconds', registers });
     for (const model of this.models) {
       for (const outcome of REQUEST_OUTCOMES) this.requests.inc({ model, outcome }, 0);
       this.latency.zero({ model });
       this.queue.zero({ model });
+      this.batchSize.zero({ model });
     }
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
   }
@@ -111,13 +117,15 @@ export class ServeMetrics {
   }
 
   /**
-   * One finished operator group: its size, the predictor's absolute error (when it had a
-   * prediction and a measurement), and busy time. Busy time counts the union of the group
-   * intervals [launchMs, endMs] in the order groups end (exact when groups end in launch order,
-   * which one-group-at-a-time policies guarantee).
+   * One finished operator group: its size, the samples of each segment (by its service, the
+   * served model name), the predictor's absolute error (when it had a prediction and a
+   * measurement), and busy time. Busy time counts the union of the group intervals
+   * [launchMs, endMs] in the order groups end (exact when groups end in launch order, which
+   * one-group-at-a-time policies guarantee).
    */
-  group(record: { readonly segments: readonly unknown[]; readonly predictedMs: number | undefined; readonly measuredMs: number; readonly launchMs: number }, endMs: number): void {
+  group(record: { readonly segments: readonly { readonly service: string; readonly batch: number }[]; readonly predictedMs: number | undefined; readonly measuredMs: number; readonly launchMs: number }, endMs: number): void {
     this.groupSize.observe(record.segments.length);
+    for (const s of record.segments) this.batchSize.observe({ model: this.modelLabel(s.service) }, s.batch);
     if (record.predictedMs !== undefined && Number.isFinite(record.predictedMs) && Number.isFinite(record.measuredMs)) {
       this.predictorError.observe(Math.abs(record.predictedMs - record.measuredMs) / 1000);
     }

@@ -27,13 +27,15 @@ export const CASE = {
   unique: 'no query is launched twice, rejected twice, or both launched and rejected',
   reasons: 'every rejection carries reason qos_violation, its service and a headroom that justifies it',
   progress: 'an empty group means every visible query was rejected',
-  fifo: 'one-group policies launch at most one query per service, the first of its queue after rejections, within maxSlots',
+  fifo: 'one-group policies (and one-group-per-service batchers) launch at most one query per service, the first of its queue after rejections, fused followers in queue order passing over only rejected, unfusable or too large queries, within maxSlots',
   predicted: 'predictedMs is finite and ≥ 0 when present, absent for an empty group',
   deterministic: 'the same input gives the same decision, on the same and on a fresh instance',
   readOnly: 'decide does not mutate its (frozen) input',
   stats: 'stats count the predictor calls and groups scored',
   malformed: 'malformed input throws RangeError naming the field',
   observe: 'observe accepts feedback from executed decisions, and the invariants still hold after it',
+  fused:
+    'with dynamic batching: each fused follower waits at operator 0 in the lead\'s queue with its fuseKey, the samples are ≤ maxBatchSize, followers are disjoint from every other segment and rejection, wakeAtMs is later than nowMs; every invariant holds, also after observing fused groups',
 } as const;
 
 function deepFreeze<T>(x: T): T {
@@ -86,18 +88,74 @@ export function checkDecision(controller: QueryController, inp: ScheduleInput, d
     }
   }
   if (which.includes(CASE.progress) && d.group.length === 0) {
-    expect(new Set(d.rejected.map((r) => r.queryId)), ctx()).toEqual(new Set(byId.keys()));
+    const rejectedIds = new Set(d.rejected.map((r) => r.queryId));
+    if (d.wakeAtMs === undefined) {
+      expect(rejectedIds, ctx()).toEqual(new Set(byId.keys()));
+    } else {
+      // A batcher holding queries on purpose: only queries of services that may wait
+      // (maxQueueDelayMs > 0) are left, and it asks to be called again within that delay.
+      let longestDelayMs = 0;
+      for (const { q } of byId.values()) {
+        if (rejectedIds.has(q.id)) continue;
+        expect(q.batching !== undefined && q.batching.maxQueueDelayMs > 0, `${q.id} held without a queue delay: ${ctx()}`).toBe(true);
+        longestDelayMs = Math.max(longestDelayMs, q.batching?.maxQueueDelayMs ?? 0);
+      }
+      expect(d.wakeAtMs > inp.nowMs && d.wakeAtMs <= inp.nowMs + longestDelayMs, `wakeAtMs ${d.wakeAtMs}: ${ctx()}`).toBe(true);
+    }
   }
-  if (which.includes(CASE.fifo) && !controller.launchWhileBusy) {
+  if (which.includes(CASE.fifo) && (!controller.launchWhileBusy || controller.oneGroupPerService === true)) {
     const services = new Set<string>();
+    const isRejected = (id: string): boolean => d.rejected.some((r) => r.queryId === id);
     for (const s of d.group) {
       const v = byId.get(s.queryId)!;
       expect(services.has(s.service), `two queries of ${s.service}: ${ctx()}`).toBe(false);
       services.add(s.service);
-      const before = inp.queues[v.queue]!.slice(0, v.pos);
-      for (const b of before) expect(d.rejected.some((r) => r.queryId === b.id), `${s.queryId} launched before ${b.id}: ${ctx()}`).toBe(true);
+      const queue = inp.queues[v.queue]!;
+      const before = queue.slice(0, v.pos);
+      for (const b of before) expect(isRejected(b.id), `${s.queryId} launched before ${b.id}: ${ctx()}`).toBe(true);
+      // Fused followers come later in the lead's queue, in order; a query passed over between
+      // the lead and the last follower was rejected, cannot fuse with the lead, or did not fit
+      // in the samples left at that point.
+      const fused = s.fused ?? [];
+      if (fused.length === 0) continue;
+      const positions = fused.map((id) => queue.findIndex((q) => q.id === id));
+      for (let k = 0; k < positions.length; k++) expect(positions[k]! > (k === 0 ? v.pos : positions[k - 1]!), `fused out of queue order: ${ctx()}`).toBe(true);
+      const lead = v.q;
+      let samples = lead.batch;
+      for (let pos = v.pos + 1; pos < positions.at(-1)!; pos++) {
+        const q = queue[pos]!;
+        if (fused.includes(q.id)) samples += q.batch;
+        if (fused.includes(q.id) || isRejected(q.id)) continue;
+        const fits = q.batching !== undefined && q.nextOperator === 0 && q.fuseKey === lead.fuseKey && samples + q.batch <= (lead.batching?.maxBatchSize ?? 0);
+        expect(fits, `${q.id} passed over though it could join ${lead.id}: ${ctx()}`).toBe(false);
+      }
     }
     expect(d.group.length).toBeLessThanOrEqual(maxSlots);
+  }
+  if (which.includes(CASE.fused)) {
+    const inGroup = new Set(d.group.map((s) => s.queryId));
+    const rejectedIds = new Set(d.rejected.map((r) => r.queryId));
+    const followers = new Set<string>();
+    for (const s of d.group) {
+      const fused = s.fused ?? [];
+      if (fused.length === 0) continue;
+      const v = byId.get(s.queryId)!;
+      const lead = v.q;
+      expect(lead.batching !== undefined && lead.nextOperator === 0 && s.start === 0, `${lead.id} cannot lead a fused batch: ${ctx()}`).toBe(true);
+      let samples = lead.batch;
+      for (const id of fused) {
+        const f = byId.get(id);
+        expect(f, `unknown fused ${id}: ${ctx()}`).toBeDefined();
+        if (!f) continue;
+        expect(f.queue === v.queue && f.q.service === lead.service, `${id} is not in ${lead.id}'s queue: ${ctx()}`).toBe(true);
+        expect(f.q.batching !== undefined && f.q.nextOperator === 0 && f.q.fuseKey === lead.fuseKey, `${id} cannot fuse with ${lead.id}: ${ctx()}`).toBe(true);
+        expect(inGroup.has(id) || rejectedIds.has(id) || followers.has(id), `${id} fused twice, launched or rejected: ${ctx()}`).toBe(false);
+        followers.add(id);
+        samples += f.q.batch;
+      }
+      expect(samples, `samples of ${lead.id}'s batch: ${ctx()}`).toBeLessThanOrEqual(lead.batching!.maxBatchSize);
+    }
+    if (d.wakeAtMs !== undefined) expect(d.wakeAtMs, ctx()).toBeGreaterThan(inp.nowMs);
   }
   if (which.includes(CASE.predicted)) {
     if (d.group.length === 0) expect(d.predictedMs, ctx()).toBeUndefined();
@@ -196,6 +254,28 @@ export function describeControllerConformance(
       for (const [patch] of bad) expect(() => c.decide(input(10, [[{ ...ok, ...patch }]]))).toThrow(RangeError);
       expect(() => c.decide(input(NaN, [[ok]]))).toThrow(/nowMs/);
       expect(() => c.decide(input(10, [[ok]], -1))).toThrow(/runningRemainingMs/);
+    });
+
+    // ---- Dynamic batching (batching baselines): fused segments on inputs with BatchingLimits ----
+    test(CASE.fused, () => {
+      const r = rng(11);
+      const p = new FakePredictor({ maxSlots: 3 });
+      const c = factory(p);
+      for (let i = 0; i < samples; i++) {
+        const inp = randomInput(r, `b${i}`, { batching: true });
+        const d = c.decide(inp);
+        checkDecision(c, inp, d, p.maxSlots, Object.values(CASE));
+        // feed back the fused group as the runtime would (one segment per fused batch, its samples)
+        const byId = visible(inp);
+        const segments = d.group.map((s) => {
+          const q = byId.get(s.queryId)!.q;
+          const batch = q.batch + (s.fused ?? []).reduce((n, id) => n + byId.get(id)!.q.batch, 0);
+          const [ms] = p.predict([[{ model: q.model, start: s.start, end: s.end, batch, seqLen: q.seqLen }]]);
+          return { queryId: s.queryId, service: s.service, start: s.start, end: s.end, model: q.model, operators: q.operators, batch, seqLen: q.seqLen, latencyMs: ms! };
+        });
+        if (segments.length > 0) c.observe({ segments, groupLatencyMs: (d.predictedMs ?? 10) * 1.1, ...(d.predictedMs === undefined ? {} : { predictedMs: d.predictedMs }) });
+        checkDecision(c, inp, c.decide(inp), p.maxSlots, Object.values(CASE));
+      }
     });
 
     test(CASE.observe, () => {

@@ -41,7 +41,7 @@ class StubBackend implements InferenceBackend {
     this.modelMetadata(request.modelName);
     if (this.requests.length % 4 === 0) throw new ServeError('qos_violation', `model ${request.modelName}: dropped`);
     await new Promise((resolve) => setTimeout(resolve, 5));
-    return { modelName: request.modelName, modelVersion: '1', outputs: {}, outputDatatypes: {}, parameters: { queue_ms: 1, compute_ms: 3, operator_groups: 2 } };
+    return { modelName: request.modelName, modelVersion: '1', outputs: {}, outputDatatypes: {}, parameters: { queue_ms: 1, compute_ms: 3, operator_groups: 2, executed_batch_size: 1 } };
   }
 }
 

@@ -179,7 +179,7 @@ export class FakeBackend implements InferenceBackend {
       ...(request.id !== undefined ? { id: request.id } : {}),
       outputs,
       outputDatatypes: datatypes,
-      parameters: { queue_ms: 0.25, compute_ms: 1.5, operator_groups: 2 },
+      parameters: { queue_ms: 0.25, compute_ms: 1.5, operator_groups: 2, executed_batch_size: 8 },
     };
   }
 }

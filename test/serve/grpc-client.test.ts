@@ -32,7 +32,7 @@ describe.each(['raw', 'typed'] as const)('GrpcInferenceClient against the gRPC s
     expect(result.outputs['y']!.dims).toEqual([2, 4]);
     expect(Array.from(result.outputs['y']!.data as Float32Array)).toEqual([2, 4, 6, 8, 10, 12, 14, 17]);
     expect(Array.from(result.outputs['idx']!.data as BigInt64Array)).toEqual([BIG_INT64, BIG_INT64 + 1n]);
-    expect(result.serverParameters).toEqual({ queue_ms: 0.25, compute_ms: 1.5, operator_groups: 2 });
+    expect(result.serverParameters).toEqual({ queue_ms: 0.25, compute_ms: 1.5, operator_groups: 2, executed_batch_size: 8 });
     const integerQos = await client.infer({ model: 'm', inputs: { x }, qosMs: 30 });
     expect(integerQos.ok).toBe(true);
     expect(backend.requests.at(-1)!.parameters).toEqual({ qos_ms: 30 });

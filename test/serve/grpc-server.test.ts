@@ -107,6 +107,7 @@ describe('gRPC inference.GRPCInferenceService over a fake backend', () => {
       queue_ms: { double_param: 0.25, parameter_choice: 'double_param' },
       compute_ms: { double_param: 1.5, parameter_choice: 'double_param' },
       operator_groups: { int64_param: '2', parameter_choice: 'int64_param' },
+      executed_batch_size: { int64_param: '8', parameter_choice: 'int64_param' },
     });
   });
 

@@ -143,7 +143,7 @@ describe('HttpInferenceClient against a v2 REST stub', () => {
     expect(result.id).toBe('q1');
     expect(Array.from(result.outputs['y']!.data as Float32Array)).toEqual([2, 4, 6, 8, 10, 12, 14, 17]);
     expect(Array.from(result.outputs['idx']!.data as BigInt64Array)).toEqual([BIG_INT64, BIG_INT64 + 1n]);
-    expect(result.serverParameters).toEqual({ queue_ms: 0.25, compute_ms: 1.5, operator_groups: 2 });
+    expect(result.serverParameters).toEqual({ queue_ms: 0.25, compute_ms: 1.5, operator_groups: 2, executed_batch_size: 8 });
   });
 
   it('keeps INT64 beyond 2^53 lossless in binary, and writes it as bare JSON integers', async () => {

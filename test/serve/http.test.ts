@@ -97,8 +97,9 @@ describe('KServe v2 HTTP: inference', () => {
     expect(outputs[0]).toMatchObject({ name: 'logits', datatype: 'FP32', shape: [1, 1000] });
     expect((outputs[0]!['data'] as number[]).length).toBe(1000);
     const params = body['parameters'] as Json;
-    expect(Object.keys(params).sort()).toEqual(['compute_ms', 'operator_groups', 'queue_ms']);
+    expect(Object.keys(params).sort()).toEqual(['compute_ms', 'executed_batch_size', 'operator_groups', 'queue_ms']);
     expect(params['operator_groups']).toBeGreaterThanOrEqual(1);
+    expect(params['executed_batch_size']).toBe(1);
 
     const nested = Array.from({ length: 2 }, () => Array.from({ length: 8 }, (_, j) => j));
     const bert = await app.inject({
@@ -267,7 +268,7 @@ class EchoBackend implements InferenceBackend {
     if (this.fail !== undefined) return Promise.reject(this.fail);
     const input = request.inputs[0]!;
     const values = (input.data.kind === 'json' ? (input.data.values as unknown[]) : []).map((v) => BigInt(v as number | bigint));
-    return Promise.resolve({ modelName: 'echo', modelVersion: '1', outputs: { echo: { dataType: 'int64', dims: [values.length], data: BigInt64Array.from(values) } }, outputDatatypes: { echo: 'INT64' }, parameters: { queue_ms: 0, compute_ms: 0, operator_groups: 0 } });
+    return Promise.resolve({ modelName: 'echo', modelVersion: '1', outputs: { echo: { dataType: 'int64', dims: [values.length], data: BigInt64Array.from(values) } }, outputDatatypes: { echo: 'INT64' }, parameters: { queue_ms: 0, compute_ms: 0, operator_groups: 0, executed_batch_size: 1 } });
   }
 }
 

@@ -3,16 +3,30 @@
  * Predictability from the Bottom Up", OSDI'20. One query at a time (no overlap, so latency is
  * predictable), earliest deadline first, latency estimated from the recent measurements of the
  * same model and batch, and a query dropped as soon as it can no longer finish by its deadline.
+ * With dynamic batching, the largest batch behind the earliest-deadline request whose estimated
+ * finish meets the earliest deadline among its requests, up to `max_batch` samples and
+ * `max_exec` ms of estimated execution (Clockwork's scheduler parameters `max_batch_size` and
+ * `max_allowable_exec_time`, src/clockwork/controller/infer5/: a batch size whose estimate
+ * exceeds `max_allowable_exec_time` is never used, batch 1 always is). Differences, on purpose:
+ * Clockwork runs only the batch sizes its models were compiled for (1, 2, 4, 8, 16) and excludes
+ * sizes by their profiled estimate once at load; here any number of samples up to maxBatchSize
+ * may run, and the current estimate decides at every decision.
  */
-import type { Predictor } from '../../predict/predictor.ts';
-import type { Decision, GroupObservation, QueryController, Rejection, ScheduleInput, WaitingQuery } from '../controller.ts';
-import { checkInput, collectHeads, compareUrgency, newStats, SoloMemo } from '../heads.ts';
+import type { GroupSlot, Predictor } from '../../predict/predictor.ts';
+import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, ScheduleInput, WaitingQuery } from '../controller.ts';
+import { checkInput, collectHeads, compareUrgency, fusedSlotOf, fusionPlan, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
 
 export interface ClockworkParams {
   /** Measurements kept per (model, batch, seqLen), integer ≥ 1. Clockwork: 10. */
   readonly window: number;
   /** Percentile of the window used as the estimate, in (0, 100]. Clockwork: 99. */
   readonly percentile: number;
+  /**
+   * Clockwork's `max_exec`: a fused batch whose estimated execution exceeds this (ms) is not
+   * chosen; the head alone always may be. > 0; default 25. (Clockwork's `max_batch` is the
+   * service's `BatchingLimits.maxBatchSize`, default 16.)
+   */
+  readonly maxExecMs: number;
 }
 
 interface History {
@@ -47,8 +61,16 @@ export function windowPercentile(xs: Float64Array, n: number, p: number): number
  *   `nowMs + runningRemainingMs + estimate` is past its deadline `arrivalMs + qosTargetMs`
  *   (⇔ runningRemainingMs + estimate > headroom) is rejected and replaced by the next query of
  *   its queue (`heads.ts` `collectHeads`; heads without an estimate scored in one batched call).
- * - launch the surviving head with the earliest deadline (ties: arrival, service, id), whole,
- *   alone; predicted latency = its estimate.
+ * - launch the surviving head with the earliest deadline (ties: arrival, service, id), whole;
+ *   predicted latency = its estimate.
+ * - dynamic batching (the head carries `batching`): the head is fused with the first m
+ *   followers of its `fusionPlan` (queue order, same `fuseKey`, samples s(m) ≤ maxBatchSize),
+ *   m the largest with `nowMs + runningRemainingMs + estimate(s(m)) ≤ deadline(m)` (the
+ *   earliest deadline among the head and those m followers) and, for m ≥ 1,
+ *   `estimate(s(m)) ≤ maxExecMs`; m = 0 (the head alone) otherwise. estimate(s) is the window
+ *   estimate of (model, s, seqLen) when measured, else the predictor's whole-model latency at
+ *   batch s; all the missing sizes are scored in one batched call. predicted latency =
+ *   estimate(s(m)). Without `batching` (or without followers) the decision is unchanged.
  *
  * `observe` records the group latency (`groupLatencyMs`, what the runtime waits for) of groups
  * of exactly one segment covering a whole query; other groups are ignored.
@@ -89,7 +111,53 @@ export class ClockworkController implements QueryController {
     let best = heads[0]!;
     for (let i = 1; i < heads.length; i++) if (compareUrgency(heads[i]!, best) < 0) best = heads[i]!;
     const q = best.query;
-    return { group: [{ queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators }], predictedMs: best.soloMs, rejected, stats };
+    const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators };
+    const at = positionOf(input.queues, q);
+    const plan = at === undefined ? undefined : fusionPlan(at.queue, at.index);
+    if (plan === undefined || plan.followers.length === 0) return { group: [segment], predictedMs: best.soloMs, rejected, stats };
+    const estimates = this.#batchEstimates(q, plan.samples, stats);
+    const startMs = input.nowMs + input.runningRemainingMs;
+    for (let m = plan.followers.length; m >= 1; m--) {
+      const ms = estimates[m]!;
+      if (ms <= this.#params.maxExecMs && startMs + ms <= plan.deadlineMs[m]!) {
+        return { group: [{ ...segment, fused: plan.followers.slice(0, m).map((f) => f.id) }], predictedMs: ms, rejected, stats };
+      }
+    }
+    return { group: [segment], predictedMs: best.soloMs, rejected, stats };
+  }
+
+  /**
+   * estimate(samples[m]) for m ≥ 1 (index 0 unused: the head's own estimate is its `soloMs`):
+   * the window estimate when measured, else the memo, else the predictor (the missing sizes in
+   * one batched call).
+   */
+  #batchEstimates(q: WaitingQuery, samples: readonly number[], stats: StatsCounter): number[] {
+    const out: number[] = [Number.NaN];
+    const missing: { m: number; key: number }[] = [];
+    for (let m = 1; m < samples.length; m++) {
+      const s = samples[m]!;
+      const measured = this.estimateMs(q.model, s, q.seqLen);
+      if (measured !== undefined) {
+        out.push(measured);
+        continue;
+      }
+      const key = this.#memo.key({ ...q, batch: s });
+      const remembered = this.#memo.get(key);
+      if (remembered !== undefined) stats.soloMemoHits++;
+      else missing.push({ m, key });
+      out.push(remembered ?? Number.NaN);
+    }
+    if (missing.length > 0) {
+      const groups: GroupSlot[][] = missing.map(({ m }) => [fusedSlotOf(q, samples[m]!, q.operators)]);
+      const scored = this.#predictor.predict(groups);
+      stats.predictorCalls++;
+      stats.groupsScored += groups.length;
+      missing.forEach(({ m, key }, i) => {
+        out[m] = scored[i]!;
+        this.#memo.set(key, scored[i]!);
+      });
+    }
+    return out;
   }
 
   /** @throws RangeError for a negative or non-finite `groupLatencyMs` of a recorded group. */

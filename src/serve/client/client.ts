@@ -38,7 +38,7 @@ export interface ClientInferSuccess {
   readonly id?: string;
   /** Outputs by name, in the server's order. */
   readonly outputs: TensorMap;
-  /** Response parameters, e.g. `queue_ms`, `compute_ms` (ms), `operator_groups`. */
+  /** Response parameters, e.g. `queue_ms`, `compute_ms` (ms), `operator_groups`, `executed_batch_size`. */
   readonly serverParameters: Readonly<Record<string, unknown>>;
 }
 

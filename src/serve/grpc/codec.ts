@@ -206,7 +206,8 @@ export function tensorContents(tensor: HostTensor, datatype: string): InferTenso
  * `raw_output_contents` (one entry per output, in order); `'typed'` fills each output's
  * `contents` instead, unless an output's datatype has no typed field (FP16, BF16, BYTES), in
  * which case the whole response goes raw (the spec forbids mixing the two).
- * Response parameters: `queue_ms`, `compute_ms` (double_param), `operator_groups` (int64_param).
+ * Response parameters: `queue_ms`, `compute_ms` (double_param), `operator_groups`,
+ * `executed_batch_size` (int64_param).
  * @throws ServeError internal when an output has no datatype in `outputDatatypes`.
  */
 export function inferResponseToWire(response: InferResponse, requested: 'raw' | 'typed' = 'raw'): ModelInferResponseMessage {
@@ -225,7 +226,7 @@ export function inferResponseToWire(response: InferResponse, requested: 'raw' | 
     else output.contents = tensorContents(tensor, datatype);
     outputs.push(output);
   }
-  const { queue_ms, compute_ms, operator_groups } = response.parameters;
+  const { queue_ms, compute_ms, operator_groups, executed_batch_size } = response.parameters;
   return {
     model_name: response.modelName,
     model_version: response.modelVersion,
@@ -234,6 +235,7 @@ export function inferResponseToWire(response: InferResponse, requested: 'raw' | 
       queue_ms: { double_param: queue_ms },
       compute_ms: { double_param: compute_ms },
       operator_groups: { int64_param: String(operator_groups) },
+      executed_batch_size: { int64_param: String(executed_batch_size) },
     },
     outputs,
     raw_output_contents: rawOutputs,

@@ -8,7 +8,8 @@
  *   values (`qos_ms` a number); `outputs` selection; `id` echoed. Outputs are returned in
  *   `raw_output_contents` by default, as Triton does (little-endian row-major bytes, one entry per
  *   output in the order of `outputs`); `outputContents: 'typed'` fills `contents` instead.
- *   Response parameters `queue_ms`, `compute_ms` (ms, double) and `operator_groups` (int64).
+ *   Response parameters `queue_ms`, `compute_ms` (ms, double), `operator_groups` and
+ *   `executed_batch_size` (int64).
  * - Status mapping (`codec.ts`): bad_request INVALID_ARGUMENT, model_not_found NOT_FOUND,
  *   qos_violation / overloaded / not_ready / device_failure UNAVAILABLE (details `code: reason`),
  *   internal and anything that is not a `ServeError` INTERNAL with a generic message (logged).
