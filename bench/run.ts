@@ -111,6 +111,16 @@ if (opts.json) {
         sched.rows.map((r) => [r.predictor, r.policy, r.memo, r.medianUs, r.p99Us, r.meanUs, r.predictorCalls, r.groupsScored, r.searchRounds, r.soloMemoHits, r.ratioToFcfs]),
       ) + '\n',
     );
+    process.stdout.write(
+      `Dynamic batching: the same services, queues of 10..40 single-sample queries, maxBatchSize ${sched.batching.maxBatchSize}; ` +
+        `'batching off': abacus on the same queues without batching (goal for abacus with batching: median ≤ 20 µs):\n`,
+    );
+    process.stdout.write(
+      formatTable(
+        ['predictor', 'policy', 'solo memo', 'median µs', 'p99 µs', 'mean µs', 'predictor calls', 'groups scored', 'search rounds', 'memo hits', 'samples / segment', 'median / fcfs'],
+        sched.batching.rows.map((r) => [r.predictor, r.policy, r.memo, r.medianUs, r.p99Us, r.meanUs, r.predictorCalls, r.groupsScored, r.searchRounds, r.soloMemoHits, r.samplesPerSegment, r.ratioToFcfs]),
+      ) + '\n',
+    );
   }
   const ov = out['overlap'] as Awaited<ReturnType<typeof benchOverlap>> | undefined;
   if (ov) {

@@ -28,6 +28,16 @@
  * several decisions and most queries start at operator 0 with a few batch sizes, so the memo
  * hits often, but not always); `cold` — a fresh controller per decision, every solo predicted.
  * Serving sits between the two.
+ *
+ * Dynamic batching (issue 12; goal for abacus with batching: median ≤ 20 µs): the same 4
+ * services, each batching (maxBatchSize 16, one fuseKey per service) with a queue of 10..40
+ * single-sample queries (`batchingScenarios`): the head has waited between 0 and 90% of its QoS
+ * target (4× its batch-1 latency), the others arrived evenly since, 10% of all queries have
+ * half the target; a quarter of the heads are a fused batch in progress (batch 2..16, no
+ * batching). The cost table is sublinear in the batch there (batch b costs 1 + (b − 1)/8 times
+ * batch 1: batch 16 ≈ 2.9×, DESIGN.md "one to three times"), so batches of every size fit some
+ * budget. Rows: fcfs, abacus on the same queues with `batching` stripped (today's decisions:
+ * heads only), and abacus with batching; `samplesPerSegment` shows the batches it forms.
  */
 import { ModelRepository } from '../src/model/repository.ts';
 import type { ModelSpec } from '../src/model/spec.ts';
@@ -38,7 +48,7 @@ import { DEFAULT_MLP_OPTIONS } from '../src/predict/mlp/train-mlp.ts';
 import type { Group, GroupSlot, Predictor } from '../src/predict/predictor.ts';
 import { searchScenarios, type SearchService } from '../src/reproduce/search.ts';
 import { createController } from '../src/schedule/index.ts';
-import type { QueryController, ScheduleInput } from '../src/schedule/controller.ts';
+import type { BatchingLimits, QueryController, ScheduleInput, WaitingQuery } from '../src/schedule/controller.ts';
 import { Rng } from '../src/device/sim/rng.ts';
 
 export interface ScheduleBenchRow {
@@ -58,6 +68,8 @@ export interface ScheduleBenchRow {
   readonly memo: 'warm' | 'cold';
   /** Median ÷ fcfs median with the same predictor and memo state. */
   readonly ratioToFcfs: number;
+  /** Mean samples per launched segment (a fused segment counts the samples of all its members). */
+  readonly samplesPerSegment: number;
 }
 
 export interface ScheduleBenchResult {
@@ -67,6 +79,8 @@ export interface ScheduleBenchResult {
   /** Median cost of the timer pair around each decision, µs (included in the figures). */
   readonly timerOverheadUs: number;
   readonly rows: readonly ScheduleBenchRow[];
+  /** The dynamic-batching scenario (see the file comment); policy `abacus ways 4 (batching off)` decides on the same queues without `batching`. */
+  readonly batching: { readonly maxBatchSize: number; readonly rows: readonly ScheduleBenchRow[] };
 }
 
 const SERVICES: readonly { readonly model: 'resnet50' | 'inception_v3' | 'vgg16' | 'bert'; readonly seqLen: number }[] = [
@@ -79,17 +93,22 @@ const BATCHES = [1, 2, 4, 8] as const;
 const WAYS = 4;
 const SLACK_MS = 5;
 
-/** The cheap predictor: ms per operator at batch 1 per model; group = max + 0.5 × (Σ − max). Allocation-free with `out`. */
+/**
+ * The cheap predictor: ms per operator at batch 1 per model, × (1 + batchSlope × (batch − 1))
+ * (batchSlope 1, the default: × batch); group = max + 0.5 × (Σ − max). Allocation-free with `out`.
+ */
 export class CostTablePredictor implements Predictor {
   readonly kind = 'cost-table';
   readonly deviceId = 'bench:cost-table';
   readonly models: readonly string[];
   readonly maxSlots = 4;
   readonly #msPerOp: ReadonlyMap<string, number>;
+  readonly #batchSlope: number;
 
-  constructor(msPerOp: Readonly<Record<string, number>>) {
+  constructor(msPerOp: Readonly<Record<string, number>>, opts: { batchSlope?: number } = {}) {
     this.#msPerOp = new Map(Object.entries(msPerOp));
     this.models = Object.keys(msPerOp).sort();
+    this.#batchSlope = opts.batchSlope ?? 1;
   }
 
   predict(groups: readonly Group[], out?: Float64Array): Float64Array {
@@ -101,7 +120,7 @@ export class CostTablePredictor implements Predictor {
       for (const s of group) {
         const per = this.#msPerOp.get(s.model);
         if (per === undefined) throw new RangeError(`group ${g}: unknown model '${s.model}'`);
-        const c = per * (s.end - s.start) * s.batch;
+        const c = per * (s.end - s.start) * (1 + this.#batchSlope * (s.batch - 1));
         sum += c;
         if (c > max) max = c;
       }
@@ -186,7 +205,7 @@ function timeDecisions(
   inputs: readonly ScheduleInput[],
   decisions: number,
   warmup: number,
-): { us: Float64Array; calls: number; scored: number; rounds: number; hits: number } {
+): { us: Float64Array; calls: number; scored: number; rounds: number; hits: number; samplesPerSegment: number } {
   const shared = make();
   for (let i = 0; i < warmup; i++) (memo === 'warm' ? shared : make()).decide(inputs[i % inputs.length]!);
   const fresh = memo === 'cold' ? Array.from({ length: decisions }, make) : [];
@@ -195,6 +214,8 @@ function timeDecisions(
   let scored = 0;
   let rounds = 0;
   let hits = 0;
+  let segments = 0;
+  let samples = 0;
   for (let i = 0; i < decisions; i++) {
     const inp = inputs[i % inputs.length]!;
     const controller = memo === 'warm' ? shared : fresh[i]!;
@@ -206,9 +227,76 @@ function timeDecisions(
     scored += d.stats.groupsScored;
     rounds += d.stats.searchRounds;
     hits += d.stats.soloMemoHits;
+    segments += d.group.length;
+    for (const s of d.group) samples += batchOf(inp, s.queryId) + (s.fused ?? []).reduce((n, id) => n + batchOf(inp, id), 0);
   }
   us.sort();
-  return { us, calls: calls / decisions, scored: scored / decisions, rounds: rounds / decisions, hits: hits / decisions };
+  return { us, calls: calls / decisions, scored: scored / decisions, rounds: rounds / decisions, hits: hits / decisions, samplesPerSegment: segments === 0 ? 0 : samples / segments };
+}
+
+/** `batch` of the waiting query `id` of `inp` (outside the timed region). */
+function batchOf(inp: ScheduleInput, id: string): number {
+  for (const queue of inp.queues) for (const w of queue) if (w.id === id) return w.batch;
+  throw new Error(`bench: no query '${id}'`);
+}
+
+const MAX_BATCH_SIZE = 16;
+/** Batch b costs 1 + (b − 1)/8 times batch 1 in the batching scenario's table. */
+const BATCH_SLOPE = 1 / 8;
+
+/** The dynamic-batching scenario's inputs (see the file comment). */
+export function batchingScenarios(services: readonly SearchService[], predictor: Predictor, count: number, seed: number): ScheduleInput[] {
+  const rng = new Rng(seed);
+  const nowMs = 10_000;
+  const limits: BatchingLimits = Object.freeze({ maxBatchSize: MAX_BATCH_SIZE, maxQueueDelayMs: 0, preferredBatchSizes: Object.freeze([]) });
+  const wholeMs = predictor.predict(services.map((s) => [{ model: s.spec.name, start: 0, end: s.spec.operators.length, batch: 1, seqLen: s.seqLens[0] ?? 0 }]));
+  const out: ScheduleInput[] = [];
+  let id = 0;
+  for (let k = 0; k < count; k++) {
+    const queues: WaitingQuery[][] = services.map((s, i) => {
+      const n = s.spec.operators.length;
+      const seqLen = s.spec.dynamicAxes.seq === undefined ? 0 : (s.seqLens[0] ?? 0);
+      const qosTargetMs = 4 * wholeMs[i]!;
+      const length = 10 + Math.floor(rng.nextUnit() * 31);
+      const headWaitedMs = rng.nextUnit() * 0.9 * qosTargetMs;
+      const queue: WaitingQuery[] = [];
+      const service = `s${i}-${s.spec.name}`;
+      const fuseKey = `${s.spec.name}:${seqLen}`;
+      for (let j = 0; j < length; j++) {
+        const arrivalMs = nowMs - headWaitedMs + (j * headWaitedMs) / length;
+        const qos = rng.nextUnit() < 0.1 ? qosTargetMs / 2 : qosTargetMs;
+        // a quarter of the heads: a fused batch in progress (one query, no batching)
+        const inProgress = j === 0 && rng.nextUnit() < 0.25;
+        const batch = inProgress ? 2 + Math.floor(rng.nextUnit() * (MAX_BATCH_SIZE - 1)) : 1;
+        const nextOperator = inProgress ? 1 + Math.floor(rng.nextUnit() * (n - 1)) : 0;
+        // Plain literals, the runtime's shape (runtime.ts): building them by spreading a fresh
+        // object gives every query its own hidden class, and every read in decide a megamorphic one.
+        queue.push({
+          id: `q${id++}`,
+          service,
+          model: s.spec.name,
+          operators: n,
+          nextOperator,
+          batch,
+          seqLen,
+          arrivalMs,
+          qosTargetMs: qos,
+          ...(inProgress ? {} : { batching: limits, fuseKey }),
+        });
+      }
+      return queue;
+    });
+    out.push({ nowMs, queues, runningRemainingMs: rng.nextUnit() < 0.5 ? 0 : rng.nextUnit() * 5 });
+  }
+  return out;
+}
+
+/** `inputs` with every query's `batching` and `fuseKey` removed (today's decisions on the same queues). */
+function withoutBatching(inputs: readonly ScheduleInput[]): ScheduleInput[] {
+  return inputs.map((inp) => ({
+    ...inp,
+    queues: inp.queues.map((queue) => queue.map(({ batching: _b, fuseKey: _k, ...w }) => w)),
+  }));
 }
 
 function timerOverheadUs(n: number): number {
@@ -235,8 +323,9 @@ export async function benchSchedule(
   const wholeMs: Record<string, number> = { resnet50: 8, inception_v3: 12, vgg16: 20, bert: 10 };
   const services: SearchService[] = SERVICES.map((s) => ({ spec: specs.get(s.model)!, batchSizes: BATCHES, seqLens: [s.seqLen] }));
   const table = new CostTablePredictor(Object.fromEntries(SERVICES.map((s) => [s.model, wholeMs[s.model]! / specs.get(s.model)!.operators.length])));
+  const mlp = opts.mlp === false ? undefined : randomMlp(specs, seed);
   const predictors: Predictor[] = [table];
-  if (opts.mlp !== false) predictors.push(new MlpPricedPredictor(randomMlp(specs, seed), table));
+  if (mlp !== undefined) predictors.push(new MlpPricedPredictor(mlp, table));
   const rows: ScheduleBenchRow[] = [];
   for (const predictor of predictors) {
     const inputs = searchScenarios(services, predictor, opts.scenarios ?? 1024, seed + 1);
@@ -263,9 +352,54 @@ export async function benchSchedule(
           searchRounds: r.rounds,
           soloMemoHits: r.hits,
           ratioToFcfs: medianUs / fcfsMedian,
+          samplesPerSegment: r.samplesPerSegment,
         });
       }
     }
   }
-  return { services: SERVICES.map((s) => s.model), ways: WAYS, slackMs: SLACK_MS, timerOverheadUs: timerOverheadUs(10_000), rows };
+  // Dynamic batching: a table sublinear in the batch (same per-operator costs at batch 1).
+  const batchTable = new CostTablePredictor(Object.fromEntries(SERVICES.map((s) => [s.model, wholeMs[s.model]! / specs.get(s.model)!.operators.length])), { batchSlope: BATCH_SLOPE });
+  const batchPredictors: Predictor[] = [batchTable];
+  if (mlp !== undefined) batchPredictors.push(new MlpPricedPredictor(mlp, batchTable));
+  const batchingRows: ScheduleBenchRow[] = [];
+  for (const predictor of batchPredictors) {
+    const batched = batchingScenarios(services, predictor, opts.scenarios ?? 1024, seed + 2);
+    const plain = withoutBatching(batched);
+    for (const memo of ['warm', 'cold'] as const) {
+      let fcfsMedian = NaN;
+      for (const [policy, params, inputs] of [
+        ['fcfs', {}, batched],
+        [`abacus ways ${WAYS} (batching off)`, { ways: WAYS, slackMs: SLACK_MS }, plain],
+        [`abacus ways ${WAYS}`, { ways: WAYS, slackMs: SLACK_MS }, batched],
+      ] as const) {
+        log(`schedule, batching: ${policy} with ${predictor.kind}, memo ${memo}, ${decisions} decisions…\n`);
+        const r = timeDecisions(() => createController(policy === 'fcfs' ? 'fcfs' : 'abacus', params, predictor), memo, inputs, decisions, warmup);
+        const medianUs = quantile(r.us, 0.5);
+        if (policy === 'fcfs') fcfsMedian = medianUs;
+        batchingRows.push({
+          predictor: predictor.kind,
+          policy,
+          memo,
+          decisions,
+          medianUs,
+          p99Us: quantile(r.us, 0.99),
+          meanUs: r.us.reduce((a, b) => a + b, 0) / decisions,
+          predictorCalls: r.calls,
+          groupsScored: r.scored,
+          searchRounds: r.rounds,
+          soloMemoHits: r.hits,
+          ratioToFcfs: medianUs / fcfsMedian,
+          samplesPerSegment: r.samplesPerSegment,
+        });
+      }
+    }
+  }
+  return {
+    services: SERVICES.map((s) => s.model),
+    ways: WAYS,
+    slackMs: SLACK_MS,
+    timerOverheadUs: timerOverheadUs(10_000),
+    rows,
+    batching: { maxBatchSize: MAX_BATCH_SIZE, rows: batchingRows },
+  };
 }

@@ -124,7 +124,7 @@ describe('triton in the runtime', () => {
 });
 
 describe('batching policies on sim:a100', () => {
-  it.each(['triton', 'fcfs-batch', 'edf-batch', 'clockwork'])('%s: every query ends exactly once; queries are fused (members ≤ maxBatchSize samples)', async (policy) => {
+  it.each(['abacus', 'triton', 'fcfs-batch', 'edf-batch', 'clockwork'])('%s: every query ends exactly once; queries are fused (members ≤ maxBatchSize samples)', async (policy) => {
     const clock = new VirtualClock();
     const device = await SimDevice.create({ clock, id: 'sim:a100', seed: 3 });
     const batching: BatchingLimits = { maxBatchSize: 8, maxQueueDelayMs: 2, preferredBatchSizes: [4] };

@@ -36,4 +36,15 @@ it('reports median, p99 and counters for fcfs and abacus with both predictors, m
   expect(abacus[1]!.groupsScored).toBe(abacus[3]!.groupsScored);
   // the memo removes the solo scoring, never a decision: warm abacus scores exactly the 4 solos fewer
   expect(abacus[1]!.groupsScored - abacus[0]!.groupsScored).toBeCloseTo(4, 0);
+  // dynamic batching: fcfs, abacus on the same queues without batching, abacus with batching
+  const policies = ['fcfs', 'abacus ways 4 (batching off)', 'abacus ways 4'];
+  const batchingNames = ['cost-table', 'mlp'].flatMap((p) => ['warm', 'cold'].flatMap((m) => policies.map((x) => `${p}/${x}/${m}`)));
+  expect(r.batching.rows.map((x) => `${x.predictor}/${x.policy}/${x.memo}`)).toEqual(batchingNames);
+  for (const row of r.batching.rows) {
+    for (const x of [row.medianUs, row.p99Us, row.meanUs, row.ratioToFcfs, row.samplesPerSegment]) expect(Number.isFinite(x) && x > 0, String(x)).toBe(true);
+  }
+  const batched = r.batching.rows.filter((x) => x.policy === 'abacus ways 4');
+  const unbatched = r.batching.rows.filter((x) => x.policy === 'abacus ways 4 (batching off)');
+  // fusing makes the launched segments larger than the same queues' heads alone
+  for (let i = 0; i < batched.length; i++) expect(batched[i]!.samplesPerSegment).toBeGreaterThan(unbatched[i]!.samplesPerSegment);
 });

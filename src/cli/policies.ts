@@ -10,7 +10,7 @@ export function policyHelpText(): string {
     'Policies:',
     ...lines,
     '',
-    'fcfs-batch, edf-batch, clockwork and triton fuse the queued queries of a service only when',
+    'abacus, fcfs-batch, edf-batch, clockwork and triton fuse the queued queries of a service only when',
     'it batches dynamically (maxBatchSize, maxQueueDelayMs, preferredBatchSizes); else each runs alone.',
   ].join('\n');
 }

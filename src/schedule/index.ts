@@ -25,7 +25,7 @@ export const POLICY_NAMES: readonly PolicyName[] = Object.freeze(['abacus', 'fcf
 
 /** One line per policy, for `--help` texts and docs (what it launches, in which order, with which batching). */
 export const POLICY_SUMMARIES: Readonly<Record<PolicyName, string>> = Object.freeze({
-  abacus: "deterministic overlap: most urgent queries whole + a searched cut of the next (SC'21)",
+  abacus: "deterministic overlap: most urgent queries whole + a searched cut of the next (SC'21); searched batch sizes",
   fcfs: 'one whole query at a time, earliest arrival first',
   sjf: 'one whole query at a time, shortest predicted first',
   edf: 'one whole query at a time, earliest deadline first',
