@@ -11,6 +11,7 @@ import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
 import type { ReproduceJson } from '../src/cli/reproduce.ts';
 import { ModelRepository } from '../src/model/repository.ts';
+import { groupedBarSpec, renderSvg } from '../src/report/plots.ts';
 import { availableVariants, BATCHING_DEVICES, BATCHING_VARIANTS, bestBatchingBaselines, saturationThroughput, queriesFor } from '../src/reproduce/batching.ts';
 import { cliSandbox } from './helpers/cli.ts';
 
@@ -40,7 +41,7 @@ describe('abacus reproduce batching', () => {
       expect(h.abacusMeanBatch!).toBeGreaterThan(1);
     }
     const rows = parse<Record<string, string>>(await fs.readFile(path.join(out, 'batching.csv'), 'utf8'), { columns: true });
-    expect(Object.keys(rows[0]!)).toEqual(['pair', 'device', 'policy', 'qosMs', 'peakGoodputQps', 'peakRateQps', 'violationRatio', 'p99Ms', 'meanBatch', 'meanGroupSize', 'predictorMape', 'saturationQps', 'bracketed']);
+    expect(Object.keys(rows[0]!)).toEqual(['pair', 'device', 'policy', 'qosMs', 'peakGoodputQps', 'peakRateQps', 'violationRatio', 'p99Ms', 'meanBatch', 'meanGroupSize', 'predictorMape', 'saturationQps', 'coLaunchQps', 'bracketed']);
     const pairs = ['resnet50+resnet101', 'resnet50+resnet152'];
     expect(rows).toHaveLength(pairs.length * BATCHING_DEVICES.length * run.length);
     for (const pair of pairs) for (const device of BATCHING_DEVICES) for (const v of run) expect(rows.filter((x) => x['pair'] === pair && x['device'] === device && x['policy'] === v.id)).toHaveLength(1);
@@ -52,7 +53,7 @@ describe('abacus reproduce batching', () => {
     expect(new Set(holdout.map((x) => x['device']))).toEqual(new Set(BATCHING_DEVICES));
   }, 300_000);
 
-  it('saturation throughput: 1000 · 16 / L alone; a pair is the harmonic mean of its two models alone (equal shares)', async () => {
+  it('saturation throughput: 1000 · 16 / L alone; a pair is the harmonic mean of its two models alone (equal shares); co-launch: 32000 / L_12', async () => {
     const repo = new ModelRepository({ cacheDir: sandbox.cacheDir });
     const a = await repo.zooSpec('resnet50');
     const b = await repo.zooSpec('vgg16');
@@ -63,6 +64,12 @@ describe('abacus reproduce batching', () => {
     // equal shares: 1 / rate = ½ (1 / rate_a + 1 / rate_b)
     expect(pair.qps).toBeCloseTo(2 / (1 / sa.qps + 1 / sb.qps), 6);
     expect(pair.solo.map((s) => s.batch)).toEqual([16, 16]);
+    // one model co-launched with nothing is that model alone
+    expect(sa.coLaunchQps).toBeCloseTo(sa.qps, 9);
+    expect(pair.coLaunchQps).toBeCloseTo((1000 * 2 * 16) / pair.coLaunchMs, 9);
+    // overlapped, the pair takes longer than its longer model alone and less than both in a row
+    expect(pair.coLaunchMs).toBeGreaterThan(Math.max(sa.solo[0]!.latencyMs, sb.solo[0]!.latencyMs));
+    expect(pair.coLaunchMs).toBeLessThan(sa.solo[0]!.latencyMs + sb.solo[0]!.latencyMs);
     await expect(saturationThroughput('sim:a100', [])).rejects.toThrow(RangeError);
   }, 60_000);
 
@@ -72,5 +79,12 @@ describe('abacus reproduce batching', () => {
     expect(BATCHING_VARIANTS.map((v) => v.id)).toEqual(['abacus-no-batching', 'abacus', 'triton', 'clockwork', 'fcfs-batch', 'edf-batch']);
     expect(bestBatchingBaselines('sim:a100')).toEqual(['clockwork', 'fcfs-batch', 'edf-batch']);
     expect(bestBatchingBaselines('sim:h200:graph')).toEqual(['triton', 'clockwork', 'fcfs-batch', 'edf-batch']);
+  });
+
+  it('the peak-goodput plot: a log y axis leaves out bars without a peak (0), and renders', async () => {
+    const spec = groupedBarSpec({ title: 't', yTitle: 'q/s', logY: true, data: [{ group: 'a', series: 'x', value: 100 }, { group: 'a', series: 'y', value: 0 }, { group: 'b', series: 'x', value: 2000 }] }) as unknown as { encoding: { y: { scale?: { type: string } } }; data: { values: { value: number }[] } };
+    expect(spec.encoding.y.scale?.type).toBe('log');
+    expect(spec.data.values.map((d) => d.value)).toEqual([100, 2000]);
+    expect(await renderSvg(groupedBarSpec({ title: 't', yTitle: 'q/s', logY: true, data: [{ group: 'a', series: 'x', value: 100 }] }))).toMatch(/^<svg/);
   });
 });

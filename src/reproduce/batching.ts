@@ -138,6 +138,8 @@ export interface BatchingRow {
   readonly predictorMape: number;
   /** The pair's saturation throughput on this device, queries/s (`saturationThroughput`). */
   readonly saturationQps: number;
+  /** Both services at batch 16 launched together, group after group, queries/s (`saturationThroughput`). */
+  readonly coLaunchQps: number;
   /** False when the peak search found no bracket: the peak is a bound. */
   readonly bracketed: boolean;
 }
@@ -150,35 +152,49 @@ export interface SoloBatch {
   readonly latencyMs: number;
 }
 
+/** Run `models` (one service each, `batch` samples, the whole model) as ONE group on a fresh noise-free device: the group's latency, ms. */
+async function groupLatencyMs(deviceId: string, specs: readonly ModelSpec[], batch: number, seqLen: number): Promise<number> {
+  const clock = new VirtualClock();
+  const device = await SimDevice.create({ clock, id: deviceId, noiseCv: 0 });
+  try {
+    const services = specs.map((spec, i) => ({ name: `${spec.name}#${i}`, model: artifactAt('/nonexistent', spec) }));
+    await device.load(services);
+    const r = await driveUntilSettled(
+      clock,
+      device.runGroup(specs.map((spec, i) => ({ service: services[i]!.name, queryId: `saturation-${i}`, start: 0, end: spec.operators.length, batchSize: batch, seqLen: spec.dynamicAxes.seq === undefined ? 0 : seqLen, input: { kind: 'synthetic', seed: 1 } }))),
+    );
+    const failed = r.segments.find((x) => !x.ok);
+    if (failed !== undefined && !failed.ok) throw new Error(`saturationThroughput: ${specs.map((x) => x.name).join(' + ')} at batch ${batch} failed on ${deviceId}: ${failed.error.message}`);
+    return r.groupLatencyMs;
+  } finally {
+    await device.close();
+  }
+}
+
 /**
  * The saturation throughput of `specs` served with equal shares on `deviceId` (see the file
  * comment for the formula): each model alone at `batch` samples (sequence models at `seqLen`)
- * on a fresh noise-free `SimDevice`.
- * @returns queries/s and the solo latencies it came from.
+ * on a fresh noise-free `SimDevice`. Also the co-launch throughput: all models at `batch` in one
+ * group (launched together, done when the last is), group after group, n · batch queries per
+ * group: `coLaunchQps = 1000 · n · B / L_group`. It is what a scheduler that launches one whole
+ * group at a time serves at the largest batch; `coLaunchQps ÷ qps = Σ L_i / (n · L_group)` is
+ * the gain of overlapping the services' batches ((L_1 + L_2) / L_12 for a pair).
+ * @returns queries/s, co-launched queries/s, and the latencies they came from (ms).
  * @throws RangeError for no models or a batch that is not an integer ≥ 1; what the device throws.
  */
-export async function saturationThroughput(deviceId: string, specs: readonly ModelSpec[], batch: number = BATCHING_MAX_BATCH_SIZE, seqLen: number = BATCHING_SEQ_LEN): Promise<{ qps: number; solo: SoloBatch[] }> {
+export async function saturationThroughput(
+  deviceId: string,
+  specs: readonly ModelSpec[],
+  batch: number = BATCHING_MAX_BATCH_SIZE,
+  seqLen: number = BATCHING_SEQ_LEN,
+): Promise<{ qps: number; coLaunchQps: number; solo: SoloBatch[]; coLaunchMs: number }> {
   if (specs.length === 0) throw new RangeError('saturationThroughput needs at least one model');
   if (!Number.isInteger(batch) || batch < 1) throw new RangeError(`saturationThroughput: batch must be an integer ≥ 1, got ${batch}`);
   const solo: SoloBatch[] = [];
-  for (const spec of specs) {
-    const clock = new VirtualClock();
-    const device = await SimDevice.create({ clock, id: deviceId, noiseCv: 0 });
-    try {
-      await device.load([{ name: spec.name, model: artifactAt('/nonexistent', spec) }]);
-      const r = await driveUntilSettled(
-        clock,
-        device.runGroup([{ service: spec.name, queryId: 'saturation', start: 0, end: spec.operators.length, batchSize: batch, seqLen: spec.dynamicAxes.seq === undefined ? 0 : seqLen, input: { kind: 'synthetic', seed: 1 } }]),
-      );
-      const seg = r.segments[0];
-      if (seg === undefined || !seg.ok) throw new Error(`saturationThroughput: ${spec.name} at batch ${batch} failed on ${deviceId}: ${seg !== undefined && !seg.ok ? seg.error.message : 'no result'}`);
-      solo.push({ model: spec.name, batch, latencyMs: r.groupLatencyMs });
-    } finally {
-      await device.close();
-    }
-  }
-  const meanMs = solo.reduce((a, s) => a + s.latencyMs, 0) / solo.length;
-  return { qps: (1000 * batch) / meanMs, solo };
+  for (const spec of specs) solo.push({ model: spec.name, batch, latencyMs: await groupLatencyMs(deviceId, [spec], batch, seqLen) });
+  const coLaunchMs = await groupLatencyMs(deviceId, specs, batch, seqLen);
+  const meanMs = solo.reduce((a, x) => a + x.latencyMs, 0) / solo.length;
+  return { qps: (1000 * batch) / meanMs, coLaunchQps: (1000 * specs.length * batch) / coLaunchMs, solo, coLaunchMs };
 }
 
 /** The services of a pair: batch-1 requests, BERT at `BATCHING_SEQ_LEN`, `BATCHING_LIMITS` when `batching`. */
@@ -223,7 +239,14 @@ export function queriesFor(rateQps: number, qosMs: number, queries: number, span
  * Every variant's peak on one pair and device. Abacus (both variants) takes the workload's
  * search ways and slack; the baselines their defaults.
  */
-export async function runBatchingPair(deviceId: string, w: PaperWorkload, specs: ReadonlyMap<string, ModelSpec>, predictor: Predictor, saturationQps: number, o: BatchingRunOptions): Promise<BatchingRow[]> {
+export async function runBatchingPair(
+  deviceId: string,
+  w: PaperWorkload,
+  specs: ReadonlyMap<string, ModelSpec>,
+  predictor: Predictor,
+  saturation: { readonly qps: number; readonly coLaunchQps: number },
+  o: BatchingRunOptions,
+): Promise<BatchingRow[]> {
   const pair = w.models.join('+');
   const rows: BatchingRow[] = [];
   const span = o.minSpanQos ?? BATCHING_MIN_SPAN_QOS.full;
@@ -247,7 +270,8 @@ export async function runBatchingPair(deviceId: string, w: PaperWorkload, specs:
       meanBatch: at.meanBatch,
       meanGroupSize: at.meanGroupSize,
       predictorMape: at.predictorMape,
-      saturationQps,
+      saturationQps: saturation.qps,
+      coLaunchQps: saturation.coLaunchQps,
       bracketed: peak.bracketed,
     });
     o.onProgress?.(`batching: ${deviceId} ${pair} ${v.id}: peak ${peak.peakGoodputQps.toFixed(1)} q/s (${peak.tried.length} runs), mean batch ${at.meanBatch.toFixed(2)}\n`);
@@ -273,7 +297,7 @@ export async function runBatching(
     for (const w of pairs) {
       const sat = await saturationThroughput(device, batchingServices(w, specs, false).map((x) => x.spec));
       for (const s of sat.solo) if (!solo.some((x) => x.device === device && x.model === s.model)) solo.push({ device, ...s });
-      rows.push(...(await runBatchingPair(device, w, specs, predictor, sat.qps, o)));
+      rows.push(...(await runBatchingPair(device, w, specs, predictor, sat, o)));
     }
   }
   return { rows, solo };
@@ -307,6 +331,8 @@ export interface BatchingDeviceHeadline {
   readonly abacusMaxViolationRatio: number;
   /** Batch-aware Abacus' peak ÷ the pair's saturation throughput. */
   readonly saturationFraction: number | null;
+  /** Batch-aware Abacus' peak ÷ the pair's co-launch throughput (`saturationThroughput`). */
+  readonly coLaunchFraction: number | null;
   /** Batch-aware Abacus' mean samples per segment and predictor MAPE at its peak (means). */
   readonly abacusMeanBatch: number | null;
   readonly abacusPredictorMape: number | null;
@@ -343,7 +369,10 @@ export function byPair(rows: readonly BatchingRow[], device: string): Map<string
 }
 
 /** Per-pair ratios of batch-aware Abacus (NaN where a side is missing or zero). */
-export function pairRatios(byPolicy: ReadonlyMap<string, BatchingRow>, device: string): { vsUnbatched: number; vsBest: number; best: string | undefined; vsTriton: number; saturation: number } {
+export function pairRatios(
+  byPolicy: ReadonlyMap<string, BatchingRow>,
+  device: string,
+): { vsUnbatched: number; vsBest: number; best: string | undefined; vsTriton: number; saturation: number; coLaunch: number; bestVsSaturation: number } {
   const a = byPolicy.get('abacus')?.peakGoodputQps ?? NaN;
   const ratio = (b: number | undefined): number => (b !== undefined && b > 0 ? a / b : NaN);
   let best: BatchingRow | undefined;
@@ -352,7 +381,15 @@ export function pairRatios(byPolicy: ReadonlyMap<string, BatchingRow>, device: s
     if (r !== undefined && (best === undefined || r.peakGoodputQps > best.peakGoodputQps)) best = r;
   }
   const sat = byPolicy.get('abacus')?.saturationQps;
-  return { vsUnbatched: ratio(byPolicy.get('abacus-no-batching')?.peakGoodputQps), vsBest: ratio(best?.peakGoodputQps), best: best?.policy, vsTriton: ratio(byPolicy.get('triton')?.peakGoodputQps), saturation: ratio(sat) };
+  return {
+    vsUnbatched: ratio(byPolicy.get('abacus-no-batching')?.peakGoodputQps),
+    vsBest: ratio(best?.peakGoodputQps),
+    best: best?.policy,
+    vsTriton: ratio(byPolicy.get('triton')?.peakGoodputQps),
+    saturation: ratio(sat),
+    coLaunch: ratio(num(byPolicy.get('abacus')?.coLaunchQps)),
+    bestVsSaturation: best !== undefined && sat !== undefined && sat > 0 ? best.peakGoodputQps / sat : NaN,
+  };
 }
 
 /** The headline of every device in `rows` (`--json` `batching`). */
@@ -369,6 +406,7 @@ export function batchingHeadline(rows: readonly BatchingRow[]): Record<string, B
       peakRatioVsTriton: mean(ratios.map((r) => r.vsTriton)),
       abacusMaxViolationRatio: Math.max(0, ...abacus.map((r) => num(r.violationRatio)).filter((x) => Number.isFinite(x))),
       saturationFraction: mean(ratios.map((r) => r.saturation)),
+      coLaunchFraction: mean(ratios.map((r) => r.coLaunch)),
       abacusMeanBatch: mean(abacus.map((r) => num(r.meanBatch))),
       abacusPredictorMape: mean(abacus.map((r) => num(r.predictorMape))),
       bestOf: bestBatchingBaselines(device).filter((id) => ran.has(id)),

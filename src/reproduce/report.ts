@@ -395,11 +395,26 @@ async function batchingSection(o: BatchingOutcome): Promise<ReportSection> {
   const pairTables = o.devices.map((device) => ({
     caption: `${device}: peak goodput (q/s) per pair and policy; batch-aware Abacus' ratios, mean samples per segment, segments per group and predictor MAPE at its peak`,
     table: {
-      header: ['pair', 'QoS ms', ...o.variants, '÷ no batching', '÷ best baseline (which)', '÷ triton', 'batch', 'group', 'MAPE', 'saturation q/s', '÷ saturation'],
+      header: ['pair', 'QoS ms', ...o.variants, '÷ no batching', '÷ best baseline (which)', '÷ triton', 'batch', 'group', 'MAPE', 'saturation q/s', '÷ saturation', 'best baseline ÷ saturation', 'co-launch q/s', '÷ co-launch'],
       rows: [...byPair(o.rows, device)].map(([pair, byPolicy]) => {
         const r = pairRatios(byPolicy, device);
         const a = byPolicy.get('abacus');
-        return [pair, String(a?.qosMs ?? '–'), ...o.variants.map((v) => f(byPolicy.get(v)?.peakGoodputQps, 1)), f(r.vsUnbatched), `${f(r.vsBest)} (${r.best ?? '–'})`, f(r.vsTriton), f(a?.meanBatch), f(a?.meanGroupSize), pct(a?.predictorMape, 1), f(a?.saturationQps, 0), f(r.saturation)];
+        return [
+          pair,
+          String(a?.qosMs ?? '–'),
+          ...o.variants.map((v) => f(byPolicy.get(v)?.peakGoodputQps, 1)),
+          f(r.vsUnbatched),
+          `${f(r.vsBest)} (${r.best ?? '–'})`,
+          f(r.vsTriton),
+          f(a?.meanBatch),
+          f(a?.meanGroupSize),
+          pct(a?.predictorMape, 1),
+          f(a?.saturationQps, 0),
+          f(r.saturation),
+          f(r.bestVsSaturation),
+          f(a?.coLaunchQps, 0),
+          f(r.coLaunch),
+        ];
       }),
     },
   }));
@@ -425,7 +440,7 @@ async function batchingSection(o: BatchingOutcome): Promise<ReportSection> {
         (o.skipped.length > 0 ? `Not run, because the controller factory of this build does not know them: ${o.skipped.join(', ')}. ` : '') +
         runLine(o),
       ...verdicts,
-      `Saturation throughput: every service at batch ${BATCHING_LIMITS.maxBatchSize}, back to back, no overlap — 1000 · 16 / Σ_i (w_i · L_i) queries/s with L_i the simulated latency of model i alone at batch 16 on a fresh, noise-free device and w_i = 1/2 its share of the load (2000 · 16 / (L_1 + L_2) for a pair). Overlapping two batches can exceed it; a one-batch-at-a-time policy cannot. Batch-16 latencies: ${solo.join('; ')}.`,
+      `Saturation throughput: every service at batch ${BATCHING_LIMITS.maxBatchSize}, back to back, no overlap — 1000 · 16 / Σ_i (w_i · L_i) queries/s with L_i the simulated latency of model i alone at batch 16 on a fresh, noise-free device and w_i = 1/2 its share of the load (2000 · 16 / (L_1 + L_2) for a pair). Overlapping two batches can exceed it; a one-batch-at-a-time policy cannot. Co-launch throughput: both services at batch 16 launched together as one group, group after group (32 queries per group): 32000 / L_12 queries/s with L_12 the group's simulated latency; co-launch ÷ saturation = (L_1 + L_2) / L_12 is what overlapping the two batches gains, the most a scheduler that launches one whole group at a time gains at batch 16 (a policy that keeps both services busy without a group barrier, or cuts segments to balance them, can gain more). Batch-16 latencies alone: ${solo.join('; ')}.`,
       `Predictor: one MLP per device, profiled on ${o.samples} groups of 1–2 segments of the seven models at batch ${BATCHING_TRAIN_BATCH_SIZES.join('/')} and sequence ${BATCHING_SEQ_LEN}; fused batches of other sizes are interpolated. On fresh groups at every batch 1..16 its MAPE is ${o.devices.map((d) => `${pct(holdoutMean(d, 'used'), 1)} on ${d}`).join(' and ')}, against ${o.devices.map((d) => `${pct(holdoutMean(d, 'every'), 1)}`).join(' and ')} for one profiled at every size 1..16 with as many groups (table below, per batch size).`,
     ],
     tables: [
