@@ -3,7 +3,8 @@
  * with profiling and predictor training inside the command (cached), so one command on a
  * fresh clone reproduces it. Experiments: `qos` (§7.2), `throughput` (§7.3), `beyond-pair`
  * (§7.4), `mig` (§7.5), `cluster` (§7.6), `search` (§7.7, the only real measurement: decision
- * time on this CPU) and `all`. Writes one CSV per experiment and `report.html` to `--out`
+ * time on this CPU), `batching` (issue 12, beyond the paper: dynamic batching of single-sample
+ * requests on sim:a100 and sim:h200:graph) and `all`. Writes one CSV per experiment and `report.html` to `--out`
  * (default `out/reproduce`), prints tables, and `--json` prints the headline numbers.
  *
  * Results accumulate in `--out`/`results.json` (one entry per experiment, the latest run
@@ -22,6 +23,23 @@ import { ZOO_MODEL_NAMES } from '../model/zoo/index.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { findPeakRate } from '../runtime/experiment.ts';
 import { CLUSTER_SET, runCluster, summarizeCluster } from '../reproduce/cluster.ts';
+import {
+  availableVariants,
+  BATCHING_ALL_BATCH_SIZES,
+  BATCHING_DEVICES,
+  BATCHING_MIN_SPAN_QOS,
+  BATCHING_SEQ_LEN,
+  BATCHING_TARGETS,
+  BATCHING_TRAIN_BATCH_SIZES,
+  batchingHeadline,
+  byPair,
+  predictorErrorByBatch,
+  pairRatios,
+  runBatching,
+  type BatchingDeviceHeadline,
+  type BatchingRow,
+  type HoldoutRow,
+} from '../reproduce/batching.ts';
 import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, runWorkload, simEnv, workloadServices, type ColocationRow } from '../reproduce/colocation.ts';
 import { MIG_BATCH_SIZES, MIG_DEVICES, MIG_PAIRS, runMig, type MigRow } from '../reproduce/mig.ts';
 import {
@@ -32,6 +50,7 @@ import {
   renderReproduceReport,
   throughputHeadline,
   writeResults,
+  type BatchingOutcome,
   type ClusterOutcome,
   type ColocationOutcome,
   type ReproduceResults,
@@ -45,7 +64,7 @@ import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
 import { cachedPredictor } from './predictor-cache.ts';
 
-const EXPERIMENTS = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'all'] as const;
+const EXPERIMENTS = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching', 'all'] as const;
 type Experiment = (typeof EXPERIMENTS)[number];
 type SingleExperiment = Exclude<Experiment, 'all'>;
 /**
@@ -54,7 +73,8 @@ type SingleExperiment = Exclude<Experiment, 'all'>;
  * number of ways hardly matters).
  */
 const SEARCH_SLACK_MS = 0;
-const ALL: readonly SingleExperiment[] = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search'];
+const ALL: readonly SingleExperiment[] = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching'];
+
 
 /** Where the co-location experiments' sets come from in the workloads file. */
 const SOURCE = { qos: '7.2_qos', throughput: '7.3_throughput', 'beyond-pair': '7.4_beyond_pair' } as const;
@@ -71,6 +91,7 @@ interface ReproduceOptions {
   minutes?: number;
   decisions?: number;
   samples?: number;
+  pairs?: number;
 }
 
 /** Headline numbers (`--json`), for the experiments that ran. */
@@ -81,6 +102,8 @@ export interface ReproduceJson {
   mig?: { meanPeakRatioVsFcfsBySlice: Record<string, number>; abacusMaxViolationRatio: number; pairs: number };
   cluster?: { throughputRatioVsClockwork: number; abacusGoodputQps: number; clockworkGoodputQps: number; peakMinuteRatio: number; nodes: number; minutes: number };
   search?: { medianUsByWays: Record<string, number>; p99UsByWays: Record<string, number>; maxOverMinMedian: number };
+  /** Per device id (`sim:a100`, `sim:h200:graph`). */
+  batching?: Record<string, BatchingDeviceHeadline>;
   device: string;
   queries: number;
   quick: boolean;
@@ -118,12 +141,12 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
   const print = (s: string): void => {
     if (!opts.json) ctx.out(s);
   };
-  const predictorFor = async (device: string, models: readonly string[], maxGroupSize: number, batchSizes: readonly number[] = PAPER_BATCH_SIZES): Promise<{ predictor: Predictor; source: string }> =>
+  const predictorFor = async (device: string, models: readonly string[], maxGroupSize: number, batchSizes: readonly number[] = PAPER_BATCH_SIZES, seqLens: readonly number[] = PAPER_SEQ_LENS): Promise<{ predictor: Predictor; source: string }> =>
     cachedPredictor(ctx, repo, {
       deviceId: device,
       models: models.map((m) => artifactAt('/nonexistent', specs.get(m)!)),
       batchSizes,
-      seqLens: PAPER_SEQ_LENS,
+      seqLens,
       maxGroupSize,
       samples,
       quiet: opts.json === true,
@@ -192,6 +215,17 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
         nodes: settings.nodes,
         minutes: settings.minutes,
       };
+    } else if (exp === 'batching') {
+      const outcome = await runBatchingExperiment(opts, specs, workloads, quick, queries, predictorFor, say);
+      const wallSeconds = (performance.now() - t0) / 1000;
+      results.batching = { ...outcome, wallSeconds };
+      await fs.writeFile(path.join(opts.out, 'batching.csv'), stringify([...outcome.rows], { header: true, columns: BATCHING_COLUMNS, cast: { boolean: (b) => String(b) } }));
+      await fs.writeFile(
+        path.join(opts.out, 'batching-predictor.csv'),
+        stringify(outcome.holdout.map((h) => ({ device: h.device, batch: h.batch, groups: h.groups, mapeTrained1248_16: h.mape['used'], mapeTrained1to16: h.mape['every'] })), { header: true }),
+      );
+      json.batching = batchingHeadline(outcome.rows);
+      printBatching(outcome.rows, outcome.variants, json.batching, print);
     } else {
       const models = CLUSTER_SET.models;
       const { predictor, source } = await predictorFor(deviceId, models, models.length);
@@ -248,6 +282,78 @@ function printColocation(exp: 'qos' | 'throughput' | 'beyond-pair', outcome: Col
   } else {
     json['beyond-pair'] = { abacusMaxViolationRatio: h.abacusMaxViolationRatio, abacusMaxP99OverQos: h.abacusMaxP99OverQos, sets: h.sets };
   }
+}
+
+const BATCHING_COLUMNS = ['pair', 'device', 'policy', 'qosMs', 'peakGoodputQps', 'peakRateQps', 'violationRatio', 'p99Ms', 'meanBatch', 'meanGroupSize', 'predictorMape', 'saturationQps', 'coLaunchQps', 'bracketed'];
+
+/**
+ * The batching experiment (`reproduce/batching.ts`): the §7.2 pairs on both devices under every
+ * variant the controller factory knows, then the held-out check of each device's predictor
+ * against one trained on every batch size 1..16.
+ */
+async function runBatchingExperiment(
+  opts: ReproduceOptions,
+  specs: ReadonlyMap<string, ModelSpec>,
+  workloads: readonly PaperWorkload[],
+  quick: boolean,
+  queries: number,
+  predictorFor: (device: string, models: readonly string[], maxGroupSize: number, batchSizes?: readonly number[], seqLens?: readonly number[]) => Promise<{ predictor: Predictor; source: string }>,
+  say: (s: string) => void,
+): Promise<Omit<BatchingOutcome, 'wallSeconds'>> {
+  const pairs = workloads.filter((w) => w.experiment === SOURCE.qos).slice(0, opts.pairs);
+  const models = [...new Set(pairs.flatMap((w) => w.models))];
+  const { run: variants, skipped } = availableVariants();
+  if (skipped.length > 0) say(`batching: the controller factory does not know ${skipped.join(', ')} (yet): skipped\n`);
+  const minSpanQos = quick ? BATCHING_MIN_SPAN_QOS.quick : BATCHING_MIN_SPAN_QOS.full;
+  const holdoutSamples = quick ? 2000 : 4000;
+  const predictorOf = (device: string, batchSizes: readonly number[]): Promise<{ predictor: Predictor; source: string }> => predictorFor(device, models, 2, batchSizes, [BATCHING_SEQ_LEN]);
+  say(`batching: ${pairs.length} pairs × ${BATCHING_DEVICES.join(', ')} × ${variants.map((v) => v.id).join(', ')}; peak goodput; runs of ≥ ${queries} queries and ≥ ${minSpanQos} QoS targets\n`);
+  const { rows, solo } = await runBatching(pairs, specs, async (device) => (await predictorOf(device, BATCHING_TRAIN_BATCH_SIZES)).predictor, { variants, queries, minSpanQos, seed: opts.seed, onProgress: say });
+  const holdout: HoldoutRow[] = [];
+  for (const device of BATCHING_DEVICES) {
+    say(`batching: held-out predictor error per batch size on ${device} (${holdoutSamples} fresh groups)\n`);
+    const used = (await predictorOf(device, BATCHING_TRAIN_BATCH_SIZES)).predictor;
+    const every = (await predictorOf(device, BATCHING_ALL_BATCH_SIZES)).predictor;
+    const csv = path.join(opts.out, `batching-holdout-${device.replace(/[^A-Za-z0-9_.-]/g, '_')}.csv`);
+    holdout.push(...(await predictorErrorByBatch(device, models.map((m) => specs.get(m)!), { used, every }, { samples: holdoutSamples, seed: 2, csv })));
+  }
+  return {
+    device: BATCHING_DEVICES.join(' + '),
+    quick,
+    queries,
+    seed: opts.seed,
+    devices: BATCHING_DEVICES,
+    variants: variants.map((v) => v.id),
+    skipped,
+    minSpanQos,
+    samples: opts.samples ?? (quick ? 4000 : 12_000),
+    holdoutSamples,
+    rows,
+    solo,
+    holdout,
+  };
+}
+
+/** The batching tables (stdout): per device, each pair's peaks and batch-aware Abacus' ratios; then the headline against issue 12's targets. */
+function printBatching(rows: readonly BatchingRow[], variants: readonly string[], headline: Record<string, BatchingDeviceHeadline>, print: (s: string) => void): void {
+  for (const device of BATCHING_DEVICES) {
+    const lines = [...byPair(rows, device)].map(([pair, byPolicy]) => {
+      const r = pairRatios(byPolicy, device);
+      const a = byPolicy.get('abacus');
+      return [pair, String(a?.qosMs ?? '–'), ...variants.map((v) => f1(byPolicy.get(v)?.peakGoodputQps)), f2(r.vsUnbatched), `${f2(r.vsBest)} (${r.best ?? '–'})`, f2(r.vsTriton), f2(a?.meanBatch), f2(a?.meanGroupSize), pct(a?.predictorMape ?? NaN), f1(a?.saturationQps), f2(r.saturation), f2(r.coLaunch)];
+    });
+    print(
+      `\nDynamic batching: peak goodput at ≤ 1 % violations (queries/s, simulated) on ${device}, batch-1 requests\n` +
+        formatTable(['pair', 'QoS ms', ...variants, 'abacus ÷ no batching', 'abacus ÷ best baseline', 'abacus ÷ triton', 'abacus batch', 'abacus group', 'abacus MAPE %', 'saturation q/s', 'abacus ÷ saturation', 'abacus ÷ co-launch'], lines) +
+        '\n',
+    );
+  }
+  const target = BATCHING_TARGETS;
+  const lines = Object.entries(headline).map(([device, h]) => {
+    const t = target.byDevice[device];
+    return [device, `${f2(h.peakRatioVsUnbatched ?? NaN)} (≥ ${t?.peakRatioVsUnbatched ?? '–'})`, `${f2(h.peakRatioVsBestBatching ?? NaN)} (≥ ${t?.peakRatioVsBestBatching.toFixed(2) ?? '–'}; best of ${h.bestOf.join('/') || '–'})`, f2(h.peakRatioVsTriton ?? NaN), `${pct(h.abacusMaxViolationRatio)} (≤ ${pct(target.abacusMaxViolationRatio)})`, `${f2(h.saturationFraction ?? NaN)} (aim ≥ ${target.saturationFractionAim})`, f2(h.coLaunchFraction ?? NaN)];
+  });
+  print(`\nBatch-aware abacus, means over the pairs (issue 12 target in parentheses)\n` + formatTable(['device', '÷ no batching', '÷ best batching baseline', '÷ triton', 'worst violations %', '÷ saturation', '÷ co-launch'], lines) + '\n');
 }
 
 function migHeadline(rows: readonly MigRow[]): NonNullable<ReproduceJson['mig']> {
@@ -322,11 +428,11 @@ async function runClusterExperiment(
 export function registerReproduceCommand(program: Command, ctx: CliContext): void {
   program
     .command('reproduce')
-    .argument('<experiment>', `${EXPERIMENTS.join(' | ')} (paper §7.2 qos, §7.3 throughput, §7.4 beyond-pair, §7.5 mig, §7.6 cluster, §7.7 search)`, parseExperiment)
+    .argument('<experiment>', `${EXPERIMENTS.join(' | ')} (paper §7.2 qos, §7.3 throughput, §7.4 beyond-pair, §7.5 mig, §7.6 cluster, §7.7 search; batching: dynamic batching on sim:a100 and sim:h200:graph)`, parseExperiment)
     .description("reproduce the paper's evaluation on simulated accelerators (profiles and trains its predictors first, cached) and write report.html")
-    .option('--device <id>', 'simulated device (mig always uses the A100 and its MIG instances)', 'sim:a100')
+    .option('--device <id>', 'simulated device (mig always uses the A100 and its MIG instances, batching sim:a100 and sim:h200:graph)', 'sim:a100')
     .option('--out <dir>', 'folder for the CSV files, results.json and report.html', 'out/reproduce')
-    .option('--quick', 'smaller runs: 300 queries per run, 4000-group profiles, 2 MIG pairs, 0.5 s per cluster trace minute, 2000 decisions per search ways')
+    .option('--quick', 'smaller runs: 300 queries per run, 4000-group profiles, 2 MIG pairs, 0.5 s per cluster trace minute, 2000 decisions per search ways, batching runs of ≥ 10 QoS targets instead of 30')
     .option('--queries <n>', 'queries per run (default 1000, --quick 300)', positiveInt('--queries'))
     .option('--policy <list>', `policies of qos/throughput/beyond-pair (abacus is always included; ${POLICY_NAMES.join(', ')})`, (v: string) => {
       const names = v.split(',').map((s) => s.trim());
@@ -337,6 +443,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .option('--nodes <n>', 'cluster: nodes (default 16)', positiveInt('--nodes'))
     .option('--minutes <n>', 'cluster: replay only the first n trace minutes (default all 120)', positiveInt('--minutes'))
     .option('--samples <n>', 'operator groups profiled per predictor (default 12000, --quick 4000)', positiveInt('--samples'))
+    .option('--pairs <n>', 'batching: only the first n of the 21 pairs (default all)', positiveInt('--pairs'))
     .option('--decisions <n>', 'search: timed decisions per ways (default 20000, --quick 2000)', positiveInt('--decisions'))
     .option('--json', 'print the headline numbers as JSON')
     .action(async (experiment: Experiment, opts: ReproduceOptions) => {

@@ -134,22 +134,25 @@ export function groupedBarSpec(options: {
   readonly labelAngle?: number;
   /** A dashed horizontal rule with a label (e.g. y = 1 for "at the QoS target"). */
   readonly yRule?: { readonly y: number; readonly label: string };
+  /** Logarithmic y axis (values spanning decades; bars start at the smallest positive value, values ≤ 0 are left out) [false]. */
+  readonly logY?: boolean;
   readonly width?: number;
   readonly height?: number;
 }): TopLevelSpec {
   const order = options.seriesOrder ?? uniqueInOrder(options.data.map((d) => d.series));
   const groups = uniqueInOrder(options.data.map((d) => d.group));
+  const data = options.logY === true ? options.data.filter((d) => d.value > 0) : options.data;
   const encoding = {
     x: { field: 'group', type: 'nominal', title: options.xTitle ?? null, sort: groups, axis: { labelAngle: options.labelAngle ?? 0 } },
     xOffset: { field: 'series', type: 'nominal', sort: order },
-    y: { field: 'value', type: 'quantitative', title: options.yTitle },
+    y: { field: 'value', type: 'quantitative', title: options.yTitle, ...(options.logY === true ? { scale: { type: 'log' } } : {}) },
     color: { field: 'series', type: 'nominal', title: null, scale: colorScale(order), legend: { orient: 'top' } },
   };
   return {
     title: options.title,
     width: options.width ?? Math.max(200, 90 * groups.length),
     height: options.height ?? 220,
-    data: { values: options.data.map((d) => ({ ...d })) },
+    data: { values: data.map((d) => ({ ...d })) },
     encoding,
     layer: [
       { mark: { type: 'bar' } },

@@ -195,16 +195,20 @@ export interface PeakResult {
  * (default 0.01, the paper's 1 %) — doubling up from `startQps` while it holds, or halving down
  * while it does not (at most `maxSteps` steps each way, default 40: 10¹² between the extremes) — then bisect it for
  * `bisections` steps (default 6: within 1/64 of the bracket). Each rate is one
- * `runExperiment` with the same seed. `bracketed` is false when no good or no bad rate was
+ * `runExperiment` with the same seed, of `queries` queries or `queriesFor(rate)` when given (e.g. to make fast
+ * runs last long enough for an overloaded queue to show). `bracketed` is false when no good or no bad rate was
  * found within `maxSteps` (the answer is then a bound, not a peak).
  */
-export async function findPeakRate(env: ExperimentEnv, options: Omit<ExperimentOptions, 'rateQps'> & { startQps: number; maxViolationRatio?: number; bisections?: number; maxSteps?: number }): Promise<PeakResult> {
+export async function findPeakRate(
+  env: ExperimentEnv,
+  options: Omit<ExperimentOptions, 'rateQps'> & { startQps: number; maxViolationRatio?: number; bisections?: number; maxSteps?: number; queriesFor?: (rateQps: number) => number },
+): Promise<PeakResult> {
   const bound = options.maxViolationRatio ?? 0.01;
   const maxSteps = options.maxSteps ?? 40;
   const tried: { rateQps: number; violationRatio: number; goodputQps: number }[] = [];
   let best: ExperimentResult | undefined;
   const attempt = async (rateQps: number): Promise<boolean> => {
-    const r = await runExperiment(env, { ...options, rateQps });
+    const r = await runExperiment(env, { ...options, rateQps, queries: options.queriesFor?.(rateQps) ?? options.queries });
     tried.push({ rateQps, violationRatio: r.overall.violationRatio, goodputQps: r.overall.goodputQps });
     const ok = r.overall.violationRatio <= bound;
     if (ok && (best === undefined || rateQps > best.rateQps)) best = r;

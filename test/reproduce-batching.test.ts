@@ -1,0 +1,90 @@
+/**
+ * `abacus reproduce batching` (issue 12): a small run through the CLI (2 pairs, few queries,
+ * tiny profiles) checks the JSON shape, the invariants of the headline (finite, positive
+ * ratios; batch-aware Abacus fuses at its peak) and the CSV's rows (pair × device × policy);
+ * the saturation throughput is checked against its definition. No assertion on the
+ * experiment's targets: those are for the experiment's output, not for tests.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { parse } from 'csv-parse/sync';
+import { describe, expect, it } from 'vitest';
+import type { ReproduceJson } from '../src/cli/reproduce.ts';
+import { ModelRepository } from '../src/model/repository.ts';
+import { groupedBarSpec, renderSvg } from '../src/report/plots.ts';
+import { availableVariants, BATCHING_DEVICES, BATCHING_VARIANTS, bestBatchingBaselines, saturationThroughput, queriesFor } from '../src/reproduce/batching.ts';
+import { cliSandbox } from './helpers/cli.ts';
+
+const sandbox = cliSandbox('abacus-repro-batching-', { cacheName: 'models' });
+
+describe('abacus reproduce batching', () => {
+  it('2 pairs, --quick: one headline per device, finite positive ratios, a CSV row per pair × device × policy, the report section', async () => {
+    const out = path.join(sandbox.tmp, 'out');
+    const r = await sandbox.abacus('reproduce', 'batching', '--quick', '--pairs', '2', '--queries', '60', '--samples', '400', '--out', out, '--json');
+    expect(r.code, r.stderr).toBe(0);
+    const json = JSON.parse(r.stdout) as ReproduceJson;
+    const { run, skipped } = availableVariants();
+    expect(Object.keys(json.batching!).sort()).toEqual([...BATCHING_DEVICES].sort());
+    for (const device of BATCHING_DEVICES) {
+      const h = json.batching![device]!;
+      expect(h.pairs).toBe(2);
+      for (const x of [h.peakRatioVsUnbatched, h.peakRatioVsBestBatching, h.saturationFraction]) {
+        expect(Number.isFinite(x)).toBe(true);
+        expect(x!).toBeGreaterThan(0);
+      }
+      if (skipped.includes('triton')) expect(h.peakRatioVsTriton).toBeNull();
+      else expect(h.peakRatioVsTriton!).toBeGreaterThan(0);
+      expect(h.abacusMaxViolationRatio).toBeGreaterThanOrEqual(0);
+      expect(h.abacusMaxViolationRatio).toBeLessThanOrEqual(0.01); // at its reported peak, by the peak's definition
+      expect(h.bestOf).toEqual(bestBatchingBaselines(device).filter((id) => run.some((v) => v.id === id)));
+      // batch-aware abacus fuses the queued batch-1 requests at its peak
+      expect(h.abacusMeanBatch!).toBeGreaterThan(1);
+    }
+    const rows = parse<Record<string, string>>(await fs.readFile(path.join(out, 'batching.csv'), 'utf8'), { columns: true });
+    expect(Object.keys(rows[0]!)).toEqual(['pair', 'device', 'policy', 'qosMs', 'peakGoodputQps', 'peakRateQps', 'violationRatio', 'p99Ms', 'meanBatch', 'meanGroupSize', 'predictorMape', 'saturationQps', 'coLaunchQps', 'bracketed']);
+    const pairs = ['resnet50+resnet101', 'resnet50+resnet152'];
+    expect(rows).toHaveLength(pairs.length * BATCHING_DEVICES.length * run.length);
+    for (const pair of pairs) for (const device of BATCHING_DEVICES) for (const v of run) expect(rows.filter((x) => x['pair'] === pair && x['device'] === device && x['policy'] === v.id)).toHaveLength(1);
+    for (const x of rows.filter((x) => x['policy'] === 'abacus-no-batching')) expect(Number(x['meanBatch'])).toBe(1);
+    const html = await fs.readFile(path.join(out, 'report.html'), 'utf8');
+    expect(html).toContain('Dynamic batching of single-sample requests (simulated');
+    expect(html).toMatch(/<svg[\s\S]*Peak goodput at ≤ 1 % violations, sim:h200:graph[\s\S]*<\/svg>/);
+    const holdout = parse<Record<string, string>>(await fs.readFile(path.join(out, 'batching-predictor.csv'), 'utf8'), { columns: true });
+    expect(new Set(holdout.map((x) => x['device']))).toEqual(new Set(BATCHING_DEVICES));
+  }, 300_000);
+
+  it('saturation throughput: 1000 · 16 / L alone; a pair is the harmonic mean of its two models alone (equal shares); co-launch: 32000 / L_12', async () => {
+    const repo = new ModelRepository({ cacheDir: sandbox.cacheDir });
+    const a = await repo.zooSpec('resnet50');
+    const b = await repo.zooSpec('vgg16');
+    const sa = await saturationThroughput('sim:a100', [a]);
+    const sb = await saturationThroughput('sim:a100', [b]);
+    const pair = await saturationThroughput('sim:a100', [a, b]);
+    expect(sa.qps).toBeCloseTo((1000 * 16) / sa.solo[0]!.latencyMs, 9);
+    // equal shares: 1 / rate = ½ (1 / rate_a + 1 / rate_b)
+    expect(pair.qps).toBeCloseTo(2 / (1 / sa.qps + 1 / sb.qps), 6);
+    expect(pair.solo.map((s) => s.batch)).toEqual([16, 16]);
+    // one model co-launched with nothing is that model alone
+    expect(sa.coLaunchQps).toBeCloseTo(sa.qps, 9);
+    expect(pair.coLaunchQps).toBeCloseTo((1000 * 2 * 16) / pair.coLaunchMs, 9);
+    // overlapped, the pair takes longer than its longer model alone and less than both in a row
+    expect(pair.coLaunchMs).toBeGreaterThan(Math.max(sa.solo[0]!.latencyMs, sb.solo[0]!.latencyMs));
+    expect(pair.coLaunchMs).toBeLessThan(sa.solo[0]!.latencyMs + sb.solo[0]!.latencyMs);
+    await expect(saturationThroughput('sim:a100', [])).rejects.toThrow(RangeError);
+  }, 60_000);
+
+  it('runs last at least the asked number of QoS targets; the variants list abacus twice and every batching baseline', () => {
+    expect(queriesFor(50, 100, 300, 20)).toBe(300); // 50 q/s × 2 s = 100 < 300
+    expect(queriesFor(2000, 100, 300, 20)).toBe(4000); // 2000 q/s × 20 × 0.1 s
+    expect(BATCHING_VARIANTS.map((v) => v.id)).toEqual(['abacus-no-batching', 'abacus', 'triton', 'clockwork', 'fcfs-batch', 'edf-batch']);
+    expect(bestBatchingBaselines('sim:a100')).toEqual(['clockwork', 'fcfs-batch', 'edf-batch']);
+    expect(bestBatchingBaselines('sim:h200:graph')).toEqual(['triton', 'clockwork', 'fcfs-batch', 'edf-batch']);
+  });
+
+  it('the peak-goodput plot: a log y axis leaves out bars without a peak (0), and renders', async () => {
+    const spec = groupedBarSpec({ title: 't', yTitle: 'q/s', logY: true, data: [{ group: 'a', series: 'x', value: 100 }, { group: 'a', series: 'y', value: 0 }, { group: 'b', series: 'x', value: 2000 }] }) as unknown as { encoding: { y: { scale?: { type: string } } }; data: { values: { value: number }[] } };
+    expect(spec.encoding.y.scale?.type).toBe('log');
+    expect(spec.data.values.map((d) => d.value)).toEqual([100, 2000]);
+    expect(await renderSvg(groupedBarSpec({ title: 't', yTitle: 'q/s', logY: true, data: [{ group: 'a', series: 'x', value: 100 }] }))).toMatch(/^<svg/);
+  });
+});
