@@ -299,6 +299,26 @@ function withoutBatching(inputs: readonly ScheduleInput[]): ScheduleInput[] {
   }));
 }
 
+/** One row of the table from `timeDecisions`' result; `fcfsMedianUs` is the same table's fcfs median. */
+function benchRow(predictor: string, policy: string, memo: 'warm' | 'cold', r: ReturnType<typeof timeDecisions>, fcfsMedianUs: number): ScheduleBenchRow {
+  const medianUs = quantile(r.us, 0.5);
+  return {
+    predictor,
+    policy,
+    memo,
+    decisions: r.us.length,
+    medianUs,
+    p99Us: quantile(r.us, 0.99),
+    meanUs: r.us.reduce((a, b) => a + b, 0) / r.us.length,
+    predictorCalls: r.calls,
+    groupsScored: r.scored,
+    searchRounds: r.rounds,
+    soloMemoHits: r.hits,
+    ratioToFcfs: medianUs / fcfsMedianUs,
+    samplesPerSegment: r.samplesPerSegment,
+  };
+}
+
 function timerOverheadUs(n: number): number {
   const us = new Float64Array(n);
   for (let i = 0; i < n; i++) {
@@ -337,23 +357,8 @@ export async function benchSchedule(
       ] as const) {
         log(`schedule: ${policy} with ${predictor.kind}, memo ${memo}, ${decisions} decisions…\n`);
         const r = timeDecisions(() => createController(policy, params, predictor), memo, inputs, decisions, warmup);
-        const medianUs = quantile(r.us, 0.5);
-        if (policy === 'fcfs') fcfsMedian = medianUs;
-        rows.push({
-          predictor: predictor.kind,
-          policy: policy === 'abacus' ? `abacus ways ${WAYS}` : policy,
-          memo,
-          decisions,
-          medianUs,
-          p99Us: quantile(r.us, 0.99),
-          meanUs: r.us.reduce((a, b) => a + b, 0) / decisions,
-          predictorCalls: r.calls,
-          groupsScored: r.scored,
-          searchRounds: r.rounds,
-          soloMemoHits: r.hits,
-          ratioToFcfs: medianUs / fcfsMedian,
-          samplesPerSegment: r.samplesPerSegment,
-        });
+        if (policy === 'fcfs') fcfsMedian = quantile(r.us, 0.5);
+        rows.push(benchRow(predictor.kind, policy === 'abacus' ? `abacus ways ${WAYS}` : policy, memo, r, fcfsMedian));
       }
     }
   }
@@ -374,23 +379,8 @@ export async function benchSchedule(
       ] as const) {
         log(`schedule, batching: ${policy} with ${predictor.kind}, memo ${memo}, ${decisions} decisions…\n`);
         const r = timeDecisions(() => createController(policy === 'fcfs' ? 'fcfs' : 'abacus', params, predictor), memo, inputs, decisions, warmup);
-        const medianUs = quantile(r.us, 0.5);
-        if (policy === 'fcfs') fcfsMedian = medianUs;
-        batchingRows.push({
-          predictor: predictor.kind,
-          policy,
-          memo,
-          decisions,
-          medianUs,
-          p99Us: quantile(r.us, 0.99),
-          meanUs: r.us.reduce((a, b) => a + b, 0) / decisions,
-          predictorCalls: r.calls,
-          groupsScored: r.scored,
-          searchRounds: r.rounds,
-          soloMemoHits: r.hits,
-          ratioToFcfs: medianUs / fcfsMedian,
-          samplesPerSegment: r.samplesPerSegment,
-        });
+        if (policy === 'fcfs') fcfsMedian = quantile(r.us, 0.5);
+        batchingRows.push(benchRow(predictor.kind, policy, memo, r, fcfsMedian));
       }
     }
   }

@@ -51,7 +51,7 @@ import { profileDevice } from '../profile/profiler.ts';
 import { findPeakRate, runExperiment, type ExperimentService } from '../runtime/experiment.ts';
 import type { BatchingLimits } from '../schedule/controller.ts';
 import { isPolicyName } from '../schedule/index.ts';
-import { simEnv } from './colocation.ts';
+import { simEnv, workloadServices } from './colocation.ts';
 import type { PaperWorkload } from './workloads.ts';
 
 /** The two devices of the experiment, whatever `--device` says. */
@@ -212,19 +212,11 @@ export async function saturationThroughput(
 
 /** The services of a pair: batch-1 requests, BERT at `BATCHING_SEQ_LEN`, `BATCHING_LIMITS` when `batching`. */
 export function batchingServices(w: PaperWorkload, specs: ReadonlyMap<string, ModelSpec>, batching: boolean): ExperimentService[] {
-  return w.models.map((m, i) => {
-    const spec = specs.get(m);
-    if (spec === undefined) throw new RangeError(`workload ${w.models.join('+')}: no spec for model '${m}'`);
-    return {
-      name: w.models.indexOf(m) === i ? m : `${m}-${i}`,
-      spec,
-      qosTargetMs: w.qosMs,
-      maxQueueLength: 10_000,
-      batchSizes: [BATCHING_REQUEST_BATCH],
-      ...(spec.dynamicAxes.seq === undefined ? {} : { seqLens: [BATCHING_SEQ_LEN] }),
-      ...(batching ? { batching: BATCHING_LIMITS } : {}),
-    };
-  });
+  return workloadServices(w, specs, [BATCHING_REQUEST_BATCH]).map((s) => ({
+    ...s,
+    ...(s.seqLens === undefined ? {} : { seqLens: [BATCHING_SEQ_LEN] }),
+    ...(batching ? { batching: BATCHING_LIMITS } : {}),
+  }));
 }
 
 /** Options of `runBatchingPair` / `runBatching`. */
