@@ -25,12 +25,14 @@
  * is running ends when that group finishes, as a query alone does.
  *
  * ## The loop
- * `pump()` runs on every arrival and every group completion. For a one-group-at-a-time policy
- * (`launchWhileBusy === false`: abacus, fcfs, sjf, edf, clockwork) it decides only when no
- * group is in flight, launches the decided group, and waits for its completion; a query whose
- * segment stopped before its last operator stays at the head of its queue with its next start
- * operator. For overlap-all it launches every waiting query at once, concurrently with groups
- * still running (uncontrolled overlap). A controller that throws, or returns a decision the
+ * `pump()` runs on every arrival, every group completion, and at a decision's `wakeAtMs`. For a
+ * one-group-at-a-time policy (`launchWhileBusy === false`: abacus, fcfs, sjf, edf, fcfs-batch,
+ * edf-batch, clockwork) it decides only when no group is in flight, launches the decided group,
+ * and waits for its completion; a query whose segment stopped before its last operator stays at
+ * the head of its queue with its next start operator. For overlap-all it launches every waiting
+ * query at once, concurrently with groups still running (uncontrolled overlap); for triton
+ * (`oneGroupPerService`) each batch as it is formed, hiding a service's queue while one of its
+ * groups runs. A controller that throws, or returns a decision the
  * runtime cannot carry out (a query launched where it does not wait, launched twice or also
  * rejected, fused when it cannot be), has failed: the queries it was shown are answered
  * `device_failure` and the loop goes on. Decisions read `clock.now()`; nothing here reads wall
