@@ -710,6 +710,18 @@ describe('a controller that breaks the fusing contract', () => {
     expect(runtime.counters).toMatchObject({ submitted: 6, rejected: 6, pending: 0, groups: 0 });
   });
 
+  it('a launchWhileBusy controller that launches part of a query (it leaves the queues at launch, so its rest would never run) has failed: device_failure, none left pending', async () => {
+    const { clock, device, runtime } = setup({ launchWhileBusy: true, cuts: [7] });
+    const outcomes = [submitA(runtime, 0), submitA(runtime, 1)];
+    const done = await driveUntilSettled(clock, Promise.all(outcomes), { idleTimeoutMs: 2000 });
+    for (const o of done) {
+      expect(o.ok === false && [o.reason, o.message]).toEqual(['device_failure', expect.stringMatching(/^the fcfs controller failed: controller fcfs .*whole queries only \(internal error\)$/)]);
+    }
+    expect(device.groups).toEqual([]);
+    expect(runtime.counters).toMatchObject({ submitted: 2, rejected: 2, pending: 0, groups: 0 });
+    expect(runtime.queueLength('a')).toBe(0);
+  });
+
   it('a fused batch never takes the id of a pending query (a client may choose any id)', async () => {
     const { clock, device, runtime } = setup();
     const outcomes = [submitA(runtime, 0), submitA(runtime, 1)];

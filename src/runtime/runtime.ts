@@ -409,7 +409,9 @@ export class ServingRuntime {
 
   /**
    * A decision the runtime can carry out: every launched query waits at its segment's start and
-   * appears in one segment only, fused queries can be fused, no launched query is also rejected.
+   * appears in one segment only, fused queries can be fused, no launched query is also rejected,
+   * and a `launchWhileBusy` policy launches whole queries (its launched queries leave the queues,
+   * so the rest of a cut one would never run).
    * @throws Error (internal) naming the controller and the query when it broke the contract —
    *   `pump` answers it like a `decide` that threw, so a controller bug fails queries instead of
    *   escaping from a timer or device callback and leaving every query unanswered.
@@ -418,7 +420,12 @@ export class ServingRuntime {
     const taken = new Set<Unit>();
     const rejected = new Set(decision.rejected.map((r) => r.queryId));
     for (const s of decision.group) {
-      for (const u of this.membersOf(s)) {
+      const members = this.membersOf(s);
+      const operators = members[0]!.view.operators;
+      if (this.controller.launchWhileBusy && s.end !== operators) {
+        throw new Error(`controller ${this.controller.policy} launched query '${s.queryId}' up to operator ${s.end} of ${operators}: a launchWhileBusy policy launches whole queries only (internal error)`);
+      }
+      for (const u of members) {
         if (taken.has(u) || rejected.has(u.id)) throw new Error(`controller ${this.controller.policy} launched query '${u.id}' twice or also rejected it (internal error)`);
         taken.add(u);
       }
