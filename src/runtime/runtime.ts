@@ -146,7 +146,7 @@ interface ServiceState {
   readonly queue: Unit[];
   /** `queue[i].view` at index i, kept in step with `queue`: what `decide` sees, with no copy per decision. */
   readonly views: WaitingQuery[];
-  /** Queries (not units) waiting or running in `queue`. */
+  /** Queries (not units) of this service not ended: waiting or running in `queue`, or running after a `launchWhileBusy` launch took them out of it. */
   queries: number;
   /** Groups in flight that hold a unit of this service. */
   running: number;
@@ -315,7 +315,7 @@ export class ServingRuntime {
     return 'withdrawn';
   }
 
-  /** Queries waiting or running in `service`'s queue now (0 for an unknown service). */
+  /** Queries of `service` waiting or running now (0 for an unknown service). */
   queueLength(service: string): number {
     return this.services.get(service)?.queries ?? 0;
   }

@@ -90,8 +90,8 @@ const PREFERRED: readonly (readonly number[])[] = [[], [2], [2, 4]];
  * preferred sizes none, [2] or [2, 4], those ≤ maxBatchSize; one frozen object per service);
  * 0..7 queries per queue, batch 1 (70%), 2 (20%) or 3, `fuseKey` 'k0' (80%) or 'k1' on the
  * queries of a batching service; the head already started 30% of the time (it keeps
- * `batching`, as the runtime's view of an unfused query that ran a segment does, so policies
- * must look at `nextOperator` too); QoS 40..140 ms (15%: 1..51 ms) after 22..52 ms of waiting
+ * `batching` — the runtime's view drops it once a query ran a segment, but policies must not
+ * rely on that and look at `nextOperator` too); QoS 40..140 ms (15%: 1..51 ms) after 22..52 ms of waiting
  * for the head, less for the others; running remainder 0..20 ms (0 half the time).
  */
 export function randomBatchingInput(r: () => number, tag: string): ScheduleInput {
