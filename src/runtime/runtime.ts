@@ -109,8 +109,6 @@ export type QueryOutcome =
 /** One query until its outcome. */
 interface Pending {
   readonly record: QueryRecord;
-  readonly inputs: TensorMap | undefined;
-  readonly seed: number;
   /** Set by `cancel` while the query's group runs: it ends `cancelled` when that group finishes (unless the group completes it). */
   cancelMessage: string | undefined;
   readonly resolve: (outcome: QueryOutcome) => void;
@@ -271,7 +269,7 @@ export class ServingRuntime {
         ...(batching === undefined ? {} : { batching, fuseKey: fuseKeyOf(spec, seqLen, inputs) }),
       };
       const unit: Unit = { id, state, members: [], samples: record.batch, seqLen, inputs, seed, fused: false, nextOperator: 0, inFlight: false, view };
-      const p: Pending = { record, inputs, seed, cancelMessage: undefined, resolve, unit, offset: 0 };
+      const p: Pending = { record, cancelMessage: undefined, resolve, unit, offset: 0 };
       unit.members.push(p);
       this.byId.set(id, p);
       if (this.closed) return this.finish(p, 'overloaded', 'the runtime is closed');
@@ -364,9 +362,10 @@ export class ServingRuntime {
         }
         if (waiting === 0) break;
         let decision: Decision;
+        let members: Unit[][];
         try {
           decision = this.controller.decide({ nowMs: this.clock.now(), queues, runningRemainingMs: 0 });
-          this.checkDecision(decision);
+          members = this.checkDecision(decision);
         } catch (err) {
           // A controller or predictor error must not leave queries unanswered: fail the visible ones.
           for (const views of queues) for (const v of [...views]) {
@@ -381,7 +380,7 @@ export class ServingRuntime {
           const why = r.predictedMs === undefined ? `headroom ${r.headroomMs.toFixed(2)} ms ≤ 0` : `predicted ${r.predictedMs.toFixed(2)} ms to finish exceeds headroom ${r.headroomMs.toFixed(2)} ms`;
           this.rejectUnit(u, 'qos_violation', `dropped by the ${this.controller.policy} controller: ${why}`);
         }
-        if (decision.group.length > 0) this.launch(decision.group, decision.predictedMs);
+        if (decision.group.length > 0) this.launch(decision.group, members, decision.predictedMs);
         else {
           if (decision.wakeAtMs !== undefined) this.wakeAt(decision.wakeAtMs);
           if (decision.rejected.length === 0) break;
@@ -412,15 +411,18 @@ export class ServingRuntime {
    * appears in one segment only, fused queries can be fused, no launched query is also rejected,
    * and a `launchWhileBusy` policy launches whole queries (its launched queries leave the queues,
    * so the rest of a cut one would never run).
+   * @returns per segment of the group, the units it names, lead first (what `launch` runs).
    * @throws Error (internal) naming the controller and the query when it broke the contract —
    *   `pump` answers it like a `decide` that threw, so a controller bug fails queries instead of
    *   escaping from a timer or device callback and leaving every query unanswered.
    */
-  private checkDecision(decision: Decision): void {
+  private checkDecision(decision: Decision): Unit[][] {
     const taken = new Set<Unit>();
     const rejected = new Set(decision.rejected.map((r) => r.queryId));
+    const all: Unit[][] = [];
     for (const s of decision.group) {
       const members = this.membersOf(s);
+      all.push(members);
       const operators = members[0]!.view.operators;
       if (this.controller.launchWhileBusy && s.end !== operators) {
         throw new Error(`controller ${this.controller.policy} launched query '${s.queryId}' up to operator ${s.end} of ${operators}: a launchWhileBusy policy launches whole queries only (internal error)`);
@@ -430,10 +432,11 @@ export class ServingRuntime {
         taken.add(u);
       }
     }
+    return all;
   }
 
   /**
-   * The units a launch segment names, lead first.
+   * The units a launch segment names, lead first (a unit named twice is `checkDecision`'s to catch).
    * @throws Error (internal) when the controller broke the contract.
    */
   private membersOf(s: LaunchSegment): Unit[] {
@@ -446,7 +449,7 @@ export class ServingRuntime {
     const limits = lead.view.batching;
     for (const id of s.fused) {
       const u = this.units.get(id);
-      if (limits === undefined || u === undefined || u.inFlight || u.fused || u.nextOperator !== 0 || u.state !== lead.state || u.view.fuseKey !== lead.view.fuseKey || members.includes(u) || lead.nextOperator !== 0 || lead.fused) {
+      if (limits === undefined || u === undefined || u.inFlight || u.fused || u.nextOperator !== 0 || u.state !== lead.state || u.view.fuseKey !== lead.view.fuseKey || lead.nextOperator !== 0 || lead.fused) {
         throw new Error(`controller ${this.controller.policy} fused query '${id}' with '${s.queryId}', which cannot be fused (internal error)`);
       }
       members.push(u);
@@ -457,12 +460,11 @@ export class ServingRuntime {
   }
 
   /**
-   * The unit a launch segment runs: the lead's own, or a new fused batch replacing the lead in
-   * its queue (the other members leave their queues).
-   * @throws Error (internal) when the controller broke the contract; RangeError when the members' tensors cannot be concatenated.
+   * The unit a launch segment runs, from its `members` (`checkDecision`): the lead's own, or a
+   * new fused batch replacing the lead in its queue (the other members leave their queues).
+   * @throws RangeError when the members' tensors cannot be concatenated.
    */
-  private unitFor(s: LaunchSegment): Unit {
-    const members = this.membersOf(s);
+  private unitFor(members: readonly Unit[]): Unit {
     const lead = members[0]!;
     if (members.length === 1) return lead;
     const state = lead.state;
@@ -503,20 +505,17 @@ export class ServingRuntime {
     if (i >= 0) u.state.views[i] = u.view;
   }
 
-  private launch(group: readonly LaunchSegment[], predictedMs: number | undefined): void {
+  private launch(group: readonly LaunchSegment[], members: readonly (readonly Unit[])[], predictedMs: number | undefined): void {
     const units: Unit[] = [];
     const segments: Segment[] = [];
-    for (const s of group) {
+    for (const [i, s] of group.entries()) {
       let u: Unit;
       try {
-        u = this.unitFor(s);
+        u = this.unitFor(members[i]!);
       } catch (err) {
         if (!(err instanceof RangeError)) throw err;
         // concatBatch refused the members' tensors (cannot happen for inputs checked at submit).
-        for (const id of [s.queryId, ...(s.fused ?? [])]) {
-          const m = this.units.get(id);
-          if (m !== undefined) this.rejectUnit(m, 'bad_request', `could not fuse the batch: ${err.message}`);
-        }
+        for (const m of members[i]!) this.rejectUnit(m, 'bad_request', `could not fuse the batch: ${err.message}`);
         continue;
       }
       const input: SegmentInput = u.nextOperator > 0 ? { kind: 'resume' } : u.inputs !== undefined ? { kind: 'tensors', tensors: u.inputs } : { kind: 'synthetic', seed: u.seed };
