@@ -83,6 +83,11 @@ class RowDevice implements Device {
   fail: ((s: Segment) => boolean) | undefined;
   /** Reject the whole `runGroup` (as a device that is gone) when this picks a segment. */
   throwOn: ((s: Segment) => boolean) | undefined;
+  /**
+   * Answer a 'tensors' segment `bad_request` when a row's first element is ≥ this (as
+   * onnxruntime refuses a token id beyond BERT's vocabulary): a value only the device checks.
+   */
+  refuseRowsFrom: number | undefined;
   constructor(private readonly clock: VirtualClock) {}
   load(_services: readonly DeviceService[]): Promise<void> {
     return Promise.resolve();
@@ -105,6 +110,9 @@ class RowDevice implements Device {
       } else if (s.input.kind === 'tensors') {
         x = s.input.tensors['input'];
         if (x?.dims[0] !== s.batchSize) return fail(new BadRequestError(`${s.queryId}: input rows ${String(x?.dims[0])} ≠ batchSize ${s.batchSize}`));
+        const from = this.refuseRowsFrom;
+        const bad = from === undefined ? -1 : [...Array(s.batchSize).keys()].find((r) => (x!.data as Float32Array)[r * SAMPLE]! >= from) ?? -1;
+        if (bad >= 0) return fail(new BadRequestError(`value ${(x.data as Float32Array)[bad * SAMPLE]} out of range`));
       }
       if (s.end < operators) {
         this.kept.set(s.queryId, { next: s.end, x });
@@ -477,6 +485,22 @@ describe('rejection and failure of a fused batch reach every member', () => {
     }
     expectOwnRows(await driveUntilSettled(clock, plain), 9);
     expect(runtime.counters).toMatchObject({ completed: 1, rejected: 3, pending: 0 });
+  });
+
+  it('a fused segment the device refuses (bad_request: a value only the device checks) is split: every member reruns alone, only the bad one fails, with its own message', async () => {
+    const { clock, device, runtime } = setup();
+    device.refuseRowsFrom = 5_000_000; // query 66's row starts at 6,600,000
+    const done = await driveUntilSettled(clock, Promise.all([0, 66, 2].map((k) => submitA(runtime, k))));
+    expectOwnRows(done[0]!, 0);
+    expectOwnRows(done[2]!, 2);
+    const bad = done[1]!;
+    expect(bad.ok === false && [bad.reason, bad.message]).toEqual(['bad_request', 'value 6600000 out of range']);
+    // the fused group, then each member alone (not fused again), in queue order
+    expect(device.groups.map((g) => g.map((s) => [s.batchSize, s.start, s.end]))).toEqual([[[3, 0, operators]], [[1, 0, operators]], [[1, 0, operators]], [[1, 0, operators]]]);
+    expect(device.groups.slice(1).map((g) => g[0]!.queryId)).toEqual(['a0', 'a66', 'a2']);
+    for (const o of [done[0]!, done[2]!]) expect(o.record).toMatchObject({ runBatch: 1, groups: [0, expect.any(Number)], outcome: 'completed' });
+    expect(runtime.counters).toMatchObject({ completed: 2, rejected: 1, pending: 0 });
+    expect(device.kept.size).toBe(0);
   });
 
   it('a device that rejects the whole group fails every member of the fused batch', async () => {

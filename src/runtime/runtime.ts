@@ -20,7 +20,10 @@
  * joins a batch), concatenates the members' inputs along dim 0 at the launch, keeps the fused
  * batch as ONE device query (one id, one kept state) until its last operator, and then splits
  * the outputs along dim 0 so that every member gets its own rows. Each member keeps its own
- * record and outcome. A member cancelled while its batch waits between two segments is answered
+ * record and outcome. A fused segment the device refuses (`bad_request`: a value only the device
+ * checks, such as a token id beyond the vocabulary) is split back into its members, each rerun
+ * alone from operator 0, so that only a member whose own inputs are refused fails. A member
+ * cancelled while its batch waits between two segments is answered
  * `cancelled` at once (its rows keep riding with the batch and are discarded); one whose batch
  * is running ends when that group finishes, as a query alone does.
  *
@@ -572,7 +575,10 @@ export class ServingRuntime {
       u.inFlight = false;
       u.state.running--;
       if (!r.ok) {
-        this.rejectUnit(u, r.error.code === 'bad_request' ? 'bad_request' : 'device_failure', r.error.message);
+        // A fused batch the device refused (a value only it checks, e.g. a token id beyond the
+        // vocabulary) may be one member's fault: each member reruns alone from operator 0.
+        if (u.fused && r.error.code === 'bad_request') this.unfuse(u);
+        else this.rejectUnit(u, r.error.code === 'bad_request' ? 'bad_request' : 'device_failure', r.error.message);
         return;
       }
       executed.push({ queryId: u.id, service: u.state.service.name, model: spec.name, start: seg.start, end: seg.end, operators: spec.operators.length, batch: u.samples, seqLen: u.seqLen, latencyMs: r.latencyMs });
@@ -596,6 +602,39 @@ export class ServingRuntime {
     if (executed.length > 0) this.controller.observe({ segments: executed, groupLatencyMs: result.groupLatencyMs, ...(record.predictedMs === undefined ? {} : { predictedMs: record.predictedMs }) });
     this.onGroupEnd?.(record);
     this.pump();
+  }
+
+  /**
+   * Split a fused batch whose segment the device refused back into its live members, each a
+   * unit alone at operator 0 in the batch's queue place, never fused again (its view has no
+   * `batching`), so that only a member whose own inputs the device refuses fails. A member
+   * cancelled while the group ran ends `cancelled` now.
+   */
+  private unfuse(u: Unit): void {
+    for (const p of [...u.members]) if (p.cancelMessage !== undefined) this.reject(p, 'cancelled', p.cancelMessage);
+    if (u.members.length === 0) return; // the last member's leaving ended the unit and released its state
+    const state = u.state;
+    const at = state.queue.indexOf(u);
+    this.units.delete(u.id);
+    if (at >= 0) {
+      state.queue.splice(at, 1);
+      state.views.splice(at, 1);
+    }
+    if (u.nextOperator > 0) this.device.releaseQuery(state.service.name, u.id).catch(() => undefined);
+    const solo: Unit[] = [];
+    for (const p of u.members) {
+      const { record } = p;
+      const view: WaitingQuery = { id: record.id, service: record.service, model: u.view.model, operators: u.view.operators, nextOperator: 0, batch: record.batch, seqLen: record.seqLen, arrivalMs: record.arrivalMs, qosTargetMs: record.qosTargetMs };
+      const unit: Unit = { id: record.id, state, members: [p], samples: record.batch, seqLen: record.seqLen, inputs: p.inputs, seed: p.seed, fused: false, nextOperator: 0, inFlight: false, view };
+      p.unit = unit;
+      p.offset = 0;
+      delete record.runBatch;
+      this.units.set(unit.id, unit);
+      solo.push(unit);
+    }
+    const i = at >= 0 ? at : state.queue.length;
+    state.queue.splice(i, 0, ...solo);
+    state.views.splice(i, 0, ...solo.map((s) => s.view));
   }
 
   private groupFailed(record: GroupRecord, units: Unit[], err: unknown): void {
