@@ -625,7 +625,7 @@ export class ServingRuntime {
     for (const p of u.members) {
       const { record } = p;
       const view: WaitingQuery = { id: record.id, service: record.service, model: u.view.model, operators: u.view.operators, nextOperator: 0, batch: record.batch, seqLen: record.seqLen, arrivalMs: record.arrivalMs, qosTargetMs: record.qosTargetMs };
-      const unit: Unit = { id: record.id, state, members: [p], samples: record.batch, seqLen: record.seqLen, inputs: p.inputs, seed: p.seed, fused: false, nextOperator: 0, inFlight: false, view };
+      const unit: Unit = { id: record.id, state, members: [p], samples: record.batch, seqLen: record.seqLen, inputs: u.inputs === undefined ? undefined : sliceBatch(u.inputs, p.offset, record.batch), seed: u.seed, fused: false, nextOperator: 0, inFlight: false, view };
       p.unit = unit;
       p.offset = 0;
       delete record.runBatch;
