@@ -48,6 +48,20 @@ describe('abacus simulate', () => {
     }
   }, 240_000);
 
+  it('single-sample requests: triton fuses them with --dynamic-batching, and warns and runs them alone without it', async () => {
+    const args = ['simulate', '--models', 'resnet50,vgg16', '--qos-ms', '50', '--request-batch', '1', '--rate', '2000', '--queries', '400', '--policy', 'triton', '--json'];
+    const on = await abacus(...args, '--dynamic-batching', '--max-batch-size', '8');
+    expect(on.code, on.stderr).toBe(0);
+    const fused = (JSON.parse(on.stdout) as ExperimentJson).runs[0]!;
+    expect(fused.meanBatch).toBeGreaterThan(1);
+    expect(fused.meanBatch).toBeLessThanOrEqual(8);
+    expect(on.stderr).not.toMatch(/warning/);
+    const off = await abacus(...args);
+    expect(off.code, off.stderr).toBe(0);
+    expect((JSON.parse(off.stdout) as ExperimentJson).runs[0]!.meanBatch).toBe(1);
+    expect(off.stderr).toMatch(/warning: triton fuses queries only for services with dynamic batching, and none has it here/);
+  }, 120_000);
+
   it('bad input: a real device, a missing QoS, a bad policy, a bad config field', async () => {
     expect((await abacus('simulate', '--device', 'ort', '--models', 'resnet50', '--qos-ms', '5')).stderr).toMatch(/needs a simulated device/);
     expect((await abacus('simulate', '--models', 'resnet50')).stderr).toMatch(/--qos-ms needs one value or one per model/);

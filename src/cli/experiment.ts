@@ -208,6 +208,9 @@ async function servingConfigOf(opts: ExperimentCliOptions, defaultDevice: string
   return parseServingConfig({ device: opts.device ?? defaultDevice, services }, 'flags');
 }
 
+/** Policies that exist for dynamic batching: without `batching` on any service they run every query alone. */
+const BATCHING_ONLY_POLICIES: readonly string[] = ['fcfs-batch', 'edf-batch', 'triton'];
+
 /** Sequence length of `--request-batch` loads unless `--seq-lens` says otherwise: the A100 reference surface's and the H200 measurements' BERT rows. */
 const SINGLE_REQUEST_SEQ_LEN = 32;
 
@@ -409,6 +412,10 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
     }
   }
   const hosted = await resolveServices(ctx, repo, config);
+  const batchers = policies.filter((p) => BATCHING_ONLY_POLICIES.includes(p));
+  if (batchers.length > 0 && hosted.services.every((s) => s.batching === undefined)) {
+    ctx.err(`warning: ${batchers.join(', ')} fuse${batchers.length === 1 ? 's' : ''} queries only for services with dynamic batching, and none has it here: every query runs alone (add --dynamic-batching, or dynamicBatching in the config)\n`);
+  }
   const needsPredictor = policies.some(policyNeedsPredictor);
   const file = opts.predictor ?? config.predictor;
   const { predictor, source } = needsPredictor
