@@ -111,6 +111,7 @@ describe('serving config: dynamicBatching', () => {
       ['{ preferredBatchSizes: [4, 32] }', /services\[1\]\.dynamicBatching\.preferredBatchSizes\[1\]: 32 exceeds maxBatchSize 16/],
       ['{ maxBatchSize: 8, preferredBatchSizes: [16] }', /services\[1\]\.dynamicBatching\.preferredBatchSizes\[0\]: 16 exceeds maxBatchSize 8/],
       ['{ maxBatch: 8 }', /services\[1\]\.dynamicBatching: unknown field\(s\) 'maxBatch'/],
+      ['{ max_batch_size: 8 }', /services\[1\]\.dynamicBatching: unknown field\(s\) 'max_batch_size' \(config keys are camelCase: 'maxBatchSize'\?\)/],
       ['yes', /services\[1\]\.dynamicBatching: must be false \(off\), true \(on with the defaults\), or \{ maxBatchSize, maxQueueDelayMs, preferredBatchSizes \}/],
       ['16', /services\[1\]\.dynamicBatching: must be false/],
     ];

@@ -162,7 +162,10 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = innermostIssue(parsed.error.issues[0]!);
-    const detail = issue.code === 'unrecognized_keys' ? `unknown field(s) ${issue.keys.map((k) => `'${k}'`).join(', ')}` : issue.message;
+    const detail =
+      issue.code === 'unrecognized_keys'
+        ? `unknown field(s) ${issue.keys.map((k) => `'${k}'${camel(k) !== k ? ` (config keys are camelCase: '${camel(k)}'?)` : ''}`).join(', ')}`
+        : issue.message;
     throw new InvalidConfigError(`${source}: ${fieldPath(issue.path)}: ${detail}`);
   }
   const c = parsed.data;
