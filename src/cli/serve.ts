@@ -81,7 +81,13 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
   const hosted = await resolveServices(ctx, repo, config, { batchingByDefault: true });
   const logger = createLogger({ defaultLevel: 'info' });
   for (const [service, b] of hosted.batching ?? []) {
-    if (b.kind === 'on') logger.info({ service, ...b.limits }, 'dynamic batching on');
+    if (b.kind === 'on') {
+      logger.info({ service, ...b.limits }, 'dynamic batching on');
+      const qosTargetMs = hosted.services.find((s) => s.name === service)?.qosTargetMs ?? Infinity;
+      if (config.policy.name === 'triton' && b.limits.maxQueueDelayMs >= qosTargetMs) {
+        logger.warn({ service, maxQueueDelayMs: b.limits.maxQueueDelayMs, qosTargetMs }, 'maxQueueDelayMs is not below the QoS target: a batch that does not fill waits past every deadline in it');
+      }
+    }
     else if (b.by === 'model') logger.info({ service, reason: b.blocker }, 'dynamic batching off: the model cannot batch');
     else logger.info({ service }, b.by === 'config' ? 'dynamic batching off (dynamicBatching: false)' : 'dynamic batching off');
   }
