@@ -76,6 +76,18 @@ describe('abacus serve: dynamicBatching in the config (child process, sim:a100)'
       expect(await server.stop()).toBe(0);
     }
   }, 300_000);
+
+  it('warns when triton may hold a batch past the QoS target (maxQueueDelayMs ≥ qosTargetMs)', async () => {
+    const cfg = await writeConfig(sandbox.tmp, 'triton.yaml', ['device: sim:a100', 'policy: triton', 'services:', '  - name: resnet', '    model: resnet50-small', '    qosTargetMs: 20', '    dynamicBatching: { maxQueueDelayMs: 20 }']);
+    const logFile = path.join(sandbox.tmp, 'triton.log');
+    const server = await startChildServer(cfg, { cacheDir: sandbox.cacheDir, flags: ['--no-grpc', '--grace-ms', '1000'], logLevel: 'info', stderrFile: logFile });
+    try {
+      const warned = (await fs.readFile(logFile, 'utf8')).split('\n').filter((l) => l.includes('maxQueueDelayMs is not below')).map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(warned).toEqual([expect.objectContaining({ service: 'resnet', maxQueueDelayMs: 20, qosTargetMs: 20 })]);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  }, 120_000);
 });
 
 /** The fusing policy this test runs against (merged from another branch). */
