@@ -43,6 +43,14 @@
  *   recomputed whenever the running set or an f changes; finishing times follow.
  * - **Noise.** Each operator execution draws one multiplicative factor for its device work and
  *   one for its host time (`LogNormalNoise`; none when the coefficient of variation is 0).
+ * - **Drift** (`EngineDrift`, optional): a step change of speed. An operator that starts on the
+ *   device at engine time t ≥ `atMs` has its device work (compute, memory, streaming, floors)
+ *   and its launch time (host `hostMs`, device-side `gapMs`) multiplied by `factor`, on top
+ *   of its noise; an operator already running at the step keeps its costs. Demands (SM and
+ *   bandwidth shares) are unchanged, so a solo segment started after the step takes exactly
+ *   `factor` × as long (every time of its timeline scales), and one straddling the step lies
+ *   in between. The one place it applies is `startOp`, shared by the real steps and the
+ *   `nextObservableMs` lookahead, so both agree.
  *
  * ## Properties (tested in test/device-sim.test.ts)
  * No operator ever runs faster than alone (every speed ≤ f), so a group never finishes before
@@ -134,6 +142,14 @@ class Executor {
   }
 }
 
+/** A step change of speed (see the module docs, "Drift"), in engine time. */
+export interface EngineDrift {
+  /** Engine time of the step, ms: operators starting on the device at or after it are affected. */
+  readonly atMs: number;
+  /** Multiplier of their device work and launch time (> 0; 1.5 = 50 % slower). */
+  readonly factor: number;
+}
+
 interface Arrival {
   readonly atMs: number;
   readonly job: EngineJob;
@@ -156,7 +172,19 @@ export class SimEngine {
   private readonly done: { job: EngineJob; startMs: number; endMs: number }[] = [];
   private executedOps = 0;
 
-  constructor(private readonly noise: LogNormalNoise | undefined = undefined) {}
+  /**
+   * @param noise multiplicative noise per operator execution; none when undefined.
+   * @param drift a step change of speed (module docs, "Drift"); none when undefined.
+   * @throws RangeError for a drift whose factor is not finite and > 0 or whose time is NaN.
+   */
+  constructor(
+    private readonly noise: LogNormalNoise | undefined = undefined,
+    private readonly drift: EngineDrift | undefined = undefined,
+  ) {
+    if (drift !== undefined && !(Number.isFinite(drift.factor) && drift.factor > 0 && !Number.isNaN(drift.atMs))) {
+      throw new RangeError(`engine drift { atMs: ${drift.atMs}, factor: ${drift.factor} }: factor must be a finite number > 0 and atMs a number`);
+    }
+  }
 
   /** Engine time, ms (the time of the last step). */
   get now(): number {
@@ -427,6 +455,11 @@ export class SimEngine {
     if (this.noise !== undefined) {
       deviceFactor = this.noise.next();
       hostFactor = this.noise.next();
+    }
+    const drift = this.drift;
+    if (drift !== undefined && t >= drift.atMs) {
+      deviceFactor *= drift.factor;
+      hostFactor *= drift.factor;
     }
     const hostMs = c.hostMs * hostFactor;
     e.computeMs = c.computeMs * deviceFactor;

@@ -6,8 +6,8 @@
  */
 export { SimDevice } from './sim-device.ts';
 export type { SimDeviceOptions } from './sim-device.ts';
-export { A100_SXM4_40GB, V100_SXM2_32GB, H100_SXM5_80GB, H200_SXM_141GB, GPU_PROFILES, A100_MIG_PROFILES, a100MigProfile, parseSimDeviceId, simDeviceIds, RUNTIME_MODES } from './profiles.ts';
-export type { GpuProfile, PeakTflops, RuntimeMode, SimDeviceSpec } from './profiles.ts';
+export { A100_SXM4_40GB, V100_SXM2_32GB, H100_SXM5_80GB, H200_SXM_141GB, GPU_PROFILES, A100_MIG_PROFILES, a100MigProfile, parseSimDeviceId, simDeviceIds, validateSimDrift, SIM_DEVICE_ID_FORMS, RUNTIME_MODES } from './profiles.ts';
+export type { GpuProfile, PeakTflops, RuntimeMode, SimDeviceSpec, SimDrift } from './profiles.ts';
 export { DEFAULT_SIM_CONSTANTS, H200_GRAPH_SIM_CONSTANTS, SIM_MODEL_REVISION, simConstantsFor, simModelFingerprint, KERNEL_CLASSES, kernelClassOf, operatorClasses, operatorCost, modelCosts, serviceMemoryBytes } from './cost-model.ts';
 export type { KernelClass, OpCost, SimConstants } from './cost-model.ts';
 export { SimEngine } from './engine.ts';

@@ -158,47 +158,105 @@ export function a100MigProfile(slices: number): GpuProfile {
 export type RuntimeMode = 'eager' | 'graph';
 export const RUNTIME_MODES: readonly RuntimeMode[] = ['eager', 'graph'];
 
-/** A parsed sim device id: `sim:<gpu>[:mig-<k>g][:<mode>]`. */
+/**
+ * A step change of the simulated device's speed during a run (issue 13 item 5: drift, so that
+ * online predictor refinement can be tested deterministically in virtual time): from `atMs` on,
+ * every operator execution takes `factor` × as long (`SimEngine`: its device work and its
+ * launch time, for operators that start on the device at or after the step).
+ */
+export interface SimDrift {
+  /** When the step happens, ms of simulated time after the device was created; finite, ≥ 0. */
+  readonly atMs: number;
+  /** Duration multiplier from then on: 1.5 = 50 % slower, 0.5 = twice as fast; finite, > 0. */
+  readonly factor: number;
+}
+
+/** A parsed sim device id: `sim:<gpu>[:mig-<k>g][:drift-<factor>x@<ms>ms][:<mode>]`. */
 export interface SimDeviceSpec {
+  /**
+   * Canonical id of the hardware and mode, e.g. `sim:a100`, `sim:a100:mig-2g:graph`: **without**
+   * the drift part, so predictors and profiles keyed on it serve the drifted device too.
+   */
   readonly id: string;
   readonly profile: GpuProfile;
   readonly mode: RuntimeMode;
+  /** The drift part of the id; absent when the id has none. */
+  readonly drift?: SimDrift;
 }
 
-/** Every device id the simulator accepts, eager (default) and graph. */
+/** The accepted forms of a sim device id, as error messages print them. */
+export const SIM_DEVICE_ID_FORMS = `sim:<${GPU_PROFILES.map((p) => p.key).join('|')}>[:mig-<1|2|3|4|7>g (a100 only)][:drift-<factor>x@<ms>ms][:eager|graph] (mode last; e.g. sim:a100:drift-1.5x@60000ms)`;
+
+/** Every device id the simulator accepts, eager (default) and graph (no drift parts: those take any numbers). */
 export function simDeviceIds(): string[] {
   const bases = [...GPU_PROFILES.map((p) => p.key), ...A100_MIG_PROFILES.map((m) => `a100:mig-${m.slices}g`)];
   return bases.flatMap((b) => [`sim:${b}`, `sim:${b}:graph`]);
 }
 
+/** A decimal number as written in an id part (`1.5`, `60000`, `2e3`): no sign other than `-`, no `Infinity`, no hex. */
+const DECIMAL = /^-?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?$/i;
+
 /**
- * Parse a sim device id: `sim:a100`, `sim:a100:graph`, `sim:a100:mig-2g`, `sim:h100:eager`, …
- * The mode defaults to `eager`, and is left out of the canonical id then.
- * @throws RangeError naming the id and the accepted forms (for a bad MIG part, every valid id).
+ * Check a drift step (from an id part or `SimDeviceOptions.drift`).
+ * @param where what to name in the message, e.g. `SimDeviceOptions.drift` or the id part.
+ * @throws RangeError naming `where` when `factor` is not a finite number > 0 or `atMs` not a
+ *   finite number ≥ 0.
+ */
+export function validateSimDrift(drift: SimDrift, where: string): void {
+  const d: unknown = drift;
+  if (typeof d !== 'object' || d === null) throw new RangeError(`${where} must be { atMs, factor } (drift-<factor>x@<ms>ms in a device id)`);
+  const { atMs, factor } = drift;
+  if (typeof factor !== 'number' || !Number.isFinite(factor) || !(factor > 0)) throw new RangeError(`${where}: factor ${String(factor)} must be a finite number > 0 (1.5 = 50 % slower)`);
+  if (typeof atMs !== 'number' || !Number.isFinite(atMs) || !(atMs >= 0)) throw new RangeError(`${where}: time ${String(atMs)} ms must be a finite number ≥ 0 (ms of simulated time after the device was created)`);
+}
+
+/**
+ * Parse a sim device id: `sim:a100`, `sim:a100:graph`, `sim:a100:mig-2g`, `sim:h100:eager`,
+ * `sim:a100:drift-1.5x@60000ms:graph`, … Parts after the GPU: at most one MIG part (a100
+ * only), at most one drift part `drift-<factor>x@<ms>ms` (`SimDrift`: from `<ms>` ms of
+ * simulated time on, operators take `<factor>` × as long), and the mode, last. The mode
+ * defaults to `eager`, and is left out of the canonical id then; the drift is never in the
+ * canonical id (`SimDeviceSpec.drift` carries it).
+ * @throws RangeError naming the id, the bad part and the accepted forms (for a bad MIG part,
+ *   every valid id; for a bad drift part, what its factor and time must be).
  */
 export function parseSimDeviceId(id: string): SimDeviceSpec {
   const parts = typeof id === 'string' ? id.split(':') : [];
-  const bad = (why: string): RangeError =>
-    new RangeError(`sim device id '${String(id)}' ${why} (accepted: sim:<${GPU_PROFILES.map((p) => p.key).join('|')}>[:mig-<1|2|3|4|7>g (a100 only)][:eager|graph])`);
-  if (parts[0] !== 'sim' || parts.length < 2 || parts.length > 4) throw bad('is not of the form sim:<gpu>[…]');
+  const bad = (why: string): RangeError => new RangeError(`sim device id '${String(id)}' ${why} (accepted: ${SIM_DEVICE_ID_FORMS})`);
+  if (parts[0] !== 'sim' || parts.length < 2 || parts.length > 5) throw bad('is not of the form sim:<gpu>[…]');
   const base = GPU_PROFILES.find((p) => p.key === parts[1]);
   if (!base) throw bad(`names no known GPU '${parts[1] ?? ''}'`);
   let profile = base;
   let mode: RuntimeMode = 'eager';
-  for (const part of parts.slice(2)) {
+  let drift: SimDrift | undefined;
+  for (const [i, part] of parts.slice(2).entries()) {
     const mig = /^mig-([12347])g$/.exec(part);
     if (mig) {
       if (base.key !== 'a100' || profile !== base) throw bad(`has a MIG part '${part}' where none is allowed`);
+      if (drift !== undefined) throw bad(`has its MIG part '${part}' after the drift part (order: MIG, drift, mode)`);
       profile = a100MigProfile(Number(mig[1]));
     } else if ((RUNTIME_MODES as readonly string[]).includes(part)) {
-      if (part !== parts[parts.length - 1]) throw bad('must end with the mode');
+      if (i + 2 !== parts.length - 1) throw bad('must end with the mode');
       mode = part as RuntimeMode;
     } else if (part.startsWith('mig-')) {
       throw bad(`has an unknown MIG instance '${part}' (instances: ${A100_MIG_PROFILES.map((m) => `mig-${m.slices}g`).join(', ')}; valid ids: ${simDeviceIds().join(', ')})`);
+    } else if (part.startsWith('drift-')) {
+      if (drift !== undefined) throw bad(`has a second drift part '${part}'`);
+      const m = /^drift-(.*)x@(.*)ms$/.exec(part);
+      if (!m) throw bad(`has a malformed drift part '${part}' (expected drift-<factor>x@<ms>ms, e.g. drift-1.5x@60000ms)`);
+      const [factorText, atText] = [m[1]!, m[2]!];
+      if (!DECIMAL.test(factorText)) throw bad(`has a drift part '${part}' whose factor '${factorText}' is not a number (expected drift-<factor>x@<ms>ms, e.g. drift-1.5x@60000ms)`);
+      if (!DECIMAL.test(atText)) throw bad(`has a drift part '${part}' whose time '${atText}' is not a number of ms (expected drift-<factor>x@<ms>ms, e.g. drift-1.5x@60000ms)`);
+      drift = { factor: Number(factorText), atMs: Number(atText) };
+      try {
+        validateSimDrift(drift, `drift part '${part}'`);
+      } catch (err) {
+        throw bad(`has a bad ${(err as Error).message}`);
+      }
     } else {
       throw bad(`has an unknown part '${part}'`);
     }
   }
   const canonical = `sim:${profile.key}${mode === 'eager' ? '' : `:${mode}`}`;
-  return { id: canonical, profile, mode };
+  return drift === undefined ? { id: canonical, profile, mode } : { id: canonical, profile, mode, drift };
 }

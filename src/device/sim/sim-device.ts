@@ -43,6 +43,13 @@
  *   flat in batch size 1–16, have a CV of 2.0 % (ResNet-50), 2.1 % (ResNet-101), 1.3 %
  *   (ResNet-152), which is the predictor's scatter rather than the GPU's. 0 makes every run
  *   exactly reproducible regardless of the seed.
+ * - Drift: an optional step change of speed (`SimDeviceOptions.drift`, or a `drift-<factor>x@<ms>ms`
+ *   part of the id; issue 13 item 5): every operator that starts on the device at or after `atMs`
+ *   ms after `create` (on the device's clock) takes `factor` × as long — its device work and its
+ *   launch time; operators already running at the step keep their speed; dispatch and barrier
+ *   (`SimConstants.dispatchMs`, `barrierMs`: the serving path, not the device) are not scaled.
+ *   A solo segment started after the step thus takes exactly `factor` × its latency before.
+ *   The mechanism is `SimEngine`'s (engine.ts, "Drift"). Deterministic like the rest.
  */
 import { DeviceFailureError, DeviceUnavailableError, InvalidModelError } from '../../errors.ts';
 import type { Clock, TimerHandle } from '../../clock/clock.ts';
@@ -55,15 +62,21 @@ import { QueryBook } from '../query-book.ts';
 import { validateGroup } from '../validate.ts';
 import { modelCosts, simConstantsFor, operatorClasses, serviceMemoryBytes, validateSimConstants, type KernelClass, type OpCost, type SimConstants } from './cost-model.ts';
 import { SimEngine } from './engine.ts';
-import { parseSimDeviceId, type GpuProfile, type RuntimeMode } from './profiles.ts';
+import { parseSimDeviceId, validateSimDrift, type GpuProfile, type RuntimeMode, type SimDrift } from './profiles.ts';
 import { LogNormalNoise, Rng } from './rng.ts';
 
 /** Options of `SimDevice.create`. Only `clock` is required; defaults in brackets. */
 export interface SimDeviceOptions {
   /** Where time comes from (a `VirtualClock` for simulations, a `WallClock` for real time). */
   readonly clock: Clock;
-  /** Device id ['sim:a100']: `sim:<a100|v100|h100|h200>[:mig-<1|2|3|4|7>g][:eager|graph]` (`profiles.ts`). */
+  /** Device id ['sim:a100']: `sim:<a100|v100|h100|h200>[:mig-<1|2|3|4|7>g][:drift-<factor>x@<ms>ms][:eager|graph]` (`parseSimDeviceId`, `profiles.ts`). */
   readonly id?: string;
+  /**
+   * A step change of speed [none]: from `atMs` ms after `create` (device clock) on, operators
+   * take `factor` × as long (module docs, "Drift"). The same as a drift part of `id`; giving both
+   * is an error.
+   */
+  readonly drift?: SimDrift;
   /** Noise seed [0]. */
   readonly seed?: number;
   /** Coefficient of variation of the multiplicative noise, in [0, 1] [0.02]. */
@@ -130,6 +143,8 @@ export class SimDevice implements Device {
   readonly profile: GpuProfile;
   readonly mode: RuntimeMode;
   readonly constants: SimConstants;
+  /** The step change of speed (from the option or the id), `atMs` after creation; undefined when none. */
+  readonly drift: SimDrift | undefined;
   private readonly clock: Clock;
   private readonly engine: SimEngine;
   private readonly activationBatch: number;
@@ -151,7 +166,9 @@ export class SimDevice implements Device {
     this.clock = options.clock;
     const cv = options.noiseCv ?? DEFAULT_NOISE_CV;
     const noise = new LogNormalNoise(new Rng(options.seed ?? 0), cv);
-    this.engine = new SimEngine(cv > 0 ? noise : undefined);
+    this.drift = options.drift ?? parsed.drift;
+    const createdMs = this.clock.now();
+    this.engine = new SimEngine(cv > 0 ? noise : undefined, this.drift === undefined ? undefined : { atMs: createdMs + this.drift.atMs, factor: this.drift.factor });
     this.activationBatch = intOption('activationBatch', options.activationBatch, DEFAULT_ACTIVATION_BATCH, 1, 1 << 20);
     this.book = new QueryBook(
       intOption('maxKeptQueries', options.maxKeptQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER),
@@ -162,7 +179,8 @@ export class SimDevice implements Device {
   /**
    * Create a simulated device (nothing is loaded).
    * @throws TypeError when `clock` is missing or not a Clock; RangeError for an unknown id or an
-   *   option out of range (naming it and the valid range).
+   *   option out of range (naming it and the valid range), e.g. a drift whose factor is not a
+   *   finite number > 0 or whose `atMs` is negative, or a drift given both as option and in the id.
    */
   static create(options: SimDeviceOptions): Promise<SimDevice> {
     try {
@@ -178,6 +196,12 @@ export class SimDevice implements Device {
         throw new RangeError(`SimDeviceOptions.noiseCv ${String(options.noiseCv)} must be a number in [0, 1]`);
       }
       if (options.constants !== undefined) validateSimConstants(options.constants, 'SimDeviceOptions.constants');
+      if (options.drift !== undefined) {
+        validateSimDrift(options.drift, 'SimDeviceOptions.drift');
+        if (options.id !== undefined && parseSimDeviceId(options.id).drift !== undefined) {
+          throw new RangeError(`SimDeviceOptions.drift and the drift part of id '${options.id}' are both given; give the drift once`);
+        }
+      }
       return Promise.resolve(new SimDevice(options));
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
