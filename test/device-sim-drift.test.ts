@@ -176,4 +176,13 @@ describe('abacus simulate with a drift id', () => {
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toMatch(/drift part 'drift-0x@5ms': factor 0 must be a finite number > 0/);
   }, 120_000);
+
+  it('profile and calibrate refuse a drift id (their results belong to the undrifted device)', async () => {
+    const profile = await sandbox.abacus('profile', '--device', 'sim:a100:drift-1.5x@0ms', '--models', 'resnet50', '--samples', '5', '--out', `${sandbox.tmp}/p.csv`);
+    expect(profile.code).not.toBe(0);
+    expect(profile.stderr).toMatch(/a profile is taken on an undrifted device; leave out the drift part \(profile sim:a100\)/);
+    const calibrate = await sandbox.abacus('simulate', 'calibrate', '--device', 'sim:a100:drift-1.5x@0ms');
+    expect(calibrate.code).not.toBe(0);
+    expect(calibrate.stderr).toMatch(/calibration compares the undrifted device with its reference; leave out the drift part \(calibrate sim:a100\)/);
+  }, 60_000);
 });

@@ -86,11 +86,15 @@ function parseGroupSize(value: string): number {
 function parseDevice(value: string): string {
   const v = value.trim();
   if (v.startsWith('sim')) {
+    let spec: ReturnType<typeof parseSimDeviceId>;
     try {
-      return parseSimDeviceId(v).id;
+      spec = parseSimDeviceId(v);
     } catch (err) {
       throw new InvalidArgumentError(err instanceof Error ? err.message : String(err));
     }
+    // A profile belongs to a device at one speed; the drift part exists to test refinement against one.
+    if (spec.drift !== undefined) throw new InvalidArgumentError(`--device '${value}': a profile is taken on an undrifted device; leave out the drift part (profile ${spec.id})`);
+    return spec.id;
   }
   if (v === 'ort' || v === 'ort:cpu' || v === 'ort:cuda' || /^ort:cuda:\d+$/.test(v)) return v;
   throw new InvalidArgumentError(`--device expects ort, ort:cpu, ort:cuda[:N] or a simulated device sim:<a100|v100|h100|h200>[…], got '${value}'`);

@@ -78,7 +78,8 @@ const signed = (x: number, digits: number): string => (x >= 0 ? '+' : '−') + M
 
 /** Run the calibration (used by the command and by tests). */
 export async function runCalibration(opts: { device: string; reference?: string; randomOverlap?: string; fit?: boolean; cacheDir?: string }): Promise<CalibrateJson> {
-  const { id, profile, mode } = parseSimDeviceId(opts.device);
+  const { id, profile, mode, drift } = parseSimDeviceId(opts.device);
+  if (drift !== undefined) throw new RangeError(`sim device id '${opts.device}': calibration compares the undrifted device with its reference; leave out the drift part (calibrate ${id})`);
   const bundled = BUNDLED[id];
   if (opts.reference === undefined && bundled === undefined) {
     throw new RangeError(
