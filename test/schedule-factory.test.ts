@@ -16,7 +16,7 @@ import { FakePredictor } from './schedule/fake-predictor.ts';
 
 describe('parseControllerParams', () => {
   it('fills the paper defaults', () => {
-    expect(parseControllerParams('abacus')).toEqual({ ways: 2, slackMs: 5, drop: true });
+    expect(parseControllerParams('abacus')).toEqual({ ways: 2, slackMs: 5, drop: true, refine: false });
     for (const p of ['fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch', 'triton']) expect(parseControllerParams(p)).toEqual({ drop: true });
     expect(parseControllerParams('overlap-all')).toEqual({});
     // Clockwork (OSDI'20): window 10, p99, max_exec 25 ms
@@ -24,8 +24,8 @@ describe('parseControllerParams', () => {
   });
 
   it('coerces numeric and boolean strings; undefined means default', () => {
-    expect(parseControllerParams('abacus', { ways: '4', slackMs: ' 0.5 ', drop: 'false' })).toEqual({ ways: 4, slackMs: 0.5, drop: false });
-    expect(parseControllerParams('abacus', { ways: undefined })).toEqual({ ways: 2, slackMs: 5, drop: true });
+    expect(parseControllerParams('abacus', { ways: '4', slackMs: ' 0.5 ', drop: 'false' })).toEqual({ ways: 4, slackMs: 0.5, drop: false, refine: false });
+    expect(parseControllerParams('abacus', { ways: undefined })).toEqual({ ways: 2, slackMs: 5, drop: true, refine: false });
   });
 
   it('RangeError naming the field and its range for values out of range', () => {

@@ -50,3 +50,36 @@ export interface Predictor {
    */
   predict(groups: readonly Group[], out?: Float64Array): Float64Array;
 }
+
+/**
+ * A predictor that corrects itself from measured group latencies while serving (DESIGN.md
+ * "Predictions are refined online"; issue 13 item 1). It wraps an offline `base` predictor;
+ * `predict` returns the base prediction times a correction learned from `observe`. The
+ * implementation lives in `predict/refine.ts`.
+ *
+ * Ownership: the refiner owns its correction table and error window; its caller (the query
+ * controller) feeds it one observation per executed group, on the same thread as `predict`.
+ * Deliberately left out: persistence (a correction is learned under the serving conditions of
+ * this process and is not trusted by a restart) and any clock (it counts groups, not time).
+ */
+export interface RefiningPredictor extends Predictor {
+  /** The offline predictor whose predictions are corrected. */
+  readonly base: Predictor;
+  /**
+   * Learn from one executed group: `basePredictedMs` is `base`'s prediction for `group` (ms, NOT
+   * the refined one, so the correction does not learn from itself), `measuredMs` its measured
+   * latency (ms). Observations with a non-finite or ≤ 0 value are ignored. Never throws.
+   */
+  observe(group: Group, basePredictedMs: number, measuredMs: number): void;
+  /** The factor (> 0) `predict` multiplies `base`'s prediction for `group` by now; 1 before any observation. */
+  factorOf(group: Group): number;
+  /**
+   * Mean absolute percentage error (a fraction) of the refined predictions, each taken just
+   * before its own observation, over the last `mapeWindow` observed groups; 0 before the first.
+   */
+  readonly rollingMape: number;
+  /** The same over `base`'s predictions (what the error would be without refinement); 0 before the first. */
+  readonly rollingBaseMape: number;
+  /** Observations accepted so far. */
+  readonly observedGroups: number;
+}

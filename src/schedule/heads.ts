@@ -66,6 +66,11 @@ export class SoloMemo {
     return key < 0 ? undefined : this.#values.get(key);
   }
 
+  /** Forget every remembered prediction (the predictor's answers changed: online refinement). */
+  clear(): void {
+    this.#values.clear();
+  }
+
   set(key: number, ms: number): void {
     if (key < 0) return;
     if (this.#values.size >= this.#capacity) this.#values.clear();

@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import type { Predictor } from '../predict/predictor.ts';
+import { RefinedPredictor } from '../predict/refine.ts';
 import type { PolicyName, QueryController } from './controller.ts';
 import { AbacusController } from './abacus/index.ts';
 import { ClockworkController } from './clockwork/index.ts';
@@ -63,6 +64,8 @@ const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> 
     ways: { type: z.number().int().min(2).max(MAX_WAYS), text: `an integer in [2, ${MAX_WAYS}]`, def: 2, kind: 'number' },
     slackMs: { type: z.number().min(0).max(1e9), text: 'a number of ms in [0, 1e9]', def: 5, kind: 'number' },
     drop: DROP,
+    /** Online refinement of the predictor from measured group latencies (`predict/refine.ts`); off: the offline predictor alone, as in the paper. */
+    refine: { type: z.boolean(), text: 'a boolean', def: false, kind: 'boolean' },
   },
   fcfs: { drop: DROP },
   sjf: { drop: DROP },
@@ -101,7 +104,7 @@ function describe(v: unknown): string {
 
 /**
  * Validate a policy's raw parameters and fill the defaults.
- * @returns every parameter of `policy` (abacus: ways, slackMs, drop; fcfs/sjf/edf,
+ * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine; fcfs/sjf/edf,
  *   fcfs-batch/edf-batch, triton: drop; clockwork: window, percentile, maxExecMs; overlap-all:
  *   none).
  * @throws RangeError for an unknown policy (naming the valid ones) and for a value out of
@@ -150,7 +153,7 @@ export function createController(policy: string, params: Readonly<Record<string,
   if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
   switch (policy as Exclude<PolicyName, 'overlap-all' | 'triton'>) {
     case 'abacus':
-      return new AbacusController(predictor, { ways: Number(p['ways']), slackMs: Number(p['slackMs']), drop });
+      return new AbacusController(predictor, { ways: Number(p['ways']), slackMs: Number(p['slackMs']), drop }, p['refine'] === true ? new RefinedPredictor(predictor) : undefined);
     case 'fcfs':
     case 'sjf':
     case 'edf':

@@ -6,8 +6,8 @@
  * batch size of each service as a second decision variable beside the cut point (DESIGN.md
  * "Batching and adaptation"; `controller.ts` "Dynamic batching").
  */
-import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
-import type { Decision, LaunchSegment, QueryController, Rejection, ScheduleInput } from '../controller.ts';
+import type { Group, GroupSlot, Predictor, RefiningPredictor } from '../../predict/predictor.ts';
+import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, ScheduleInput } from '../controller.ts';
 import { type Candidate, checkInput, collectHeads, compareUrgency, type FusionPlan, fusedSlotOf, fusionPlan, newStats, positionOf, slotOf, SoloMemo, type StatsCounter } from '../heads.ts';
 
 export interface AbacusParams {
@@ -230,15 +230,29 @@ export class AbacusController implements QueryController {
   readonly #params: AbacusParams;
   /** Step 1's remembered solo predictions (`heads.ts` `SoloMemo`: same values, fewer predictor calls). */
   readonly #memo = new SoloMemo();
+  readonly #refiner: RefiningPredictor | undefined;
+  /** Reused by `observe` for the base prediction of the executed group. */
+  readonly #one = new Float64Array(1);
 
-  /** `params` are taken as valid; construct through `createController` (`schedule/index.ts`) to validate them. */
-  constructor(predictor: Predictor, params: AbacusParams) {
-    this.#predictor = predictor;
+  /**
+   * `params` are taken as valid; construct through `createController` (`schedule/index.ts`) to
+   * validate them.
+   * @param refiner online refinement (policy parameter `refine`): when given, every prediction
+   *   comes from it (not from `predictor`, which should be its `base`) and `observe` feeds it.
+   */
+  constructor(predictor: Predictor, params: AbacusParams, refiner?: RefiningPredictor) {
+    this.#predictor = refiner ?? predictor;
     this.#params = params;
+    this.#refiner = refiner;
   }
 
   get params(): AbacusParams {
     return this.#params;
+  }
+
+  /** The online refinement, when on (its `rollingMape` is the serving error). */
+  get refiner(): RefiningPredictor | undefined {
+    return this.#refiner;
   }
 
   decide(input: ScheduleInput): Decision {
@@ -415,7 +429,21 @@ export class AbacusController implements QueryController {
     return { group, predictedMs: bestMs, rejected, stats };
   }
 
-  observe(): void {
-    // The predictor is trained offline; measured latencies go to the runtime's records.
+  /**
+   * Without refinement: nothing (the predictor is trained offline; measured latencies go to the
+   * runtime's records). With it: the executed group's BASE prediction is recomputed (one predictor
+   * call on the base, off the decision path) and fed to the refiner with the measured group
+   * latency; `observation.predictedMs` is not used, since it is the refined prediction of the
+   * decided group (learning against it would chase its own correction, and a group whose failed
+   * segments were left out differs from the one decided). The solo memo is then cleared: the
+   * refined answers changed.
+   */
+  observe(observation: GroupObservation): void {
+    const refiner = this.#refiner;
+    if (refiner === undefined || observation.segments.length === 0) return;
+    const group: GroupSlot[] = observation.segments.map((s) => ({ model: s.model, start: s.start, end: s.end, batch: s.batch, seqLen: s.seqLen }));
+    const baseMs = refiner.base.predict([group], this.#one)[0]!;
+    refiner.observe(group, baseMs, observation.groupLatencyMs);
+    this.#memo.clear();
   }
 }
