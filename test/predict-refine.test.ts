@@ -18,6 +18,7 @@ import { simEnv } from '../src/reproduce/colocation.ts';
 import { runExperiment, type ExperimentService } from '../src/runtime/experiment.ts';
 import type { Decision, GroupObservation, QueryController, WaitingQuery } from '../src/schedule/controller.ts';
 import { AbacusController, createController } from '../src/schedule/index.ts';
+import { SoloMemo } from '../src/schedule/heads.ts';
 import { FakePredictor } from './schedule/fake-predictor.ts';
 import { input, query } from './schedule/query.ts';
 
@@ -83,6 +84,14 @@ describe('RefinedPredictor: the correction', () => {
     expect(r.keys).toBe(2);
     expect(r.keyOf(AB)).toBe(r.keyOf([slot('b', 3), slot('a', 7, 4)])); // a set: slot order, cut and batch do not matter
     expect(r.keyOf(AA)).not.toBe(r.keyOf(A));
+  });
+
+  it('factorOfSolo is factorOf a one-slot group', () => {
+    const r = new RefinedPredictor(new FakePredictor());
+    feed(r, A, 2, 7);
+    feed(r, AB, 0.5, 3);
+    for (const m of ['a', 'b', 'c']) expect(r.factorOfSolo(m)).toBe(r.factorOf([slot(m)]));
+    expect(r.factorOfSolo('nope')).toBe(r.globalFactor);
   });
 
   it('caps the keys: past maxKeys a new key is not held and uses the global factor', () => {
@@ -161,6 +170,21 @@ describe('RefinedPredictor: rolling MAPE', () => {
   });
 });
 
+describe('SoloMemo with a refinement scale', () => {
+  it('keeps base values and returns them × the current solo factor of their model', () => {
+    let factor = 2;
+    const memo = new SoloMemo(16, { factorOfSolo: (m) => (m === 'a' ? factor : 1) });
+    const qa = query('x', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 10 });
+    const qb = query('y', 'S2', 'b', { arrivalMs: 0, qosTargetMs: 10 });
+    const [ka, kb] = [memo.key(qa), memo.key(qb)];
+    memo.set(ka, 20); // refined 20 at factor 2: base 10
+    memo.set(kb, 7);
+    factor = 3;
+    expect(memo.get(ka)).toBe(30);
+    expect(memo.get(kb)).toBe(7);
+  });
+});
+
 describe('abacus with refine', () => {
   const NOW = 100;
   const q = (id: string, service: string, model: string, headroomMs: number): WaitingQuery => query(id, service, model, { arrivalMs: NOW - 10, qosTargetMs: headroomMs + 10 });
@@ -193,7 +217,9 @@ describe('abacus with refine', () => {
     c.decide(inp); // the solo prediction is now memoized
     for (let i = 0; i < H; i++) c.observe(observation(1.5));
     expectRel(c.refiner!.factorOf(A), Math.sqrt(1.5)); // against base 10, not the 999 reported
-    expectRel(c.decide(inp).predictedMs!, 10 * Math.sqrt(1.5));
+    const d = c.decide(inp);
+    expect(d.stats.soloMemoHits).toBe(1); // still remembered: the memo keeps the base value, scaled on the way out
+    expectRel(d.predictedMs!, 10 * Math.sqrt(1.5));
     c.observe({ segments: [], groupLatencyMs: 5 }); // no segment: not observed
     expect(c.refiner!.observedGroups).toBe(H);
   });

@@ -72,6 +72,8 @@ export interface ExperimentCliOptions {
   seed: number;
   ways?: number;
   slackMs?: number;
+  /** abacus: online refinement of the predictor (policy parameter `refine`). */
+  refine?: boolean;
   drop: boolean;
   findPeak?: boolean;
   profileSamples?: number;
@@ -178,6 +180,7 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--seed <n>', 'seed of the load (and of the simulator)', finiteNumber('--seed'), 1)
     .option('--ways <n>', 'abacus: multi-way search width', positiveInt('--ways'))
     .option('--slack-ms <ms>', 'abacus: stop searching when budget − predicted < slack', finiteNumber('--slack-ms'))
+    .option('--refine', 'abacus: refine the predictor online from measured group latencies (default off: the offline predictor alone)')
     .option('--no-drop', 'do not reject hopeless queries early (every policy with a drop parameter: abacus, fcfs, sjf, edf, fcfs-batch, edf-batch, triton)')
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
     .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
@@ -224,6 +227,7 @@ function policyParams(policy: string, config: ServingConfig, opts: ExperimentCli
   if (policy === 'abacus') {
     if (opts.ways !== undefined) params['ways'] = opts.ways;
     if (opts.slackMs !== undefined) params['slackMs'] = opts.slackMs;
+    if (opts.refine === true) params['refine'] = true;
   }
   if (!opts.drop && 'drop' in parseControllerParams(policy)) params['drop'] = false;
   return params;
@@ -481,6 +485,7 @@ const IN_PROCESS_ONLY_FLAGS: readonly [keyof ExperimentCliOptions, string][] = [
   ['allowUnseen', '--allow-unseen'],
   ['ways', '--ways'],
   ['slackMs', '--slack-ms'],
+  ['refine', '--refine'],
   ['findPeak', '--find-peak'],
   ['profileSamples', '--profile-samples'],
   ['threads', '--threads'],

@@ -73,6 +73,8 @@ export interface RefiningPredictor extends Predictor {
   observe(group: Group, basePredictedMs: number, measuredMs: number): void;
   /** The factor (> 0) `predict` multiplies `base`'s prediction for `group` by now; 1 before any observation. */
   factorOf(group: Group): number;
+  /** `factorOf` a group of one slot of `model`, without building the group (the controllers' solo memo asks it per hit). */
+  factorOfSolo(model: string): number;
   /**
    * Mean absolute percentage error (a fraction) of the refined predictions, each taken just
    * before its own observation, over the last `mapeWindow` observed groups; 0 before the first.

@@ -138,6 +138,12 @@ export class RefinedPredictor implements RefiningPredictor {
     return row === undefined ? this.#globalFactor : this.#factor[row]!;
   }
 
+  factorOfSolo(model: string): number {
+    const idx = this.#modelIndex.get(model);
+    const row = idx === undefined ? undefined : this.#rows.get((1 << idx) * SIZE_RADIX + 1);
+    return row === undefined ? this.#globalFactor : this.#factor[row]!;
+  }
+
   /** The global factor (every observation; used for keys not held). */
   get globalFactor(): number {
     return this.#globalFactor;

@@ -23,6 +23,19 @@ export function newStats(): StatsCounter {
 const MEMO_FIELD = 1024;
 const MEMO_SEQ = 65536;
 const MEMO_MODELS = 64;
+/** A key divided by this (floored) is its model's index: MEMO_FIELD³ × MEMO_SEQ = 2^46. */
+const MEMO_MODEL_RADIX = MEMO_FIELD * MEMO_FIELD * MEMO_FIELD * MEMO_SEQ;
+
+/**
+ * What an online-refined predictor (`RefiningPredictor`) tells the memo: the factor its
+ * one-slot predictions of `model` carry now. With it the memo keeps BASE predictions (value ÷
+ * factor when set) and scales them by the current factor when read, so a remembered prediction
+ * follows the refinement without being forgotten (equal to the predictor's answer up to rounding
+ * of one division and one multiplication).
+ */
+export interface SoloScale {
+  factorOfSolo(model: string): number;
+}
 
 /**
  * Remembered remaining-solo-latency predictions of queries. A predictor is a pure function of
@@ -36,12 +49,20 @@ const MEMO_MODELS = 64;
 export class SoloMemo {
   readonly #capacity: number;
   readonly #models = new Map<string, number>();
+  /** Model names by index (`#models` reversed), for `#scale`. */
+  readonly #names: string[] = [];
   readonly #values = new Map<number, number>();
+  readonly #scale: SoloScale | undefined;
 
-  /** @throws RangeError unless capacity is an integer ≥ 1. */
-  constructor(capacity = 4096) {
+  /**
+   * @param scale the refinement of the predictor the memo answers for (see `SoloScale`); absent:
+   *   values are kept and returned as given.
+   * @throws RangeError unless capacity is an integer ≥ 1.
+   */
+  constructor(capacity = 4096, scale?: SoloScale) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`SoloMemo capacity must be an integer ≥ 1, got ${capacity}`);
     this.#capacity = capacity;
+    this.#scale = scale;
   }
 
   /** Keys held now. */
@@ -56,6 +77,7 @@ export class SoloMemo {
       if (this.#models.size >= MEMO_MODELS) return -1;
       m = this.#models.size;
       this.#models.set(q.model, m);
+      this.#names.push(q.model);
     }
     if (q.operators >= MEMO_FIELD || q.batch >= MEMO_FIELD || q.seqLen >= MEMO_SEQ) return -1;
     return (((m * MEMO_FIELD + q.nextOperator) * MEMO_FIELD + q.operators) * MEMO_FIELD + q.batch) * MEMO_SEQ + q.seqLen;
@@ -63,18 +85,15 @@ export class SoloMemo {
 
   /** The remembered prediction for `key`, or undefined. */
   get(key: number): number | undefined {
-    return key < 0 ? undefined : this.#values.get(key);
-  }
-
-  /** Forget every remembered prediction (the predictor's answers changed: online refinement). */
-  clear(): void {
-    this.#values.clear();
+    if (key < 0) return undefined;
+    const v = this.#values.get(key);
+    return v === undefined || this.#scale === undefined ? v : v * this.#scale.factorOfSolo(this.#names[Math.floor(key / MEMO_MODEL_RADIX)]!);
   }
 
   set(key: number, ms: number): void {
     if (key < 0) return;
     if (this.#values.size >= this.#capacity) this.#values.clear();
-    this.#values.set(key, ms);
+    this.#values.set(key, this.#scale === undefined ? ms : ms / this.#scale.factorOfSolo(this.#names[Math.floor(key / MEMO_MODEL_RADIX)]!));
   }
 }
 

@@ -221,7 +221,9 @@ function searchLargest(
  * batch sizes and cut points); search rounds = the calls of
  * 4b's and 5's searches but 4b's first round (it rides with step 4's call). The memo (`heads.ts`
  * `SoloMemo`) returns exactly what the predictor returned for the same slot earlier, so it changes
- * the cost of a decision, never the decision.
+ * the cost of a decision, never the decision. With online refinement (`refine`) it returns the
+ * base prediction times the refiner's current factor, what the refined predictor would answer
+ * up to rounding (one division, one multiplication).
  */
 export class AbacusController implements QueryController {
   readonly policy = 'abacus';
@@ -229,7 +231,7 @@ export class AbacusController implements QueryController {
   readonly #predictor: Predictor;
   readonly #params: AbacusParams;
   /** Step 1's remembered solo predictions (`heads.ts` `SoloMemo`: same values, fewer predictor calls). */
-  readonly #memo = new SoloMemo();
+  readonly #memo: SoloMemo;
   readonly #refiner: RefiningPredictor | undefined;
   /** Reused by `observe` for the base prediction of the executed group. */
   readonly #one = new Float64Array(1);
@@ -244,6 +246,7 @@ export class AbacusController implements QueryController {
     this.#predictor = refiner ?? predictor;
     this.#params = params;
     this.#refiner = refiner;
+    this.#memo = new SoloMemo(undefined, refiner);
   }
 
   get params(): AbacusParams {
@@ -435,8 +438,9 @@ export class AbacusController implements QueryController {
    * call on the base, off the decision path) and fed to the refiner with the measured group
    * latency; `observation.predictedMs` is not used, since it is the refined prediction of the
    * decided group (learning against it would chase its own correction, and a group whose failed
-   * segments were left out differs from the one decided). The solo memo is then cleared: the
-   * refined answers changed.
+   * segments were left out differs from the one decided). The solo memo keeps base predictions
+   * and scales them by the refiner's current solo factor (`heads.ts` `SoloScale`), so it stays
+   * valid across observations.
    */
   observe(observation: GroupObservation): void {
     const refiner = this.#refiner;
@@ -444,6 +448,5 @@ export class AbacusController implements QueryController {
     const group: GroupSlot[] = observation.segments.map((s) => ({ model: s.model, start: s.start, end: s.end, batch: s.batch, seqLen: s.seqLen }));
     const baseMs = refiner.base.predict([group], this.#one)[0]!;
     refiner.observe(group, baseMs, observation.groupLatencyMs);
-    this.#memo.clear();
   }
 }
