@@ -111,6 +111,13 @@ if (opts.json) {
         sched.rows.map((r) => [r.predictor, r.policy, r.memo, r.medianUs, r.p99Us, r.meanUs, r.predictorCalls, r.groupsScored, r.searchRounds, r.soloMemoHits, r.ratioToFcfs]),
       ) + '\n',
     );
+    const refineRatios = sched.rows
+      .filter((r) => r.policy.endsWith(' refine'))
+      .map((r) => {
+        const plain = sched.rows.find((x) => x.predictor === r.predictor && x.memo === r.memo && x.policy === r.policy.slice(0, -' refine'.length));
+        return `${r.predictor} memo ${r.memo} ${plain === undefined ? '–' : (r.medianUs / plain.medianUs).toFixed(3)}`;
+      });
+    process.stdout.write(`Online refinement (abacus refine ÷ abacus, median; goal ≤ 1.10): ${refineRatios.join(', ')}\n\n`);
     process.stdout.write(
       `Dynamic batching: the same services, queues of 10..40 single-sample queries, maxBatchSize ${sched.batching.maxBatchSize}; ` +
         `'batching off': abacus on the same queues without batching (goal for abacus with batching: median ≤ 20 µs):\n`,

@@ -48,7 +48,7 @@ import { DEFAULT_MLP_OPTIONS } from '../src/predict/mlp/train-mlp.ts';
 import type { Group, GroupSlot, Predictor } from '../src/predict/predictor.ts';
 import { searchScenarios, type SearchService } from '../src/reproduce/search.ts';
 import { createController } from '../src/schedule/index.ts';
-import type { BatchingLimits, QueryController, ScheduleInput, WaitingQuery } from '../src/schedule/controller.ts';
+import type { BatchingLimits, ExecutedSegment, GroupObservation, QueryController, ScheduleInput, WaitingQuery } from '../src/schedule/controller.ts';
 import { Rng } from '../src/device/sim/rng.ts';
 
 export interface ScheduleBenchRow {
@@ -66,7 +66,7 @@ export interface ScheduleBenchRow {
   readonly soloMemoHits: number;
   /** `warm`: one controller for every decision (its memo of solo predictions fills up, as in serving); `cold`: a fresh controller per decision (no memo hits). */
   readonly memo: 'warm' | 'cold';
-  /** Median ÷ fcfs median with the same predictor and memo state. */
+  /** Median ÷ fcfs median with the same predictor and memo state (the `abacus ways 4 refine` rows: online refinement on, after 20 observations of every solo and pair shape). */
   readonly ratioToFcfs: number;
   /** Mean samples per launched segment (a fused segment counts the samples of all its members). */
   readonly samplesPerSegment: number;
@@ -234,6 +234,25 @@ function timeDecisions(
   return { us, calls: calls / decisions, scored: scored / decisions, rounds: rounds / decisions, hits: hits / decisions, samplesPerSegment: segments === 0 ? 0 : samples / segments };
 }
 
+/**
+ * What a refining controller has seen before it is timed (`abacus refine` rows): every service
+ * alone and every pair, whole at batch 1, measured 1.2× the prediction, 20 times each — so the
+ * refiner holds a key per group shape and its factors are not 1 (the lookups of serving).
+ */
+function refineObservations(services: readonly SearchService[], predictor: Predictor): GroupObservation[] {
+  const seg = (s: SearchService): ExecutedSegment => {
+    const n = s.spec.operators.length;
+    return { queryId: 'bench', service: s.spec.name, model: s.spec.name, start: 0, end: n, operators: n, batch: 1, seqLen: s.seqLens[0] ?? 0, latencyMs: 0 };
+  };
+  const groups: ExecutedSegment[][] = services.map((s) => [seg(s)]);
+  for (let i = 0; i < services.length; i++) for (let j = i + 1; j < services.length; j++) groups.push([seg(services[i]!), seg(services[j]!)]);
+  const out: GroupObservation[] = [];
+  for (let k = 0; k < 20; k++) {
+    for (const g of groups) out.push({ segments: g, groupLatencyMs: 1.2 * predictor.predict([g])[0]! });
+  }
+  return out;
+}
+
 /** `batch` of the waiting query `id` of `inp` (outside the timed region). */
 function batchOf(inp: ScheduleInput, id: string): number {
   for (const queue of inp.queues) for (const w of queue) if (w.id === id) return w.batch;
@@ -351,14 +370,21 @@ export async function benchSchedule(
     const inputs = searchScenarios(services, predictor, opts.scenarios ?? 1024, seed + 1);
     for (const memo of ['warm', 'cold'] as const) {
       let fcfsMedian = NaN;
+      const observations = refineObservations(services, predictor);
       for (const [policy, params] of [
         ['fcfs', {}],
         ['abacus', { ways: WAYS, slackMs: SLACK_MS }],
+        ['abacus refine', { ways: WAYS, slackMs: SLACK_MS, refine: true }],
       ] as const) {
         log(`schedule: ${policy} with ${predictor.kind}, memo ${memo}, ${decisions} decisions…\n`);
-        const r = timeDecisions(() => createController(policy, params, predictor), memo, inputs, decisions, warmup);
+        const make = (): QueryController => {
+          const c = createController('refine' in params ? 'abacus' : policy, params, predictor);
+          if ('refine' in params) for (const o of observations) c.observe(o);
+          return c;
+        };
+        const r = timeDecisions(make, memo, inputs, decisions, warmup);
         if (policy === 'fcfs') fcfsMedian = quantile(r.us, 0.5);
-        rows.push(benchRow(predictor.kind, policy === 'abacus' ? `abacus ways ${WAYS}` : policy, memo, r, fcfsMedian));
+        rows.push(benchRow(predictor.kind, policy === 'fcfs' ? policy : policy.replace('abacus', `abacus ways ${WAYS}`), memo, r, fcfsMedian));
       }
     }
   }
