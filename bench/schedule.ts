@@ -47,7 +47,8 @@ import { MlpPredictor, type DenseLayer } from '../src/predict/mlp/mlp-predictor.
 import { DEFAULT_MLP_OPTIONS } from '../src/predict/mlp/train-mlp.ts';
 import type { Group, GroupSlot, Predictor } from '../src/predict/predictor.ts';
 import { searchScenarios, type SearchService } from '../src/reproduce/search.ts';
-import { createController } from '../src/schedule/index.ts';
+import { RefinedPredictor } from '../src/predict/refine.ts';
+import { AbacusController, createController } from '../src/schedule/index.ts';
 import type { BatchingLimits, ExecutedSegment, GroupObservation, QueryController, ScheduleInput, WaitingQuery } from '../src/schedule/controller.ts';
 import { Rng } from '../src/device/sim/rng.ts';
 
@@ -66,7 +67,7 @@ export interface ScheduleBenchRow {
   readonly soloMemoHits: number;
   /** `warm`: one controller for every decision (its memo of solo predictions fills up, as in serving); `cold`: a fresh controller per decision (no memo hits). */
   readonly memo: 'warm' | 'cold';
-  /** Median ÷ fcfs median with the same predictor and memo state (the `abacus ways 4 refine` rows: online refinement on, after 20 observations of every solo and pair shape). */
+  /** Median ÷ fcfs median with the same predictor and memo state (the `abacus ways 4 refine` rows: online refinement on, after 20 observations of every solo and pair shape measured as predicted). */
   readonly ratioToFcfs: number;
   /** Mean samples per launched segment (a fused segment counts the samples of all its members). */
   readonly samplesPerSegment: number;
@@ -236,8 +237,10 @@ function timeDecisions(
 
 /**
  * What a refining controller has seen before it is timed (`abacus refine` rows): every service
- * alone and every pair, whole at batch 1, measured 1.2× the prediction, 20 times each — so the
- * refiner holds a key per group shape and its factors are not 1 (the lookups of serving).
+ * alone and every pair, whole at batch 1, measured exactly as predicted, 20 times each — so the
+ * refiner holds a key per group shape and does every lookup of serving, while its factors stay
+ * exactly 1 (ln 1 = 0): the same decisions as `abacus ways 4`, so the ratio is the refinement's
+ * own cost.
  */
 function refineObservations(services: readonly SearchService[], predictor: Predictor): GroupObservation[] {
   const seg = (s: SearchService): ExecutedSegment => {
@@ -248,7 +251,7 @@ function refineObservations(services: readonly SearchService[], predictor: Predi
   for (let i = 0; i < services.length; i++) for (let j = i + 1; j < services.length; j++) groups.push([seg(services[i]!), seg(services[j]!)]);
   const out: GroupObservation[] = [];
   for (let k = 0; k < 20; k++) {
-    for (const g of groups) out.push({ segments: g, groupLatencyMs: 1.2 * predictor.predict([g])[0]! });
+    for (const g of groups) out.push({ segments: g, groupLatencyMs: predictor.predict([g])[0]! });
   }
   return out;
 }
@@ -377,11 +380,14 @@ export async function benchSchedule(
         ['abacus refine', { ways: WAYS, slackMs: SLACK_MS, refine: true }],
       ] as const) {
         log(`schedule: ${policy} with ${predictor.kind}, memo ${memo}, ${decisions} decisions…\n`);
-        const make = (): QueryController => {
-          const c = createController('refine' in params ? 'abacus' : policy, params, predictor);
-          if ('refine' in params) for (const o of observations) c.observe(o);
-          return c;
-        };
+        // refine: one refiner fed once, shared by the controllers (memo cold = a fresh controller, not a fresh refiner)
+        const refiner = 'refine' in params ? new RefinedPredictor(predictor) : undefined;
+        if (refiner !== undefined) {
+          const feeder = new AbacusController(predictor, { ways: WAYS, slackMs: SLACK_MS, drop: true }, refiner);
+          for (const o of observations) feeder.observe(o);
+        }
+        const make = (): QueryController =>
+          refiner === undefined ? createController(policy, params, predictor) : new AbacusController(predictor, { ways: WAYS, slackMs: SLACK_MS, drop: true }, refiner);
         const r = timeDecisions(make, memo, inputs, decisions, warmup);
         if (policy === 'fcfs') fcfsMedian = quantile(r.us, 0.5);
         rows.push(benchRow(predictor.kind, policy === 'fcfs' ? policy : policy.replace('abacus', `abacus ways ${WAYS}`), memo, r, fcfsMedian));

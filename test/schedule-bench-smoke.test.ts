@@ -31,6 +31,9 @@ it('reports median, p99 and counters for fcfs and abacus with both predictors, m
   }
   for (const row of r.rows.filter((x) => x.policy.startsWith('abacus'))) expect(row.searchRounds).toBeGreaterThan(0);
   const abacus = r.rows.filter((x) => x.policy === 'abacus ways 4');
+  // refine rows: observed as predicted, factors exactly 1 — the same decisions, the same work
+  const refine = r.rows.filter((x) => x.policy === 'abacus ways 4 refine');
+  refine.forEach((x, i) => expect([x.groupsScored, x.searchRounds, x.soloMemoHits]).toEqual([abacus[i]!.groupsScored, abacus[i]!.searchRounds, abacus[i]!.soloMemoHits]));
   // same decisions with both predictors (the mlp row answers with the table's values).
   expect(abacus[0]!.groupsScored).toBe(abacus[2]!.groupsScored);
   expect(abacus[1]!.groupsScored).toBe(abacus[3]!.groupsScored);

@@ -29,7 +29,8 @@
  * A global mean `m_g`, updated by every observation, serves keys not seen yet; a new key starts
  * at `m_g` (what is known so far) and then follows its own observations. At most `maxKeys` keys
  * are held (default 256, a Float64Array each for m and the factor); past the cap a new key is not
- * added and uses the global factor (bounded memory, nothing evicted).
+ * added and uses the global factor (bounded memory, nothing evicted). Keys of the first 8 models
+ * find their row in a flat 64 KiB Int32Array, the others in a Map.
  *
  * ## Parameters
  *
@@ -63,6 +64,8 @@ export const DEFAULT_REFINE_OPTIONS: Readonly<Required<RefineOptions>> = Object.
 const MASK_MODELS = 30;
 /** Group sizes distinguished in the key (`min(slots, 63)`). */
 const SIZE_RADIX = 64;
+/** Keys below this (≤ 8 models) find their row in a flat Int32Array (64 KiB) instead of the Map. */
+const DIRECT_KEYS = 256 * SIZE_RADIX;
 /** |ln(measured / base)| is clamped to ln 10 before it is averaged. */
 const MAX_LOG_RATIO = Math.log(10);
 
@@ -84,6 +87,8 @@ export class RefinedPredictor implements RefiningPredictor {
 
   readonly #modelIndex = new Map<string, number>();
   readonly #rows = new Map<number, number>();
+  /** `#rows` for keys < DIRECT_KEYS: row, or −1 when not held. */
+  readonly #direct = new Int32Array(DIRECT_KEYS).fill(-1);
   readonly #logMean: Float64Array;
   readonly #factor: Float64Array;
   #globalLog = 0;
@@ -133,14 +138,22 @@ export class RefinedPredictor implements RefiningPredictor {
 
   /** The correction factor `predict` applies to `group` now (> 0; 1 before any observation). */
   factorOf(group: Group): number {
-    const key = this.keyOf(group);
-    const row = key < 0 ? undefined : this.#rows.get(key);
+    const row = this.#rowOf(this.keyOf(group));
     return row === undefined ? this.#globalFactor : this.#factor[row]!;
+  }
+
+  #rowOf(key: number): number | undefined {
+    if (key < 0) return undefined;
+    if (key < DIRECT_KEYS) {
+      const row = this.#direct[key]!;
+      return row < 0 ? undefined : row;
+    }
+    return this.#rows.get(key);
   }
 
   factorOfSolo(model: string): number {
     const idx = this.#modelIndex.get(model);
-    const row = idx === undefined ? undefined : this.#rows.get((1 << idx) * SIZE_RADIX + 1);
+    const row = idx === undefined ? undefined : this.#rowOf((1 << idx) * SIZE_RADIX + 1);
     return row === undefined ? this.#globalFactor : this.#factor[row]!;
   }
 
@@ -168,12 +181,13 @@ export class RefinedPredictor implements RefiningPredictor {
   observe(group: Group, basePredictedMs: number, measuredMs: number): void {
     if (!(Number.isFinite(basePredictedMs) && basePredictedMs > 0 && Number.isFinite(measuredMs) && measuredMs > 0)) return;
     const key = this.keyOf(group);
-    let row = key < 0 ? undefined : this.#rows.get(key);
+    let row = this.#rowOf(key);
     const refinedMs = basePredictedMs * (row === undefined ? this.#globalFactor : this.#factor[row]!);
     this.#record(Math.abs(refinedMs - measuredMs) / measuredMs, Math.abs(basePredictedMs - measuredMs) / measuredMs);
     if (row === undefined && key >= 0 && this.#rows.size < this.maxKeys) {
       row = this.#rows.size;
       this.#rows.set(key, row);
+      if (key < DIRECT_KEYS) this.#direct[key] = row;
       this.#logMean[row] = this.#globalLog; // a new key starts from what is known so far
     }
     const x = Math.max(-MAX_LOG_RATIO, Math.min(MAX_LOG_RATIO, Math.log(measuredMs / basePredictedMs)));
