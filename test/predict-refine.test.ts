@@ -16,9 +16,10 @@ import type { Group, Predictor } from '../src/predict/predictor.ts';
 import { RefinedPredictor } from '../src/predict/refine.ts';
 import { simEnv } from '../src/reproduce/colocation.ts';
 import { runExperiment, type ExperimentService } from '../src/runtime/experiment.ts';
-import type { Decision, GroupObservation, QueryController, WaitingQuery } from '../src/schedule/controller.ts';
+import type { Decision, GroupObservation, QueryController, RefinementStatus, WaitingQuery } from '../src/schedule/controller.ts';
 import { AbacusController, createController } from '../src/schedule/index.ts';
 import { SoloMemo } from '../src/schedule/heads.ts';
+import { ServeMetrics } from '../src/serve/metrics.ts';
 import { FakePredictor } from './schedule/fake-predictor.ts';
 import { input, query } from './schedule/query.ts';
 
@@ -266,4 +267,22 @@ describe('refinement on a drifted simulator (virtual time)', () => {
     const withRefine = await run(true);
     expect(withRefine).toBeLessThan(without);
   }, 60_000);
+});
+
+describe('/metrics: abacus_predictor_rolling_mape', () => {
+  it('reads the refinement at scrape time; no series without one', async () => {
+    const metrics = new ServeMetrics({ models: ['m'], processMetrics: false });
+    const source: { status: RefinementStatus | undefined } = { status: undefined };
+    metrics.bind({ queueDepth: () => 0, ready: () => true, refinement: () => source.status });
+    expect(await metrics.registry.metrics()).not.toMatch(/abacus_predictor_rolling_mape\{/);
+    const c = createController('abacus', { refine: true }, new FakePredictor());
+    for (const ratio of [2, 1]) c.observe({ segments: [{ queryId: 'o', service: 'S1', model: 'a', start: 0, end: 10, operators: 10, batch: 1, seqLen: 0, latencyMs: 10 * ratio }], groupLatencyMs: 10 * ratio });
+    source.status = c.refinement;
+    // base 10 vs 20 and 10: offline APEs 0.5, 0 → 0.25; refined: 0.5, then |10·2^α − 10| / 10
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('abacus_predictor_rolling_mape{predictor="offline"} 0.25');
+    const refined = Number(/abacus_predictor_rolling_mape\{predictor="refined"\} (\S+)/.exec(text)?.[1]);
+    expectRel(refined, (0.5 + (Math.pow(2, ALPHA) - 1)) / 2, 1e-12);
+    expect(createController('abacus', {}, new FakePredictor()).refinement).toBeUndefined();
+  });
 });

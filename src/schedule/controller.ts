@@ -225,12 +225,24 @@ export interface GroupObservation {
   readonly predictedMs?: number;
 }
 
+/** How well a policy's online-refined predictor does (`RefiningPredictor`), for metrics and logs. */
+export interface RefinementStatus {
+  /** Mean absolute percentage error (a fraction) of the refined predictions over the last observed groups (500 by default); 0 before the first. */
+  readonly rollingMape: number;
+  /** The same for the offline predictor's predictions of the same groups. */
+  readonly rollingBaseMape: number;
+  /** Groups observed so far. */
+  readonly observedGroups: number;
+}
+
 /**
  * A query-control policy. Create through `createController` (`schedule/index.ts`); one
  * instance per runtime (clockwork keeps history).
  */
 export interface QueryController {
   readonly policy: PolicyName;
+  /** Present while the policy refines its predictor online (abacus with `refine`); absent or undefined otherwise. */
+  readonly refinement?: RefinementStatus | undefined;
   /**
    * `false`: one group at a time — the runtime launches the next group only after the
    * previous one finished. `true`: the runtime launches each decided group immediately, even

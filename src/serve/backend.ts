@@ -200,7 +200,7 @@ export class RuntimeBackend implements InferenceBackend {
         },
       });
     }
-    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady() });
+    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), refinement: () => this.engine?.controller.refinement });
   }
 
   /** Served model names, in configuration order. */

@@ -13,6 +13,7 @@
  * | `abacus_operator_group_size` | histogram | | segments (queries) per launched operator group |
  * | `abacus_executed_batch_size` | histogram | model | samples per launched segment of the model: a request alone counts its own batch, a dynamic batch the total of the requests fused into it (`_sum / _count` is the mean executed batch) |
  * | `abacus_predictor_absolute_error_seconds` | histogram | | \|predicted − measured\| group latency, groups with a prediction |
+ * | `abacus_predictor_rolling_mape` | gauge | predictor | with online refinement on (`abacus` policy parameter `refine`): MAPE (a fraction) over the last 500 observed groups of the served (`refined`) and of the offline (`offline`) predictions, read at scrape time; no series otherwise |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
  * | `abacus_ready` | gauge | | 1 when every service is warmed up and the server is not shutting down |
  * | `process_*`, `nodejs_*` | | | prom-client's default process metrics (RSS, event-loop lag, …) |
@@ -21,6 +22,7 @@
  * (so a client cannot grow the label set).
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { RefinementStatus } from '../schedule/controller.ts';
 
 /** Outcomes counted in `abacus_requests_total` (`ServeErrorCode`s plus `success` and `cancelled`). */
 export const REQUEST_OUTCOMES = ['success', 'bad_request', 'model_not_found', 'qos_violation', 'overloaded', 'not_ready', 'device_failure', 'cancelled', 'internal'] as const;
@@ -54,6 +56,7 @@ export class ServeMetrics {
   private readonly busy: Counter;
   private queueDepthOf: (model: string) => number = () => 0;
   private readyOf: () => boolean = () => false;
+  private refinementOf: () => RefinementStatus | undefined = () => undefined;
   /** End of the latest group interval counted as busy, ms on the backend's clock. */
   private busyUntilMs = Number.NEGATIVE_INFINITY;
 
@@ -84,6 +87,20 @@ export class ServeMetrics {
         this.set(readyOf() ? 1 : 0);
       },
     });
+    const refinementOf = (): RefinementStatus | undefined => this.refinementOf();
+    new Gauge({
+      name: 'abacus_predictor_rolling_mape',
+      help: 'MAPE (fraction) of the refined and of the offline group latency predictions over the last observed groups; present with online refinement',
+      labelNames: ['predictor'],
+      registers,
+      collect() {
+        this.reset();
+        const r = refinementOf();
+        if (r === undefined) return;
+        this.set({ predictor: 'refined' }, r.rollingMape);
+        this.set({ predictor: 'offline' }, r.rollingBaseMape);
+      },
+    });
     this.groupSize = new Histogram({ name: 'abacus_operator_group_size', help: 'Segments (queries) per launched operator group', buckets: GROUP_SIZE_BUCKETS, registers });
     this.batchSize = new Histogram({ name: 'abacus_executed_batch_size', help: 'Samples per launched segment (the executed batch: a request alone, or the requests fused into one dynamic batch)', labelNames: ['model'], buckets: BATCH_SIZE_BUCKETS, registers });
     this.predictorError = new Histogram({ name: 'abacus_predictor_absolute_error_seconds', help: 'Absolute error of the predicted operator group latency, seconds', buckets: ERROR_BUCKETS_S, registers });
@@ -102,10 +119,11 @@ export class ServeMetrics {
     return this.models.has(name) ? name : UNKNOWN_MODEL;
   }
 
-  /** Read queue depths (per served model) and readiness at scrape time. */
-  bind(sources: { queueDepth(model: string): number; ready(): boolean }): void {
+  /** Read queue depths (per served model), readiness and, when given, the predictor's online refinement at scrape time. */
+  bind(sources: { queueDepth(model: string): number; ready(): boolean; refinement?(): RefinementStatus | undefined }): void {
     this.queueDepthOf = (m) => sources.queueDepth(m);
     this.readyOf = () => sources.ready();
+    this.refinementOf = () => sources.refinement?.();
   }
 
   /** One answered request. `latencyMs`: end-to-end (successes only); `queueMs`: arrival → first group (requests that ran). */

@@ -7,7 +7,7 @@
  * "Batching and adaptation"; `controller.ts` "Dynamic batching").
  */
 import type { Group, GroupSlot, Predictor, RefiningPredictor } from '../../predict/predictor.ts';
-import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, ScheduleInput } from '../controller.ts';
+import type { Decision, GroupObservation, LaunchSegment, QueryController, RefinementStatus, Rejection, ScheduleInput } from '../controller.ts';
 import { type Candidate, checkInput, collectHeads, compareUrgency, type FusionPlan, fusedSlotOf, fusionPlan, newStats, positionOf, slotOf, SoloMemo, type StatsCounter } from '../heads.ts';
 
 export interface AbacusParams {
@@ -255,6 +255,10 @@ export class AbacusController implements QueryController {
 
   /** The online refinement, when on (its `rollingMape` is the serving error). */
   get refiner(): RefiningPredictor | undefined {
+    return this.#refiner;
+  }
+
+  get refinement(): RefinementStatus | undefined {
     return this.#refiner;
   }
 
