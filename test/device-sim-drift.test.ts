@@ -177,6 +177,16 @@ describe('abacus simulate with a drift id', () => {
     expect(bad.stderr).toMatch(/drift part 'drift-0x@5ms': factor 0 must be a finite number > 0/);
   }, 120_000);
 
+  it('--refine: abacus corrects its predictions online after the drift (lower predictor MAPE than without)', async () => {
+    const args = ['simulate', '--device', 'sim:a100:drift-1.5x@1000ms', '--models', 'resnet50,bert', '--qos-ms', '50', '--rate', '80', '--queries', '1500', '--profile-samples', '300', '--policy', 'abacus', '--json'];
+    const plain = await sandbox.abacus(...args);
+    expect(plain.code, plain.stderr).toBe(0);
+    const refined = await sandbox.abacus(...args, '--refine');
+    expect(refined.code, refined.stderr).toBe(0);
+    const mape = (r: { stdout: string }): number => (JSON.parse(r.stdout) as ExperimentJson).runs[0]!.predictorMape!;
+    expect(mape(refined)).toBeLessThan(mape(plain));
+  }, 120_000);
+
   it('profile and calibrate refuse a drift id (their results belong to the undrifted device)', async () => {
     const profile = await sandbox.abacus('profile', '--device', 'sim:a100:drift-1.5x@0ms', '--models', 'resnet50', '--samples', '5', '--out', `${sandbox.tmp}/p.csv`);
     expect(profile.code).not.toBe(0);
