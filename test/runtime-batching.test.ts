@@ -266,7 +266,8 @@ describe('fused batches on a scripted device', () => {
     expect(runtime.cancel('a1')).toBe('withdrawn');
     // a1 gone: the view is rebuilt at once (same id, same rows), now with a2's deadline 59
     await advanceTo(clock, 20);
-    const atLaunch = controller.seen.at(-1)!.queues.flat();
+    // the decision that launched [5, 10) at 20 (the one after it is made ahead, while that group runs)
+    const atLaunch = controller.seen.findLast((s) => s.nowMs === 20 && s.queues.flat()[0]?.nextOperator === 5)!.queues.flat();
     expect(atLaunch).toHaveLength(1);
     expect(atLaunch[0]).toMatchObject({ id: fusedView().id, nextOperator: 5, batch: 4, arrivalMs: -3, qosTargetMs: 62 });
     // the first member leaves: the view's arrival becomes the next live member's (a2, −1): deadline 59 = −1 + 60

@@ -11,6 +11,7 @@
  * halves and integers, exact in binary floating point, so they are compared exactly.
  */
 import { describe, expect, it } from 'vitest';
+import { nextInstantAfter } from '../src/clock/instant.ts';
 import { createController } from '../src/schedule/index.ts';
 import type { LaunchSegment, QueryController, WaitingQuery } from '../src/schedule/controller.ts';
 import { FakePredictor } from './schedule/fake-predictor.ts';
@@ -170,11 +171,13 @@ describe('abacus, 4 services, ways 4', () => {
   it('q0 alone does not fit (running 25 → budget 5 < 10): launched alone, no search', () => {
     const p = new FakePredictor();
     const [w, x, y, z] = heads() as [WaitingQuery, WaitingQuery, WaitingQuery, WaitingQuery];
-    const d = abacus(p, { ways: 4, slackMs: 0 }).decide(input(NOW, [[w], [x], [y], [z]], 25));
+    // drop off: with drop on, w would be rejected (solo 10 + running 25 > headroom 30; see "drop rules").
+    const d = abacus(p, { ways: 4, slackMs: 0, drop: false }).decide(input(NOW, [[w], [x], [y], [z]], 25));
     // budget 30 − 25 = 5; P1 = 10 > 5, P2 = 15, P3 = 22, P4 = 36 all > 5 → k = 1 forced; P1 does not fit → no search.
     expect(d.group).toEqual([seg(w)]);
     expect(d.predictedMs).toBe(10);
-    expect(d.stats).toEqual({ predictorCalls: 2, groupsScored: 7, searchRounds: 0, soloMemoHits: 0 });
+    // no step-1 call without drop: P1…P4 in one call.
+    expect(d.stats).toEqual({ predictorCalls: 1, groupsScored: 4, searchRounds: 0, soloMemoHits: 0 });
   });
 });
 
@@ -228,6 +231,32 @@ describe('abacus, drop rules', () => {
     expect(d.group).toEqual([seg(exact)]);
   });
 
+  it('decided while a group runs: a head that cannot start before its latest start is rejected at once', () => {
+    const p = new FakePredictor();
+    const tight = q('tight', 'S1', 'b', 44); // solo 20 + running 25 = 45 > 44
+    const exact = q('exact', 'S2', 'b', 45); // 20 + 25 = 45 ≤ 45: starting exactly at its latest start still meets it
+    const d = abacus(p).decide(input(NOW, [[tight], [exact]], 25));
+    expect(d.rejected).toEqual([{ queryId: 'tight', service: 'S1', reason: 'qos_violation', headroomMs: 44, predictedMs: 45 }]);
+    expect(d.group).toEqual([seg(exact)]);
+  });
+
+  it('wakeAtMs: the first instant after the earliest latest start of a kept head (launched or not: a decision made ahead only plans)', () => {
+    const p = new FakePredictor();
+    const x = q('x', 'S1', 'a', 14); // deadline 114, solo 10 → latest start 104
+    const y = q('y', 'S2', 'b', 30); // deadline 130, solo 20 → latest start 110
+    const d = abacus(p, { ways: 2, slackMs: 100 }).decide(input(NOW, [[x], [y]]));
+    // budget 14: P2 = 25 > 14 → x alone (slack 100 > 4 → no search); x becomes hopeless just after 104 if still waiting then.
+    expect(d.group).toEqual([seg(x)]);
+    expect(d.wakeAtMs).toBeGreaterThan(104);
+    expect(d.wakeAtMs! - 104).toBeLessThan(1e-12);
+    const later = abacus(p).decide(input(d.wakeAtMs!, [[x], [y]]));
+    expect(later.rejected.map((r) => r.queryId)).toEqual(['x']);
+    expect(later.wakeAtMs! - 110).toBeLessThan(1e-12);
+    const atLatest = abacus(p).decide(input(104, [[x]]));
+    expect(atLatest.rejected).toEqual([]);
+    expect(abacus(p, { drop: false }).decide(input(NOW, [[x], [y]])).wakeAtMs).toBeUndefined();
+  });
+
   it('a rejected head is replaced by the next query of its queue, scored in a second round (here from the memo)', () => {
     const p = new FakePredictor();
     const hopeless = q('h', 'S1', 'b', 19);
@@ -272,6 +301,7 @@ describe('abacus, drop rules', () => {
       predictedMs: 12,
       rejected: [],
       stats: { predictorCalls: 1, groupsScored: 1, searchRounds: 0, soloMemoHits: 0 },
+      wakeAtMs: nextInstantAfter(NOW - 10 + 50 - 12), // deadline 140 − solo 12: hopeless just after 128 if it still waited then
     });
   });
 });

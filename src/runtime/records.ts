@@ -20,6 +20,18 @@ export interface GroupRecord {
   readonly predictedMs: number | undefined;
   /** `GroupResult.groupLatencyMs` as measured (wall or simulated), ms. */
   measuredMs: number;
+  /**
+   * Whether it was decided while the group before it ran and launched as decided, the moment the
+   * device was free (the runtime's decisions ahead; one-group-at-a-time policies). Absent in
+   * records made elsewhere.
+   */
+  readonly decidedAhead?: boolean;
+  /**
+   * The device-measured latency of its longest successful segment (`SegmentResult.latencyMs`),
+   * ms: how long operators ran, against `measuredMs` that also counts dispatch and messaging.
+   * Set when it ends.
+   */
+  longestSegmentMs?: number;
   /** Segments in the order launched. */
   readonly segments: readonly {
     /** The device's query id: the query's own, or a fused batch's. */

@@ -28,14 +28,22 @@
  * is running ends when that group finishes, as a query alone does.
  *
  * ## The loop
- * `pump()` runs on every arrival, every group completion, and at a decision's `wakeAtMs`. For a
- * one-group-at-a-time policy (`launchWhileBusy === false`: abacus, fcfs, sjf, edf, fcfs-batch,
- * edf-batch, clockwork) it decides only when no group is in flight, launches the decided group,
- * and waits for its completion; a query whose segment stopped before its last operator stays at
- * the head of its queue with its next start operator. For overlap-all it launches every waiting
- * query at once, concurrently with groups still running (uncontrolled overlap); for triton
- * (`oneGroupPerService`) each batch as it is formed, hiding a service's queue while one of its
- * groups runs. A controller that throws, or returns a decision the
+ * `pump()` runs on every arrival, cancellation, group completion, and at a decision's
+ * `wakeAtMs`. For a one-group-at-a-time policy (`launchWhileBusy === false`: abacus, fcfs, sjf,
+ * edf, fcfs-batch, edf-batch, clockwork) it launches one group, and while that group runs it
+ * decides the next one ahead (`decideAhead`): on the queues as they will be when the group ends,
+ * with `runningRemainingMs` = its predicted remainder. That decision's rejections are answered at
+ * once — a query that cannot finish behind the running group learns it on arrival, not when the
+ * group ends — and its group is launched the moment the device is free, with no decision
+ * latency between the two groups, unless an arrival, a cancellation, a failed segment, a wake,
+ * or the running group ending later than predicted changed the picture (then it decides again
+ * at once). A query whose segment stopped before its last operator stays at the head of its
+ * queue with its next start operator. A wake timer (`Decision.wakeAtMs` of the latest decision)
+ * decides again at the instant a waiting query becomes hopeless, so it is rejected on time even
+ * while the running group overruns its prediction. For overlap-all the loop launches every
+ * waiting query at once, concurrently with groups still running (uncontrolled overlap); for
+ * triton (`oneGroupPerService`) each batch as it is formed, hiding a service's queue while one
+ * of its groups runs. A controller that throws, or returns a decision the
  * runtime cannot carry out (a query launched where it does not wait, launched twice or also
  * rejected, fused when it cannot be), has failed: the queries it was shown are answered
  * `device_failure` and the loop goes on. Decisions read `clock.now()`; nothing here reads wall
@@ -43,6 +51,7 @@
  * (VirtualClock + `sim`).
  */
 import type { Clock, TimerHandle } from '../clock/clock.ts';
+import { nextInstantAfter } from '../clock/instant.ts';
 import type { Device, GroupResult, Segment, SegmentInput } from '../device/device.ts';
 import { checkInputTensors } from '../device/validate.ts';
 import { BadRequestError, describeError } from '../errors.ts';
@@ -112,8 +121,12 @@ export type QueryOutcome =
 /** One query until its outcome. */
 interface Pending {
   readonly record: QueryRecord;
-  /** Set by `cancel` while the query's group runs: it ends `cancelled` when that group finishes (unless the group completes it). */
-  cancelMessage: string | undefined;
+  /**
+   * Set while the query's group runs, by `cancel` (`cancelled`) or by a decision made ahead that
+   * rejected it (`qos_violation`): it ends so when that group finishes, unless the group
+   * completes it (its outputs are then delivered).
+   */
+  endAfterGroup: { readonly reason: RejectionReason; readonly message: string } | undefined;
   readonly resolve: (outcome: QueryOutcome) => void;
   /** The device query it runs in (its own, or a fused batch). */
   unit: Unit;
@@ -138,6 +151,8 @@ interface Unit {
   readonly fused: boolean;
   nextOperator: number;
   inFlight: boolean;
+  /** While `inFlight`: the end operator of its running segment (where it will wait next unless that is its last). */
+  runEnd: number;
   /** The controller's view (kept in step with `nextOperator` and the members' deadlines). */
   view: WaitingQuery;
 }
@@ -202,8 +217,16 @@ export class ServingRuntime {
   private completed = 0;
   private rejected = 0;
   private idleWaiters: (() => void)[] = [];
-  /** The timer of the earliest pending `Decision.wakeAtMs`. */
+  /** The timer of the latest decision's `wakeAtMs`. */
   private wake: { atMs: number; handle: TimerHandle } | undefined;
+  /** One group at a time: the group in flight. */
+  private running: GroupRecord | undefined;
+  /**
+   * One group at a time: the next group, decided while `running` runs (`decideAhead`), and the
+   * clock time it was planned to start (the running group's predicted end); undefined when none
+   * is decided or the picture changed since.
+   */
+  private plan: { readonly decision: Decision; readonly startMs: number } | undefined;
 
   /** @throws RangeError for no services, a service listed twice, a bad QoS target / queue length, or bad batching limits. */
   constructor(options: RuntimeOptions) {
@@ -271,8 +294,8 @@ export class ServingRuntime {
         qosTargetMs,
         ...(batching === undefined ? {} : { batching, fuseKey: fuseKeyOf(spec, seqLen, inputs) }),
       };
-      const unit: Unit = { id, state, members: [], samples: record.batch, seqLen, inputs, seed, fused: false, nextOperator: 0, inFlight: false, view };
-      const p: Pending = { record, cancelMessage: undefined, resolve, unit, offset: 0 };
+      const unit: Unit = { id, state, members: [], samples: record.batch, seqLen, inputs, seed, fused: false, nextOperator: 0, inFlight: false, runEnd: 0, view };
+      const p: Pending = { record, endAfterGroup: undefined, resolve, unit, offset: 0 };
       unit.members.push(p);
       this.byId.set(id, p);
       if (this.closed) return this.finish(p, 'overloaded', 'the runtime is closed');
@@ -288,6 +311,7 @@ export class ServingRuntime {
       state.queue.push(unit);
       state.views.push(view);
       state.queries++;
+      this.plan = undefined; // an arrival changes the picture a decision made ahead saw
       this.pump();
     });
   }
@@ -308,11 +332,15 @@ export class ServingRuntime {
   cancel(queryId: string, message = 'cancelled by its caller'): 'withdrawn' | 'after_group' | 'not_pending' {
     const p = this.byId.get(queryId);
     if (p === undefined) return 'not_pending';
+    // The picture a decision made ahead saw has changed: decide again.
+    this.plan = undefined;
     if (p.unit.inFlight) {
-      p.cancelMessage ??= message;
+      p.endAfterGroup ??= { reason: 'cancelled', message };
+      this.pump();
       return 'after_group';
     }
     this.reject(p, 'cancelled', message);
+    if (this.inFlightGroups > 0) this.pump();
     return 'withdrawn';
   }
 
@@ -334,10 +362,8 @@ export class ServingRuntime {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    if (this.wake !== undefined) {
-      this.clock.clearTimer(this.wake.handle);
-      this.wake = undefined;
-    }
+    this.plan = undefined;
+    this.setWake(undefined);
     for (const state of this.services.values()) {
       for (const u of [...state.queue]) if (!u.inFlight) this.rejectUnit(u, 'overloaded', 'the runtime is closing');
     }
@@ -352,61 +378,182 @@ export class ServingRuntime {
     try {
       for (;;) {
         this.pumpAgain = false;
-        if (!this.controller.launchWhileBusy && this.inFlightGroups > 0) break;
-        const queues: WaitingQuery[][] = [];
-        let waiting = 0;
-        for (const state of this.services.values()) {
-          // In flight only while its group runs: one-group-at-a-time policies decide when none
-          // runs, and launchWhileBusy launches dequeue their queries at once.
-          if (state.queue.length === 0 || state.queue[0]!.inFlight) continue;
-          if (this.controller.oneGroupPerService === true && state.running > 0) continue;
-          waiting += state.views.length;
-          queues.push(state.views);
-        }
-        if (waiting === 0) break;
-        let decision: Decision;
-        let members: Unit[][];
-        try {
-          decision = this.controller.decide({ nowMs: this.clock.now(), queues, runningRemainingMs: 0 });
-          members = this.checkDecision(decision);
-        } catch (err) {
-          // A controller or predictor error must not leave queries unanswered: fail the visible ones.
-          for (const views of queues) for (const v of [...views]) {
-            const u = this.units.get(v.id);
-            if (u !== undefined) this.rejectUnit(u, 'device_failure', `the ${this.controller.policy} controller failed: ${describeError(err)}`);
-          }
-          continue;
-        }
-        for (const r of decision.rejected) {
-          const u = this.units.get(r.queryId);
-          if (u === undefined) continue;
-          const why = r.predictedMs === undefined ? `headroom ${r.headroomMs.toFixed(2)} ms ≤ 0` : `predicted ${r.predictedMs.toFixed(2)} ms to finish exceeds headroom ${r.headroomMs.toFixed(2)} ms`;
-          this.rejectUnit(u, 'qos_violation', `dropped by the ${this.controller.policy} controller: ${why}`);
-        }
-        if (decision.group.length > 0) this.launch(decision.group, members, decision.predictedMs);
-        else {
-          if (decision.wakeAtMs !== undefined) this.wakeAt(decision.wakeAtMs);
-          if (decision.rejected.length === 0) break;
-        }
-        if (!this.pumpAgain && !this.controller.launchWhileBusy && this.inFlightGroups > 0) break;
+        const again = this.controller.launchWhileBusy ? this.decideConcurrent() : this.inFlightGroups === 0 ? this.decideAndLaunch() : this.plan === undefined && this.decideAhead();
+        if (!again && !this.pumpAgain) break;
       }
     } finally {
       this.pumping = false;
     }
   }
 
-  /** Pump again at clock time `atMs` (the earliest requested wins). */
-  private wakeAt(atMs: number): void {
-    if (this.closed || !Number.isFinite(atMs)) return;
-    if (this.wake !== undefined) {
-      if (this.wake.atMs <= atMs) return;
-      this.clock.clearTimer(this.wake.handle);
+  /** `launchWhileBusy`: decide on the visible queries and launch at once. @returns whether to decide again. */
+  private decideConcurrent(): boolean {
+    const queues = this.visibleQueues(false);
+    if (queues === undefined) return false;
+    const d = this.decideOn(queues, 0, false);
+    if (d === undefined) return true;
+    this.setWake(d.decision.wakeAtMs);
+    this.applyRejections(d.decision, 0);
+    if (d.decision.group.length > 0) {
+      this.launch(d.decision.group, d.members, d.decision.predictedMs, false);
+      return true;
     }
-    const handle = this.clock.setTimer(Math.max(0, atMs - this.clock.now()), () => {
+    return d.decision.rejected.length > 0;
+  }
+
+  /**
+   * One group at a time, the device idle: launch the decision made ahead when it still holds
+   * (`plan`), else decide now and launch. @returns whether to go on (a group was launched, or
+   * queries were rejected).
+   */
+  private decideAndLaunch(): boolean {
+    const plan = this.plan;
+    this.plan = undefined;
+    if (plan !== undefined && plan.decision.group.length > 0) {
+      let members: Unit[][] | undefined;
+      try {
+        members = this.checkDecision(plan.decision, false);
+      } catch {
+        members = undefined; // cannot happen while the picture is the one it was made for; decide again
+      }
+      if (members !== undefined) {
+        this.launch(plan.decision.group, members, plan.decision.predictedMs, true);
+        return true;
+      }
+    }
+    const queues = this.visibleQueues(false);
+    if (queues === undefined) return false;
+    const d = this.decideOn(queues, 0, false);
+    if (d === undefined) return true;
+    this.setWake(d.decision.wakeAtMs);
+    this.applyRejections(d.decision, 0);
+    if (d.decision.group.length > 0) {
+      this.launch(d.decision.group, d.members, d.decision.predictedMs, false);
+      return true;
+    }
+    return d.decision.rejected.length > 0;
+  }
+
+  /**
+   * One group at a time, a group running and no decision made ahead: decide the next group now,
+   * on the queues as they will be when the running group ends (`visibleQueues(true)`), with
+   * `runningRemainingMs` = its predicted remainder. Rejections are answered at once (a query
+   * of the running group: when it ends); the group is kept as `plan`, launched the moment the
+   * device is free unless an arrival, a cancellation, a failure, a wake, or the running group
+   * finishing later than predicted changes the picture first.
+   * @returns whether to decide again (a controller failure answered the visible queries).
+   */
+  private decideAhead(): boolean {
+    const running = this.running;
+    if (running === undefined) return false;
+    const queues = this.visibleQueues(true);
+    if (queues === undefined) {
+      this.setWake(undefined); // nothing waits for the running group to end
+      return false;
+    }
+    const nowMs = this.clock.now();
+    const runningRemainingMs = running.predictedMs === undefined ? 0 : Math.max(0, running.launchMs + running.predictedMs - nowMs);
+    const d = this.decideOn(queues, runningRemainingMs, true);
+    if (d === undefined) return true;
+    // Set before the rejections: a query submitted from their callbacks invalidates it.
+    this.plan = { decision: d.decision, startMs: nowMs + runningRemainingMs };
+    this.setWake(d.decision.wakeAtMs);
+    this.applyRejections(d.decision, runningRemainingMs);
+    return false;
+  }
+
+  /**
+   * What `decide` is shown, or undefined when no query waits: every service's queue (a service
+   * running a group hidden for `oneGroupPerService`). `ahead`: the queues as they will be when the
+   * running group ends — a unit in flight whose segment ends its query is left out (the queries
+   * behind it show), one whose segment stops earlier shows at its segment's end, and one whose
+   * every member ends after the group (cancelled, rejected ahead) is left out. Without `ahead`
+   * a queue whose head is in flight is hidden (one group at a time decides only when none runs).
+   */
+  private visibleQueues(ahead: boolean): WaitingQuery[][] | undefined {
+    const queues: WaitingQuery[][] = [];
+    for (const state of this.services.values()) {
+      if (state.queue.length === 0) continue;
+      if (this.controller.oneGroupPerService === true && state.running > 0) continue;
+      if (!state.queue[0]!.inFlight) {
+        queues.push(state.views);
+        continue;
+      }
+      if (!ahead) continue;
+      const views: WaitingQuery[] = [];
+      for (const u of state.queue) {
+        if (!u.inFlight) views.push(u.view);
+        else if (u.runEnd < u.view.operators && u.members.some((p) => p.endAfterGroup === undefined)) {
+          const { batching: _batching, fuseKey: _fuseKey, ...rest } = u.view;
+          views.push({ ...rest, nextOperator: u.runEnd });
+        }
+      }
+      if (views.length > 0) queues.push(views);
+    }
+    return queues.length === 0 ? undefined : queues;
+  }
+
+  /**
+   * `controller.decide` and `checkDecision`. A controller that throws or breaks the contract has
+   * failed: the queries it was shown are answered `device_failure` (one of the running group:
+   * when the group ends). @returns undefined then.
+   */
+  private decideOn(queues: WaitingQuery[][], runningRemainingMs: number, ahead: boolean): { decision: Decision; members: Unit[][] } | undefined {
+    try {
+      const decision = this.controller.decide({ nowMs: this.clock.now(), queues, runningRemainingMs });
+      return { decision, members: this.checkDecision(decision, ahead) };
+    } catch (err) {
+      const message = `the ${this.controller.policy} controller failed: ${describeError(err)}`;
+      for (const views of queues) {
+        for (const v of [...views]) {
+          const u = this.units.get(v.id);
+          if (u === undefined) continue;
+          if (u.inFlight) for (const p of u.members) p.endAfterGroup ??= { reason: 'device_failure', message };
+          else this.rejectUnit(u, 'device_failure', message);
+        }
+      }
+      return undefined;
+    }
+  }
+
+  /** Answer a decision's rejections `qos_violation` (a query of the running group: when the group ends). */
+  private applyRejections(decision: Decision, runningRemainingMs: number): void {
+    for (const r of decision.rejected) {
+      const u = this.units.get(r.queryId);
+      if (u === undefined) continue;
+      const running = runningRemainingMs > 0 ? `, ${runningRemainingMs.toFixed(2)} ms of it until the running group ends` : '';
+      const why = r.predictedMs === undefined ? `headroom ${r.headroomMs.toFixed(2)} ms ≤ 0` : `predicted ${r.predictedMs.toFixed(2)} ms to finish${running} exceeds headroom ${r.headroomMs.toFixed(2)} ms`;
+      const message = `dropped by the ${this.controller.policy} controller: ${why}`;
+      if (u.inFlight) for (const p of u.members) p.endAfterGroup ??= { reason: 'qos_violation', message };
+      else this.rejectUnit(u, 'qos_violation', message);
+    }
+  }
+
+  /**
+   * Arm the wake timer for `atMs` (a decision's `wakeAtMs`; the latest decision's replaces the
+   * one before, which saw an older picture), or disarm it (undefined). When it fires, the
+   * decision made ahead is dropped and the runtime decides again. A timer that fires a float
+   * rounding short of `atMs` is re-armed for the rest, so a decision at the wake sees
+   * `nowMs ≥ atMs` (a rejection on time is exact on a virtual clock).
+   */
+  private setWake(atMs: number | undefined): void {
+    if (this.wake !== undefined) {
+      if (this.wake.atMs === atMs) return;
+      this.clock.clearTimer(this.wake.handle);
       this.wake = undefined;
+    }
+    if (atMs === undefined || this.closed || !Number.isFinite(atMs)) return;
+    const fire = (): void => {
+      const nowMs = this.clock.now();
+      if (nowMs < atMs) {
+        this.wake = { atMs, handle: this.clock.setTimer(Math.max(atMs - nowMs, nextInstantAfter(nowMs) - nowMs), fire) };
+        return;
+      }
+      this.wake = undefined;
+      this.plan = undefined;
       this.pump();
-    });
-    this.wake = { atMs, handle };
+    };
+    this.wake = { atMs, handle: this.clock.setTimer(Math.max(0, atMs - this.clock.now()), fire) };
   }
 
   /**
@@ -419,12 +566,12 @@ export class ServingRuntime {
    *   `pump` answers it like a `decide` that threw, so a controller bug fails queries instead of
    *   escaping from a timer or device callback and leaving every query unanswered.
    */
-  private checkDecision(decision: Decision): Unit[][] {
+  private checkDecision(decision: Decision, ahead: boolean): Unit[][] {
     const taken = new Set<Unit>();
     const rejected = new Set(decision.rejected.map((r) => r.queryId));
     const all: Unit[][] = [];
     for (const s of decision.group) {
-      const members = this.membersOf(s);
+      const members = this.membersOf(s, ahead);
       all.push(members);
       const operators = members[0]!.view.operators;
       if (this.controller.launchWhileBusy && s.end !== operators) {
@@ -440,11 +587,14 @@ export class ServingRuntime {
 
   /**
    * The units a launch segment names, lead first (a unit named twice is `checkDecision`'s to catch).
+   * `ahead` (a decision made while a group runs): a unit of that group may be named at its running
+   * segment's end, where it will wait.
    * @throws Error (internal) when the controller broke the contract.
    */
-  private membersOf(s: LaunchSegment): Unit[] {
+  private membersOf(s: LaunchSegment, ahead: boolean): Unit[] {
     const lead = this.units.get(s.queryId);
-    if (lead === undefined || lead.inFlight || s.start !== lead.nextOperator) {
+    const waitsAt = lead === undefined ? -1 : !lead.inFlight ? lead.nextOperator : ahead && lead.runEnd < lead.view.operators ? lead.runEnd : -1;
+    if (lead === undefined || s.start !== waitsAt) {
       throw new Error(`controller ${this.controller.policy} launched query '${s.queryId}' at operator ${s.start}, which is not waiting there (internal error)`);
     }
     const members: Unit[] = [lead];
@@ -452,7 +602,7 @@ export class ServingRuntime {
     const limits = lead.view.batching;
     for (const id of s.fused) {
       const u = this.units.get(id);
-      if (limits === undefined || u === undefined || u.inFlight || u.fused || u.nextOperator !== 0 || u.state !== lead.state || u.view.fuseKey !== lead.view.fuseKey || lead.nextOperator !== 0 || lead.fused) {
+      if (limits === undefined || u === undefined || u.inFlight || u.fused || u.nextOperator !== 0 || u.state !== lead.state || u.view.fuseKey !== lead.view.fuseKey || lead.inFlight || lead.nextOperator !== 0 || lead.fused) {
         throw new Error(`controller ${this.controller.policy} fused query '${id}' with '${s.queryId}', which cannot be fused (internal error)`);
       }
       members.push(u);
@@ -477,7 +627,7 @@ export class ServingRuntime {
     // A client may pick any id, also one that looks like a fused batch's: never take a pending one.
     let id = `${lead.id}+${members.length - 1}@${this.groupCount}`;
     while (this.units.has(id) || this.byId.has(id)) id += "'";
-    const unit: Unit = { id, state, members: pendings, samples, seqLen: lead.seqLen, inputs, seed: lead.seed, fused: true, nextOperator: 0, inFlight: false, view: lead.view };
+    const unit: Unit = { id, state, members: pendings, samples, seqLen: lead.seqLen, inputs, seed: lead.seed, fused: true, nextOperator: 0, inFlight: false, runEnd: 0, view: lead.view };
     let offset = 0;
     for (const u of members) {
       for (const p of u.members) {
@@ -508,7 +658,7 @@ export class ServingRuntime {
     if (i >= 0) u.state.views[i] = u.view;
   }
 
-  private launch(group: readonly LaunchSegment[], members: readonly (readonly Unit[])[], predictedMs: number | undefined): void {
+  private launch(group: readonly LaunchSegment[], members: readonly (readonly Unit[])[], predictedMs: number | undefined, decidedAhead: boolean): void {
     const units: Unit[] = [];
     const segments: Segment[] = [];
     for (const [i, s] of group.entries()) {
@@ -531,6 +681,7 @@ export class ServingRuntime {
       launchMs: this.clock.now(),
       predictedMs,
       measuredMs: Number.NaN,
+      decidedAhead,
       segments: segments.map((s, i) => ({
         queryId: s.queryId,
         service: s.service,
@@ -542,8 +693,9 @@ export class ServingRuntime {
       })),
     };
     if (this.keepRecords) this.groups.push(record);
-    for (const u of units) {
+    for (const [i, u] of units.entries()) {
       u.inFlight = true;
+      u.runEnd = segments[i]!.end;
       u.state.running++;
       for (const p of u.members) {
         p.record.groups.push(record.index);
@@ -552,6 +704,7 @@ export class ServingRuntime {
       if (this.controller.launchWhileBusy) this.removeFromQueue(u);
     }
     this.inFlightGroups++;
+    if (!this.controller.launchWhileBusy) this.running = record;
     let running: Promise<GroupResult>;
     try {
       running = this.device.runGroup(segments);
@@ -566,7 +719,15 @@ export class ServingRuntime {
 
   private groupDone(record: GroupRecord, units: Unit[], result: GroupResult): void {
     this.inFlightGroups--;
+    if (this.running === record) this.running = undefined;
     record.measuredMs = result.groupLatencyMs;
+    // The decision made ahead holds only if the group ended as that decision assumed: every
+    // segment ran, no later than predicted (a later start may have cost its queries the headroom
+    // it counted on).
+    if (this.plan !== undefined && (result.segments.some((r) => !r.ok) || this.clock.now() > this.plan.startMs)) this.plan = undefined;
+    let longestSegmentMs = 0;
+    for (const r of result.segments) if (r.ok) longestSegmentMs = Math.max(longestSegmentMs, r.latencyMs);
+    record.longestSegmentMs = longestSegmentMs;
     const executed: ExecutedSegment[] = [];
     result.segments.forEach((r, i) => {
       const u = units[i]!;
@@ -587,7 +748,7 @@ export class ServingRuntime {
         this.completeUnit(u, r.outputs ?? {});
         return;
       }
-      for (const p of [...u.members]) if (p.cancelMessage !== undefined) this.reject(p, 'cancelled', p.cancelMessage);
+      for (const p of [...u.members]) if (p.endAfterGroup !== undefined) this.reject(p, p.endAfterGroup.reason, p.endAfterGroup.message);
       if (u.members.length > 0) {
         if (u.fused) this.refreshView(u);
         else {
@@ -611,7 +772,7 @@ export class ServingRuntime {
    * cancelled while the group ran ends `cancelled` now.
    */
   private unfuse(u: Unit): void {
-    for (const p of [...u.members]) if (p.cancelMessage !== undefined) this.reject(p, 'cancelled', p.cancelMessage);
+    for (const p of [...u.members]) if (p.endAfterGroup !== undefined) this.reject(p, p.endAfterGroup.reason, p.endAfterGroup.message);
     if (u.members.length === 0) return; // the last member's leaving ended the unit and released its state
     const state = u.state;
     const at = state.queue.indexOf(u);
@@ -625,7 +786,7 @@ export class ServingRuntime {
     for (const p of u.members) {
       const { record } = p;
       const view: WaitingQuery = { id: record.id, service: record.service, model: u.view.model, operators: u.view.operators, nextOperator: 0, batch: record.batch, seqLen: record.seqLen, arrivalMs: record.arrivalMs, qosTargetMs: record.qosTargetMs };
-      const unit: Unit = { id: record.id, state, members: [p], samples: record.batch, seqLen: record.seqLen, inputs: u.inputs === undefined ? undefined : sliceBatch(u.inputs, p.offset, record.batch), seed: u.seed, fused: false, nextOperator: 0, inFlight: false, view };
+      const unit: Unit = { id: record.id, state, members: [p], samples: record.batch, seqLen: record.seqLen, inputs: u.inputs === undefined ? undefined : sliceBatch(u.inputs, p.offset, record.batch), seed: u.seed, fused: false, nextOperator: 0, inFlight: false, runEnd: 0, view };
       p.unit = unit;
       p.offset = 0;
       delete record.runBatch;
@@ -639,6 +800,8 @@ export class ServingRuntime {
 
   private groupFailed(record: GroupRecord, units: Unit[], err: unknown): void {
     this.inFlightGroups--;
+    if (this.running === record) this.running = undefined;
+    this.plan = undefined;
     record.measuredMs = Number.NaN;
     const reason: RejectionReason = err instanceof BadRequestError || err instanceof RangeError || err instanceof TypeError ? 'bad_request' : 'device_failure';
     for (const u of units) {
@@ -731,6 +894,7 @@ export class ServingRuntime {
   private settle(p: Pending): void {
     this.byId.delete(p.record.id);
     this.onQueryEnd?.(p.record);
+    if (this.byId.size === 0) this.setWake(undefined); // nothing left to wake for (keeps a wall-clock process free to exit)
     if (this.byId.size === 0 && this.idleWaiters.length > 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];

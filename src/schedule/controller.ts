@@ -27,20 +27,27 @@
  * Driving loop (what the runtime does; `launchWhileBusy === false`, every policy but
  * overlap-all and triton):
  *
- *     loop:
- *       d = controller.decide({ nowMs: clock.now(), queues, runningRemainingMs })
+ *     when the device is idle:
+ *       d = the decision made ahead (below) if it still holds, else
+ *           controller.decide({ nowMs: clock.now(), queues, runningRemainingMs: 0 })
  *       for r of d.rejected: remove r.queryId from its queue, answer `qos_violation`,
  *                            device.releaseQuery(...) when it had started
- *       if d.group is empty: every visible query was rejected (or none waited) — sleep until
- *                            the next arrival or completion, then loop
- *       launch d.group once the device is idle (the previous group finished); record
- *         d.predictedMs; on completion set nextOperator = end, pop finished queries,
- *         controller.observe({...}), loop
+ *       launch d.group (empty: every visible query was rejected, or none waited)
+ *     while a group runs (on its launch, every arrival, cancellation, and at `wakeAtMs`):
+ *       decide ahead: controller.decide({ nowMs, queues as they will be when the group ends,
+ *                                         runningRemainingMs: its predicted remainder })
+ *       answer the rejections now (a query of the running group: when the group ends);
+ *       keep the group, and launch it the moment the device is free — unless an arrival, a
+ *       cancellation, a failed segment, a wake, or the running group ending later than
+ *       predicted changed the picture first (then decide again)
+ *     on completion: set nextOperator = end, pop finished queries, controller.observe({...})
  *
- * The runtime may call `decide` ahead, while the previous group still runs (to hide the
- * decision latency, as the paper's runtime does): it then passes that group's predicted
- * remaining time as `runningRemainingMs` and launches the returned group right after it ends.
- *
+ * Deciding ahead hides the decision latency behind execution (the paper's runtime does the
+ * same) and answers a query that cannot finish behind the running group at once: the head
+ * policies that drop (abacus, fcfs/sjf/edf and their -batch forms, clockwork) judge a head as
+ * if it started after `runningRemainingMs`, and report in `wakeAtMs` the instant a kept head
+ * becomes hopeless, so a waiting query is rejected on time even when no event comes.
+
  * `launchWhileBusy === true` (overlap-all: uncontrolled overlap, as MPS or Triton instance
  * groups; triton: Triton's dynamic batcher, one instance per model, `oneGroupPerService`): the
  * runtime calls `decide` on every arrival (and whenever it likes) and launches the returned
@@ -117,12 +124,18 @@ export interface ScheduleInput {
    * Head policies (all but overlap-all and triton) look past a queue's head only to replace a
    * head they reject in the same decision and to pick the queries they fuse behind it, so a
    * launched lead is always the first of its queue once the decision's rejections are removed.
+   *
+   * A decision made ahead (while a group runs, `runningRemainingMs` > 0 or not) sees the queues
+   * as they will be when that group ends: a query of the running group whose segment completes
+   * it is not shown (the queries behind it are), one whose segment stops earlier is shown
+   * waiting at that segment's end (`nextOperator` = its `end`, without `batching`).
    */
   readonly queues: readonly (readonly WaitingQuery[])[];
   /**
    * Predicted time (ms) until the group still executing finishes, ≥ 0; 0 when the device is
-   * idle. The new group starts after it, so policies subtract it from the time left
-   * (abacus step 3, clockwork's estimated finish).
+   * idle. The new group starts after it, so policies subtract it from the time left (abacus
+   * step 3, clockwork's estimated finish), and the dropping head policies judge a head as if it
+   * started then (rejected when remaining solo + this > its headroom).
    */
   readonly runningRemainingMs: number;
 }
@@ -152,9 +165,10 @@ export interface Rejection {
   /** Its headroom at `nowMs`, ms (≤ 0, or less than `predictedMs`). */
   readonly headroomMs: number;
   /**
-   * The predicted time to finish it (ms) that exceeded `headroomMs`: remaining solo latency
-   * (abacus, fcfs/sjf/edf), running remainder + latency estimate (clockwork). Absent when the
-   * headroom alone decided (≤ 0, nothing predicted).
+   * The predicted time to finish it (ms) that exceeded `headroomMs`: `runningRemainingMs` +
+   * its remaining solo latency (abacus, fcfs/sjf/edf and -batch: the predictor's; clockwork: its
+   * measured estimate when it has one). Absent when the headroom alone decided (≤ 0, nothing
+   * predicted).
    */
   readonly predictedMs?: number;
 }
@@ -195,7 +209,10 @@ export interface Decision {
   /**
    * Clock time (ms) at which to call `decide` again even if nothing arrives or finishes before:
    * a policy that holds queries on purpose (`triton` waiting up to `maxQueueDelayMs` for a
-   * larger batch) sets it; absent: decide again on the next arrival or completion only.
+   * larger batch, or until a held query's deadline), and the dropping head policies — the first
+   * instant a head they kept becomes hopeless if it still waits then (`heads.ts`
+   * `hopelessAtMs`). Absent: decide again on the next arrival or completion only. The runtime
+   * keeps the latest decision's wake (it saw the newest picture).
    */
   readonly wakeAtMs?: number;
 }

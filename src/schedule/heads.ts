@@ -4,8 +4,9 @@
  * rejecting hopeless ones (and replacing each rejected head by the next query of its queue).
  * Not a policy; imports only the contracts.
  */
+import { nextInstantAfter } from '../clock/instant.ts';
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
-import type { Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
+import type { Decision, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
 
 /** Mutable counters behind `DecisionStats`. */
 export interface StatsCounter {
@@ -160,7 +161,11 @@ export interface HeadRule {
   readonly drop: boolean;
   /** Predict `soloMs` of every head (else only when `drop` needs it; NaN otherwise). */
   readonly score: boolean;
-  /** Added to the estimate before comparing with the headroom (clockwork: the running group's remainder), ms. */
+  /**
+   * Time until the device can take a query, ms ≥ 0: `ScheduleInput.runningRemainingMs` (the
+   * running group's predicted remainder when the runtime decides ahead). A head is judged as if
+   * it started then.
+   */
   readonly extraMs: number;
   /** A policy's own estimate of a query's remaining latency (ms), or undefined to ask the predictor. */
   readonly known?: (q: WaitingQuery) => number | undefined;
@@ -169,9 +174,40 @@ export interface HeadRule {
 }
 
 /**
+ * A query that needs `soloMs` more to finish by `deadlineMs` must start by its latest start,
+ * `deadlineMs − soloMs` (clock ms). `collectHeads` rejects a head when the earliest time the
+ * device can take it (`nowMs + rule.extraMs`) is past this instant (starting exactly then still
+ * meets the deadline, so it is kept).
+ */
+export function latestStartMs(deadlineMs: number, soloMs: number): number {
+  return deadlineMs - soloMs;
+}
+
+/**
+ * `Decision.wakeAtMs` of a dropping head policy (rejection on time): the first instant at which
+ * one of the kept heads becomes hopeless if it still waits then and nothing else happens before
+ * — `nextInstantAfter(latestStartMs)`, the earliest over the heads — or undefined when none has
+ * an estimate. The runtime decides again then (a decision made while a group runs only plans
+ * its group, so a planned head may still be waiting), and the head is rejected at exactly that
+ * instant on a virtual clock. Queries behind the heads are judged when they reach a head.
+ */
+export function hopelessAtMs(heads: readonly Candidate[]): number | undefined {
+  let at = Infinity;
+  for (const c of heads) if (!Number.isNaN(c.soloMs)) at = Math.min(at, latestStartMs(c.deadlineMs, c.soloMs));
+  return Number.isFinite(at) ? nextInstantAfter(at) : undefined;
+}
+
+/** `decision` with `wakeAtMs` = `hopelessAtMs(heads)` when the policy drops (and one exists). */
+export function withWake(decision: Decision, drop: boolean, heads: readonly Candidate[]): Decision {
+  const wakeAtMs = drop ? hopelessAtMs(heads) : undefined;
+  return wakeAtMs === undefined ? decision : { ...decision, wakeAtMs };
+}
+
+/**
  * Step 1: the first query of each queue that is not hopeless. A query is hopeless when its
- * headroom is ≤ 0, or when `estimate + rule.extraMs > headroom` (estimate: `rule.known`, else
- * the predictor's remaining solo latency). Heads still unresolved after a round are scored in
+ * headroom is ≤ 0, or when the device cannot take it by its latest start:
+ * `nowMs + rule.extraMs > latestStartMs(deadline, estimate)` (⇔ `estimate + extraMs >
+ * headroom`; estimate: `rule.known`, else the predictor's remaining solo latency). Heads still unresolved after a round are scored in
  * ONE batched predictor call (heads whose prediction `rule.memo` remembers are not asked again);
  * a rejected head is replaced by the next query of its queue and
  * the replacements are scored in the next round (so a decision only comes back empty when
@@ -215,7 +251,7 @@ export function collectHeads(
         const known = rule.known?.(q);
         if (known !== undefined) {
           c.soloMs = known;
-          if (rule.drop && known + rule.extraMs > headroomMs) {
+          if (rule.drop && latestStartMs(deadlineMs, known) < nowMs + rule.extraMs) {
             rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: known + rule.extraMs });
             pos[qi]!++;
             continue;
@@ -257,7 +293,7 @@ export function collectHeads(
     const next: number[] = [];
     for (let j = 0; j < toScore.length; j++) {
       const { c, qi } = toScore[j]!;
-      if (rule.drop && c.soloMs + rule.extraMs > c.headroomMs) {
+      if (rule.drop && latestStartMs(c.deadlineMs, c.soloMs) < nowMs + rule.extraMs) {
         rejected.push({ queryId: c.query.id, service: c.query.service, reason: 'qos_violation', headroomMs: c.headroomMs, predictedMs: c.soloMs + rule.extraMs });
         pos[qi]!++;
         next.push(qi);

@@ -8,7 +8,7 @@
  */
 import type { Group, GroupSlot, Predictor, RefiningPredictor } from '../../predict/predictor.ts';
 import type { Decision, GroupObservation, LaunchSegment, QueryController, RefinementStatus, Rejection, ScheduleInput } from '../controller.ts';
-import { type Candidate, checkInput, collectHeads, compareUrgency, type FusionPlan, fusedSlotOf, fusionPlan, newStats, positionOf, slotOf, SoloMemo, type StatsCounter } from '../heads.ts';
+import { type Candidate, checkInput, collectHeads, compareUrgency, hopelessAtMs, type FusionPlan, fusedSlotOf, fusionPlan, newStats, positionOf, slotOf, SoloMemo, type StatsCounter } from '../heads.ts';
 
 export interface AbacusParams {
   /** Points evaluated per search round (one batched predictor call), cut points and batch sizes alike; integer ≥ 2. Paper: 2. */
@@ -270,7 +270,7 @@ export class AbacusController implements QueryController {
     const stats = newStats();
     const rejected: Rejection[] = [];
     // Step 1.
-    const found = collectHeads(input, predictor, { drop, score: false, extraMs: 0, memo: this.#memo }, stats, rejected);
+    const found = collectHeads(input, predictor, { drop, score: false, extraMs: runningMs, memo: this.#memo }, stats, rejected);
     if (found.length === 0) return { group: [], rejected, stats };
     // Step 2.
     found.sort(compareUrgency);
@@ -433,7 +433,8 @@ export class AbacusController implements QueryController {
         }
       }
     }
-    return { group, predictedMs: bestMs, rejected, stats };
+    const wakeAtMs = drop ? hopelessAtMs(found) : undefined;
+    return { group, predictedMs: bestMs, rejected, stats, ...(wakeAtMs === undefined ? {} : { wakeAtMs }) };
   }
 
   /**

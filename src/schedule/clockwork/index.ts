@@ -14,7 +14,7 @@
  */
 import type { GroupSlot, Predictor } from '../../predict/predictor.ts';
 import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, ScheduleInput, WaitingQuery } from '../controller.ts';
-import { checkInput, collectHeads, compareUrgency, fusedSlotOf, fusionPlan, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
+import { checkInput, collectHeads, compareUrgency, fusedSlotOf, fusionPlan, newStats, positionOf, SoloMemo, type StatsCounter, withWake } from '../heads.ts';
 
 export interface ClockworkParams {
   /** Measurements kept per (model, batch, seqLen), integer ≥ 1. Clockwork: 10. */
@@ -114,16 +114,16 @@ export class ClockworkController implements QueryController {
     const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators };
     const at = positionOf(input.queues, q);
     const plan = at === undefined ? undefined : fusionPlan(at.queue, at.index);
-    if (plan === undefined || plan.followers.length === 0) return { group: [segment], predictedMs: best.soloMs, rejected, stats };
+    if (plan === undefined || plan.followers.length === 0) return withWake({ group: [segment], predictedMs: best.soloMs, rejected, stats }, true, heads);
     const estimates = this.#batchEstimates(q, plan.samples, stats);
     const startMs = input.nowMs + input.runningRemainingMs;
     for (let m = plan.followers.length; m >= 1; m--) {
       const ms = estimates[m]!;
       if (ms <= this.#params.maxExecMs && startMs + ms <= plan.deadlineMs[m]!) {
-        return { group: [{ ...segment, fused: plan.followers.slice(0, m).map((f) => f.id) }], predictedMs: ms, rejected, stats };
+        return withWake({ group: [{ ...segment, fused: plan.followers.slice(0, m).map((f) => f.id) }], predictedMs: ms, rejected, stats }, true, heads);
       }
     }
-    return { group: [segment], predictedMs: best.soloMs, rejected, stats };
+    return withWake({ group: [segment], predictedMs: best.soloMs, rejected, stats }, true, heads);
   }
 
   /**

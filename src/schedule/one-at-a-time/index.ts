@@ -12,7 +12,7 @@
  */
 import type { Predictor } from '../../predict/predictor.ts';
 import type { Decision, LaunchSegment, QueryController, Rejection, ScheduleInput } from '../controller.ts';
-import { type Candidate, checkInput, collectHeads, compareTies, compareUrgency, fusionPlan, newStats, positionOf, predictSolo, SoloMemo } from '../heads.ts';
+import { type Candidate, checkInput, collectHeads, compareTies, compareUrgency, fusionPlan, newStats, positionOf, predictSolo, SoloMemo, withWake } from '../heads.ts';
 
 export type OneAtATimePolicy = 'fcfs' | 'sjf' | 'edf' | 'fcfs-batch' | 'edf-batch';
 
@@ -75,7 +75,7 @@ export class OneAtATimeController implements QueryController {
     checkInput(input);
     const stats = newStats();
     const rejected: Rejection[] = [];
-    const rule = { drop: this.#params.drop, score: this.policy === 'sjf', extraMs: 0, memo: this.#memo };
+    const rule = { drop: this.#params.drop, score: this.policy === 'sjf', extraMs: input.runningRemainingMs, memo: this.#memo };
     const heads = collectHeads(input, this.#predictor, rule, stats, rejected);
     if (heads.length === 0) return { group: [], rejected, stats };
     const order = ORDER[this.policy];
@@ -89,11 +89,11 @@ export class OneAtATimeController implements QueryController {
       if (plan !== undefined && plan.followers.length > 0) {
         const samples = plan.samples[plan.followers.length]!;
         const predictedMs = predictSolo(this.#predictor, { ...q, batch: samples }, stats, this.#memo);
-        return { group: [{ ...segment, fused: plan.followers.map((f) => f.id) }], predictedMs, rejected, stats };
+        return withWake({ group: [{ ...segment, fused: plan.followers.map((f) => f.id) }], predictedMs, rejected, stats }, rule.drop, heads);
       }
     }
     const predictedMs = Number.isNaN(best.soloMs) ? predictSolo(this.#predictor, q, stats, this.#memo) : best.soloMs;
-    return { group: [segment], predictedMs, rejected, stats };
+    return withWake({ group: [segment], predictedMs, rejected, stats }, rule.drop, heads);
   }
 
   observe(): void {
