@@ -1,10 +1,12 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime]`: the foundation
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
  * `--only sim` runs the simulator speed benchmark (issue 3) alone, `--only schedule` the
  * scheduling decision latency (issue 5) alone, `--only predictor [-- --data FILE.csv]` the
  * predictor call latency and training time (issue 4) alone, `--only runtime [-- --queries N]` the
- * simulation speed of the whole serving path (issue 5) alone.
+ * simulation speed of the whole serving path (issue 5) alone, `--only idle-gap [-- --queries N]
+ * [-- --skip-ort]` the device's idle time between groups at saturation, deciding ahead vs only
+ * when idle, on sim:a100 and on this CPU.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -15,18 +17,20 @@ import { benchSimSpeed } from './sim-speed.ts';
 import { benchSchedule } from './schedule.ts';
 import { benchPredictor } from './predictor.ts';
 import { benchRuntimeSpeed } from './runtime-speed.ts';
+import { benchIdleGap } from './idle-gap.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime')
-  .option('--queries <n>', 'runtime: queries per run (default 1,000,000)', (v) => Number(v))
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap')
+  .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000)', (v) => Number(v))
+  .option('--skip-ort', 'idle-gap: the sim:a100 rows only')
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number }>();
-if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor or runtime, got '${opts.only}'`);
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean }>();
+if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor, runtime or idle-gap, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
 };
@@ -37,6 +41,7 @@ if (opts.only === undefined || opts.only === 'split') out['splitOverhead'] = awa
 if (opts.only === 'sim') out['simSpeed'] = await benchSimSpeed({ log });
 if (opts.only === 'schedule') out['schedule'] = await benchSchedule({ log });
 if (opts.only === 'runtime') out['runtimeSpeed'] = await benchRuntimeSpeed({ log, ...(opts.queries === undefined ? {} : { queries: opts.queries }) });
+if (opts.only === 'idle-gap') out['idleGap'] = await benchIdleGap({ log, ...(opts.queries === undefined ? {} : { ortQueries: opts.queries }), ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
@@ -84,6 +89,20 @@ if (opts.json) {
       formatTable(
         ['policy', 'queries', 'wall s', 'simulated s', 'queries per wall s', 's per 1M queries', 'groups', 'violations %'],
         rs.runs.map((r) => [r.policy, r.queries, (r.wallMs / 1000).toFixed(1), (r.simulatedMs / 1000).toFixed(0), Math.round(r.queriesPerSecond), r.secondsPerMillion.toFixed(1), r.groups, (r.violationRatio * 100).toFixed(2)]),
+      ) + '\n',
+    );
+  }
+  const gap = out['idleGap'] as Awaited<ReturnType<typeof benchIdleGap>> | undefined;
+  if (gap) {
+    process.stdout.write(
+      `Device idle gap between groups at saturation (goal: ≤ 1 % of busy time on sim, ≤ 3 % on ort), load average ${gap.loadAverage1m.toFixed(2)} at start; ` +
+        `'when idle': the runtime decides only when the device is idle (the baseline), 'ahead': it decides the next group while one runs:\n`,
+    );
+    const pct = (x: number): string => (Number.isFinite(x) ? (x * 100).toFixed(3) : '–');
+    process.stdout.write(
+      formatTable(
+        ['device', 'policy', 'decides', 'queries', 'groups', 'idle gap % of busy', 'outside operators % of busy', 'launched as decided ahead %', 'violations %', 'goodput q/s'],
+        gap.rows.map((r) => [r.device, r.policy, r.decideAhead ? 'ahead' : 'when idle', r.queries, r.groups, pct(r.idleGapRatio), pct(r.outsideOperatorsRatio), pct(r.decidedAheadShare), pct(r.violationRatio), r.goodputQps.toFixed(1)]),
       ) + '\n',
     );
   }

@@ -77,17 +77,24 @@ describe('decisions made while a group runs', () => {
     for (let i = 1; i < gs.length; i++) expect(gs[i]!.launchMs).toBe(gs[i - 1]!.launchMs + gs[i - 1]!.measuredMs);
   });
 
-  it('an arrival while a group runs is decided ahead again; a group that ends later than predicted drops the plan (decided at its end)', async () => {
-    const { clock, runtime } = setup('fcfs', (g) => (g === 1 ? 1.5 : 1));
+  it('an arrival while a group runs is decided ahead again; an overrun keeps a plan that still fits and rejects a planned query that no longer can, on time', async () => {
+    const { clock, runtime, soloMs } = setup('fcfs', (g) => (g === 1 ? 1.5 : 1));
+    const soloOneMs = soloMs(1); // 36 ms: a runs [0, 36), b is predicted [36, 72) but runs [36, 90)
     const first = [runtime.submit({ service: 'short', batch: 1, id: 'a' }), runtime.submit({ service: 'short', batch: 1, id: 'b' })];
     await driveUntilSettled(clock, clock.sleep(1));
-    const late = runtime.submit({ service: 'long', batch: 1, id: 'c' }); // arrives while a runs: the plan (b) is decided again
-    await driveUntilSettled(clock, Promise.all([...first, late]));
+    // c (deadline 116, latest start 80) and d (deadline 10001) arrive while a runs: b's plan is decided again at each arrival
+    const c = runtime.submit({ service: 'long', batch: 1, id: 'c', qosTargetMs: 115 });
+    const d = runtime.submit({ service: 'long', batch: 1, id: 'd' });
+    const done = await driveUntilSettled(clock, Promise.all([...first, c, d]));
+    expect(done.map((o) => (o.ok ? 'ok' : o.reason))).toEqual(['ok', 'ok', 'qos_violation', 'ok']);
+    // c, planned after b, can no longer start by 80 while b overruns: rejected at that instant, before b ends
+    expect(done[2]!.record.endMs).toBe(nextInstantAfter(1 + 115 - soloOneMs));
     const gs = runtime.groups;
-    expect(gs.map((g) => g.segments[0]!.queryId)).toEqual(['a', 'b', 'c']);
-    // b: decided ahead (again, after c arrived) and launched at a's end; b overran its prediction, so c was decided when b ended
-    expect(gs.map((g) => g.decidedAhead)).toEqual([false, true, false]);
+    expect(gs.map((g) => g.segments[0]!.queryId)).toEqual(['a', 'b', 'd']);
+    // d was decided at c's rejection, while b ran; b ended later than planned but d still fits its deadline: launched as decided
+    expect(gs.map((g) => g.decidedAhead)).toEqual([false, true, true]);
     expect(gs[2]!.launchMs).toBe(gs[1]!.launchMs + gs[1]!.measuredMs);
+    expect(gs[1]!.measuredMs).toBe(1.5 * soloOneMs);
   });
 
   it('a query cancelled while it is planned is not launched; the next group is decided again', async () => {

@@ -129,9 +129,19 @@ export class GroupStatsCollector {
   private samples = 0;
   private apeSum = 0;
   private predicted = 0;
+  private busyMs = 0;
+  private idleMs = 0;
+  private outsideMs = 0;
+  private ahead = 0;
 
   add(g: GroupRecord): void {
     this.count++;
+    if (Number.isFinite(g.measuredMs)) {
+      this.busyMs += g.measuredMs;
+      if (g.longestSegmentMs !== undefined) this.outsideMs += Math.max(0, g.measuredMs - g.longestSegmentMs);
+    }
+    this.idleMs += g.idleBeforeMs ?? 0;
+    if (g.decidedAhead === true) this.ahead++;
     this.segments += g.segments.length;
     for (const s of g.segments) this.samples += s.batch;
     if (g.predictedMs !== undefined && g.measuredMs > 0) {
@@ -157,6 +167,29 @@ export class GroupStatsCollector {
   /** MAPE (fraction) over groups with a prediction; NaN when none. */
   get predictorMape(): number {
     return this.predicted === 0 ? Number.NaN : this.apeSum / this.predicted;
+  }
+
+  /**
+   * The device's idle time between groups while queries waited (Σ `idleBeforeMs`) over its busy
+   * time (Σ `measuredMs`), a fraction; NaN for no busy time. One group at a time only (0 for
+   * policies that launch while busy, which record no gaps).
+   */
+  get idleGapRatio(): number {
+    return this.busyMs > 0 ? this.idleMs / this.busyMs : Number.NaN;
+  }
+
+  /**
+   * The part of the groups' measured latency in which their longest segment's operators did
+   * not run (dispatch, messaging, input handling: Σ (`measuredMs` − `longestSegmentMs`)) over
+   * the busy time, a fraction; NaN for no busy time.
+   */
+  get outsideOperatorsRatio(): number {
+    return this.busyMs > 0 ? this.outsideMs / this.busyMs : Number.NaN;
+  }
+
+  /** Share of groups launched as decided while the group before them ran (`decidedAhead`); NaN for no groups. */
+  get decidedAheadShare(): number {
+    return this.count === 0 ? Number.NaN : this.ahead / this.count;
   }
 }
 

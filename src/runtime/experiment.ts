@@ -51,6 +51,8 @@ export interface ExperimentOptions {
   readonly arrivals?: (rateQps: number) => ArrivalProcess;
   /** Return the run's query and group records in `ExperimentResult.records` (for CDFs and reports) [false]. */
   readonly keepRecords?: boolean;
+  /** `RuntimeOptions.decideAhead` [true]; false is the idle-gap benchmark's baseline. */
+  readonly decideAhead?: boolean;
 }
 
 /** Summary of one run. */
@@ -66,6 +68,13 @@ export interface ExperimentResult {
   readonly groups: number;
   /** MAPE of the controller's predictions against measured group latency (fraction); NaN when the policy does not predict. */
   readonly predictorMape: number;
+  /**
+   * Between groups (one group at a time): the device's idle time while queries waited over its
+   * busy time (`GroupStatsCollector.idleGapRatio`), the part of the busy time outside the
+   * longest segment's operators (`outsideOperatorsRatio`), and the share of groups launched as
+   * decided ahead (`decidedAheadShare`); fractions, NaN when there were no groups.
+   */
+  readonly between: { readonly idleGapRatio: number; readonly outsideOperatorsRatio: number; readonly decidedAheadShare: number };
   readonly generator: GeneratorReport;
   /** Decisions made and predictor calls, summed. */
   readonly decisions: { readonly count: number; readonly predictorCalls: number; readonly groupsScored: number };
@@ -141,6 +150,7 @@ export async function runExperiment(env: ExperimentEnv, options: ExperimentOptio
       controller,
       services: options.services,
       keepRecords: options.keepRecords === true,
+      ...(options.decideAhead === undefined ? {} : { decideAhead: options.decideAhead }),
       onQueryEnd: (q) => {
         overall.add(q);
         perService.get(q.service)?.add(q);
@@ -166,6 +176,7 @@ export async function runExperiment(env: ExperimentEnv, options: ExperimentOptio
       meanBatch: groupStats.meanSegmentBatch,
       groups: groupStats.groups,
       predictorMape: groupStats.predictorMape,
+      between: { idleGapRatio: groupStats.idleGapRatio, outsideOperatorsRatio: groupStats.outsideOperatorsRatio, decidedAheadShare: groupStats.decidedAheadShare },
       generator: report,
       decisions: { ...totals },
       ...(options.keepRecords === true ? { records: { queries: runtime.queries, groups: runtime.groups } } : {}),

@@ -27,6 +27,14 @@ export interface GroupRecord {
    */
   readonly decidedAhead?: boolean;
   /**
+   * One group at a time: how long the device sat idle before this launch while queries waited,
+   * ms — from the end of the group before it (when the runtime saw it end with queries in its
+   * queues) to this launch: the decision latency and the runtime's own work between two groups
+   * (zero in virtual time). Absent when nothing waited at that end, and for policies that launch
+   * while busy.
+   */
+  readonly idleBeforeMs?: number;
+  /**
    * The device-measured latency of its longest successful segment (`SegmentResult.latencyMs`),
    * ms: how long operators ran, against `measuredMs` that also counts dispatch and messaging.
    * Set when it ends.

@@ -90,6 +90,13 @@ export interface RuntimeOptions {
    * simulations; `onRecord` still sees each finished query.
    */
   readonly keepRecords?: boolean;
+  /**
+   * One group at a time: decide the next group while one runs and launch it the moment the
+   * device is free (see "The loop") [true]. False: decide only when the device is idle — the
+   * baseline the idle-gap benchmark compares against; rejections then wait for the running
+   * group to end.
+   */
+  readonly decideAhead?: boolean;
   /** Called once per query when it ends (after its promise resolves). */
   readonly onQueryEnd?: (record: QueryRecord) => void;
   /** Called once per group when it ends. */
@@ -205,6 +212,7 @@ export class ServingRuntime {
   /** Units not ended, by unit id (a query alone: its query id). */
   private readonly units = new Map<string, Unit>();
   private readonly keepRecords: boolean;
+  private readonly aheadEnabled: boolean;
   private readonly onQueryEnd: ((r: QueryRecord) => void) | undefined;
   private readonly onGroupEnd: ((r: GroupRecord) => void) | undefined;
   private inFlightGroups = 0;
@@ -222,11 +230,13 @@ export class ServingRuntime {
   /** One group at a time: the group in flight. */
   private running: GroupRecord | undefined;
   /**
-   * One group at a time: the next group, decided while `running` runs (`decideAhead`), and the
-   * clock time it was planned to start (the running group's predicted end); undefined when none
-   * is decided or the picture changed since.
+   * One group at a time: the next group, decided while `running` runs (`decideAhead`), the clock
+   * time it was planned to start (the running group's predicted end), and the earliest deadline
+   * among its queries; undefined when none is decided or the picture changed since.
    */
-  private plan: { readonly decision: Decision; readonly startMs: number } | undefined;
+  private plan: { readonly decision: Decision; readonly startMs: number; readonly deadlineMs: number } | undefined;
+  /** One group at a time: when the last group ended with queries waiting (the device idle with work to do), until the next launch. */
+  private idleSinceMs: number | undefined;
 
   /** @throws RangeError for no services, a service listed twice, a bad QoS target / queue length, or bad batching limits. */
   constructor(options: RuntimeOptions) {
@@ -234,6 +244,7 @@ export class ServingRuntime {
     this.device = options.device;
     this.controller = options.controller;
     this.keepRecords = options.keepRecords ?? true;
+    this.aheadEnabled = options.decideAhead ?? true;
     this.onQueryEnd = options.onQueryEnd;
     this.onGroupEnd = options.onGroupEnd;
     if (options.services.length === 0) throw new RangeError('ServingRuntime: services must not be empty');
@@ -378,7 +389,7 @@ export class ServingRuntime {
     try {
       for (;;) {
         this.pumpAgain = false;
-        const again = this.controller.launchWhileBusy ? this.decideConcurrent() : this.inFlightGroups === 0 ? this.decideAndLaunch() : this.plan === undefined && this.decideAhead();
+        const again = this.controller.launchWhileBusy ? this.decideConcurrent() : this.inFlightGroups === 0 ? this.decideAndLaunch() : this.aheadEnabled && this.plan === undefined && this.decideAhead();
         if (!again && !this.pumpAgain) break;
       }
     } finally {
@@ -422,7 +433,10 @@ export class ServingRuntime {
       }
     }
     const queues = this.visibleQueues(false);
-    if (queues === undefined) return false;
+    if (queues === undefined) {
+      this.idleSinceMs = undefined; // idle with nothing to do: not a gap
+      return false;
+    }
     const d = this.decideOn(queues, 0, false);
     if (d === undefined) return true;
     this.setWake(d.decision.wakeAtMs);
@@ -456,10 +470,17 @@ export class ServingRuntime {
     const d = this.decideOn(queues, runningRemainingMs, true);
     if (d === undefined) return true;
     // Set before the rejections: a query submitted from their callbacks invalidates it.
-    this.plan = { decision: d.decision, startMs: nowMs + runningRemainingMs };
+    this.plan = { decision: d.decision, startMs: nowMs + runningRemainingMs, deadlineMs: this.earliestDeadlineMs(d.members) };
     this.setWake(d.decision.wakeAtMs);
     this.applyRejections(d.decision, runningRemainingMs);
     return false;
+  }
+
+  /** The earliest deadline (arrival + QoS target, clock ms) among the queries of a decided group's units. */
+  private earliestDeadlineMs(members: readonly (readonly Unit[])[]): number {
+    let deadlineMs = Infinity;
+    for (const units of members) for (const u of units) for (const p of u.members) deadlineMs = Math.min(deadlineMs, p.record.arrivalMs + p.record.qosTargetMs);
+    return deadlineMs;
   }
 
   /**
@@ -682,6 +703,7 @@ export class ServingRuntime {
       predictedMs,
       measuredMs: Number.NaN,
       decidedAhead,
+      ...(this.idleSinceMs === undefined ? {} : { idleBeforeMs: this.clock.now() - this.idleSinceMs }),
       segments: segments.map((s, i) => ({
         queryId: s.queryId,
         service: s.service,
@@ -704,6 +726,7 @@ export class ServingRuntime {
       if (this.controller.launchWhileBusy) this.removeFromQueue(u);
     }
     this.inFlightGroups++;
+    this.idleSinceMs = undefined;
     if (!this.controller.launchWhileBusy) this.running = record;
     let running: Promise<GroupResult>;
     try {
@@ -718,13 +741,16 @@ export class ServingRuntime {
   }
 
   private groupDone(record: GroupRecord, units: Unit[], result: GroupResult): void {
+    const endMs = this.clock.now();
     this.inFlightGroups--;
     if (this.running === record) this.running = undefined;
     record.measuredMs = result.groupLatencyMs;
-    // The decision made ahead holds only if the group ended as that decision assumed: every
-    // segment ran, no later than predicted (a later start may have cost its queries the headroom
-    // it counted on).
-    if (this.plan !== undefined && (result.segments.some((r) => !r.ok) || this.clock.now() > this.plan.startMs)) this.plan = undefined;
+    // The decision made ahead holds if the group ended as that decision assumed — every segment
+    // ran — and its group still fits: it starts no later than planned, or, started now, it is
+    // predicted to end by the earliest deadline of its queries (the budget every head policy
+    // holds a group to). A later start that breaks that budget may call for another group.
+    const plan = this.plan;
+    if (plan !== undefined && (result.segments.some((r) => !r.ok) || (endMs > plan.startMs && endMs + (plan.decision.predictedMs ?? Infinity) > plan.deadlineMs))) this.plan = undefined;
     let longestSegmentMs = 0;
     for (const r of result.segments) if (r.ok) longestSegmentMs = Math.max(longestSegmentMs, r.latencyMs);
     record.longestSegmentMs = longestSegmentMs;
@@ -762,7 +788,22 @@ export class ServingRuntime {
     });
     if (executed.length > 0) this.controller.observe({ segments: executed, groupLatencyMs: result.groupLatencyMs, ...(record.predictedMs === undefined ? {} : { predictedMs: record.predictedMs }) });
     this.onGroupEnd?.(record);
+    this.markIdle(endMs);
     this.pump();
+  }
+
+  /**
+   * One group at a time: the device has been idle since `sinceMs` (its group's end, as the
+   * runtime saw it): note it when queries wait, for the next launch's `idleBeforeMs`.
+   */
+  private markIdle(sinceMs: number): void {
+    if (this.controller.launchWhileBusy || this.inFlightGroups > 0) return;
+    for (const state of this.services.values()) {
+      if (state.queue.length > 0) {
+        this.idleSinceMs = sinceMs;
+        return;
+      }
+    }
   }
 
   /**
@@ -799,6 +840,7 @@ export class ServingRuntime {
   }
 
   private groupFailed(record: GroupRecord, units: Unit[], err: unknown): void {
+    const endMs = this.clock.now();
     this.inFlightGroups--;
     if (this.running === record) this.running = undefined;
     this.plan = undefined;
@@ -810,6 +852,7 @@ export class ServingRuntime {
       this.rejectUnit(u, reason, `the device refused the group: ${describeError(err)}`);
     }
     this.onGroupEnd?.(record);
+    this.markIdle(endMs);
     this.pump();
   }
 
