@@ -36,7 +36,7 @@
  *
  * What the error of a group depends on beyond what the base sees well: the SET of models in the
  * group and the group size (slots) — `key = modelMask × 64 + min(slots, 63)`, models numbered
- * once by their index in `base.models` (the first 30; a group with a model past them, or not in
+ * once by their index in `base.models` (found by a scan of ≤ 8 names, else a Map; the first 30; a group with a model past them, or not in
  * `base.models`, uses the global fit); batch, sequence length and cut enter through x. A global
  * fit, updated by every observation, serves keys not seen (or not seen since a restart). At most
  * `maxKeys` keys are held (default 256); past the cap a new key is not added and uses the global
@@ -123,6 +123,8 @@ export const DEFAULT_REFINE_OPTIONS = Object.freeze({
 
 /** Models that get a bit in the key mask (31-bit integer arithmetic); others use the global fit. */
 const MASK_MODELS = 30;
+/** Up to this many models, a model's index is found by scanning the names (`keyOf`). */
+const SCAN_MODELS = 8;
 /** Group sizes distinguished in the key (`min(slots, 63)`). */
 const SIZE_RADIX = 64;
 /** Keys below this (≤ 8 models) find their row in a flat Int32Array (64 KiB) instead of the Map. */
@@ -172,6 +174,8 @@ export class RefinedPredictor implements RefiningPredictor {
 
   readonly #logger: Logger | undefined;
   readonly #modelIndex = new Map<string, number>();
+  /** The first `SCAN_MODELS` model names when the base has no more: found by a scan with ===, cheaper than a Map lookup. */
+  readonly #scanNames: readonly string[] | undefined;
   readonly #rows = new Map<number, number>();
   /** `#rows` for keys < DIRECT_KEYS: row, or −1 when not held. */
   readonly #direct = new Int32Array(DIRECT_KEYS).fill(-1);
@@ -243,6 +247,7 @@ export class RefinedPredictor implements RefiningPredictor {
     base.models.forEach((m, i) => {
       if (i < MASK_MODELS) this.#modelIndex.set(m, i);
     });
+    this.#scanNames = base.models.length <= SCAN_MODELS ? [...base.models] : undefined;
     const rows = o.maxKeys + 1;
     this.#n = new Float64Array(rows);
     this.#mU = new Float64Array(rows);
@@ -319,8 +324,8 @@ export class RefinedPredictor implements RefiningPredictor {
   }
 
   #soloRow(model: string): number {
-    const idx = this.#modelIndex.get(model);
-    return idx === undefined ? GLOBAL : this.#fitRow((1 << idx) * SIZE_RADIX + 1);
+    const idx = this.#indexOf(model);
+    return idx < 0 ? GLOBAL : this.#fitRow((1 << idx) * SIZE_RADIX + 1);
   }
 
   #rowOf(key: number): number | undefined {
@@ -347,11 +352,21 @@ export class RefinedPredictor implements RefiningPredictor {
   keyOf(group: Group): number {
     let mask = 0;
     for (let j = 0; j < group.length; j++) {
-      const idx = this.#modelIndex.get(group[j]!.model);
-      if (idx === undefined) return -1;
+      const idx = this.#indexOf(group[j]!.model);
+      if (idx < 0) return -1;
       mask |= 1 << idx;
     }
     return mask * SIZE_RADIX + Math.min(group.length, SIZE_RADIX - 1);
+  }
+
+  /** The model's bit in the key mask, or −1 when it has none. */
+  #indexOf(model: string): number {
+    const names = this.#scanNames;
+    if (names !== undefined) {
+      for (let k = 0; k < names.length; k++) if (names[k] === model) return k;
+      return -1;
+    }
+    return this.#modelIndex.get(model) ?? -1;
   }
 
   observe(group: Group, basePredictedMs: number, measuredMs: number): void {
