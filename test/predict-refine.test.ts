@@ -254,7 +254,7 @@ describe('RefinedPredictor: the guard', () => {
     return { active, factor, transitions };
   }
 
-  it('out of calibration above 10 % over the window: predictions × the 0.9 quantile of measured ÷ refined; back at ≤ 5 %; both logged', () => {
+  it('out of calibration above 10 % over the window: overlapped groups × the 0.9 quantile of measured ÷ refined, one-slot groups not; back at ≤ 5 %; both logged', () => {
     const logged: [Record<string, unknown>, string][] = [];
     const logger = { info: (o: Record<string, unknown>, m: string) => logged.push([o, m]) } as unknown as Logger;
     const r = new RefinedPredictor(new FakePredictor(), { detectChanges: false, logger });
@@ -265,8 +265,10 @@ describe('RefinedPredictor: the guard', () => {
     expect(r.guardActive).toBe(true);
     expectRel(r.guardFactor, ref.factor, 1e-12);
     expect(r.guardFactor).toBeGreaterThan(1.2);
-    expectRel(r.predict([A])[0]!, 10 * r.fitOf(A).b * ref.factor, 1e-12);
-    expectRel(r.soloMs('a', 10), r.predict([A])[0]!, 1e-12);
+    expectRel(r.predict([A])[0]!, 10 * r.fitOf(A).b, 1e-12); // one slot: not inflated (a ≈ 0: one latency)
+    expect(r.soloMs('a', 10)).toBe(r.predict([A])[0]!);
+    expectRel(r.predict([AB])[0]!, 25 * r.fitOf(AB).b * ref.factor, 1e-12); // overlapped: inflated
+    expectRel(r.refineMs(AB, 25), r.predict([AB])[0]!, 1e-12);
     expect(logged[0]![1]).toBe('predictor out of calibration: guard on');
     expect(logged[0]![0]).toMatchObject({ window: 10, outAbove: 0.1, inAtOrBelow: 0.05 });
     // calibrated again: a long run at the mean ratio brings the window MAPE down to ≤ 5 %

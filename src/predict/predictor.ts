@@ -71,7 +71,7 @@ export interface RefiningPredictor extends Predictor {
    * latency (ms). Observations with a non-finite or ≤ 0 value are ignored. Never throws.
    */
   observe(group: Group, basePredictedMs: number, measuredMs: number): void;
-  /** What `predict` answers now for `group` when `base` predicts `baseMs` for it (ms). */
+  /** What `predict` answers now for `group` when `base` predicts `baseMs` for it (ms), the guard included. */
   refineMs(group: Group, baseMs: number): number;
   /**
    * `refineMs` for a group of one slot of `model`, without building the group (the controllers'
@@ -92,11 +92,12 @@ export interface RefiningPredictor extends Predictor {
   /** MAPE (a fraction) of the refined predictions over the guard's short window of recent groups; 0 before the first. */
   readonly recentMape: number;
   /**
-   * True while the recent error is too high (out of calibration): predictions are then inflated by
-   * `guardFactor` (DESIGN.md "a guard keeps Abacus no worse than one-at-a-time"; issue 13 item 2).
+   * True while the recent error is too high (out of calibration): predictions of overlapped groups
+   * (≥ 2 slots) are then inflated by `guardFactor`, one-slot predictions are not (DESIGN.md "a guard
+   * keeps Abacus no worse than one-at-a-time"; issue 13 item 2).
    */
   readonly guardActive: boolean;
-  /** The factor (≥ 1) every prediction carries now for the guard; 1 while calibrated. */
+  /** The factor (≥ 1) the prediction of an overlapped group carries now for the guard; 1 while calibrated. */
   readonly guardFactor: number;
   /** Times the refinement restarted after detecting a change of the device. */
   readonly restarts: number;
