@@ -4,7 +4,8 @@
  * fresh clone reproduces it. Experiments: `qos` (§7.2), `throughput` (§7.3), `beyond-pair`
  * (§7.4), `mig` (§7.5), `cluster` (§7.6), `search` (§7.7, the only real measurement: decision
  * time on this CPU), `batching` (issue 12, beyond the paper: dynamic batching of single-sample
- * requests on sim:a100 and sim:h200:graph) and `all`. Writes one CSV per experiment and `report.html` to `--out`
+ * requests on sim:a100 and sim:h200:graph), `adaptive` (issue 13: a ×1.5 drift at mid-run, with
+ * and without online refinement) and `all`. Writes one CSV per experiment and `report.html` to `--out`
  * (default `out/reproduce`), prints tables, and `--json` prints the headline numbers.
  *
  * Results accumulate in `--out`/`results.json` (one entry per experiment, the latest run
@@ -41,6 +42,7 @@ import {
   type HoldoutRow,
 } from '../reproduce/batching.ts';
 import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, runWorkload, simEnv, workloadServices, type ColocationRow } from '../reproduce/colocation.ts';
+import { ADAPTIVE_SETUP, runAdaptive, type AdaptiveJson, type DriftRunJson } from '../reproduce/adaptive.ts';
 import { MIG_BATCH_SIZES, MIG_DEVICES, MIG_PAIRS, runMig, type MigRow } from '../reproduce/mig.ts';
 import {
   bySet,
@@ -64,7 +66,7 @@ import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
 import { cachedPredictor } from './predictor-cache.ts';
 
-const EXPERIMENTS = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching', 'all'] as const;
+const EXPERIMENTS = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching', 'adaptive', 'all'] as const;
 type Experiment = (typeof EXPERIMENTS)[number];
 type SingleExperiment = Exclude<Experiment, 'all'>;
 /**
@@ -73,7 +75,7 @@ type SingleExperiment = Exclude<Experiment, 'all'>;
  * number of ways hardly matters).
  */
 const SEARCH_SLACK_MS = 0;
-const ALL: readonly SingleExperiment[] = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching'];
+const ALL: readonly SingleExperiment[] = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching', 'adaptive'];
 
 
 /** Where the co-location experiments' sets come from in the workloads file. */
@@ -104,6 +106,8 @@ export interface ReproduceJson {
   search?: { medianUsByWays: Record<string, number>; p99UsByWays: Record<string, number>; maxOverMinMedian: number };
   /** Per device id (`sim:a100`, `sim:h200:graph`). */
   batching?: Record<string, BatchingDeviceHeadline>;
+  /** The drift run with and without online refinement (`reproduce/adaptive.ts`). */
+  adaptive?: AdaptiveJson;
   device: string;
   queries: number;
   quick: boolean;
@@ -226,6 +230,24 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
       );
       json.batching = batchingHeadline(outcome.rows);
       printBatching(outcome.rows, outcome.variants, json.batching, print);
+    } else if (exp === 'adaptive') {
+      const models = [...ADAPTIVE_SETUP.models];
+      const adaptiveQueries = opts.queries ?? (quick ? 2000 : 4000);
+      const { predictor, source } = await predictorFor(deviceId, models, models.length, PAPER_BATCH_SIZES, ADAPTIVE_SETUP.seqLens);
+      say(`adaptive: ${models.join(' + ')}, QoS ${ADAPTIVE_SETUP.qosMs} ms, ${adaptiveQueries} queries per run, drift ×${ADAPTIVE_SETUP.factor} at mid-run, predictor ${source}\n`);
+      const adaptive = await runAdaptive({ deviceId, queries: adaptiveQueries, seed: opts.seed, onProgress: say }, specs, predictor);
+      results.adaptive = { device: deviceId, quick, queries: adaptiveQueries, seed: opts.seed, adaptive, wallSeconds: (performance.now() - t0) / 1000 };
+      const rows = adaptiveRows(adaptive);
+      await fs.writeFile(path.join(opts.out, 'adaptive.csv'), stringify(rows.map(([run, r]) => ({ run, ...r })), { header: true }));
+      print(
+        `\nAdaptive runtime: ${adaptive.deviceId}, ${adaptive.rateQps.toFixed(1)} q/s (abacus peak at QoS ${(ADAPTIVE_SETUP.qosMs / ADAPTIVE_SETUP.factor).toFixed(1)} ms before the drift: ${adaptive.peakBeforeQps.toFixed(1)} q/s, ÷ ${ADAPTIVE_SETUP.factor}), ${adaptiveQueries} queries (simulated)\n` +
+          formatTable(
+            ['run', 'MAPE last 500 groups %', 'groups to recover', 'violations after recovery %', 'before change %', 'after change %', 'MAPE overall %'],
+            rows.map(([run, r]) => [run, pct(r.mapeAfterRecovery), r.groupsToRecover === null ? 'never' : String(r.groupsToRecover), pct(r.violationRatioAfterRecovery), pct(r.violationRatioBeforeChange), pct(r.violationRatioAfterChange), pct(r.mapeOverall)]),
+          ) +
+          `\nissue 13 target (with refinement, at ${adaptive.rateQps.toFixed(1)} q/s): rolling MAPE ≤ 5 % within 2000 groups of the change, violations ≤ 1 % after recovery\n`,
+      );
+      json.adaptive = adaptive;
     } else {
       const models = CLUSTER_SET.models;
       const { predictor, source } = await predictorFor(deviceId, models, models.length);
@@ -356,6 +378,17 @@ function printBatching(rows: readonly BatchingRow[], variants: readonly string[]
   print(`\nBatch-aware abacus, means over the pairs (issue 12 target in parentheses)\n` + formatTable(['device', '÷ no batching', '÷ best batching baseline', '÷ triton', 'worst violations %', '÷ saturation', '÷ co-launch'], lines) + '\n');
 }
 
+/** The drift runs of the adaptive experiment, labelled, in table order. */
+function adaptiveRows(a: AdaptiveJson): [string, DriftRunJson][] {
+  const { withoutRefinement, literal, ...withRefinement } = a;
+  return [
+    ['refined', withRefinement],
+    ['offline only', withoutRefinement],
+    [`refined, ${a.literalRateQps.toFixed(1)} q/s (literal rate)`, literal.withRefinement],
+    [`offline only, ${a.literalRateQps.toFixed(1)} q/s (literal rate)`, literal.withoutRefinement],
+  ];
+}
+
 function migHeadline(rows: readonly MigRow[]): NonNullable<ReproduceJson['mig']> {
   const bySlice: Record<string, number> = {};
   for (const slice of [...new Set(rows.map((r) => r.slice))]) {
@@ -428,12 +461,12 @@ async function runClusterExperiment(
 export function registerReproduceCommand(program: Command, ctx: CliContext): void {
   program
     .command('reproduce')
-    .argument('<experiment>', `${EXPERIMENTS.join(' | ')} (paper §7.2 qos, §7.3 throughput, §7.4 beyond-pair, §7.5 mig, §7.6 cluster, §7.7 search; batching: dynamic batching on sim:a100 and sim:h200:graph)`, parseExperiment)
+    .argument('<experiment>', `${EXPERIMENTS.join(' | ')} (paper §7.2 qos, §7.3 throughput, §7.4 beyond-pair, §7.5 mig, §7.6 cluster, §7.7 search; batching: dynamic batching on sim:a100 and sim:h200:graph; adaptive: a ×1.5 drift at mid-run with and without online refinement)`, parseExperiment)
     .description("reproduce the paper's evaluation on simulated accelerators (profiles and trains its predictors first, cached) and write report.html")
     .option('--device <id>', 'simulated device (mig always uses the A100 and its MIG instances, batching sim:a100 and sim:h200:graph)', 'sim:a100')
     .option('--out <dir>', 'folder for the CSV files, results.json and report.html', 'out/reproduce')
     .option('--quick', 'smaller runs: 300 queries per run, 4000-group profiles, 2 MIG pairs, 0.5 s per cluster trace minute, 2000 decisions per search ways, batching runs of ≥ 10 QoS targets instead of 30')
-    .option('--queries <n>', 'queries per run (default 1000, --quick 300)', positiveInt('--queries'))
+    .option('--queries <n>', 'queries per run (default 1000, --quick 300; adaptive 4000, --quick 2000)', positiveInt('--queries'))
     .option('--policy <list>', `policies of qos/throughput/beyond-pair (abacus is always included; ${POLICY_NAMES.join(', ')})`, (v: string) => {
       const names = v.split(',').map((s) => s.trim());
       for (const n of names) if (!isPolicyName(n)) throw new InvalidArgumentError(`--policy: unknown policy '${n}' (valid: ${POLICY_NAMES.join(', ')})`);

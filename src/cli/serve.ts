@@ -110,7 +110,7 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
           })
         ).predictor
       : undefined;
-    const controller = createController(config.policy.name, config.policy.params, predictor);
+    const controller = createController(config.policy.name, config.policy.params, predictor, { logger });
     const env = await openEnv(hosted, predictor, { virtual: false, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }) });
     const opened = await env.open();
     return {

@@ -54,7 +54,7 @@ export interface Predictor {
 /**
  * A predictor that corrects itself from measured group latencies while serving (DESIGN.md
  * "Predictions are refined online"; issue 13 item 1). It wraps an offline `base` predictor;
- * `predict` returns the base prediction times a correction learned from `observe`. The
+ * `predict` returns the base prediction corrected by what it learned from `observe`. The
  * implementation lives in `predict/refine.ts`.
  *
  * Ownership: the refiner owns its correction table and error window; its caller (the query
@@ -71,10 +71,15 @@ export interface RefiningPredictor extends Predictor {
    * latency (ms). Observations with a non-finite or ≤ 0 value are ignored. Never throws.
    */
   observe(group: Group, basePredictedMs: number, measuredMs: number): void;
-  /** The factor (> 0) `predict` multiplies `base`'s prediction for `group` by now; 1 before any observation. */
-  factorOf(group: Group): number;
-  /** `factorOf` a group of one slot of `model`, without building the group (the controllers' solo memo asks it per hit). */
-  factorOfSolo(model: string): number;
+  /** What `predict` answers now for `group` when `base` predicts `baseMs` for it (ms), the guard included. */
+  refineMs(group: Group, baseMs: number): number;
+  /**
+   * `refineMs` for a group of one slot of `model`, without building the group (the controllers'
+   * solo memo keeps base predictions and asks this per hit; `schedule/heads.ts` `SoloScale`).
+   */
+  soloMs(model: string, baseMs: number): number;
+  /** The inverse of `soloMs` in its second argument (up to rounding): the base prediction whose refined solo prediction is `ms`. */
+  baseSoloMs(model: string, ms: number): number;
   /**
    * Mean absolute percentage error (a fraction) of the refined predictions, each taken just
    * before its own observation, over the last `mapeWindow` observed groups; 0 before the first.
@@ -84,4 +89,16 @@ export interface RefiningPredictor extends Predictor {
   readonly rollingBaseMape: number;
   /** Observations accepted so far. */
   readonly observedGroups: number;
+  /** MAPE (a fraction) of the refined predictions over the guard's short window of recent groups; 0 before the first. */
+  readonly recentMape: number;
+  /**
+   * True while the recent error is too high (out of calibration): predictions of overlapped groups
+   * (≥ 2 slots) are then inflated by `guardFactor`, one-slot predictions are not (DESIGN.md "a guard
+   * keeps Abacus no worse than one-at-a-time"; issue 13 item 2).
+   */
+  readonly guardActive: boolean;
+  /** The factor (≥ 1) the prediction of an overlapped group carries now for the guard; 1 while calibrated. */
+  readonly guardFactor: number;
+  /** Times the refinement restarted after detecting a change of the device. */
+  readonly restarts: number;
 }

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { renderReportHtml, type ReportSection } from '../report/html.ts';
 import { groupedBarSpec, lineChartSpec, renderSvg, type BarDatum, type LinePoint } from '../report/plots.ts';
 import { BATCHING_LIMITS, BATCHING_SEQ_LEN, BATCHING_TARGETS, BATCHING_TRAIN_BATCH_SIZES, batchingHeadline, byPair, pairRatios, type BatchingRow, type HoldoutRow, type SoloBatch } from './batching.ts';
+import { ADAPTIVE_SETUP, type AdaptiveJson, type DriftRunJson } from './adaptive.ts';
 import type { ClusterResult, ClusterSummary } from './cluster.ts';
 import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, type ColocationRow } from './colocation.ts';
 import { MIG_BATCH_SIZES, type MigRow } from './mig.ts';
@@ -83,6 +84,10 @@ export interface BatchingOutcome extends RunInfo {
   readonly holdout: readonly HoldoutRow[];
 }
 
+export interface AdaptiveOutcome extends RunInfo {
+  readonly adaptive: AdaptiveJson;
+}
+
 /** `results.json`: the latest run of each experiment. */
 export interface ReproduceResults {
   qos?: ColocationOutcome;
@@ -92,6 +97,7 @@ export interface ReproduceResults {
   cluster?: ClusterOutcome;
   search?: SearchOutcome;
   batching?: BatchingOutcome;
+  adaptive?: AdaptiveOutcome;
 }
 
 const RESULTS_FILE = 'results.json';
@@ -462,6 +468,31 @@ async function batchingSection(o: BatchingOutcome): Promise<ReportSection> {
   };
 }
 
+/** The adaptive experiment (`adaptive.ts`): the drift run with and without refinement, at the stretched and at the literal rate. */
+function adaptiveSection(o: AdaptiveOutcome): ReportSection {
+  const a = o.adaptive;
+  const { factor, qosMs } = ADAPTIVE_SETUP;
+  const row = (run: string, r: DriftRunJson): string[] => [run, pct(r.mapeAfterRecovery, 2), r.groupsToRecover === null ? 'never' : String(r.groupsToRecover), pct(r.violationRatioAfterRecovery, 2), pct(r.violationRatioBeforeChange, 2), pct(r.violationRatioAfterChange, 2), pct(r.mapeOverall, 2)];
+  const recovered = a.groupsToRecover !== null && a.groupsToRecover <= 2000;
+  return {
+    title: 'Adaptive runtime: a ×1.5 drift at mid-run, with and without online refinement (simulated; issue 13, beyond the paper)',
+    paragraphs: [
+      `${ADAPTIVE_SETUP.models.join(' + ')} at QoS ${qosMs} ms on ${a.deviceId}: every operator starting after ${a.changeAtMs} ms of simulated time takes ${factor}× as long. ${a.queries} Poisson queries at ${f(a.rateQps, 1)} q/s = Abacus' peak at ≤ 1 % violations on the undrifted device with QoS ${f(qosMs / factor, 1)} ms (${f(a.peakBeforeQps, 1)} q/s) ÷ ${factor}: the QoS target does not stretch with the device, so the drifted device at rate R and QoS ${qosMs} ms is the undrifted one at ${factor}·R and QoS ${f(qosMs / factor, 1)} ms. The literal reading (peak at QoS ${qosMs} ms ÷ ${factor} = ${f(a.literalRateQps, 1)} q/s) is run too.`,
+      `Groups to recover: groups launched after the change until the MAPE of the last ≤ 500 of them is ≤ 5 %. Violations after recovery: queries arriving after the refined run recovered (${f(a.recoveredAtMs / 1000, 2)} s), for both runs. ${recovered && a.violationRatioAfterRecovery <= 0.01 ? 'Match' : 'Miss'}: with refinement the predictor recovered ${a.groupsToRecover === null ? 'never' : `after ${a.groupsToRecover} groups`} (target ≤ 2000) and ${pct(a.violationRatioAfterRecovery, 2)} of the queries after that violated their QoS (target ≤ 1 %); without it the MAPE of the last 500 groups is ${pct(a.withoutRefinement.mapeAfterRecovery, 1)}. rejectionLateMs: ${a.rejectionLateMs === null ? 'not measured yet (the on-time rejection scenario)' : `${a.rejectionLateMs} ms`}.`,
+    ],
+    tables: [
+      {
+        caption: 'Per run',
+        table: {
+          header: ['run', 'MAPE last 500 groups', 'groups to recover', 'violations after recovery', 'before the change', 'after the change', 'MAPE overall'],
+          rows: [row('refined', a), row('offline only', a.withoutRefinement), row(`refined, literal rate ${f(a.literalRateQps, 1)} q/s`, a.literal.withRefinement), row(`offline only, literal rate ${f(a.literalRateQps, 1)} q/s`, a.literal.withoutRefinement)],
+        },
+      },
+    ],
+    figures: [],
+  };
+}
+
 /**
  * The whole report page for the stored results (sections for the experiments present).
  * @throws what vega throws for a bad chart (a bug).
@@ -475,6 +506,7 @@ export async function renderReproduceReport(results: ReproduceResults): Promise<
   if (results.cluster) sections.push(await clusterSection(results.cluster));
   if (results.search) sections.push(await searchSection(results.search));
   if (results.batching) sections.push(await batchingSection(results.batching));
+  if (results.adaptive) sections.push(adaptiveSection(results.adaptive));
   const runs = Object.entries(results) as [string, RunInfo][];
   const quick = runs.filter(([, r]) => r.quick).map(([k]) => k);
   const headline: string[] = [];
@@ -484,6 +516,10 @@ export async function renderReproduceReport(results: ReproduceResults): Promise<
   if (results.search) {
     const m = results.search.rows.map((r) => r.medianUs);
     headline.push(`decision time ${f(Math.min(...m), 1)}–${f(Math.max(...m), 1)} µs for 1–16 ways`);
+  }
+  if (results.adaptive) {
+    const a = results.adaptive.adaptive;
+    headline.push(`drift ×${ADAPTIVE_SETUP.factor}: MAPE ${pct(a.mapeAfterRecovery, 1)} refined vs ${pct(a.withoutRefinement.mapeAfterRecovery, 1)} offline`);
   }
   if (results.batching) {
     const h = batchingHeadline(results.batching.rows);

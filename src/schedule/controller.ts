@@ -250,6 +250,10 @@ export interface RefinementStatus {
   readonly rollingBaseMape: number;
   /** Groups observed so far. */
   readonly observedGroups: number;
+  /** True while the predictor is out of calibration and its predictions of overlapped groups are inflated (the guard, `predict/refine.ts`). */
+  readonly guardActive: boolean;
+  /** The factor (≥ 1) the guard multiplies the prediction of an overlapped group by now; 1 while calibrated. */
+  readonly guardFactor: number;
 }
 
 /**

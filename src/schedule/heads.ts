@@ -28,14 +28,15 @@ const MEMO_MODELS = 64;
 const MEMO_MODEL_RADIX = MEMO_FIELD * MEMO_FIELD * MEMO_FIELD * MEMO_SEQ;
 
 /**
- * What an online-refined predictor (`RefiningPredictor`) tells the memo: the factor its
- * one-slot predictions of `model` carry now. With it the memo keeps BASE predictions (value ÷
- * factor when set) and scales them by the current factor when read, so a remembered prediction
- * follows the refinement without being forgotten (equal to the predictor's answer up to rounding
- * of one division and one multiplication).
+ * What an online-refined predictor (`RefiningPredictor`) tells the memo: its one-slot prediction
+ * of `model` now for a base prediction, and the inverse. With it the memo keeps BASE predictions
+ * (`baseSoloMs` of the value when set) and refines them when read (`soloMs`), so a remembered
+ * prediction follows the refinement without being forgotten (equal to the predictor's answer up
+ * to rounding).
  */
 export interface SoloScale {
-  factorOfSolo(model: string): number;
+  soloMs(model: string, baseMs: number): number;
+  baseSoloMs(model: string, ms: number): number;
 }
 
 /**
@@ -88,13 +89,13 @@ export class SoloMemo {
   get(key: number): number | undefined {
     if (key < 0) return undefined;
     const v = this.#values.get(key);
-    return v === undefined || this.#scale === undefined ? v : v * this.#scale.factorOfSolo(this.#names[Math.floor(key / MEMO_MODEL_RADIX)]!);
+    return v === undefined || this.#scale === undefined ? v : this.#scale.soloMs(this.#names[Math.floor(key / MEMO_MODEL_RADIX)]!, v);
   }
 
   set(key: number, ms: number): void {
     if (key < 0) return;
     if (this.#values.size >= this.#capacity) this.#values.clear();
-    this.#values.set(key, this.#scale === undefined ? ms : ms / this.#scale.factorOfSolo(this.#names[Math.floor(key / MEMO_MODEL_RADIX)]!));
+    this.#values.set(key, this.#scale === undefined ? ms : this.#scale.baseSoloMs(this.#names[Math.floor(key / MEMO_MODEL_RADIX)]!, ms));
   }
 }
 

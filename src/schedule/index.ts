@@ -6,6 +6,7 @@
  * 'true' / 'false' become booleans; absent or undefined fields get the paper's defaults.
  */
 import { z } from 'zod';
+import type { Logger } from '../log.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { RefinedPredictor } from '../predict/refine.ts';
 import type { PolicyName, QueryController } from './controller.ts';
@@ -138,6 +139,12 @@ export function parseControllerParams(policy: string, raw: Readonly<Record<strin
   return out;
 }
 
+/** What a controller may take beside its parameters and predictor. */
+export interface ControllerOptions {
+  /** abacus with `refine`: where the refinement logs going out of calibration, recovering and restarting (info). */
+  readonly logger?: Logger;
+}
+
 /**
  * Build the controller of `policy` with validated `params` (see `parseControllerParams`).
  * @param predictor used by every policy but overlap-all and triton (which may be given none;
@@ -145,7 +152,7 @@ export function parseControllerParams(policy: string, raw: Readonly<Record<strin
  * @throws RangeError / TypeError from `parseControllerParams`; TypeError when the policy needs
  *   a predictor and none is given.
  */
-export function createController(policy: string, params: Readonly<Record<string, unknown>> = {}, predictor?: Predictor): QueryController {
+export function createController(policy: string, params: Readonly<Record<string, unknown>> = {}, predictor?: Predictor, options: ControllerOptions = {}): QueryController {
   const p = parseControllerParams(policy, params);
   const drop = p['drop'] === true;
   if (policy === 'overlap-all') return new OverlapAllController();
@@ -153,7 +160,7 @@ export function createController(policy: string, params: Readonly<Record<string,
   if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
   switch (policy as Exclude<PolicyName, 'overlap-all' | 'triton'>) {
     case 'abacus':
-      return new AbacusController(predictor, { ways: Number(p['ways']), slackMs: Number(p['slackMs']), drop }, p['refine'] === true ? new RefinedPredictor(predictor) : undefined);
+      return new AbacusController(predictor, { ways: Number(p['ways']), slackMs: Number(p['slackMs']), drop }, p['refine'] === true ? new RefinedPredictor(predictor, options.logger === undefined ? {} : { logger: options.logger }) : undefined);
     case 'fcfs':
     case 'sjf':
     case 'edf':

@@ -14,6 +14,8 @@
  * | `abacus_executed_batch_size` | histogram | model | samples per launched segment of the model: a request alone counts its own batch, a dynamic batch the total of the requests fused into it (`_sum / _count` is the mean executed batch) |
  * | `abacus_predictor_absolute_error_seconds` | histogram | | \|predicted − measured\| group latency, groups with a prediction |
  * | `abacus_predictor_rolling_mape` | gauge | predictor | with online refinement on (`abacus` policy parameter `refine`): MAPE (a fraction) over the last 500 observed groups of the served (`refined`) and of the offline (`offline`) predictions, read at scrape time; no series otherwise |
+ * | `abacus_predictor_guard_active` | gauge | guard | with online refinement on: 1 while the predictor is out of calibration and the guard acts, else 0; `guard="inflate_quantile"`: it inflates the predictions of overlapped groups by a quantile of the recent measured ÷ predicted ratios (`predict/refine.ts` "Guard"); no series otherwise |
+ * | `abacus_predictor_guard_factor` | gauge | guard | with online refinement on: the factor (≥ 1) the guard multiplies the prediction of an overlapped group by, 1 while calibrated; no series otherwise |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
  * | `abacus_ready` | gauge | | 1 when every service is warmed up and the server is not shutting down |
  * | `process_*`, `nodejs_*` | | | prom-client's default process metrics (RSS, event-loop lag, …) |
@@ -23,6 +25,9 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RefinementStatus } from '../schedule/controller.ts';
+
+/** The `guard` label of the guard gauges: what the guard of `predict/refine.ts` does while out of calibration. */
+export const GUARD_MODE = 'inflate_quantile';
 
 /** Outcomes counted in `abacus_requests_total` (`ServeErrorCode`s plus `success` and `cancelled`). */
 export const REQUEST_OUTCOMES = ['success', 'bad_request', 'model_not_found', 'qos_violation', 'overloaded', 'not_ready', 'device_failure', 'cancelled', 'internal'] as const;
@@ -99,6 +104,28 @@ export class ServeMetrics {
         if (r === undefined) return;
         this.set({ predictor: 'refined' }, r.rollingMape);
         this.set({ predictor: 'offline' }, r.rollingBaseMape);
+      },
+    });
+    new Gauge({
+      name: 'abacus_predictor_guard_active',
+      help: '1 while the online-refined predictor is out of calibration and the guard acts (label guard: what it does), else 0; present with online refinement',
+      labelNames: ['guard'],
+      registers,
+      collect() {
+        this.reset();
+        const r = refinementOf();
+        if (r !== undefined) this.set({ guard: GUARD_MODE }, r.guardActive ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'abacus_predictor_guard_factor',
+      help: 'Factor (>= 1) the guard multiplies the prediction of an overlapped group by; 1 while calibrated; present with online refinement',
+      labelNames: ['guard'],
+      registers,
+      collect() {
+        this.reset();
+        const r = refinementOf();
+        if (r !== undefined) this.set({ guard: GUARD_MODE }, r.guardFactor);
       },
     });
     this.groupSize = new Histogram({ name: 'abacus_operator_group_size', help: 'Segments (queries) per launched operator group', buckets: GROUP_SIZE_BUCKETS, registers });

@@ -221,9 +221,9 @@ function searchLargest(
  * batch sizes and cut points); search rounds = the calls of
  * 4b's and 5's searches but 4b's first round (it rides with step 4's call). The memo (`heads.ts`
  * `SoloMemo`) returns exactly what the predictor returned for the same slot earlier, so it changes
- * the cost of a decision, never the decision. With online refinement (`refine`) it returns the
- * base prediction times the refiner's current factor, what the refined predictor would answer
- * up to rounding (one division, one multiplication).
+ * the cost of a decision, never the decision. With online refinement (`refine`) it keeps the
+ * base prediction and refines it when read (`RefiningPredictor.soloMs`), what the refined
+ * predictor would answer up to rounding.
  */
 export class AbacusController implements QueryController {
   readonly policy = 'abacus';
@@ -444,8 +444,7 @@ export class AbacusController implements QueryController {
    * latency; `observation.predictedMs` is not used, since it is the refined prediction of the
    * decided group (learning against it would chase its own correction, and a group whose failed
    * segments were left out differs from the one decided). The solo memo keeps base predictions
-   * and scales them by the refiner's current solo factor (`heads.ts` `SoloScale`), so it stays
-   * valid across observations.
+   * and refines them when read (`heads.ts` `SoloScale`), so it stays valid across observations.
    */
   observe(observation: GroupObservation): void {
     const refiner = this.#refiner;
