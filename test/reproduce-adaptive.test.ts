@@ -17,7 +17,7 @@ import { cliSandbox } from './helpers/cli.ts';
 const sandbox = cliSandbox('abacus-repro-adaptive-', { cacheName: 'models' });
 
 describe('abacus reproduce adaptive', () => {
-  it('600 queries: adaptive carries both runs\' three numbers and rejectionLateMs: null; refinement beats the offline predictor on MAPE', async () => {
+  it('600 queries: adaptive carries both runs\' three numbers and rejectionLateMs 0 (on time on the virtual clock, unlike deciding only when idle); refinement beats the offline predictor on MAPE', async () => {
     const out = path.join(sandbox.tmp, 'out');
     const r = await sandbox.abacus('reproduce', 'adaptive', '--queries', '600', '--samples', '1500', '--out', out, '--json');
     expect(r.code, r.stderr).toBe(0);
@@ -30,8 +30,16 @@ describe('abacus reproduce adaptive', () => {
       expect(run.groupsAfterChange).toBeGreaterThan(0);
       expect(run.groupsAfterChange).toBeLessThan(run.groups);
     }
-    expect(a.rejectionLateMs).toBeNull();
-    expect('rejectionLateMs' in a).toBe(true);
+    // on-time rejection: answered exactly at the hopeless instant, where deciding only when idle answers at the long group's end
+    expect(a.rejectionLateMs).toBe(0);
+    for (const c of [a.rejection.atArrival, a.rejection.duringOverrun]) {
+      expect(c.outcome).toBe('qos_violation');
+      expect(c.answeredAtMs).toBe(c.hopelessAtMs);
+      expect(c.answeredAtMsDecidingWhenIdle).toBeGreaterThan(c.hopelessAtMs);
+    }
+    expect(a.rejection.atArrival.hopelessAtMs).toBe(a.rejection.atArrival.shortArrivalMs);
+    expect(a.rejection.duringOverrun.hopelessAtMs).toBeGreaterThan(a.rejection.duringOverrun.shortArrivalMs);
+    expect(a.rejection.duringOverrun.hopelessAtMs).toBeLessThan(a.rejection.duringOverrun.longMeasuredMs);
     // the rate rule: peak at QoS / 1.5, divided by 1.5; the change at the middle query's expected arrival
     expect(a.rateQps).toBeCloseTo(a.peakBeforeQps / ADAPTIVE_SETUP.factor, 9);
     expect(a.changeAtMs).toBe(Math.round((600 / 2 / a.rateQps) * 1000));

@@ -245,7 +245,16 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
             ['run', 'MAPE last 500 groups %', 'groups to recover', 'violations after recovery %', 'before change %', 'after change %', 'MAPE overall %'],
             rows.map(([run, r]) => [run, pct(r.mapeAfterRecovery), r.groupsToRecover === null ? 'never' : String(r.groupsToRecover), pct(r.violationRatioAfterRecovery), pct(r.violationRatioBeforeChange), pct(r.violationRatioAfterChange), pct(r.mapeOverall)]),
           ) +
-          `\nissue 13 target (with refinement, at ${adaptive.rateQps.toFixed(1)} q/s): rolling MAPE ≤ 5 % within 2000 groups of the change, violations ≤ 1 % after recovery\n`,
+          `\nissue 13 target (with refinement, at ${adaptive.rateQps.toFixed(1)} q/s): rolling MAPE ≤ 5 % within 2000 groups of the change, violations ≤ 1 % after recovery\n` +
+          `\nOn-time rejection (a bert query behind a resnet50 batch-16 group; simulated time):\n` +
+          formatTable(
+            ['case', 'long group predicted ms', 'simulated ms', 'hopeless at ms', 'answered at ms', 'late ms', 'deciding only when idle: answered at ms', 'late ms'],
+            (['atArrival', 'duringOverrun'] as const).map((k) => {
+              const c = adaptive.rejection[k];
+              return [k === 'atArrival' ? 'hopeless on arrival' : 'hopeless while the group overruns (×1.5)', c.longPredictedMs.toFixed(2), c.longMeasuredMs.toFixed(2), c.hopelessAtMs.toFixed(3), c.answeredAtMs.toFixed(3), c.lateMs.toFixed(3), c.answeredAtMsDecidingWhenIdle.toFixed(3), c.lateMsDecidingWhenIdle.toFixed(3)];
+            }),
+          ) +
+          `\nrejectionLateMs ${adaptive.rejectionLateMs} (target: 0 on the virtual clock)\n`,
       );
       json.adaptive = adaptive;
     } else {

@@ -2,9 +2,8 @@
  * The adaptive-runtime experiment (issue 13 item 7, `abacus reproduce adaptive`; beyond the
  * paper): in virtual time on a `sim:` device, the device slows down by `factor` (×1.5) in the
  * middle of a run, and Abacus serves through it with and without online refinement of its
- * predictor (`predict/refine.ts`). A second scenario, on-time rejection, fills
- * `AdaptiveJson.rejectionLateMs` (to come with the runtime's rejection timers; see
- * `runAdaptive`).
+ * predictor (`predict/refine.ts`). A second scenario, on-time rejection
+ * (`runRejectionScenario`), fills `AdaptiveJson.rejectionLateMs`.
  *
  * ## The drift run (`runDriftScenario`)
  *
@@ -33,8 +32,31 @@
  * - `violationRatioAfterRecovery`: (late + rejected) / queries arriving at or after the recovery
  *   instant — the launch of the refined run's j-th group (the change itself when it never
  *   recovers) — the same instant for both runs, so both are judged on the same arrivals.
+ *
+ * ## On-time rejection (`runRejectionScenario`)
+ *
+ * One long query (resnet50, batch 16, the largest profiled) starts alone on the device; 1 ms later a short one (bert,
+ * batch 1, seq 16) arrives behind it. Its hopeless instant is the first instant at which its
+ * headroom is below its predicted solo latency plus the predicted time until the device can
+ * take it (the long group's predicted remainder): abacus should answer it `qos_violation`
+ * exactly then. Two cases:
+ * - `atArrival`: its QoS target is its predicted solo latency + half the long group's predicted
+ *   remainder at its arrival — hopeless on arrival;
+ * - `duringOverrun`: on the device slowed ×1.5 from the start (the long group overruns its
+ *   prediction by half), a target that fits behind the group as predicted, with its latest start
+ *   (deadline − predicted solo) a quarter of the group's predicted latency after its predicted
+ *   end — hopeless at that latest start, while the group still runs.
+ * Each case also runs with the runtime deciding only when the device is idle (`decideAhead:
+ * false`, how the runtime worked before): the query is then answered when the long group ends.
+ * `rejectionLateMs` = the later of the two cases' (answer − hopeless instant), on the virtual
+ * clock.
  */
+import { driveUntilSettled } from '../clock/drive.ts';
+import { nextInstantAfter } from '../clock/instant.ts';
+import { VirtualClock } from '../clock/virtual.ts';
 import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
+import { ServingRuntime } from '../runtime/runtime.ts';
+import { createController } from '../schedule/index.ts';
 import { metQos, type GroupRecord, type QueryRecord } from '../runtime/records.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { Predictor } from '../predict/predictor.ts';
@@ -74,11 +96,13 @@ export interface DriftRunJson {
 export interface AdaptiveJson extends DriftRunJson {
   readonly withoutRefinement: DriftRunJson;
   /**
-   * How long after its hopeless instant a queued query was answered, ms (0 on the virtual clock
-   * when rejections are on time). null here: filled by the on-time rejection scenario, a second
-   * function beside `runDriftScenario` (see `runAdaptive`).
+   * How long after its hopeless instant a queued query was answered, ms, the later of the two
+   * cases of the on-time rejection scenario (module docs; 0 on the virtual clock when rejections
+   * are on time).
    */
-  readonly rejectionLateMs: number | null;
+  readonly rejectionLateMs: number;
+  /** The on-time rejection scenario's two cases (module docs). */
+  readonly rejection: { readonly atArrival: RejectionCaseJson; readonly duringOverrun: RejectionCaseJson };
   /** The drift run's device id, rate and where the rate came from. */
   readonly deviceId: string;
   readonly rateQps: number;
@@ -91,6 +115,27 @@ export interface AdaptiveJson extends DriftRunJson {
   /** The instant violations after recovery count from, ms (module docs). */
   readonly recoveredAtMs: number;
   readonly queries: number;
+}
+
+/** One case of the on-time rejection scenario (module docs); times on the virtual clock, ms. */
+export interface RejectionCaseJson {
+  readonly deviceId: string;
+  /** The long group's predicted and simulated latency. */
+  readonly longPredictedMs: number;
+  readonly longMeasuredMs: number;
+  readonly shortArrivalMs: number;
+  readonly shortQosTargetMs: number;
+  /** Its predicted solo latency. */
+  readonly shortSoloMs: number;
+  readonly hopelessAtMs: number;
+  /** When it was answered, and how (`qos_violation` expected). */
+  readonly answeredAtMs: number;
+  readonly outcome: string;
+  /** answeredAtMs − hopelessAtMs. */
+  readonly lateMs: number;
+  /** The same with the runtime deciding only when the device is idle. */
+  readonly answeredAtMsDecidingWhenIdle: number;
+  readonly lateMsDecidingWhenIdle: number;
 }
 
 /** What a drift run's records say (module docs, "Metrics"); `recoveredAtMs`: the instant to count violations from, or undefined to use this run's own. */
@@ -177,10 +222,74 @@ export async function runDriftScenario(
   return { deviceId, changeAtMs, recoveredAtMs, withRefinement, withoutRefinement };
 }
 
+/** One long and one short query on `deviceId`, as in the module docs; `shortQos` sets the short one's QoS target from the predictions. */
+async function rejectionRun(deviceId: string, specs: ReadonlyMap<string, ModelSpec>, predictor: Predictor, seed: number, decideAhead: boolean, shortQos: (p: { soloMs: number; longPredictedEndMs: number; arrivalMs: number }) => number) {
+  const services = adaptiveServices(specs);
+  const [longService, shortService] = services as [ExperimentService, ExperimentService];
+  const opened = await simEnv(deviceId, services, predictor, seed).open();
+  const clock = opened.clock as VirtualClock;
+  try {
+    const runtime = new ServingRuntime({ clock, device: opened.device, controller: createController('abacus', {}, predictor), services, decideAhead });
+    const long = runtime.submit({ service: longService.name, batch: 16, id: 'long' });
+    await driveUntilSettled(clock, clock.sleep(1));
+    const seqLen = ADAPTIVE_SETUP.seqLens[0]!;
+    const soloMs = predictor.predict([[{ model: shortService.spec.name, start: 0, end: shortService.spec.operators.length, batch: 1, seqLen }]])[0]!;
+    const g = runtime.groups[0]!;
+    const arrivalMs = clock.now();
+    const qosTargetMs = shortQos({ soloMs, longPredictedEndMs: g.launchMs + g.predictedMs!, arrivalMs });
+    const short = await driveUntilSettled(clock, runtime.submit({ service: shortService.name, batch: 1, seqLen, id: 'short', qosTargetMs }));
+    await driveUntilSettled(clock, long);
+    return { longPredictedMs: g.predictedMs!, longMeasuredMs: g.measuredMs, arrivalMs, qosTargetMs, soloMs, answeredAtMs: short.record.endMs!, outcome: short.ok ? 'completed' : short.reason };
+  } finally {
+    await opened.release();
+  }
+}
+
 /**
- * The whole experiment: the rate (module docs), the drift run at it and at the literal rate.
- * The on-time rejection scenario is the second function to add beside `runDriftScenario`; until
- * then `rejectionLateMs` is null.
+ * The on-time rejection scenario (module docs): both cases, each deciding ahead (the runtime's
+ * default) and only when idle.
+ * @throws Error when a case's short query was not hopeless as set up (the long group too short).
+ */
+export async function runRejectionScenario(deviceId: string, specs: ReadonlyMap<string, ModelSpec>, predictor: Predictor, seed: number): Promise<{ atArrival: RejectionCaseJson; duringOverrun: RejectionCaseJson }> {
+  const run = async (id: string, shortQos: (p: { soloMs: number; longPredictedEndMs: number; arrivalMs: number }) => number, hopelessAt: (r: { arrivalMs: number; qosTargetMs: number; soloMs: number }) => number): Promise<RejectionCaseJson> => {
+    const ahead = await rejectionRun(id, specs, predictor, seed, true, shortQos);
+    const idle = await rejectionRun(id, specs, predictor, seed, false, shortQos);
+    const hopelessAtMs = hopelessAt(ahead);
+    return {
+      deviceId: id,
+      longPredictedMs: ahead.longPredictedMs,
+      longMeasuredMs: ahead.longMeasuredMs,
+      shortArrivalMs: ahead.arrivalMs,
+      shortQosTargetMs: ahead.qosTargetMs,
+      shortSoloMs: ahead.soloMs,
+      hopelessAtMs,
+      answeredAtMs: ahead.answeredAtMs,
+      outcome: ahead.outcome,
+      lateMs: ahead.answeredAtMs - hopelessAtMs,
+      answeredAtMsDecidingWhenIdle: idle.answeredAtMs,
+      lateMsDecidingWhenIdle: idle.answeredAtMs - hopelessAtMs,
+    };
+  };
+  const atArrival = await run(
+    deviceId,
+    ({ soloMs, longPredictedEndMs, arrivalMs }) => soloMs + (longPredictedEndMs - arrivalMs) / 2,
+    ({ arrivalMs }) => arrivalMs,
+  );
+  const duringOverrun = await run(
+    `${deviceId}:drift-${ADAPTIVE_SETUP.factor}x@0ms`,
+    ({ soloMs, longPredictedEndMs, arrivalMs }) => longPredictedEndMs * 1.25 + soloMs - arrivalMs,
+    // the first instant after its latest start (heads.ts hopelessAtMs)
+    ({ arrivalMs, qosTargetMs, soloMs }) => nextInstantAfter(arrivalMs + qosTargetMs - soloMs),
+  );
+  for (const c of [atArrival, duringOverrun]) {
+    if (c.outcome !== 'qos_violation') throw new Error(`adaptive: the on-time rejection scenario on ${c.deviceId}: the short query ended ${c.outcome}, not qos_violation (${JSON.stringify(c)})`);
+  }
+  return { atArrival, duringOverrun };
+}
+
+/**
+ * The whole experiment: the rate (module docs), the drift run at it and at the literal rate,
+ * and the on-time rejection scenario.
  * @throws Error when abacus holds no rate at ≤ 1 % on the undrifted device; what the runs throw.
  */
 export async function runAdaptive(o: AdaptiveOptions, specs: ReadonlyMap<string, ModelSpec>, predictor: Predictor): Promise<AdaptiveJson> {
@@ -193,10 +302,13 @@ export async function runAdaptive(o: AdaptiveOptions, specs: ReadonlyMap<string,
   const main = await runDriftScenario(o, specs, predictor, rateQps);
   o.onProgress?.(`adaptive: the same at the literal rate ${literalRateQps.toFixed(1)} q/s …\n`);
   const literal = await runDriftScenario(o, specs, predictor, literalRateQps);
+  o.onProgress?.(`adaptive: on-time rejection behind a long group …\n`);
+  const rejection = await runRejectionScenario(o.deviceId, specs, predictor, o.seed);
   return {
     ...main.withRefinement,
     withoutRefinement: main.withoutRefinement,
-    rejectionLateMs: null,
+    rejectionLateMs: Math.max(rejection.atArrival.lateMs, rejection.duringOverrun.lateMs),
+    rejection,
     deviceId: main.deviceId,
     rateQps,
     peakBeforeQps,
