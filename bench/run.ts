@@ -1,12 +1,13 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap]`: the foundation
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
  * `--only sim` runs the simulator speed benchmark (issue 3) alone, `--only schedule` the
  * scheduling decision latency (issue 5) alone, `--only predictor [-- --data FILE.csv]` the
  * predictor call latency and training time (issue 4) alone, `--only runtime [-- --queries N]` the
  * simulation speed of the whole serving path (issue 5) alone, `--only idle-gap [-- --queries N]
  * [-- --skip-ort]` the device's idle time between groups at saturation, deciding ahead vs only
- * when idle, on sim:a100 and on this CPU.
+ * when idle, on sim:a100 and on this CPU, `--only rejection [-- --skip-ort]` how long after its
+ * arrival a hopeless query is answered on the wall clock, deciding ahead vs only when idle.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -18,19 +19,20 @@ import { benchSchedule } from './schedule.ts';
 import { benchPredictor } from './predictor.ts';
 import { benchRuntimeSpeed } from './runtime-speed.ts';
 import { benchIdleGap } from './idle-gap.ts';
+import { benchRejection } from './rejection.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap')
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection')
   .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000)', (v) => Number(v))
-  .option('--skip-ort', 'idle-gap: the sim:a100 rows only')
+  .option('--skip-ort', 'idle-gap, rejection: the sim:a100 rows only')
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
 const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean }>();
-if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor, runtime or idle-gap, got '${opts.only}'`);
+if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor, runtime, idle-gap or rejection, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
 };
@@ -42,6 +44,7 @@ if (opts.only === 'sim') out['simSpeed'] = await benchSimSpeed({ log });
 if (opts.only === 'schedule') out['schedule'] = await benchSchedule({ log });
 if (opts.only === 'runtime') out['runtimeSpeed'] = await benchRuntimeSpeed({ log, ...(opts.queries === undefined ? {} : { queries: opts.queries }) });
 if (opts.only === 'idle-gap') out['idleGap'] = await benchIdleGap({ log, ...(opts.queries === undefined ? {} : { ortQueries: opts.queries }), ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
+if (opts.only === 'rejection') out['rejection'] = await benchRejection({ log, ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
@@ -103,6 +106,16 @@ if (opts.json) {
       formatTable(
         ['device', 'policy', 'decides', 'queries', 'groups', 'idle gap % of busy', 'outside operators % of busy', 'launched as decided ahead %', 'violations %', 'goodput q/s'],
         gap.rows.map((r) => [r.device, r.policy, r.decideAhead ? 'ahead' : 'when idle', r.queries, r.groups, pct(r.idleGapRatio), pct(r.outsideOperatorsRatio), pct(r.decidedAheadShare), pct(r.violationRatio), r.goodputQps.toFixed(1)]),
+      ) + '\n',
+    );
+  }
+  const rej = out['rejection'] as Awaited<ReturnType<typeof benchRejection>> | undefined;
+  if (rej) {
+    process.stdout.write(`Rejection on time, wall clock (goal: a query with a 100 ms target behind a 500 ms group answered within 105 ms), load average ${rej.loadAverage1m.toFixed(2)} at start:\n`);
+    process.stdout.write(
+      formatTable(
+        ['scenario', 'decides', 'trials', 'running group predicted ms', 'measured ms', 'target ms', 'answered after (median) ms', '(max) ms', 'rejected'],
+        rej.rows.map((r) => [r.scenario, r.decideAhead ? 'ahead' : 'when idle', r.trials, r.longPredictedMs.toFixed(2), r.longMeasuredMs.toFixed(1), r.qosTargetMs.toFixed(2), r.answeredAfterMedianMs.toFixed(2), r.answeredAfterMaxMs.toFixed(2), r.rejected]),
       ) + '\n',
     );
   }
