@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { meanGroupSize, percentile, predictorMape, servingStats } from '../src/report/stats.ts';
+import { GroupStatsCollector, meanGroupSize, percentile, predictorMape, servingStats } from '../src/report/stats.ts';
 import type { GroupRecord, QueryRecord } from '../src/runtime/records.ts';
 
 const q = (id: string, arrivalMs: number, endMs: number, outcome: 'completed' | 'rejected', qosTargetMs = 10): QueryRecord => ({
@@ -47,5 +47,18 @@ describe('serving statistics', () => {
     expect(predictorMape([g(11, 10, 1), g(8, 10, 2), g(undefined, 10, 3)])).toBeCloseTo(0.15, 12);
     expect(meanGroupSize([g(11, 10, 1), g(8, 10, 2), g(undefined, 10, 3)])).toBe(2);
     expect(predictorMape([])).toBeNaN();
+  });
+
+  it('between groups: idle gap and time outside the operators over busy time, share decided ahead', () => {
+    const seg = { queryId: 'x', service: 's', start: 0, end: 1, batch: 1, seqLen: 0 };
+    const c = new GroupStatsCollector();
+    expect(c.idleGapRatio).toBeNaN();
+    expect(c.decidedAheadShare).toBeNaN();
+    c.add({ index: 0, launchMs: 0, predictedMs: 10, measuredMs: 10, segments: [seg], decidedAhead: false, longestSegmentMs: 9 });
+    c.add({ index: 1, launchMs: 10.5, predictedMs: 10, measuredMs: 30, segments: [seg], decidedAhead: true, idleBeforeMs: 0.5, longestSegmentMs: 27 });
+    c.add({ index: 2, launchMs: 50, predictedMs: 10, measuredMs: Number.NaN, segments: [seg], idleBeforeMs: 1 }); // failed: no busy time
+    expect(c.idleGapRatio).toBeCloseTo(1.5 / 40, 12);
+    expect(c.outsideOperatorsRatio).toBeCloseTo(4 / 40, 12);
+    expect(c.decidedAheadShare).toBeCloseTo(1 / 3, 12);
   });
 });

@@ -75,6 +75,21 @@ describe('decisions made while a group runs', () => {
     expect(gs).toHaveLength(3);
     expect(gs.map((g) => g.decidedAhead)).toEqual([false, true, true]);
     for (let i = 1; i < gs.length; i++) expect(gs[i]!.launchMs).toBe(gs[i - 1]!.launchMs + gs[i - 1]!.measuredMs);
+    // queries waited at each end: the gap is recorded (0 in virtual time); none before the first group
+    expect(gs.map((g) => g.idleBeforeMs)).toEqual([undefined, 0, 0]);
+    expect(gs.every((g) => g.longestSegmentMs === g.measuredMs)).toBe(true);
+  });
+
+  it('decideAhead: false decides only when the device is idle (the baseline), with the same groups here', async () => {
+    const clock = new VirtualClock();
+    const predictor = fixedPredictor([spec.name], MS_PER_OPERATOR);
+    const runtime = new ServingRuntime({ clock, device: new PredictedDevice(clock, predictor), controller: createController('fcfs', {}, predictor), services: [{ name: 'short', spec, qosTargetMs: 10_000, maxQueueLength: 100 }], decideAhead: false });
+    await driveUntilSettled(clock, Promise.all([0, 1, 2].map((k) => runtime.submit({ service: 'short', batch: 1, id: `q${k}` }))));
+    expect(runtime.groups.map((g) => [g.segments[0]!.queryId, g.decidedAhead])).toEqual([
+      ['q0', false],
+      ['q1', false],
+      ['q2', false],
+    ]);
   });
 
   it('an arrival while a group runs is decided ahead again; an overrun keeps a plan that still fits and rejects a planned query that no longer can, on time', async () => {
