@@ -50,7 +50,7 @@ import { searchScenarios, type SearchService } from '../src/reproduce/search.ts'
 import { RefinedPredictor } from '../src/predict/refine.ts';
 import { AbacusController, createController } from '../src/schedule/index.ts';
 import type { BatchingLimits, ExecutedSegment, GroupObservation, QueryController, ScheduleInput, WaitingQuery } from '../src/schedule/controller.ts';
-import { Rng } from '../src/device/sim/rng.ts';
+import { Rng } from '../src/rng.ts';
 
 export interface ScheduleBenchRow {
   readonly predictor: string;

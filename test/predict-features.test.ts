@@ -9,7 +9,7 @@ import { fitScaling } from '../src/predict/encoded.ts';
 import { FeatureEncoder, canonicalSlotOrder, computeKindOf, featureNames, segmentCosts } from '../src/predict/features.ts';
 import type { OperatorSpec, TensorSpec } from '../src/model/spec.ts';
 import type { GroupSlot } from '../src/predict/predictor.ts';
-import { Rng } from '../src/device/sim/rng.ts';
+import { Rng } from '../src/rng.ts';
 import { CNN, TINY_SPECS, TX, randomGroup } from './predict-fixtures.ts';
 
 /** Relative tolerance of sums done in another order (prefix sums vs by hand): 1e-12. */

@@ -6,7 +6,7 @@ import type { ModelSpec, OperatorSpec, PerSampleCost, TensorSpec } from '../src/
 import type { GroupSlot } from '../src/predict/predictor.ts';
 import type { ProfileRow } from '../src/profile/dataset.ts';
 import { segmentCosts } from '../src/predict/features.ts';
-import { Rng } from '../src/device/sim/rng.ts';
+import { Rng } from '../src/rng.ts';
 
 const cost = (c0: number, c1 = 0, c2 = 0): PerSampleCost => ({ c0, c1, c2 });
 

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { choleskySolve, fitRidge } from '../src/predict/linear/linear-predictor.ts';
 import { trainPredictor } from '../src/predict/train.ts';
 import { FeatureEncoder } from '../src/predict/features.ts';
-import { Rng } from '../src/device/sim/rng.ts';
+import { Rng } from '../src/rng.ts';
 import { TINY_SPECS, formulaRows } from './predict-fixtures.ts';
 
 describe('choleskySolve', () => {

@@ -9,7 +9,7 @@ import { FeatureEncoder } from '../src/predict/features.ts';
 import { predictWithTf } from '../src/predict/mlp/train-mlp.ts';
 import { MlpPredictor, type DenseLayer } from '../src/predict/mlp/mlp-predictor.ts';
 import { createDenseKernel } from '../src/predict/mlp/simd-kernel.ts';
-import { Rng } from '../src/device/sim/rng.ts';
+import { Rng } from '../src/rng.ts';
 import { trainPredictor } from '../src/predict/train.ts';
 import type { PredictorFile } from '../src/predict/file.ts';
 import { TINY_SPECS, formulaRows } from './predict-fixtures.ts';

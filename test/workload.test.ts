@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../src/clock/index.ts';
-import { Rng } from '../src/device/sim/rng.ts';
+import { Rng } from '../src/rng.ts';
 import { CLUSTER_TRACE_PATH } from '../src/reproduce/workloads.ts';
 import { burstyArrivals, constantArrivals, LoadGenerator, poissonArrivals, readLoadTrace, traceArrivals, type ArrivalProcess, type GeneratedQuery } from '../src/workload/index.ts';
 

@@ -23,7 +23,7 @@
  */
 import type { ModelSpec } from '../model/spec.ts';
 import type { ProfileRow } from '../profile/dataset.ts';
-import { Rng } from '../device/sim/rng.ts';
+import { Rng } from '../rng.ts';
 import { fitScaling, type FeatureScaling, type TargetTransform } from './encoded.ts';
 import { FeatureEncoder, specFingerprint, type FeatureSet } from './features.ts';
 import { PREDICTOR_FORMAT_VERSION, predictorFromFile, type PredictorFile, type PredictorMetrics } from './file.ts';

@@ -21,7 +21,7 @@
 import { fixedBatchOf } from '../model/boundary.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { GroupSlot } from '../predict/predictor.ts';
-import { Rng } from '../device/sim/rng.ts';
+import { Rng } from '../rng.ts';
 
 /** Most slots in one sampled group. */
 export const MAX_GROUP_SIZE = 8;

@@ -16,7 +16,7 @@
  * `ways = 1` is plain bisection (one cut point per predictor call). The controller factory
  * (`createController`) accepts ways ≥ 2 only, so the controller is built directly here.
  */
-import { Rng } from '../device/sim/rng.ts';
+import { Rng } from '../rng.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
 import { nearestRank } from '../report/stats.ts';

@@ -18,7 +18,7 @@
  *
  * Instances are stateful (a bursty process remembers its phase); create one per generator.
  */
-import type { Rng } from '../device/sim/rng.ts';
+import type { Rng } from '../rng.ts';
 
 export interface ArrivalProcess {
   /** `poisson`, `constant`, `bursty` or `trace`. */

@@ -10,7 +10,7 @@
  * service's distributions, from one seeded generator: the same seed gives the same queries.
  */
 import type { Clock } from '../clock/clock.ts';
-import { Rng } from '../device/sim/rng.ts';
+import { Rng } from '../rng.ts';
 import type { ArrivalProcess } from './arrivals.ts';
 
 /** A discrete distribution: `values[i]` with probability `weights[i] / Σ weights` (uniform without weights). */

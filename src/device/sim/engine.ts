@@ -68,7 +68,7 @@
  * clock-driven caller needs one timer per segment rather than one per operator event.
  */
 import { badCostField, type OpCost } from './cost-model.ts';
-import type { LogNormalNoise } from './rng.ts';
+import type { LogNormalNoise } from '../../rng.ts';
 
 /** One segment submitted to an executor. */
 export interface EngineJob {

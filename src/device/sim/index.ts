@@ -45,4 +45,4 @@ export {
   simulateRandomOverlap,
 } from './random-overlap.ts';
 export type { GraphFitResult, RandomOverlapComparisonRow, RandomOverlapReport, RandomOverlapRow, RandomOverlapSummary, SimulatedRandomOverlap } from './random-overlap.ts';
-export { LogNormalNoise, Rng } from './rng.ts';
+export { LogNormalNoise, Rng } from '../../rng.ts';

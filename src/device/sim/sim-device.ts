@@ -63,7 +63,7 @@ import { validateGroup } from '../validate.ts';
 import { modelCosts, simConstantsFor, operatorClasses, serviceMemoryBytes, validateSimConstants, type KernelClass, type OpCost, type SimConstants } from './cost-model.ts';
 import { SimEngine } from './engine.ts';
 import { parseSimDeviceId, validateSimDrift, type GpuProfile, type RuntimeMode, type SimDrift } from './profiles.ts';
-import { LogNormalNoise, Rng } from './rng.ts';
+import { LogNormalNoise, Rng } from '../../rng.ts';
 
 /** Options of `SimDevice.create`. Only `clock` is required; defaults in brackets. */
 export interface SimDeviceOptions {

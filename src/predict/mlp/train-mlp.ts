@@ -19,7 +19,7 @@
  */
 import type * as TfCore from '@tensorflow/tfjs-core';
 import type * as TfLayers from '@tensorflow/tfjs-layers';
-import { Rng } from '../../device/sim/rng.ts';
+import { Rng } from '../../rng.ts';
 import type { DenseLayer } from './mlp-predictor.ts';
 
 /** Hyper-parameters of `trainMlp`; defaults in `DEFAULT_MLP_OPTIONS`. */

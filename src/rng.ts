@@ -1,8 +1,9 @@
 /**
- * Seeded pseudo-random numbers for the simulator's noise: xoshiro128** (Blackman & Vigna,
+ * Seeded pseudo-random numbers for every layer that needs them (the simulator's noise, workload
+ * arrivals, profiling samples, training shuffles): xoshiro128** (Blackman & Vigna,
  * https://prng.di.unimi.it/xoshiro128starstar.c) seeded through splitmix32, normal variates by
  * Box–Muller. Pure 32-bit integer arithmetic, so the same seed gives the same sequence, bit for
- * bit, on every platform. One instance per device (no shared state).
+ * bit, on every platform. One instance per user (a device, a generator, a training run): no shared state.
  */
 
 /** splitmix32 step: a well-mixed 32-bit value from a 32-bit state. */
