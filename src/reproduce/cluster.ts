@@ -23,7 +23,7 @@ import { VirtualClock } from '../clock/virtual.ts';
 import { SimDevice } from '../device/sim/index.ts';
 import { artifactAt } from '../model/artifact.ts';
 import type { Predictor } from '../predict/predictor.ts';
-import { nearestRank, percentile } from '../report/stats.ts';
+import { nearestRank, percentile } from '../runtime/stats.ts';
 import { metQos, type QueryRecord } from '../runtime/records.ts';
 import { ServingRuntime } from '../runtime/runtime.ts';
 import type { ExperimentService } from '../runtime/experiment.ts';

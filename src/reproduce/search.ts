@@ -19,7 +19,7 @@
 import { Rng } from '../rng.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
-import { nearestRank } from '../report/stats.ts';
+import { nearestRank } from '../runtime/stats.ts';
 import { AbacusController } from '../schedule/index.ts';
 import type { ScheduleInput, WaitingQuery } from '../schedule/controller.ts';
 

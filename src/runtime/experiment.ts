@@ -1,7 +1,7 @@
 /**
  * One load experiment, the unit of `abacus bench` and `abacus simulate` (issue 5): offer an
  * open-loop arrival process to a `ServingRuntime` for N queries under one policy, wait until
- * every query has its outcome, and summarize (`report/stats.ts`). `findPeakRate` searches the
+ * every query has its outcome, and summarize (`runtime/stats.ts`). `findPeakRate` searches the
  * highest rate whose violation ratio stays ≤ a bound (the paper's "peak throughput at QoS",
  * §7.3).
  *
@@ -14,7 +14,7 @@ import { driveUntilSettled } from '../clock/drive.ts';
 import { VirtualClock } from '../clock/virtual.ts';
 import type { Device } from '../device/device.ts';
 import type { Predictor } from '../predict/predictor.ts';
-import { GroupStatsCollector, StatsCollector, type ServingStats } from '../report/stats.ts';
+import { GroupStatsCollector, StatsCollector, type ServingStats } from './stats.ts';
 import { createController } from '../schedule/index.ts';
 import type { DecisionStats, QueryController, ScheduleInput } from '../schedule/controller.ts';
 import { poissonArrivals, type ArrivalProcess } from '../workload/arrivals.ts';

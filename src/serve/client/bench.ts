@@ -1,7 +1,7 @@
 /**
  * Open-loop load against a running inference server (`abacus bench --target URL`): the same
  * arrival processes and load generator as the in-process bench (`workload/`), queries sent with
- * an `InferenceClient`, and the same statistics (`report/stats.ts`), computed from client-side
+ * an `InferenceClient`, and the same statistics (`runtime/stats.ts`), computed from client-side
  * records.
  *
  * - Each query goes to the v2 model named like its service (`service.name`), with seeded
@@ -18,7 +18,7 @@ import type { Clock } from '../../clock/clock.ts';
 import { resolvedBoundary } from '../../model/boundary.ts';
 import type { ModelSpec } from '../../model/spec.ts';
 import { syntheticTensors } from '../../model/synthetic.ts';
-import { StatsCollector, type ServingStats } from '../../report/stats.ts';
+import { StatsCollector, type ServingStats } from '../../runtime/stats.ts';
 import { checkLoad, serviceLoads } from '../../runtime/experiment.ts';
 import type { QueryRecord, RejectionReason } from '../../runtime/records.ts';
 import type { TensorMap } from '../../tensor.ts';

@@ -9,8 +9,8 @@
  * - predictor MAPE = mean |predicted − measured| / measured over executed groups that had a
  *   prediction.
  */
-import type { GroupRecord, QueryRecord } from '../runtime/records.ts';
-import { metQos } from '../runtime/records.ts';
+import type { GroupRecord, QueryRecord } from './records.ts';
+import { metQos } from './records.ts';
 
 /**
  * Nearest-rank percentile of a sample: the ⌈p/100·n⌉-th smallest value (p in (0, 100]).

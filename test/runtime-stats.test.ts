@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { GroupStatsCollector, meanGroupSize, percentile, predictorMape, servingStats } from '../src/report/stats.ts';
+import { GroupStatsCollector, meanGroupSize, percentile, predictorMape, servingStats } from '../src/runtime/stats.ts';
 import type { GroupRecord, QueryRecord } from '../src/runtime/records.ts';
 
 const q = (id: string, arrivalMs: number, endMs: number, outcome: 'completed' | 'rejected', qosTargetMs = 10): QueryRecord => ({
