@@ -30,7 +30,7 @@ import { createLogger } from '../log.ts';
 import { artifactAt, type ModelArtifact } from '../model/artifact.ts';
 import { resolveModelArtifact, resolveModelSpec } from '../model/catalog.ts';
 import { fixedBatchOf } from '../model/boundary.ts';
-import { MAX_BATCH_SIZE } from '../device/validate.ts';
+import { MAX_BATCH_SIZE } from '../model/spec.ts';
 import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import { loadPredictor } from '../predict/file.ts';

@@ -17,7 +17,7 @@
  *   `seqLen` above the model's maximum.
  */
 import { BadRequestError } from '../errors.ts';
-import type { ModelSpec } from '../model/spec.ts';
+import { MAX_BATCH_SIZE, MAX_SEQ_LEN, type ModelSpec } from '../model/spec.ts';
 import type { HostTensor, TensorDataType, TensorMap } from '../tensor.ts';
 import { elementCount } from '../tensor.ts';
 import type { Segment } from './device.ts';
@@ -48,13 +48,6 @@ export interface QueryBookView {
   readonly inFlight: ReadonlyMap<string, string>;
 }
 
-/**
- * Largest `batchSize` a segment may ask for: far beyond what any model here fits in device
- * memory, small enough that per-operator costs (FLOP, bytes) stay finite numbers.
- */
-export const MAX_BATCH_SIZE = 65_536;
-/** Largest `seqLen` a segment may ask for (a model's own `maxSeqLen` may be lower). */
-export const MAX_SEQ_LEN = 1_048_576;
 
 const TYPED_ARRAY: Readonly<Record<TensorDataType, { readonly name: string; readonly is: (d: unknown) => boolean }>> = {
   float32: { name: 'Float32Array', is: (d) => d instanceof Float32Array },

@@ -103,3 +103,11 @@ export interface ModelSpec {
   readonly params: number;
   readonly opset: number;
 }
+
+/**
+ * Largest batch size any query or segment may ask for: far beyond what any model here fits in
+ * device memory, small enough that per-operator costs (FLOP, bytes) stay finite numbers.
+ */
+export const MAX_BATCH_SIZE = 65_536;
+/** Largest sequence length any query or segment may ask for (a model's own `maxSeqLen` may be lower). */
+export const MAX_SEQ_LEN = 1_048_576;

@@ -102,3 +102,20 @@ export interface RefiningPredictor extends Predictor {
   /** Times the refinement restarted after detecting a change of the device. */
   readonly restarts: number;
 }
+
+/**
+ * One measured operator group, as the profiler records it and training reads it (a row of a
+ * profile CSV; schema in `profile/dataset.ts`). Latencies in ms over `runs` timed runs.
+ */
+export interface ProfileRow {
+  /** Index of the sample in the profiler's deterministic sample sequence (resume key). */
+  readonly sample: number;
+  /** Device id (`sim:a100`, `ort:cpu`). */
+  readonly device: string;
+  /** The group's segments, as sampled (the first is the urgent query that runs to its end). */
+  readonly slots: readonly GroupSlot[];
+  readonly medianMs: number;
+  readonly meanMs: number;
+  readonly stdMs: number;
+  readonly runs: number;
+}

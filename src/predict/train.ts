@@ -22,7 +22,6 @@
  * Metrics: MAE in ms and MAPE as a fraction (mean of |predicted − measured| / measured).
  */
 import type { ModelSpec } from '../model/spec.ts';
-import type { ProfileRow } from '../profile/dataset.ts';
 import { Rng } from '../rng.ts';
 import { fitScaling, type FeatureScaling, type TargetTransform } from './encoded.ts';
 import { FeatureEncoder, specFingerprint, type FeatureSet } from './features.ts';
@@ -30,7 +29,7 @@ import { PREDICTOR_FORMAT_VERSION, predictorFromFile, type PredictorFile, type P
 import { fitRidge, LinearPredictor, type LinearWeights } from './linear/linear-predictor.ts';
 import { MlpPredictor, type DenseLayer } from './mlp/mlp-predictor.ts';
 import { DEFAULT_MLP_OPTIONS, trainMlp, type MlpTrainOptions } from './mlp/train-mlp.ts';
-import type { Predictor } from './predictor.ts';
+import type { Predictor, ProfileRow } from './predictor.ts';
 
 export type PredictorKind = 'mlp' | 'linear';
 export const PREDICTOR_KINDS: readonly PredictorKind[] = ['mlp', 'linear'];

@@ -17,15 +17,5 @@
  *   the fastest and the slowest (when at least 3 runs), in ms;
  * - `runs`: number of timed runs.
  */
-import type { GroupSlot } from '../predict/predictor.ts';
-
-/** One measured operator group (one CSV row). */
-export interface ProfileRow {
-  readonly sample: number;
-  readonly device: string;
-  readonly slots: readonly GroupSlot[];
-  readonly medianMs: number;
-  readonly meanMs: number;
-  readonly stdMs: number;
-  readonly runs: number;
-}
+// The row type belongs to the predictor's contract (what training reads), one layer down.
+export type { ProfileRow } from '../predict/predictor.ts';

@@ -38,7 +38,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { MAX_BATCH_SIZE } from '../device/validate.ts';
+import { MAX_BATCH_SIZE } from '../model/spec.ts';
 import { InvalidConfigError } from '../errors.ts';
 import { batchFusionBlocker, fixedBatchOf } from '../model/boundary.ts';
 import { MODEL_NAME_PATTERN } from '../model/repository.ts';

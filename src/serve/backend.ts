@@ -42,14 +42,13 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { Clock } from '../clock/clock.ts';
-import type { Device } from '../device/device.ts';
-import { MAX_SEQ_LEN } from '../device/validate.ts';
+import { MAX_SEQ_LEN } from '../model/spec.ts';
 import { BadRequestError, describeError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { fixedBatchOf, parseDimExpression, resolveShape } from '../model/boundary.ts';
 import type { ModelSpec, TensorSpec } from '../model/spec.ts';
 import type { GroupRecord, RejectionReason } from '../runtime/records.ts';
-import { ServingRuntime } from '../runtime/runtime.ts';
+import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
 import type { BatchingLimits, QueryController } from '../schedule/controller.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { elementCount } from '../tensor.ts';
@@ -79,10 +78,14 @@ export interface ServedModel {
   readonly batching?: BatchingLimits;
 }
 
-/** What `start` runs on: a clock, a device with every served model loaded under its served name, a controller. */
+/**
+ * What `start` runs on: a clock, a device with every served model loaded under its served name,
+ * a controller. The front end reaches the device only through the runtime (its type is the
+ * runtime's) and closes it at shutdown.
+ */
 export interface BackendEngine {
   readonly clock: Clock;
-  readonly device: Device;
+  readonly device: RuntimeOptions['device'];
   readonly controller: QueryController;
   /** Called last by `shutdown` (closes the device, …); absent: `device.close()`. */
   close?(): Promise<void>;
