@@ -42,6 +42,7 @@ import { policyHelpText } from './policies.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
+import type { ProfileConditions } from './load-conditions.ts';
 import { cachedPredictor } from './predictor-cache.ts';
 import { UsageError } from './usage.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -326,9 +327,17 @@ export function profiledBatchSizes(service: Pick<ExperimentService, 'batchSizes'
 
 /**
  * The predictor for `hosted`: the given file, or one profiled and trained now (cached by
- * device, models, batch sizes and sequence lengths; a second call loads it).
+ * device, models, batch sizes and sequence lengths; a second call loads it). `maxGroupSize`
+ * (default min(4, services)): 1 profiles solo runs only, enough for one-at-a-time policies.
+ * On a real device a cached one also carries the load it was profiled under
+ * (`predictor-cache.ts`).
  */
-export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, hosted: Hosted, opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; quiet?: boolean }): Promise<{ predictor: Predictor; source: string }> {
+export async function ensurePredictor(
+  ctx: CliContext,
+  repo: ModelRepository,
+  hosted: Hosted,
+  opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; maxGroupSize?: number; quiet?: boolean },
+): Promise<{ predictor: Predictor; source: string; conditions?: ProfileConditions; note?: string }> {
   const deviceId = hosted.isSim ? parseSimDeviceId(hosted.config.device).id : 'ort:cpu';
   if (opts.file !== undefined) {
     const byModelName = new Map([...hosted.specs.values()].map((s) => [s.name, s]));
@@ -345,7 +354,7 @@ export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, ho
     models: [...hosted.artifacts.values()],
     batchSizes: hosted.services.flatMap((s) => profiledBatchSizes(s)),
     seqLens: hosted.services.flatMap((s) => s.seqLens ?? []),
-    maxGroupSize: Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length),
+    maxGroupSize: opts.maxGroupSize ?? Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length),
     samples: opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples),
     repeat: AUTO_PROFILE.repeat,
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
