@@ -386,8 +386,11 @@ export async function openEnv(hosted: Hosted, predictor: Predictor | undefined, 
 const fmt = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(digits) : '–');
 const nullable = (x: number): number | null => (Number.isFinite(x) ? x : null);
 
+/** What `runJson` reads of a run (a pooled set of runs fits too: `abacus demo`). */
+export type RunSummary = Pick<ExperimentResult, 'policy' | 'rateQps' | 'overall' | 'services' | 'meanGroupSize' | 'meanBatch' | 'predictorMape'>;
+
 /** One run as `--json` prints it (exported for `abacus demo`). */
-export function runJson(r: ExperimentResult, peak?: { peakGoodputQps: number; peakRateQps: number }): RunJson {
+export function runJson(r: RunSummary, peak?: { peakGoodputQps: number; peakRateQps: number }): RunJson {
   return {
     policy: r.policy,
     rateQps: r.rateQps,
