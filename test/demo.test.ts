@@ -104,7 +104,7 @@ describe('abacus demo', () => {
     expect(second.stderr).not.toMatch(/built in/);
     // cached, unless the first profile was taken under load and the machine is quiet now (then it says so and profiles again)
     if (!/profiled under load .* profiling again/.test(second.stderr)) expect(second.stderr).not.toMatch(/no cached predictor/);
-    expect(second.stdout).toMatch(/policy\s+p50 ms\s+p99 ms\s+violations %\s+goodput q\/s/);
+    expect(second.stdout).toMatch(/policy\s+threads \/ executor\s+p50 ms\s+p99 ms\s+violations %\s+goodput q\/s/);
     expect(second.stdout).toMatch(/^fcfs \(1 thread\)\s/m);
     expect(second.stdout).toMatch(/^abacus\s/m);
     expect(second.stdout).toMatch(/resnet50-small\s+50\s+fcfs \(1 thread\)/);
