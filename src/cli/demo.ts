@@ -227,6 +227,7 @@ export interface DemoJson {
   /** Median over the rounds of one batch-1 query per service as one group ÷ the same ones one after the other (1 = no overlap gain). */
   readonly overlapRatio: number;
   readonly machine: { cpus: number; availableParallelism: number; cpuModel: string; onnxruntime: string; node: string; threadsPerExecutor: number; allCoresThreads: number; loadAverage1m: number };
+  /** Wall time of the whole command, s (in report.html's data: until the results, before the report was rendered). */
   readonly elapsedS: number;
 }
 
@@ -427,7 +428,8 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
     services: services.map((s, i) => ({ service: s.name, model: s.spec.name, qosTargetMs: s.qosTargetMs, soloP50Ms: solos[i]!.p50Ms, soloMeanMs: solos[i]!.meanMs })),
     overlapRatio: verdict.overlapRatio,
     machine,
-    elapsedS: 0,
+    // Until the results; --json prints the time including the report.
+    elapsedS: (performance.now() - t0) / 1000,
   };
   const tables = resultTables(pooled, services, variants, finalRounds);
   const headline = headlineOf(json);

@@ -28,7 +28,7 @@ import type { Predictor } from '../predict/predictor.ts';
 import { trainPredictor } from '../predict/train.ts';
 import { readProfileCsv } from '../profile/csv.ts';
 import { profileDevice } from '../profile/profiler.ts';
-import { cachedPredictorAction, parseProfileConditions, sampleLoad, isUnderLoad, type ProfileConditions } from './load-conditions.ts';
+import { cachedPredictorAction, parseProfileConditions, sampleLoad as machineLoad, isUnderLoad, type LoadSample, type ProfileConditions } from './load-conditions.ts';
 import type { CliContext } from './main.ts';
 import { progressReporter } from './profile.ts';
 
@@ -50,6 +50,8 @@ export interface PredictorRequest {
   readonly threads?: number;
   /** No progress output. */
   readonly quiet?: boolean;
+  /** The load reading used for the conditions (default `sampleLoad`: the machine's now; tests pass a fixed one). */
+  readonly sampleLoad?: () => LoadSample;
 }
 
 /** A cached predictor and what is known about how it was made. */
@@ -109,6 +111,7 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   const csv = path.join(dir, 'profile.csv');
   const conditionsFile = path.join(dir, 'conditions.json');
   const isReal = !deviceId.startsWith('sim');
+  const sampleLoad = request.sampleLoad ?? machineLoad;
   const say = (s: string): void => {
     if (!request.quiet) ctx.err(s);
   };
