@@ -21,7 +21,7 @@ const abacus = sandbox.abacus;
 const TINY = ['demo', '--small', '--queries', '40', '--profile-samples', '40', '--rounds', '2'];
 
 describe('abacus demo', () => {
-  it('profiles, trains, runs fcfs and abacus, prints JSON and writes the report; a second run reuses the predictor and prints the table', async () => {
+  it('profiles, trains, runs fcfs (one thread and every core) and abacus in rounds, prints JSON and writes the report; a second run reuses the predictors and prints the tables', async () => {
     const out = path.join(sandbox.tmp, 'out', 'demo.html');
     const first = await abacus(...TINY, '--out', out, '--json');
     expect(first.code, first.stderr).toBe(0);
