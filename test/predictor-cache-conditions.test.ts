@@ -64,5 +64,14 @@ describe('predictor cache: profiling load conditions', () => {
     expect(profiled()).toBe(2);
     expect(unknown.conditions).toBeUndefined();
     expect(unknown.note).toMatch(/profiling load is unknown/);
+
+    // `loadBefore` (one reading before the command's own work) judges the lookup and starts a new profile; the end is read after it
+    await fs.rm(unknown.source);
+    const before = await cachedPredictor(ctx, repo, { ...request(BUSY), loadBefore: QUIET });
+    expect(profiled()).toBe(3);
+    expect(before.conditions).toMatchObject({ start: QUIET, end: BUSY, underLoad: false });
+    const judged = await cachedPredictor(ctx, repo, { ...request(BUSY), loadBefore: QUIET });
+    expect(profiled()).toBe(3);
+    expect(judged.note).toBeUndefined(); // quiet profile, quiet before: no note although the reading now is busy
   }, 120_000);
 });

@@ -291,9 +291,11 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   // 2. predictors: abacus's (groups, --threads); the all-cores fcfs's (solo runs with every core: its drop rule predicts its own solo latency)
   const tPred = performance.now();
   progress(`[2/5] predictor: profile + MLP, cached in ${predictorCacheDir(repo)} …\n`);
-  const main = await ensurePredictor(ctx, repo, hosted, { samples: opts.profileSamples, threads: opts.threads });
+  // One load reading before any profiling judges both cached predictors: the second lookup must not count the first one's profiling as load.
+  const loadBefore = sampleLoad();
+  const main = await ensurePredictor(ctx, repo, hosted, { samples: opts.profileSamples, threads: opts.threads, loadBefore });
   const wide = fcfsThreads.some((t) => t !== opts.threads)
-    ? await ensurePredictor(ctx, repo, hosted, { samples: Math.max(MIN_SOLO_PROFILE_SAMPLES, Math.round(opts.profileSamples * SOLO_PROFILE_SHARE)), threads: allCores, maxGroupSize: 1 })
+    ? await ensurePredictor(ctx, repo, hosted, { samples: Math.max(MIN_SOLO_PROFILE_SAMPLES, Math.round(opts.profileSamples * SOLO_PROFILE_SHARE)), threads: allCores, maxGroupSize: 1, loadBefore })
     : undefined;
   progress(`      ready in ${seconds(tPred)} (${main.source}${wide === undefined ? '' : `; fcfs with ${threadsLabel(allCores)}: ${wide.source}`})\n`);
 

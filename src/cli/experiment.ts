@@ -43,7 +43,7 @@ import { policyHelpText } from './policies.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
-import type { ProfileConditions } from './load-conditions.ts';
+import { sampleLoad, type LoadSample, type ProfileConditions } from './load-conditions.ts';
 import { cachedPredictor } from './predictor-cache.ts';
 import { UsageError } from './usage.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -353,7 +353,7 @@ export async function ensurePredictor(
   ctx: CliContext,
   repo: ModelRepository,
   hosted: Hosted,
-  opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; maxGroupSize?: number; quiet?: boolean },
+  opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; maxGroupSize?: number; quiet?: boolean; loadBefore?: LoadSample },
 ): Promise<{ predictor: Predictor; source: string; conditions?: ProfileConditions; note?: string }> {
   const deviceId = hosted.isSim ? parseSimDeviceId(hosted.config.device).id : 'ort:cpu';
   if (opts.file !== undefined) {
@@ -376,6 +376,7 @@ export async function ensurePredictor(
     repeat: AUTO_PROFILE.repeat,
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
     ...(opts.quiet === true ? { quiet: true } : {}),
+    ...(opts.loadBefore === undefined ? {} : { loadBefore: opts.loadBefore }),
   });
 }
 
@@ -451,8 +452,10 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   }
   const needsPredictor = policies.some(policyNeedsPredictor);
   const file = opts.predictor ?? config.predictor;
+  // One load reading before any profiling, for every predictor looked up below (`PredictorRequest.loadBefore`).
+  const loadBefore = sampleLoad();
   const { predictor, source } = needsPredictor
-    ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true })
+    ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true, loadBefore })
     : { predictor: undefined, source: 'none' };
   // The strong one-at-a-time baseline on a real CPU: the same policy with every core given to the lone query; its drop rule
   // predicts its own solo latencies with a solo-only predictor profiled with every core.
@@ -462,7 +465,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   const widePolicies = !hosted.isSim && opts.allCores !== false && threads < cores ? policies.filter((p) => SOLO_POLICIES.includes(p)) : [];
   const wide =
     widePolicies.length > 0 && file === undefined
-      ? await ensurePredictor(ctx, repo, hosted, { samples: Math.max(10, Math.round((opts.profileSamples ?? AUTO_PROFILE.ortSamples) * SOLO_PROFILE_SHARE)), threads: wideThreads, maxGroupSize: 1, quiet: opts.json === true })
+      ? await ensurePredictor(ctx, repo, hosted, { samples: Math.max(10, Math.round((opts.profileSamples ?? AUTO_PROFILE.ortSamples) * SOLO_PROFILE_SHARE)), threads: wideThreads, maxGroupSize: 1, quiet: opts.json === true, loadBefore })
       : undefined;
   if (widePolicies.length > 0 && file !== undefined && !opts.json) ctx.err(`note: ${widePolicies.join(', ')} with ${wideThreads} threads use the given predictor (profiled with its own thread count) for their drop rule\n`);
   const env = await openEnv(hosted, predictor, { virtual: mode.virtual, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }) });

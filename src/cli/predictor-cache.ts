@@ -52,6 +52,13 @@ export interface PredictorRequest {
   readonly quiet?: boolean;
   /** The load reading used for the conditions (default `sampleLoad`: the machine's now; tests pass a fixed one). */
   readonly sampleLoad?: () => LoadSample;
+  /**
+   * The load before the caller's own work began, taken as "the load now" when judging a cached
+   * predictor and as a new profile's start reading (default: read now). A command that looks
+   * up several predictors passes one reading, so the second lookup does not count the first
+   * one's profiling as other processes' load.
+   */
+  readonly loadBefore?: LoadSample;
 }
 
 /** A cached predictor and what is known about how it was made. */
@@ -118,7 +125,7 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   let note: string | undefined;
   if (await exists(predictorFile)) {
     const conditions = isReal ? await readConditions(conditionsFile) : undefined;
-    const action = isReal ? cachedPredictorAction(conditions, sampleLoad()) : { kind: 'use' as const };
+    const action = isReal ? cachedPredictorAction(conditions, request.loadBefore ?? sampleLoad()) : { kind: 'use' as const };
     if (action.kind !== 'reprofile') {
       if (action.kind === 'use-with-note') say(`note: ${action.note}\n`);
       return {
@@ -138,7 +145,7 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   await ensureDir(dir);
   say(`no cached predictor: profiling ${request.samples} operator groups of ${models.map((m) => m.spec.name).join(', ')} on ${deviceId} (cached in ${dir}) …\n`);
   const progress = request.quiet ? { update: () => undefined, stop: () => undefined } : progressReporter(ctx);
-  const start = sampleLoad();
+  const start = request.loadBefore ?? sampleLoad();
   const common = { models, samples: request.samples, maxGroupSize: request.maxGroupSize, batchSizes, ...(seqLens.length > 0 ? { seqLens } : {}), seed: 1, repeat, warmup: 1, out: csv, onProgress: progress.update };
   try {
     if (deviceId.startsWith('sim')) {
