@@ -11,7 +11,7 @@ import { roundSpread, type RoundSpread } from '../report/rounds.ts';
  * core; abacus: one executor per service, one thread each), so ≈ 1 per core is the demo
  * alone; above 2 per core other processes demand every core on top of it, and the OS's time
  * slicing, not the policy, decides the latencies. One busy loop on a 2-core machine during
- * the demo stays below it (≈ 1.5 per core).
+ * the demo stayed below it (1-minute load average up to 2.8 and 3.8 on 2 cores, docs/demo.md).
  */
 export const BUSY_LOAD_PER_CORE = 2;
 
