@@ -5,6 +5,7 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { cliSandbox } from './helpers/cli.ts';
 import type { ExperimentJson } from '../src/cli/experiment.ts';
@@ -90,12 +91,16 @@ describe('abacus simulate', () => {
 });
 
 describe('abacus bench', () => {
-  it('serves two small models on onnxruntime (CPU) in real time under each policy', async () => {
+  it('serves two small models on onnxruntime (CPU) in real time under each policy, fcfs also with every core', async () => {
     const r = await abacus('bench', '--device', 'ort', '--models', 'resnet50-small,bert-small', '--qos-ms', '200', '--batch-sizes', '1,2', '--seq-lens', '16', '--rate', '20', '--queries', '40', '--profile-samples', '60', '--policy', 'abacus,fcfs', '--json');
     expect(r.code, r.stderr).toBe(0);
     const json = JSON.parse(r.stdout) as ExperimentJson;
     expect(json.device).toBe('ort');
-    expect(json.runs).toHaveLength(2);
+    const cores = os.availableParallelism();
+    // the strong one-at-a-time baseline: fcfs once with --threads (1) and once with every core
+    expect(json.runs.map((x) => [x.policy, x.label, x.threadsPerExecutor])).toEqual(
+      cores > 1 ? [['abacus', undefined, 1], ['fcfs', 'fcfs (1 thread)', 1], ['fcfs', `fcfs (${cores} threads)`, cores]] : [['abacus', undefined, 1], ['fcfs', undefined, 1]],
+    );
     for (const run of json.runs) {
       expect(run.services).toHaveLength(2);
       // every query got an outcome: completed ones count in throughput

@@ -19,6 +19,7 @@
  * same table and `--json` (policy `server`; group size and predictor error are the server's).
  */
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Clock } from '../clock/clock.ts';
 import { VirtualClock, WallClock } from '../clock/index.ts';
@@ -42,6 +43,7 @@ import { policyHelpText } from './policies.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
+import { sampleLoad, type LoadSample, type ProfileConditions } from './load-conditions.ts';
 import { cachedPredictor } from './predictor-cache.ts';
 import { UsageError } from './usage.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -85,11 +87,17 @@ export interface ExperimentCliOptions {
   sendQos?: boolean;
   /** With `target`: per-request timeout, ms. */
   timeoutMs?: number;
+  /** bench on a real device: also run every one-at-a-time policy with every core (`--no-all-cores`: false) [true]. */
+  allCores?: boolean;
 }
 
 /** One run of the `--json` output (issue 5's schema, plus a few fields). */
 export interface RunJson {
   readonly policy: string;
+  /** Real devices: the policy and its intra-op threads per executor when a policy ran with two thread counts, e.g. `fcfs (2 threads)`; else absent. */
+  readonly label?: string;
+  /** Real devices: onnxruntime intra-op threads per executor of this run. */
+  readonly threadsPerExecutor?: number;
   readonly rateQps: number;
   readonly violationRatio: number;
   readonly goodputQps: number;
@@ -117,6 +125,16 @@ export interface ExperimentJson {
 
 /** Profiling defaults for an automatic predictor (sim is cheap; real devices take minutes). */
 const AUTO_PROFILE = { simSamples: 10_000, ortSamples: 1_000, repeat: 5, maxGroupSize: 4 } as const;
+
+/**
+ * Policies that run one whole query at a time: on a real CPU the strong form of each gives the
+ * lone query every core (issue 13 item 6), so `bench` on ort runs them a second time with
+ * intra-op threads = `os.availableParallelism()`.
+ */
+const SOLO_POLICIES: readonly string[] = ['fcfs', 'sjf', 'edf'];
+
+/** The all-cores runs' solo-only predictor profiles this share of the group predictor's samples (solo shapes are few). */
+const SOLO_PROFILE_SHARE = 0.25;
 
 /** A comma-separated list of integers ≥ 1 (`integer`) or of numbers > 0. */
 function numberList(flag: string, integer: boolean): (value: string) => number[] {
@@ -326,9 +344,17 @@ export function profiledBatchSizes(service: Pick<ExperimentService, 'batchSizes'
 
 /**
  * The predictor for `hosted`: the given file, or one profiled and trained now (cached by
- * device, models, batch sizes and sequence lengths; a second call loads it).
+ * device, models, batch sizes and sequence lengths; a second call loads it). `maxGroupSize`
+ * (default min(4, services)): 1 profiles solo runs only, enough for one-at-a-time policies.
+ * On a real device a cached one also carries the load it was profiled under
+ * (`predictor-cache.ts`).
  */
-export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, hosted: Hosted, opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; quiet?: boolean }): Promise<{ predictor: Predictor; source: string }> {
+export async function ensurePredictor(
+  ctx: CliContext,
+  repo: ModelRepository,
+  hosted: Hosted,
+  opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; maxGroupSize?: number; quiet?: boolean; loadBefore?: LoadSample },
+): Promise<{ predictor: Predictor; source: string; conditions?: ProfileConditions; note?: string }> {
   const deviceId = hosted.isSim ? parseSimDeviceId(hosted.config.device).id : 'ort:cpu';
   if (opts.file !== undefined) {
     const byModelName = new Map([...hosted.specs.values()].map((s) => [s.name, s]));
@@ -345,11 +371,12 @@ export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, ho
     models: [...hosted.artifacts.values()],
     batchSizes: hosted.services.flatMap((s) => profiledBatchSizes(s)),
     seqLens: hosted.services.flatMap((s) => s.seqLens ?? []),
-    maxGroupSize: Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length),
+    maxGroupSize: opts.maxGroupSize ?? Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length),
     samples: opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples),
     repeat: AUTO_PROFILE.repeat,
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
     ...(opts.quiet === true ? { quiet: true } : {}),
+    ...(opts.loadBefore === undefined ? {} : { loadBefore: opts.loadBefore }),
   });
 }
 
@@ -377,8 +404,11 @@ export async function openEnv(hosted: Hosted, predictor: Predictor | undefined, 
 const fmt = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(digits) : '–');
 const nullable = (x: number): number | null => (Number.isFinite(x) ? x : null);
 
+/** What `runJson` reads of a run (a pooled set of runs fits too: `abacus demo`). */
+export type RunSummary = Pick<ExperimentResult, 'policy' | 'rateQps' | 'overall' | 'services' | 'meanGroupSize' | 'meanBatch' | 'predictorMape'>;
+
 /** One run as `--json` prints it (exported for `abacus demo`). */
-export function runJson(r: ExperimentResult, peak?: { peakGoodputQps: number; peakRateQps: number }): RunJson {
+export function runJson(r: RunSummary, peak?: { peakGoodputQps: number; peakRateQps: number }): RunJson {
   return {
     policy: r.policy,
     rateQps: r.rateQps,
@@ -422,31 +452,58 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   }
   const needsPredictor = policies.some(policyNeedsPredictor);
   const file = opts.predictor ?? config.predictor;
+  // One load reading before any profiling, for every predictor looked up below (`PredictorRequest.loadBefore`).
+  const loadBefore = sampleLoad();
   const { predictor, source } = needsPredictor
-    ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true })
+    ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true, loadBefore })
     : { predictor: undefined, source: 'none' };
+  // The strong one-at-a-time baseline on a real CPU: the same policy with every core given to the lone query; its drop rule
+  // predicts its own solo latencies with a solo-only predictor profiled with every core.
+  const threads = opts.threads ?? 1;
+  const cores = os.availableParallelism();
+  const wideThreads = cores;
+  const widePolicies = !hosted.isSim && opts.allCores !== false && threads < cores ? policies.filter((p) => SOLO_POLICIES.includes(p)) : [];
+  const wide =
+    widePolicies.length > 0 && file === undefined
+      ? await ensurePredictor(ctx, repo, hosted, { samples: Math.max(10, Math.round((opts.profileSamples ?? AUTO_PROFILE.ortSamples) * SOLO_PROFILE_SHARE)), threads: wideThreads, maxGroupSize: 1, quiet: opts.json === true, loadBefore })
+      : undefined;
+  if (widePolicies.length > 0 && file !== undefined && !opts.json) ctx.err(`note: ${widePolicies.join(', ')} with ${wideThreads} threads use the given predictor (profiled with its own thread count) for their drop rule\n`);
   const env = await openEnv(hosted, predictor, { virtual: mode.virtual, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }) });
+  const wideEnv = widePolicies.length > 0 ? await openEnv(hosted, wide?.predictor ?? predictor, { virtual: false, seed: opts.seed, threads: wideThreads }) : undefined;
   const runs: RunJson[] = [];
+  const label = (policy: string, n: number): string => `${policy} (${n} thread${n === 1 ? '' : 's'})`;
+  type Variant = { policy: string; env: ExperimentEnv; label: string | undefined; threads: number };
+  const variants = policies.flatMap((policy): Variant[] =>
+    widePolicies.includes(policy)
+      ? [
+          { policy, env, label: label(policy, threads), threads },
+          { policy, env: wideEnv!, label: label(policy, wideThreads), threads: wideThreads },
+        ]
+      : [{ policy, env, label: undefined, threads }],
+  );
   try {
-    for (const policy of policies) {
+    for (const { policy, env: runEnv, label: runLabel, threads: runThreads } of variants) {
+      const name = runLabel ?? policy;
+      const tag = (run: RunJson): RunJson => (hosted.isSim ? run : { ...run, ...(runLabel === undefined ? {} : { label: runLabel }), threadsPerExecutor: runThreads });
       const base = { services: hosted.services, policy, policyParams: policyParams(policy, config, opts), queries: opts.queries, seed: opts.seed };
-      if (!opts.json) ctx.err(`${policy}: ${opts.findPeak ? 'searching the peak rate at ≤ 1 % violations' : `${opts.queries} queries at ${opts.rate} queries/s`} …\n`);
+      if (!opts.json) ctx.err(`${name}: ${opts.findPeak ? 'searching the peak rate at ≤ 1 % violations' : `${opts.queries} queries at ${opts.rate} queries/s`} …\n`);
       if (opts.findPeak) {
-        const peak = await findPeakRate(env, { ...base, startQps: opts.rate });
+        const peak = await findPeakRate(runEnv, { ...base, startQps: opts.rate });
         if (!peak.bracketed) {
-          ctx.err(`warning: ${policy}: no ${peak.peakRateQps > 0 ? 'rate above' : 'rate at or below'} ${peak.tried.at(-1)?.rateQps.toPrecision(4)} queries/s ${peak.peakRateQps > 0 ? 'missed' : 'met'} the 1 % bound within the search's steps: the peak is a bound; start elsewhere with --rate\n`);
+          ctx.err(`warning: ${name}: no ${peak.peakRateQps > 0 ? 'rate above' : 'rate at or below'} ${peak.tried.at(-1)?.rateQps.toPrecision(4)} queries/s ${peak.peakRateQps > 0 ? 'missed' : 'met'} the 1 % bound within the search's steps: the peak is a bound; start elsewhere with --rate\n`);
         }
-        const at = peak.atPeak ?? (await runExperiment(env, { ...base, rateQps: opts.rate }));
-        runs.push(runJson(at, { peakGoodputQps: peak.peakGoodputQps, peakRateQps: peak.peakRateQps }));
+        const at = peak.atPeak ?? (await runExperiment(runEnv, { ...base, rateQps: opts.rate }));
+        runs.push(tag(runJson(at, { peakGoodputQps: peak.peakGoodputQps, peakRateQps: peak.peakRateQps })));
       } else {
-        runs.push(runJson(await runExperiment(env, { ...base, rateQps: opts.rate })));
+        runs.push(tag(runJson(await runExperiment(runEnv, { ...base, rateQps: opts.rate }))));
       }
       const last = runs.at(-1)!;
       const failed = Object.entries(last.rejectedBy).filter(([reason]) => reason !== 'qos_violation' && reason !== 'overloaded');
-      if (failed.length > 0) ctx.err(`warning: ${policy}: ${failed.map(([reason, n]) => `${n} queries rejected as ${reason}`).join(', ')} — not QoS misses: check the models, batch sizes and sequence lengths\n`);
+      if (failed.length > 0) ctx.err(`warning: ${name}: ${failed.map(([reason, n]) => `${n} queries rejected as ${reason}`).join(', ')} — not QoS misses: check the models, batch sizes and sequence lengths\n`);
     }
   } finally {
     await env.close();
+    await wideEnv?.close();
   }
   const json: ExperimentJson = { device: config.device, predictor: source, queries: opts.queries, runs };
   if (opts.json) {
@@ -462,7 +519,7 @@ function printRuns(ctx: CliContext, title: string, serviceNames: readonly string
   ctx.out(`${title}\n\n`);
   const header = ['policy', 'rate q/s', ...(findPeak ? ['peak goodput q/s'] : []), 'violations %', 'late / rejected', 'goodput q/s', 'p99 ms (completed)', 'group size', 'batch', 'pred. MAPE %', ...serviceNames.map((s) => `${s} p99 / viol. %`)];
   const rows = runs.map((r) => [
-    r.policy,
+    r.label ?? r.policy,
     fmt(r.rateQps),
     ...(findPeak ? [fmt(r.peakGoodputQps ?? 0)] : []),
     fmt(r.violationRatio * 100, 2),
@@ -594,6 +651,7 @@ export function registerExperimentCommands(program: Command, simulate: Command, 
     .option('--target <url>', 'drive a running server (http://HOST:PORT or grpc://HOST:PORT) instead of serving in-process; --config/--models give service names, batch sizes, seq lens and QoS targets')
     .option('--send-qos', 'with --target: send each service\'s QoS target as the request parameter qos_ms')
     .option('--timeout-ms <ms>', `with --target: per-request timeout (default ${DEFAULT_REMOTE_TIMEOUT_MS})`, positiveNumber('--timeout-ms'))
+    .option('--no-all-cores', 'ort: do not also run fcfs, sjf and edf with every core (the strong one-at-a-time baseline; by default they run twice: with --threads and with os.availableParallelism() intra-op threads)')
     .action(async (opts: ExperimentCliOptions) => {
       await runExperimentCommand(ctx, opts, { virtual: false, defaultDevice: 'ort' });
     });

@@ -3,8 +3,14 @@
  * when no predictor file is given. The cache lives next to the model cache
  * (`.cache/models` → `.cache/predictors/<device>-<key>/{profile.csv, predictor.json}`), keyed
  * by device (for a sim device also its model revision and constants), the models' fingerprints,
- * batch sizes, sequence lengths, group size and sample count. The profile is resumable (an interrupted run continues where it stopped); the
+ * batch sizes, sequence lengths, group size, sample count and (when not 1) intra-op threads. The profile is resumable (an interrupted run continues where it stopped); the
  * predictor file is written atomically, so a present file is a complete one.
+ *
+ * On a real device the load the profile was taken under is stored beside it
+ * (`conditions.json`: the 1-minute load average and cores before and after profiling,
+ * `load-conditions.ts`); a predictor profiled under load is profiled again when the machine is
+ * quiet at the next lookup, and a quiet one looked up on a busy machine is kept with a note
+ * (`cachedPredictorAction`).
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -22,6 +28,7 @@ import type { Predictor } from '../predict/predictor.ts';
 import { trainPredictor } from '../predict/train.ts';
 import { readProfileCsv } from '../profile/csv.ts';
 import { profileDevice } from '../profile/profiler.ts';
+import { cachedPredictorAction, parseProfileConditions, sampleLoad as machineLoad, isUnderLoad, type LoadSample, type ProfileConditions } from './load-conditions.ts';
 import type { CliContext } from './main.ts';
 import { progressReporter } from './profile.ts';
 
@@ -43,6 +50,26 @@ export interface PredictorRequest {
   readonly threads?: number;
   /** No progress output. */
   readonly quiet?: boolean;
+  /** The load reading used for the conditions (default `sampleLoad`: the machine's now; tests pass a fixed one). */
+  readonly sampleLoad?: () => LoadSample;
+  /**
+   * The load before the caller's own work began, taken as "the load now" when judging a cached
+   * predictor and as a new profile's start reading (default: read now). A command that looks
+   * up several predictors passes one reading, so the second lookup does not count the first
+   * one's profiling as other processes' load.
+   */
+  readonly loadBefore?: LoadSample;
+}
+
+/** A cached predictor and what is known about how it was made. */
+export interface CachedPredictor {
+  readonly predictor: Predictor;
+  /** Path of its predictor.json. */
+  readonly source: string;
+  /** Real devices: the load it was profiled under (undefined on `sim:` devices and for predictors cached before conditions were recorded). */
+  readonly conditions?: ProfileConditions;
+  /** Said on stderr too: why a cached predictor was profiled again, or why its conditions may not match now. */
+  readonly note?: string;
 }
 
 /** Held-out MAPE above which a freshly trained predictor gets a warning (the paper's MLP: ~6 %). */
@@ -60,7 +87,7 @@ export function predictorCacheDir(repo: ModelRepository): string {
  * @returns the predictor and the path of its file.
  * @throws what profiling and training throw (device errors, bad options).
  */
-export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, request: PredictorRequest): Promise<{ predictor: Predictor; source: string }> {
+export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, request: PredictorRequest): Promise<CachedPredictor> {
   const { deviceId } = request;
   const repeat = request.repeat ?? 5;
   const models = [...request.models].sort((a, b) => (a.spec.name < b.spec.name ? -1 : a.spec.name > b.spec.name ? 1 : 0));
@@ -80,6 +107,8 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
         samples: request.samples,
         maxGroupSize: request.maxGroupSize,
         repeat,
+        // Only when not the default, so predictors cached before threads were part of the key stay valid.
+        ...((request.threads ?? 1) !== 1 ? { threads: request.threads } : {}),
       }),
     )
     .digest('hex')
@@ -87,18 +116,36 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   const dir = path.join(predictorCacheDir(repo), `${deviceId.replace(/[^A-Za-z0-9_.-]/g, '_')}-${key}`);
   const predictorFile = path.join(dir, 'predictor.json');
   const csv = path.join(dir, 'profile.csv');
-  try {
-    await fs.access(predictorFile);
-    return { predictor: await loadPredictor(predictorFile, { deviceId, models: specs }), source: predictorFile };
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  await ensureDir(dir);
+  const conditionsFile = path.join(dir, 'conditions.json');
+  const isReal = !deviceId.startsWith('sim');
+  const sampleLoad = request.sampleLoad ?? machineLoad;
   const say = (s: string): void => {
     if (!request.quiet) ctx.err(s);
   };
+  let note: string | undefined;
+  if (await exists(predictorFile)) {
+    const conditions = isReal ? await readConditions(conditionsFile) : undefined;
+    const action = isReal ? cachedPredictorAction(conditions, request.loadBefore ?? sampleLoad()) : { kind: 'use' as const };
+    if (action.kind !== 'reprofile') {
+      if (action.kind === 'use-with-note') say(`note: ${action.note}\n`);
+      return {
+        predictor: await loadPredictor(predictorFile, { deviceId, models: specs }),
+        source: predictorFile,
+        ...(conditions === undefined ? {} : { conditions }),
+        ...(action.kind === 'use-with-note' ? { note: action.note } : {}),
+      };
+    }
+    note = action.note;
+    say(`note: ${action.note}\n`);
+    // A fresh profile, not a resumed one: the old rows were measured under load.
+    await fs.rm(predictorFile, { force: true });
+    await fs.rm(csv, { force: true });
+    await fs.rm(conditionsFile, { force: true });
+  }
+  await ensureDir(dir);
   say(`no cached predictor: profiling ${request.samples} operator groups of ${models.map((m) => m.spec.name).join(', ')} on ${deviceId} (cached in ${dir}) …\n`);
   const progress = request.quiet ? { update: () => undefined, stop: () => undefined } : progressReporter(ctx);
+  const start = request.loadBefore ?? sampleLoad();
   const common = { models, samples: request.samples, maxGroupSize: request.maxGroupSize, batchSizes, ...(seqLens.length > 0 ? { seqLens } : {}), seed: 1, repeat, warmup: 1, out: csv, onProgress: progress.update };
   try {
     if (deviceId.startsWith('sim')) {
@@ -120,9 +167,17 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   } finally {
     progress.stop();
   }
+  const conditions: ProfileConditions | undefined = isReal ? { start, end: sampleLoad(), underLoad: isUnderLoad(start), profiledAt: new Date().toISOString() } : undefined;
   const rows = await readProfileCsv([csv], { models: specs });
   say(`training an MLP predictor on ${rows.length} groups …\n`);
   const trained = await trainPredictor(rows, { kind: 'mlp', specs, holdout: 0.1, folds: 0, files: [csv] });
+  if (conditions !== undefined) {
+    // Written before the predictor: a present predictor.json always has its conditions.
+    const tmpConditions = `${conditionsFile}.tmp-${process.pid}`;
+    await fs.writeFile(tmpConditions, JSON.stringify(conditions, null, 2) + '\n');
+    await fs.rename(tmpConditions, conditionsFile);
+    if (conditions.underLoad) say(`note: profiled under load (load average ${start.loadAverage1m} on ${start.cores} cores at the start); it is profiled again at a later run on a quiet machine\n`);
+  }
   const tmp = `${predictorFile}.tmp-${process.pid}`;
   await writePredictorFile(tmp, trained.file);
   await fs.rename(tmp, predictorFile);
@@ -131,5 +186,36 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   if (mape !== undefined && mape > POOR_MAPE) {
     ctx.err(`warning: the predictor's held-out MAPE is ${(mape * 100).toFixed(1)} % (above ${POOR_MAPE * 100} %): decisions that rely on it will be poor; profile more groups, or on a quieter machine, and delete ${dir} to retrain\n`);
   }
-  return { predictor: await loadPredictor(predictorFile, { deviceId, models: specs }), source: predictorFile };
+  return {
+    predictor: await loadPredictor(predictorFile, { deviceId, models: specs }),
+    source: predictorFile,
+    ...(conditions === undefined ? {} : { conditions }),
+    ...(note === undefined ? {} : { note }),
+  };
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await fs.access(file);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+}
+
+/** The stored profiling conditions; undefined when the file is absent or not a complete record. */
+async function readConditions(file: string): Promise<ProfileConditions | undefined> {
+  let text: string;
+  try {
+    text = await fs.readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  try {
+    return parseProfileConditions(JSON.parse(text));
+  } catch {
+    return undefined;
+  }
 }
