@@ -41,7 +41,7 @@ import { parseServingConfig } from '../runtime/config.ts';
 import { runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
 import type { GroupRecord, QueryRecord } from '../runtime/records.ts';
 import type { RoundSpread } from '../report/rounds.ts';
-import { GroupStatsCollector, servingStats } from '../report/stats.ts';
+import { GroupStatsCollector, servingStats } from '../runtime/stats.ts';
 import { median } from '../stats.ts';
 import { BUSY_LOAD_PER_CORE, demoVerdict, MAX_RELATIVE_SPREAD, MIN_ROUNDS, NO_OVERLAP_RATIO } from './demo-verdict.ts';
 import { ensurePredictor, openEnv, predictorCacheDir, runJson, type Hosted, type RunJson, type RunSummary } from './experiment.ts';
