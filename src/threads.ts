@@ -82,3 +82,31 @@ export function threadCountsOf(rule: ThreadRule, maxGroupSize: number): number[]
   }
   return [...out].sort((a, b) => a - b);
 }
+
+/**
+ * What an `OrtDevice` needs to run groups of 1..`maxGroupSize` segments under `rules`: the
+ * thread counts to preload (`threadCountsOf` over all rules) and a `maxIntraOpThreads` of at
+ * least the largest of them and of `cores` (the machine's, `os.availableParallelism()`).
+ */
+export function threadDeviceOptions(rules: readonly ThreadRule[], maxGroupSize: number, cores: number): { preloadIntraOpThreads: number[]; maxIntraOpThreads: number } {
+  const counts = [...new Set(rules.flatMap((r) => threadCountsOf(r, maxGroupSize)))].sort((a, b) => a - b);
+  return { preloadIntraOpThreads: counts, maxIntraOpThreads: Math.min(MAX_RULE_THREADS, Math.max(cores, ...counts)) };
+}
+
+/**
+ * Parse a comma-separated list of rules (`fixed:1,split:2`); duplicates dropped, order kept.
+ * @throws RangeError naming `field` for an empty list or a bad rule.
+ */
+export function parseThreadRules(text: string, field = 'threads'): ThreadRule[] {
+  const items = text.split(',').map((t) => t.trim());
+  if (items.length === 0 || items.some((t) => t === '')) throw new RangeError(`${field} '${text}' must be a comma-separated list of rules (device, fixed:N, split:C)`);
+  const seen = new Set<string>();
+  const out: ThreadRule[] = [];
+  for (const t of items) {
+    const rule = parseThreadRule(t, field);
+    const key = formatThreadRule(rule);
+    if (!seen.has(key)) out.push(rule);
+    seen.add(key);
+  }
+  return out;
+}

@@ -19,7 +19,9 @@
  * same table and `--json` (policy `server`; group size and predictor error are the server's).
  */
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import { InvalidArgumentError, type Command } from 'commander';
+import { formatThreadRule, parseThreadRule, threadDeviceOptions, type ThreadRule } from '../threads.ts';
 import type { Clock } from '../clock/clock.ts';
 import { VirtualClock, WallClock } from '../clock/index.ts';
 import type { Device } from '../device/device.ts';
@@ -78,6 +80,11 @@ export interface ExperimentCliOptions {
   findPeak?: boolean;
   profileSamples?: number;
   threads?: number;
+  /**
+   * Intra-op threads per segment, decided per group (`--thread-rule`; issue 13 item 6): the
+   * `threads` parameter of every policy that has one (abacus, fcfs/sjf/edf and -batch, clockwork).
+   */
+  threadRule?: ThreadRule;
   json?: boolean;
   /** bench only: drive a running server at this URL (http://HOST:PORT or grpc://HOST:PORT) instead of serving in-process. */
   target?: string;
@@ -90,6 +97,8 @@ export interface ExperimentCliOptions {
 /** One run of the `--json` output (issue 5's schema, plus a few fields). */
 export interface RunJson {
   readonly policy: string;
+  /** The policy's thread rule (`threads` parameter) when it is not 'device' (issue 13 item 6). */
+  readonly threads?: string;
   readonly rateQps: number;
   readonly violationRatio: number;
   readonly goodputQps: number;
@@ -183,7 +192,18 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--refine', 'abacus: refine the predictor online from measured group latencies (default off: the offline predictor alone)')
     .option('--no-drop', 'do not reject hopeless queries early (every policy with a drop parameter: abacus, fcfs, sjf, edf, fcfs-batch, edf-batch, triton)')
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
-    .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
+    .option('--threads <n>', 'ort: intra-op threads per executor (the default of segments without a thread rule)', positiveInt('--threads'))
+    .option(
+      '--thread-rule <rule>',
+      'intra-op threads per segment, decided per group, for every policy with a threads parameter: device (default: --threads), fixed:N, or split:C (each of k segments max(1, floor(C/k)): a lone query gets all C cores, fcfs then gives every core to the running query)',
+      (v: string) => {
+        try {
+          return parseThreadRule(v, '--thread-rule');
+        } catch (err) {
+          throw new InvalidArgumentError((err as Error).message);
+        }
+      },
+    )
     .option('--json', 'print {"runs": [...]} as JSON')
     .addHelpText('after', policyHelpText());
 }
@@ -229,6 +249,7 @@ function policyParams(policy: string, config: ServingConfig, opts: ExperimentCli
     if (opts.slackMs !== undefined) params['slackMs'] = opts.slackMs;
     if (opts.refine === true) params['refine'] = true;
   }
+  if (opts.threadRule !== undefined && 'threads' in parseControllerParams(policy)) params['threads'] = formatThreadRule(opts.threadRule);
   if (!opts.drop && 'drop' in parseControllerParams(policy)) params['drop'] = false;
   return params;
 }
@@ -328,7 +349,12 @@ export function profiledBatchSizes(service: Pick<ExperimentService, 'batchSizes'
  * The predictor for `hosted`: the given file, or one profiled and trained now (cached by
  * device, models, batch sizes and sequence lengths; a second call loads it).
  */
-export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, hosted: Hosted, opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; quiet?: boolean }): Promise<{ predictor: Predictor; source: string }> {
+export async function ensurePredictor(
+  ctx: CliContext,
+  repo: ModelRepository,
+  hosted: Hosted,
+  opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; threadRules?: readonly ThreadRule[]; quiet?: boolean },
+): Promise<{ predictor: Predictor; source: string }> {
   const deviceId = hosted.isSim ? parseSimDeviceId(hosted.config.device).id : 'ort:cpu';
   if (opts.file !== undefined) {
     const byModelName = new Map([...hosted.specs.values()].map((s) => [s.name, s]));
@@ -349,12 +375,56 @@ export async function ensurePredictor(ctx: CliContext, repo: ModelRepository, ho
     samples: opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples),
     repeat: AUTO_PROFILE.repeat,
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
+    ...(opts.threadRules === undefined || opts.threadRules.length === 0 || hosted.isSim ? {} : { threadRules: opts.threadRules }),
     ...(opts.quiet === true ? { quiet: true } : {}),
   });
 }
 
+/**
+ * The thread rules the runs' policies use (their `threads` parameter), without `device`.
+ * @throws what `parseControllerParams` throws for a bad parameter.
+ */
+export function runThreadRules(runs: readonly { policy: string; params: Readonly<Record<string, unknown>> }[]): ThreadRule[] {
+  const rules = new Map<string, ThreadRule>();
+  for (const r of runs) {
+    const text = parseControllerParams(r.policy, r.params)['threads'];
+    if (typeof text !== 'string') continue;
+    const rule = parseThreadRule(text);
+    if (rule.kind !== 'device') rules.set(formatThreadRule(rule), rule);
+  }
+  return [...rules.values()];
+}
+
+/**
+ * The rules an automatic predictor is profiled with when runs use `used` (non-empty): those,
+ * plus `fixed:1` and `split:<cores>` — so that every run that uses a rule on this machine
+ * (one thread per segment, or the cores split) shares one cached predictor, and it has seen a
+ * lone query at 1 thread and at every core. Empty when `used` is.
+ */
+export function profileThreadRules(used: readonly ThreadRule[], cores: number): ThreadRule[] {
+  if (used.length === 0) return [];
+  const all = new Map<string, ThreadRule>();
+  for (const r of [{ kind: 'fixed', threads: 1 } as const, { kind: 'split', cores } as const, ...used]) all.set(formatThreadRule(r), r);
+  return [...all.values()];
+}
+
+/** Warn when the predictor and the runs' thread rules do not go together (issue 13 item 6). */
+export function warnThreadMismatch(ctx: CliContext, predictor: Predictor | undefined, source: string, used: readonly ThreadRule[], anyDeviceRule: boolean): void {
+  if (predictor === undefined) return;
+  if (used.length > 0 && predictor.threadFeature !== true) {
+    ctx.err(`warning: ${source} was trained without thread counts: it predicts the same latency at every thread count, so ${used.map(formatThreadRule).join(', ')} decide${used.length === 1 ? 's' : ''} with predictions for the device's default (profile with --thread-rules, or let bench profile one)\n`);
+  }
+  if (anyDeviceRule && predictor.threadFeature === true) {
+    ctx.err(`warning: ${source} was trained with thread counts, but some runs use threads 'device', which it sees as thread count 0 (never profiled): give those runs --thread-rule fixed:N (N = --threads)\n`);
+  }
+}
+
 /** An environment for `runExperiment`: a fresh simulated device per run, or one real device for all (exported for `abacus demo`). */
-export async function openEnv(hosted: Hosted, predictor: Predictor | undefined, opts: { virtual: boolean; seed: number; threads?: number }): Promise<ExperimentEnv & { close(): Promise<void> }> {
+export async function openEnv(
+  hosted: Hosted,
+  predictor: Predictor | undefined,
+  opts: { virtual: boolean; seed: number; threads?: number; threadRules?: readonly ThreadRule[] },
+): Promise<ExperimentEnv & { close(): Promise<void> }> {
   const deviceServices = hosted.services.map((s) => ({ name: s.name, model: hosted.artifacts.get(hosted.config.services.find((c) => c.name === s.name)!.model)! }));
   if (hosted.isSim) {
     return {
@@ -368,7 +438,12 @@ export async function openEnv(hosted: Hosted, predictor: Predictor | undefined, 
       close: () => Promise.resolve(),
     };
   }
-  const device: Device = await OrtDevice.create({ intraOpNumThreads: opts.threads ?? 1, logger: createLogger({ defaultLevel: 'warn' }) });
+  const device: Device = await OrtDevice.create({
+    intraOpNumThreads: opts.threads ?? 1,
+    // Sessions for every thread count the rules give groups of up to all services, created at load.
+    ...threadDeviceOptions(opts.threadRules ?? [], hosted.services.length, os.availableParallelism()),
+    logger: createLogger({ defaultLevel: 'warn' }),
+  });
   await device.load(deviceServices);
   const clock = new WallClock();
   return { predictor, open: () => Promise.resolve({ clock, device, release: () => Promise.resolve() }), close: () => device.close() };
@@ -422,14 +497,27 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   }
   const needsPredictor = policies.some(policyNeedsPredictor);
   const file = opts.predictor ?? config.predictor;
+  const runParams = policies.map((policy) => ({ policy, params: policyParams(policy, config, opts) }));
+  const threadRules = runThreadRules(runParams);
   const { predictor, source } = needsPredictor
-    ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true })
+    ? await ensurePredictor(ctx, repo, hosted, {
+        ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }),
+        ...(opts.allowUnseen ? { allowUnseen: true } : {}),
+        ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }),
+        ...(opts.threads === undefined ? {} : { threads: opts.threads }),
+        threadRules: profileThreadRules(threadRules, os.availableParallelism()),
+        quiet: opts.json === true,
+      })
     : { predictor: undefined, source: 'none' };
-  const env = await openEnv(hosted, predictor, { virtual: mode.virtual, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }) });
+  const anyDeviceRule = runParams.some((r) => policyNeedsPredictor(r.policy) && parseControllerParams(r.policy, r.params)['threads'] === 'device');
+  warnThreadMismatch(ctx, predictor, source, threadRules, anyDeviceRule);
+  const env = await openEnv(hosted, predictor, { virtual: mode.virtual, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }), threadRules });
   const runs: RunJson[] = [];
   try {
     for (const policy of policies) {
       const base = { services: hosted.services, policy, policyParams: policyParams(policy, config, opts), queries: opts.queries, seed: opts.seed };
+      const rule = parseControllerParams(policy, base.policyParams)['threads'];
+      const tag = typeof rule === 'string' && rule !== 'device' ? { threads: rule } : {};
       if (!opts.json) ctx.err(`${policy}: ${opts.findPeak ? 'searching the peak rate at ≤ 1 % violations' : `${opts.queries} queries at ${opts.rate} queries/s`} …\n`);
       if (opts.findPeak) {
         const peak = await findPeakRate(env, { ...base, startQps: opts.rate });
@@ -437,9 +525,9 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
           ctx.err(`warning: ${policy}: no ${peak.peakRateQps > 0 ? 'rate above' : 'rate at or below'} ${peak.tried.at(-1)?.rateQps.toPrecision(4)} queries/s ${peak.peakRateQps > 0 ? 'missed' : 'met'} the 1 % bound within the search's steps: the peak is a bound; start elsewhere with --rate\n`);
         }
         const at = peak.atPeak ?? (await runExperiment(env, { ...base, rateQps: opts.rate }));
-        runs.push(runJson(at, { peakGoodputQps: peak.peakGoodputQps, peakRateQps: peak.peakRateQps }));
+        runs.push({ ...runJson(at, { peakGoodputQps: peak.peakGoodputQps, peakRateQps: peak.peakRateQps }), ...tag });
       } else {
-        runs.push(runJson(await runExperiment(env, { ...base, rateQps: opts.rate })));
+        runs.push({ ...runJson(await runExperiment(env, { ...base, rateQps: opts.rate })), ...tag });
       }
       const last = runs.at(-1)!;
       const failed = Object.entries(last.rejectedBy).filter(([reason]) => reason !== 'qos_violation' && reason !== 'overloaded');
@@ -462,7 +550,7 @@ function printRuns(ctx: CliContext, title: string, serviceNames: readonly string
   ctx.out(`${title}\n\n`);
   const header = ['policy', 'rate q/s', ...(findPeak ? ['peak goodput q/s'] : []), 'violations %', 'late / rejected', 'goodput q/s', 'p99 ms (completed)', 'group size', 'batch', 'pred. MAPE %', ...serviceNames.map((s) => `${s} p99 / viol. %`)];
   const rows = runs.map((r) => [
-    r.policy,
+    r.threads === undefined ? r.policy : `${r.policy} ${r.threads}`,
     fmt(r.rateQps),
     ...(findPeak ? [fmt(r.peakGoodputQps ?? 0)] : []),
     fmt(r.violationRatio * 100, 2),
@@ -489,6 +577,7 @@ const IN_PROCESS_ONLY_FLAGS: readonly [keyof ExperimentCliOptions, string][] = [
   ['findPeak', '--find-peak'],
   ['profileSamples', '--profile-samples'],
   ['threads', '--threads'],
+  ['threadRule', '--thread-rule'],
 ];
 
 /** How long `bench --target` waits for the server to report ready, ms. */

@@ -3,7 +3,8 @@
  * when no predictor file is given. The cache lives next to the model cache
  * (`.cache/models` → `.cache/predictors/<device>-<key>/{profile.csv, predictor.json}`), keyed
  * by device (for a sim device also its model revision and constants), the models' fingerprints,
- * batch sizes, sequence lengths, group size and sample count. The profile is resumable (an interrupted run continues where it stopped); the
+ * batch sizes, sequence lengths, group size, sample count and, when given, the thread rules
+ * (with the executors' default thread count). The profile is resumable (an interrupted run continues where it stopped); the
  * predictor file is written atomically, so a present file is a complete one.
  */
 import { createHash } from 'node:crypto';
@@ -24,6 +25,8 @@ import { readProfileCsv } from '../profile/csv.ts';
 import { profileDevice } from '../profile/profiler.ts';
 import type { CliContext } from './main.ts';
 import { progressReporter } from './profile.ts';
+import os from 'node:os';
+import { formatThreadRule, threadDeviceOptions, type ThreadRule } from '../threads.ts';
 
 /** What to profile and train. */
 export interface PredictorRequest {
@@ -41,6 +44,11 @@ export interface PredictorRequest {
   readonly repeat?: number;
   /** ort: intra-op threads per executor [1]. */
   readonly threads?: number;
+  /**
+   * Thread rules drawn per profiled sample (`profile/sampler.ts` "Threads"; issue 13 item 6)
+   * [none]: the predictor then learns the thread count as a feature.
+   */
+  readonly threadRules?: readonly ThreadRule[];
   /** No progress output. */
   readonly quiet?: boolean;
 }
@@ -67,6 +75,7 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   const specs = new Map(models.map((m) => [m.spec.name, m.spec]));
   const batchSizes = [...new Set(request.batchSizes)].sort((a, b) => a - b);
   const seqLens = [...new Set(request.seqLens)].sort((a, b) => a - b);
+  const threadRules = request.threadRules ?? [];
   const key = createHash('sha256')
     .update(
       JSON.stringify({
@@ -80,6 +89,8 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
         samples: request.samples,
         maxGroupSize: request.maxGroupSize,
         repeat,
+        // Only when given, so the keys of predictors profiled without rules stay what they were.
+        ...(threadRules.length > 0 ? { threadRules: threadRules.map(formatThreadRule), threads: request.threads ?? 1 } : {}),
       }),
     )
     .digest('hex')
@@ -99,7 +110,19 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   };
   say(`no cached predictor: profiling ${request.samples} operator groups of ${models.map((m) => m.spec.name).join(', ')} on ${deviceId} (cached in ${dir}) …\n`);
   const progress = request.quiet ? { update: () => undefined, stop: () => undefined } : progressReporter(ctx);
-  const common = { models, samples: request.samples, maxGroupSize: request.maxGroupSize, batchSizes, ...(seqLens.length > 0 ? { seqLens } : {}), seed: 1, repeat, warmup: 1, out: csv, onProgress: progress.update };
+  const common = {
+    models,
+    samples: request.samples,
+    maxGroupSize: request.maxGroupSize,
+    batchSizes,
+    ...(seqLens.length > 0 ? { seqLens } : {}),
+    ...(threadRules.length > 0 ? { threadRules } : {}),
+    seed: 1,
+    repeat,
+    warmup: 1,
+    out: csv,
+    onProgress: progress.update,
+  };
   try {
     if (deviceId.startsWith('sim')) {
       await profileDevice({
@@ -110,7 +133,11 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
         },
       });
     } else {
-      const device = await OrtDevice.create({ intraOpNumThreads: request.threads ?? 1, logger: createLogger({ defaultLevel: 'warn' }) });
+      const device = await OrtDevice.create({
+        intraOpNumThreads: request.threads ?? 1,
+        ...threadDeviceOptions(threadRules, request.maxGroupSize, os.availableParallelism()),
+        logger: createLogger({ defaultLevel: 'warn' }),
+      });
       try {
         await profileDevice({ ...common, device });
       } finally {
