@@ -22,14 +22,14 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   clock: [],
   workload: ['clock', 'rng.ts', 'errors.ts'],
   model: ['errors.ts', 'fs.ts', 'ort-tensor.ts', 'tensor.ts', 'log.ts'],
-  device: ['clock', 'model', 'errors.ts', 'log.ts', 'ort-tensor.ts', 'rng.ts', 'stats.ts', 'tensor.ts', 'fs.ts'],
-  predict: ['model', 'errors.ts', 'log.ts', 'rng.ts', 'stats.ts', 'fs.ts'],
-  profile: ['clock', 'device', 'model', 'predict', 'errors.ts', 'fs.ts', 'rng.ts', 'stats.ts', 'log.ts'],
-  schedule: ['clock', 'predict', 'errors.ts', 'log.ts'],
-  runtime: ['clock', 'device', 'model', 'predict', 'schedule', 'workload', 'errors.ts', 'tensor.ts', 'stats.ts', 'log.ts'],
-  serve: ['clock', 'model', 'runtime', 'schedule', 'workload', 'errors.ts', 'log.ts', 'tensor.ts', 'stats.ts'],
+  device: ['threads.ts', 'clock', 'model', 'errors.ts', 'log.ts', 'ort-tensor.ts', 'rng.ts', 'stats.ts', 'tensor.ts', 'fs.ts'],
+  predict: ['threads.ts', 'model', 'errors.ts', 'log.ts', 'rng.ts', 'stats.ts', 'fs.ts'],
+  profile: ['threads.ts', 'clock', 'device', 'model', 'predict', 'errors.ts', 'fs.ts', 'rng.ts', 'stats.ts', 'log.ts'],
+  schedule: ['threads.ts', 'clock', 'predict', 'errors.ts', 'log.ts'],
+  runtime: ['threads.ts', 'clock', 'device', 'model', 'predict', 'schedule', 'workload', 'errors.ts', 'tensor.ts', 'stats.ts', 'log.ts'],
+  serve: ['threads.ts', 'clock', 'model', 'runtime', 'schedule', 'workload', 'errors.ts', 'log.ts', 'tensor.ts', 'stats.ts'],
   report: ['runtime', 'stats.ts', 'errors.ts'],
-  reproduce: ['clock', 'device', 'model', 'predict', 'profile', 'report', 'rng.ts', 'runtime', 'schedule', 'workload', 'errors.ts', 'stats.ts'],
+  reproduce: ['threads.ts', 'clock', 'device', 'model', 'predict', 'profile', 'report', 'rng.ts', 'runtime', 'schedule', 'workload', 'errors.ts', 'stats.ts'],
 };
 
 const IMPORT = /(?:^|[\s;])(?:import|export)\s[^'"`;]*?from\s*['"](\.[^'"]+)['"]|import\(\s*['"](\.[^'"]+)['"]\s*\)/g;

@@ -16,16 +16,17 @@ import { FakePredictor } from './schedule/fake-predictor.ts';
 
 describe('parseControllerParams', () => {
   it('fills the paper defaults', () => {
-    expect(parseControllerParams('abacus')).toEqual({ ways: 2, slackMs: 5, drop: true, refine: false });
-    for (const p of ['fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch', 'triton']) expect(parseControllerParams(p)).toEqual({ drop: true });
+    expect(parseControllerParams('abacus')).toEqual({ ways: 2, slackMs: 5, drop: true, refine: false, threads: 'device' });
+    for (const p of ['fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch']) expect(parseControllerParams(p)).toEqual({ drop: true, threads: 'device' });
+    expect(parseControllerParams('triton')).toEqual({ drop: true });
     expect(parseControllerParams('overlap-all')).toEqual({});
     // Clockwork (OSDI'20): window 10, p99, max_exec 25 ms
-    expect(parseControllerParams('clockwork')).toEqual({ window: 10, percentile: 99, maxExecMs: 25 });
+    expect(parseControllerParams('clockwork')).toEqual({ window: 10, percentile: 99, maxExecMs: 25, threads: 'device' });
   });
 
   it('coerces numeric and boolean strings; undefined means default', () => {
-    expect(parseControllerParams('abacus', { ways: '4', slackMs: ' 0.5 ', drop: 'false' })).toEqual({ ways: 4, slackMs: 0.5, drop: false, refine: false });
-    expect(parseControllerParams('abacus', { ways: undefined })).toEqual({ ways: 2, slackMs: 5, drop: true, refine: false });
+    expect(parseControllerParams('abacus', { ways: '4', slackMs: ' 0.5 ', drop: 'false' })).toEqual({ ways: 4, slackMs: 0.5, drop: false, refine: false, threads: 'device' });
+    expect(parseControllerParams('abacus', { ways: undefined })).toEqual({ ways: 2, slackMs: 5, drop: true, refine: false, threads: 'device' });
   });
 
   it('RangeError naming the field and its range for values out of range', () => {
@@ -35,14 +36,14 @@ describe('parseControllerParams', () => {
     expect(() => parseControllerParams('clockwork', { percentile: 0 })).toThrow(/'percentile' must be a number in \(0, 100\], got 0/);
     expect(() => parseControllerParams('clockwork', { window: '0' })).toThrow(RangeError);
     expect(() => parseControllerParams('clockwork', { maxExecMs: 0 })).toThrow(new RangeError("clockwork parameter 'maxExecMs' must be a number of ms in (0, 1e9], got 0"));
-    expect(parseControllerParams('clockwork', { maxExecMs: '12.5' })).toEqual({ window: 10, percentile: 99, maxExecMs: 12.5 });
+    expect(parseControllerParams('clockwork', { maxExecMs: '12.5' })).toEqual({ window: 10, percentile: 99, maxExecMs: 12.5, threads: 'device' });
   });
 
   it('TypeError naming the field for a wrong type or a parameter the policy lacks', () => {
     expect(() => parseControllerParams('abacus', { ways: 'four' })).toThrow(new TypeError("abacus parameter 'ways' must be an integer in [2, 64], got 'four'"));
     expect(() => parseControllerParams('fcfs', { drop: 'yes' })).toThrow(/fcfs parameter 'drop' must be a boolean, got 'yes'/);
     expect(() => parseControllerParams('fcfs', { drop: 1 })).toThrow(TypeError);
-    expect(() => parseControllerParams('fcfs', { ways: 2 })).toThrow(new TypeError("fcfs has no parameter 'ways' (valid: drop)"));
+    expect(() => parseControllerParams('fcfs', { ways: 2 })).toThrow(new TypeError("fcfs has no parameter 'ways' (valid: drop, threads)"));
     expect(() => parseControllerParams('overlap-all', { drop: true })).toThrow(new TypeError("overlap-all has no parameter 'drop' (it takes none)"));
     expect(() => parseControllerParams('triton', { maxQueueDelayMs: 1 })).toThrow(new TypeError("triton has no parameter 'maxQueueDelayMs' (valid: drop)"));
   });

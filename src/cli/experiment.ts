@@ -21,6 +21,7 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import { InvalidArgumentError, type Command } from 'commander';
+import { formatThreadRule, parseThreadRule, threadDeviceOptions, type ThreadRule } from '../threads.ts';
 import type { Clock } from '../clock/clock.ts';
 import { VirtualClock, WallClock } from '../clock/index.ts';
 import type { Device } from '../device/device.ts';
@@ -80,6 +81,11 @@ export interface ExperimentCliOptions {
   findPeak?: boolean;
   profileSamples?: number;
   threads?: number;
+  /**
+   * Intra-op threads per segment, decided per group (`--thread-rule`; issue 13 item 6): the
+   * `threads` parameter of every policy that has one (abacus, fcfs/sjf/edf and -batch, clockwork).
+   */
+  threadRule?: ThreadRule;
   json?: boolean;
   /** bench only: drive a running server at this URL (http://HOST:PORT or grpc://HOST:PORT) instead of serving in-process. */
   target?: string;
@@ -98,6 +104,8 @@ export interface RunJson {
   readonly label?: string;
   /** Real devices: onnxruntime intra-op threads per executor of this run. */
   readonly threadsPerExecutor?: number;
+  /** The policy's thread rule (`threads` parameter) when it is not 'device' (issue 13 item 6). */
+  readonly threads?: string;
   readonly rateQps: number;
   readonly violationRatio: number;
   readonly goodputQps: number;
@@ -201,7 +209,18 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--refine', 'abacus: refine the predictor online from measured group latencies (default off: the offline predictor alone)')
     .option('--no-drop', 'do not reject hopeless queries early (every policy with a drop parameter: abacus, fcfs, sjf, edf, fcfs-batch, edf-batch, triton)')
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
-    .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
+    .option('--threads <n>', 'ort: intra-op threads per executor (the default of segments without a thread rule)', positiveInt('--threads'))
+    .option(
+      '--thread-rule <rule>',
+      'intra-op threads per segment, decided per group, for every policy with a threads parameter: device (default: --threads), fixed:N, or split:C (each of k segments max(1, floor(C/k)): a lone query gets all C cores, fcfs then gives every core to the running query)',
+      (v: string) => {
+        try {
+          return parseThreadRule(v, '--thread-rule');
+        } catch (err) {
+          throw new InvalidArgumentError((err as Error).message);
+        }
+      },
+    )
     .option('--json', 'print {"runs": [...]} as JSON')
     .addHelpText('after', policyHelpText());
 }
@@ -247,6 +266,7 @@ function policyParams(policy: string, config: ServingConfig, opts: ExperimentCli
     if (opts.slackMs !== undefined) params['slackMs'] = opts.slackMs;
     if (opts.refine === true) params['refine'] = true;
   }
+  if (opts.threadRule !== undefined && 'threads' in parseControllerParams(policy)) params['threads'] = formatThreadRule(opts.threadRule);
   if (!opts.drop && 'drop' in parseControllerParams(policy)) params['drop'] = false;
   return params;
 }
@@ -353,7 +373,7 @@ export async function ensurePredictor(
   ctx: CliContext,
   repo: ModelRepository,
   hosted: Hosted,
-  opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; maxGroupSize?: number; quiet?: boolean; loadBefore?: LoadSample },
+  opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; threadRules?: readonly ThreadRule[]; maxGroupSize?: number; quiet?: boolean; loadBefore?: LoadSample },
 ): Promise<{ predictor: Predictor; source: string; conditions?: ProfileConditions; note?: string }> {
   const deviceId = hosted.isSim ? parseSimDeviceId(hosted.config.device).id : 'ort:cpu';
   if (opts.file !== undefined) {
@@ -375,13 +395,57 @@ export async function ensurePredictor(
     samples: opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples),
     repeat: AUTO_PROFILE.repeat,
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
+    ...(opts.threadRules === undefined || opts.threadRules.length === 0 || hosted.isSim ? {} : { threadRules: opts.threadRules }),
     ...(opts.quiet === true ? { quiet: true } : {}),
     ...(opts.loadBefore === undefined ? {} : { loadBefore: opts.loadBefore }),
   });
 }
 
+/**
+ * The thread rules the runs' policies use (their `threads` parameter), without `device`.
+ * @throws what `parseControllerParams` throws for a bad parameter.
+ */
+export function runThreadRules(runs: readonly { policy: string; params: Readonly<Record<string, unknown>> }[]): ThreadRule[] {
+  const rules = new Map<string, ThreadRule>();
+  for (const r of runs) {
+    const text = parseControllerParams(r.policy, r.params)['threads'];
+    if (typeof text !== 'string') continue;
+    const rule = parseThreadRule(text);
+    if (rule.kind !== 'device') rules.set(formatThreadRule(rule), rule);
+  }
+  return [...rules.values()];
+}
+
+/**
+ * The rules an automatic predictor is profiled with when runs use `used` (non-empty): those,
+ * plus `fixed:1` and `split:<cores>` — so that every run that uses a rule on this machine
+ * (one thread per segment, or the cores split) shares one cached predictor, and it has seen a
+ * lone query at 1 thread and at every core. Empty when `used` is.
+ */
+export function profileThreadRules(used: readonly ThreadRule[], cores: number): ThreadRule[] {
+  if (used.length === 0) return [];
+  const all = new Map<string, ThreadRule>();
+  for (const r of [{ kind: 'fixed', threads: 1 } as const, { kind: 'split', cores } as const, ...used]) all.set(formatThreadRule(r), r);
+  return [...all.values()];
+}
+
+/** Warn when the predictor and the runs' thread rules do not go together (issue 13 item 6). */
+export function warnThreadMismatch(ctx: CliContext, predictor: Predictor | undefined, source: string, used: readonly ThreadRule[], anyDeviceRule: boolean): void {
+  if (predictor === undefined) return;
+  if (used.length > 0 && predictor.threadFeature !== true) {
+    ctx.err(`warning: ${source} was trained without thread counts: it predicts the same latency at every thread count, so ${used.map(formatThreadRule).join(', ')} decide${used.length === 1 ? 's' : ''} with predictions for the device's default (profile with --thread-rules, or let bench profile one)\n`);
+  }
+  if (anyDeviceRule && predictor.threadFeature === true) {
+    ctx.err(`warning: ${source} was trained with thread counts, but some runs use threads 'device', which it sees as thread count 0 (never profiled): give those runs --thread-rule fixed:N (N = --threads)\n`);
+  }
+}
+
 /** An environment for `runExperiment`: a fresh simulated device per run, or one real device for all (exported for `abacus demo`). */
-export async function openEnv(hosted: Hosted, predictor: Predictor | undefined, opts: { virtual: boolean; seed: number; threads?: number }): Promise<ExperimentEnv & { close(): Promise<void> }> {
+export async function openEnv(
+  hosted: Hosted,
+  predictor: Predictor | undefined,
+  opts: { virtual: boolean; seed: number; threads?: number; threadRules?: readonly ThreadRule[] },
+): Promise<ExperimentEnv & { close(): Promise<void> }> {
   const deviceServices = hosted.services.map((s) => ({ name: s.name, model: hosted.artifacts.get(hosted.config.services.find((c) => c.name === s.name)!.model)! }));
   if (hosted.isSim) {
     return {
@@ -395,7 +459,12 @@ export async function openEnv(hosted: Hosted, predictor: Predictor | undefined, 
       close: () => Promise.resolve(),
     };
   }
-  const device: Device = await OrtDevice.create({ intraOpNumThreads: opts.threads ?? 1, logger: createLogger({ defaultLevel: 'warn' }) });
+  const device: Device = await OrtDevice.create({
+    intraOpNumThreads: opts.threads ?? 1,
+    // Sessions for every thread count the rules give groups of up to all services, created at load.
+    ...threadDeviceOptions(opts.threadRules ?? [], hosted.services.length, os.availableParallelism()),
+    logger: createLogger({ defaultLevel: 'warn' }),
+  });
   await device.load(deviceServices);
   const clock = new WallClock();
   return { predictor, open: () => Promise.resolve({ clock, device, release: () => Promise.resolve() }), close: () => device.close() };
@@ -454,21 +523,35 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   const file = opts.predictor ?? config.predictor;
   // One load reading before any profiling, for every predictor looked up below (`PredictorRequest.loadBefore`).
   const loadBefore = sampleLoad();
-  const { predictor, source } = needsPredictor
-    ? await ensurePredictor(ctx, repo, hosted, { ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }), ...(opts.allowUnseen ? { allowUnseen: true } : {}), ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }), ...(opts.threads === undefined ? {} : { threads: opts.threads }), quiet: opts.json === true, loadBefore })
-    : { predictor: undefined, source: 'none' };
-  // The strong one-at-a-time baseline on a real CPU: the same policy with every core given to the lone query; its drop rule
-  // predicts its own solo latencies with a solo-only predictor profiled with every core.
-  const threads = opts.threads ?? 1;
+  const runParams = policies.map((policy) => ({ policy, params: policyParams(policy, config, opts) }));
+  const threadRules = runThreadRules(runParams);
   const cores = os.availableParallelism();
+  const { predictor, source } = needsPredictor
+    ? await ensurePredictor(ctx, repo, hosted, {
+        ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }),
+        ...(opts.allowUnseen ? { allowUnseen: true } : {}),
+        ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }),
+        ...(opts.threads === undefined ? {} : { threads: opts.threads }),
+        threadRules: profileThreadRules(threadRules, cores),
+        quiet: opts.json === true,
+        loadBefore,
+      })
+    : { predictor: undefined, source: 'none' };
+  const ruleOf = (policy: string): unknown => parseControllerParams(policy, policyParams(policy, config, opts))['threads'];
+  const anyDeviceRule = runParams.some((r) => policyNeedsPredictor(r.policy) && ruleOf(r.policy) === 'device');
+  warnThreadMismatch(ctx, predictor, source, threadRules, anyDeviceRule);
+  // The strong one-at-a-time baseline on a real CPU: the same policy with every core given to the lone query (on a device
+  // opened with that many threads); its drop rule predicts its own solo latencies with a solo-only predictor profiled with
+  // every core. Not for a policy with a thread rule of its own (`--thread-rule split:C` already gives the lone query C threads).
+  const threads = opts.threads ?? 1;
   const wideThreads = cores;
-  const widePolicies = !hosted.isSim && opts.allCores !== false && threads < cores ? policies.filter((p) => SOLO_POLICIES.includes(p)) : [];
+  const widePolicies = !hosted.isSim && opts.allCores !== false && threads < cores ? policies.filter((p) => SOLO_POLICIES.includes(p) && ruleOf(p) === 'device') : [];
   const wide =
     widePolicies.length > 0 && file === undefined
       ? await ensurePredictor(ctx, repo, hosted, { samples: Math.max(10, Math.round((opts.profileSamples ?? AUTO_PROFILE.ortSamples) * SOLO_PROFILE_SHARE)), threads: wideThreads, maxGroupSize: 1, quiet: opts.json === true, loadBefore })
       : undefined;
   if (widePolicies.length > 0 && file !== undefined && !opts.json) ctx.err(`note: ${widePolicies.join(', ')} with ${wideThreads} threads use the given predictor (profiled with its own thread count) for their drop rule\n`);
-  const env = await openEnv(hosted, predictor, { virtual: mode.virtual, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }) });
+  const env = await openEnv(hosted, predictor, { virtual: mode.virtual, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }), threadRules });
   const wideEnv = widePolicies.length > 0 ? await openEnv(hosted, wide?.predictor ?? predictor, { virtual: false, seed: opts.seed, threads: wideThreads }) : undefined;
   const runs: RunJson[] = [];
   const label = (policy: string, n: number): string => `${policy} (${n} thread${n === 1 ? '' : 's'})`;
@@ -484,8 +567,10 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   try {
     for (const { policy, env: runEnv, label: runLabel, threads: runThreads } of variants) {
       const name = runLabel ?? policy;
-      const tag = (run: RunJson): RunJson => (hosted.isSim ? run : { ...run, ...(runLabel === undefined ? {} : { label: runLabel }), threadsPerExecutor: runThreads });
       const base = { services: hosted.services, policy, policyParams: policyParams(policy, config, opts), queries: opts.queries, seed: opts.seed };
+      const rule = parseControllerParams(policy, base.policyParams)['threads'];
+      const ruleTag = typeof rule === 'string' && rule !== 'device' ? { threads: rule } : {};
+      const tag = (run: RunJson): RunJson => (hosted.isSim ? { ...run, ...ruleTag } : { ...run, ...(runLabel === undefined ? {} : { label: runLabel }), threadsPerExecutor: runThreads, ...ruleTag });
       if (!opts.json) ctx.err(`${name}: ${opts.findPeak ? 'searching the peak rate at ≤ 1 % violations' : `${opts.queries} queries at ${opts.rate} queries/s`} …\n`);
       if (opts.findPeak) {
         const peak = await findPeakRate(runEnv, { ...base, startQps: opts.rate });
@@ -519,7 +604,7 @@ function printRuns(ctx: CliContext, title: string, serviceNames: readonly string
   ctx.out(`${title}\n\n`);
   const header = ['policy', 'rate q/s', ...(findPeak ? ['peak goodput q/s'] : []), 'violations %', 'late / rejected', 'goodput q/s', 'p99 ms (completed)', 'group size', 'batch', 'pred. MAPE %', ...serviceNames.map((s) => `${s} p99 / viol. %`)];
   const rows = runs.map((r) => [
-    r.label ?? r.policy,
+    `${r.label ?? r.policy}${r.threads === undefined ? '' : ` ${r.threads}`}`,
     fmt(r.rateQps),
     ...(findPeak ? [fmt(r.peakGoodputQps ?? 0)] : []),
     fmt(r.violationRatio * 100, 2),
@@ -546,6 +631,7 @@ const IN_PROCESS_ONLY_FLAGS: readonly [keyof ExperimentCliOptions, string][] = [
   ['findPeak', '--find-peak'],
   ['profileSamples', '--profile-samples'],
   ['threads', '--threads'],
+  ['threadRule', '--thread-rule'],
 ];
 
 /** How long `bench --target` waits for the server to report ready, ms. */

@@ -3,7 +3,8 @@
  * when no predictor file is given. The cache lives next to the model cache
  * (`.cache/models` → `.cache/predictors/<device>-<key>/{profile.csv, predictor.json}`), keyed
  * by device (for a sim device also its model revision and constants), the models' fingerprints,
- * batch sizes, sequence lengths, group size, sample count and (when not 1) intra-op threads. The profile is resumable (an interrupted run continues where it stopped); the
+ * batch sizes, sequence lengths, group size, sample count, intra-op threads (when not 1) and,
+ * when given, the thread rules. The profile is resumable (an interrupted run continues where it stopped); the
  * predictor file is written atomically, so a present file is a complete one.
  *
  * On a real device the load the profile was taken under is stored beside it
@@ -31,6 +32,8 @@ import { profileDevice } from '../profile/profiler.ts';
 import { cachedPredictorAction, parseProfileConditions, sampleLoad as machineLoad, isUnderLoad, type LoadSample, type ProfileConditions } from './load-conditions.ts';
 import type { CliContext } from './main.ts';
 import { progressReporter } from './profile.ts';
+import os from 'node:os';
+import { formatThreadRule, threadDeviceOptions, type ThreadRule } from '../threads.ts';
 
 /** What to profile and train. */
 export interface PredictorRequest {
@@ -48,6 +51,11 @@ export interface PredictorRequest {
   readonly repeat?: number;
   /** ort: intra-op threads per executor [1]. */
   readonly threads?: number;
+  /**
+   * Thread rules drawn per profiled sample (`profile/sampler.ts` "Threads"; issue 13 item 6)
+   * [none]: the predictor then learns the thread count as a feature.
+   */
+  readonly threadRules?: readonly ThreadRule[];
   /** No progress output. */
   readonly quiet?: boolean;
   /** The load reading used for the conditions (default `sampleLoad`: the machine's now; tests pass a fixed one). */
@@ -94,6 +102,7 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   const specs = new Map(models.map((m) => [m.spec.name, m.spec]));
   const batchSizes = [...new Set(request.batchSizes)].sort((a, b) => a - b);
   const seqLens = [...new Set(request.seqLens)].sort((a, b) => a - b);
+  const threadRules = request.threadRules ?? [];
   const key = createHash('sha256')
     .update(
       JSON.stringify({
@@ -107,8 +116,9 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
         samples: request.samples,
         maxGroupSize: request.maxGroupSize,
         repeat,
-        // Only when not the default, so predictors cached before threads were part of the key stay valid.
-        ...((request.threads ?? 1) !== 1 ? { threads: request.threads } : {}),
+        // Only when not the defaults, so the keys of predictors cached before threads and rules were part of the key stay valid.
+        ...((request.threads ?? 1) !== 1 || threadRules.length > 0 ? { threads: request.threads ?? 1 } : {}),
+        ...(threadRules.length > 0 ? { threadRules: threadRules.map(formatThreadRule) } : {}),
       }),
     )
     .digest('hex')
@@ -146,7 +156,19 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   say(`no cached predictor: profiling ${request.samples} operator groups of ${models.map((m) => m.spec.name).join(', ')} on ${deviceId} (cached in ${dir}) …\n`);
   const progress = request.quiet ? { update: () => undefined, stop: () => undefined } : progressReporter(ctx);
   const start = request.loadBefore ?? sampleLoad();
-  const common = { models, samples: request.samples, maxGroupSize: request.maxGroupSize, batchSizes, ...(seqLens.length > 0 ? { seqLens } : {}), seed: 1, repeat, warmup: 1, out: csv, onProgress: progress.update };
+  const common = {
+    models,
+    samples: request.samples,
+    maxGroupSize: request.maxGroupSize,
+    batchSizes,
+    ...(seqLens.length > 0 ? { seqLens } : {}),
+    ...(threadRules.length > 0 ? { threadRules } : {}),
+    seed: 1,
+    repeat,
+    warmup: 1,
+    out: csv,
+    onProgress: progress.update,
+  };
   try {
     if (deviceId.startsWith('sim')) {
       await profileDevice({
@@ -157,7 +179,11 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
         },
       });
     } else {
-      const device = await OrtDevice.create({ intraOpNumThreads: request.threads ?? 1, logger: createLogger({ defaultLevel: 'warn' }) });
+      const device = await OrtDevice.create({
+        intraOpNumThreads: request.threads ?? 1,
+        ...threadDeviceOptions(threadRules, request.maxGroupSize, os.availableParallelism()),
+        logger: createLogger({ defaultLevel: 'warn' }),
+      });
       try {
         await profileDevice({ ...common, device });
       } finally {

@@ -15,6 +15,8 @@ import { ZOO_MODEL_NAMES } from '../model/zoo/index.ts';
 import { createLogger } from '../log.ts';
 import { MAX_GROUP_SIZE, multisetCount, profileDevice, type ProfileDeviceOptions, type ProfileProgress, type ProfileResult } from '../profile/index.ts';
 import { positiveInt } from './models.ts';
+import os from 'node:os';
+import { parseThreadRules, threadDeviceOptions, type ThreadRule } from '../threads.ts';
 import type { CliContext } from './main.ts';
 
 /** Parsed flags of `abacus profile`. */
@@ -30,6 +32,8 @@ export interface ProfileCliOptions {
   seed: number;
   out: string;
   threads?: number;
+  /** Thread rules drawn per sample (`--thread-rules fixed:1,split:2`; issue 13 item 6). */
+  threadRules?: ThreadRule[];
   json?: boolean;
 }
 
@@ -115,6 +119,13 @@ export function registerProfileCommand(program: Command, ctx: CliContext): void 
     .option('--seed <n>', 'seed of the sample sequence (and of simulated-device noise)', nonNegativeInt('--seed'), 0)
     .requiredOption('--out <file.csv>', 'CSV to write; an existing one made with the same options is resumed')
     .option('--threads <n>', 'ORT intra-op threads per executor (ort only; default 1)', positiveInt('--threads'))
+    .option('--thread-rules <list>', 'per sample, draw one of these rules and run the group\'s segments at its intra-op threads, e.g. fixed:1,split:2 (split:C: each of k segments max(1, C/k)); the CSV gets threads_i columns and a predictor trained on it the threads feature', (v: string) => {
+      try {
+        return parseThreadRules(v, '--thread-rules');
+      } catch (err) {
+        throw new InvalidArgumentError((err as Error).message);
+      }
+    })
     .option('--json', 'print {"out", "device", "samples", "measured", "skipped", "wallMs"} as JSON')
     .action(async (opts: ProfileCliOptions) => {
       await runProfileCommand(ctx, opts);
@@ -147,6 +158,7 @@ export async function runProfileCommand(ctx: CliContext, opts: ProfileCliOptions
     batchSizes: opts.batchSizes,
     ...(opts.seqLens === undefined ? {} : { seqLens: opts.seqLens }),
     seed: opts.seed,
+    ...(opts.threadRules === undefined ? {} : { threadRules: opts.threadRules }),
     repeat: opts.repeat,
     warmup: opts.warmup,
     out: opts.out,
@@ -175,6 +187,7 @@ export async function runProfileCommand(ctx: CliContext, opts: ProfileCliOptions
       const cuda = /^ort:cuda(?::(\d+))?$/.exec(opts.device);
       const device = await OrtDevice.create({
         intraOpNumThreads: opts.threads ?? 1,
+        ...threadDeviceOptions(opts.threadRules ?? [], maxGroupSize, os.availableParallelism()),
         logger: createLogger({ defaultLevel: 'warn' }),
         ...(cuda ? { executionProvider: 'cuda' as const, cudaDeviceId: Number(cuda[1] ?? 0) } : {}),
       });

@@ -49,6 +49,15 @@ export interface Segment {
   /** Sequence length for models with a sequence axis; 0 otherwise. */
   readonly seqLen: number;
   readonly input: SegmentInput;
+  /**
+   * Intra-op threads the segment's operators may use, an integer in [1, the device's limit]
+   * (issue 13 item 6: cores as a decision, `threads.ts`). Absent: the device's default.
+   * `device/ort`: a session per (operator, thread count), created on first use and kept
+   * (`OrtDeviceOptions.maxIntraOpThreads` bounds the distinct counts); `device/sim` has no
+   * thread model and ignores it (validated all the same). A non-integer, a count < 1 or one
+   * above the limit is a BadRequestError naming `intraOpThreads`.
+   */
+  readonly intraOpThreads?: number;
 }
 
 /**

@@ -14,7 +14,8 @@
  *   names/dtypes/shapes vs the spec's inputs, a query that already has a segment in flight, unresolvable synthetic shapes, a
  *   `batchSize` other than the fixed batch of a model whose inputs declare a numeric dim 0
  *   (`fixedBatchOf`: such a model runs at that batch only, whatever a segment says), a
- *   `seqLen` above the model's maximum.
+ *   `seqLen` above the model's maximum, an `intraOpThreads` that is not an integer in
+ *   [1, `maxIntraOpThreads`] (the device's limit; `MAX_INTRA_OP_THREADS` when it has none).
  */
 import { BadRequestError } from '../errors.ts';
 import { MAX_BATCH_SIZE, MAX_SEQ_LEN, type ModelSpec } from '../model/spec.ts';
@@ -48,6 +49,8 @@ export interface QueryBookView {
   readonly inFlight: ReadonlyMap<string, string>;
 }
 
+/** Largest `intraOpThreads` a segment may ask for on a device without a limit of its own (the simulator, which ignores it). */
+export const MAX_INTRA_OP_THREADS = 1024;
 
 const TYPED_ARRAY: Readonly<Record<TensorDataType, { readonly name: string; readonly is: (d: unknown) => boolean }>> = {
   float32: { name: 'Float32Array', is: (d) => d instanceof Float32Array },
@@ -69,7 +72,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
  * @throws TypeError / RangeError / BadRequestError as described in the module docs; the
  *   message names the segment index, the field and the valid range or the expected value.
  */
-export function validateGroup(group: readonly Segment[], services: ReadonlyMap<string, ModelSpec>, book: QueryBookView, deviceId: string): void {
+export function validateGroup(group: readonly Segment[], services: ReadonlyMap<string, ModelSpec>, book: QueryBookView, deviceId: string, maxIntraOpThreads = MAX_INTRA_OP_THREADS): void {
   const list: unknown = group;
   if (!Array.isArray(list)) throw new TypeError(`group must be an array of segments, got ${typeof group}`);
   const seen = new Map<string, number>();
@@ -105,6 +108,10 @@ export function validateGroup(group: readonly Segment[], services: ReadonlyMap<s
     }
     if (spec.maxSeqLen !== undefined && s.seqLen > spec.maxSeqLen) {
       throw new BadRequestError(`${at}.seqLen ${s.seqLen} exceeds ${s.service}'s maximum sequence length ${spec.maxSeqLen}`);
+    }
+    const threads: unknown = s.intraOpThreads;
+    if (threads !== undefined && (typeof threads !== 'number' || !Number.isInteger(threads) || threads < 1 || threads > maxIntraOpThreads)) {
+      throw new BadRequestError(`${at}.intraOpThreads ${typeof threads === 'number' ? String(threads) : typeof threads} must be an integer in [1, ${maxIntraOpThreads}] (the intra-op threads of the segment on ${deviceId}; leave it out for the device's default)`);
     }
     const dup = seen.get(s.queryId);
     if (dup !== undefined) throw new RangeError(`${at}.queryId '${s.queryId}' is already used by group[${dup}]; a group holds at most one segment per query`);

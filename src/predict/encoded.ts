@@ -101,6 +101,8 @@ export abstract class EncodedPredictor implements Predictor {
   readonly deviceId: string;
   readonly models: readonly string[];
   readonly maxSlots: number;
+  /** Whether the encoding has the `threads` feature (`Predictor.threadFeature`). */
+  readonly threadFeature: boolean;
   protected readonly encoder: FeatureEncoder;
   /** Feature vector length. */
   protected readonly width: number;
@@ -121,6 +123,7 @@ export abstract class EncodedPredictor implements Predictor {
     this.deviceId = deviceId;
     this.models = encoder.models;
     this.maxSlots = encoder.maxSlots;
+    this.threadFeature = encoder.threads;
     this.mean = Float64Array.from(scaling.mean);
     this.invStd = Float64Array.from(scaling.std, (s) => (s > 0 ? 1 / s : 0));
     this.target = target;

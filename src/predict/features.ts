@@ -10,7 +10,8 @@
  *   1. the model's rank: its index in the predictor's sorted list of trained models; models
  *      admitted as unseen (`--allow-unseen`, `flop` features only) rank after every trained
  *      model, among themselves by name;
- *   2. then `start`, `end`, `batch`, `seqLen` (ascending), so equal models are ordered too.
+ *   2. then `start`, `end`, `batch`, `seqLen`, `intraOpThreads` (absent = 0) ascending, so
+ *      equal models are ordered too.
  *
  * Never by urgency or arrival: the original artifact sorts slots by model id when training
  * and by urgency when serving, so at serving time its MLP reads model A's numbers in the
@@ -54,6 +55,15 @@
  * - `seq_len` is the effective sequence length (a slot's 0 means the model's default, as on
  *   the devices, `model/boundary.ts` `effectiveSeqLen`); 0 for models without one.
  *
+ * ## Thread count (issue 13 item 6)
+ * A predictor trained on profiles that carry thread counts (`abacus profile --thread-rules`)
+ * has one more feature at the end of every slot block: `threads`, the slot's intra-op thread
+ * count (`GroupSlot.intraOpThreads`; 0 when absent, "the device's default", which such a
+ * predictor never saw in training). Without it (every older file) the encoding is unchanged
+ * and the thread count is ignored. On a CPU the count changes a segment's latency as much as
+ * its batch (a lone ResNet-50 query at 2 threads against 1), and what overlap costs depends on
+ * it (two segments at 1 thread each share 2 cores; at 2 each they oversubscribe them).
+ *
  * Measured (`abacus train`, 12k sim:a100 pairs of the seven zoo models, MLP, seed 1), before →
  * after the split: `full` held-out MAPE 2.10% → 1.43%; `flop` 3.22% → 1.98%; `flop
  * --test-model bert` 113% → 27.6% (seeds 2, 3: 29.0%, 19.1%), the six CNNs 3.7–12.6% →
@@ -85,6 +95,9 @@ export const SLOT_FEATURES: Readonly<Record<FeatureSet, readonly string[]>> = {
   flop: ['log1p_batch', 'seq_len', 'log1p_gflop_spatial', 'log1p_gflop_dense', 'log1p_mb_spatial', 'log1p_mb_dense', 'log1p_kernels_spatial', 'log1p_kernels_dense', 'op_fraction'],
 };
 
+/** The per-slot feature a thread-aware encoder appends to each slot block (file comment, "Thread count"). */
+export const THREAD_FEATURE = 'threads';
+
 /** Kind of compute of an operator (file comment). */
 export type ComputeKind = 'spatial' | 'dense';
 
@@ -114,11 +127,14 @@ export function computeKindOf(spec: ModelSpec, op: OperatorSpec): ComputeKind {
 
 /**
  * Feature names in order: `count_<model>` for each trained model (`full` only), then
- * `<feature>_<slot>` for slots 0..maxSlots−1.
+ * `<feature>_<slot>` for slots 0..maxSlots−1 (with `threads`, each slot block ends in `threads_<slot>`).
  */
-export function featureNames(featureSet: FeatureSet, trainedModels: readonly string[], maxSlots: number): string[] {
+export function featureNames(featureSet: FeatureSet, trainedModels: readonly string[], maxSlots: number, threads = false): string[] {
   const names: string[] = featureSet === 'full' ? trainedModels.map((m) => `count_${m}`) : [];
-  for (let s = 0; s < maxSlots; s++) for (const f of SLOT_FEATURES[featureSet]) names.push(`${f}_${s}`);
+  for (let s = 0; s < maxSlots; s++) {
+    for (const f of SLOT_FEATURES[featureSet]) names.push(`${f}_${s}`);
+    if (threads) names.push(`${THREAD_FEATURE}_${s}`);
+  }
   return names;
 }
 
@@ -236,7 +252,7 @@ export function segmentCosts(spec: ModelSpec, start: number, end: number, batch:
  * Negative when slot a (of rank `ra`) comes first.
  */
 export function compareSlots(a: GroupSlot, ra: number, b: GroupSlot, rb: number): number {
-  return ra - rb || a.start - b.start || a.end - b.end || a.batch - b.batch || a.seqLen - b.seqLen;
+  return ra - rb || a.start - b.start || a.end - b.end || a.batch - b.batch || a.seqLen - b.seqLen || (a.intraOpThreads ?? 0) - (b.intraOpThreads ?? 0);
 }
 
 /**
@@ -274,6 +290,8 @@ export interface FeatureEncoderOptions {
    * ones (ranked after the trained ones).
    */
   readonly specs: ReadonlyMap<string, ModelSpec>;
+  /** Append the `threads` feature to every slot block (file comment, "Thread count") [false]. */
+  readonly threads?: boolean;
 }
 
 /**
@@ -284,6 +302,8 @@ export interface FeatureEncoderOptions {
 export class FeatureEncoder {
   readonly featureSet: FeatureSet;
   readonly maxSlots: number;
+  /** Whether slot blocks end in the `threads` feature. */
+  readonly threads: boolean;
   /** Trained models, sorted by name (their count features, in this order, come first in `full`). */
   readonly trainedModels: readonly string[];
   /** Unseen models admitted (sorted by name); always empty for `full`. */
@@ -324,12 +344,13 @@ export class FeatureEncoder {
     }
     this.featureSet = featureSet;
     this.maxSlots = maxSlots;
+    this.threads = options.threads === true;
     this.trainedModels = trained;
     this.unseenModels = unseen;
     this.models = [...options.specs.keys()].sort();
-    this.names = featureNames(featureSet, trained, maxSlots);
+    this.names = featureNames(featureSet, trained, maxSlots, this.threads);
     this.width = this.names.length;
-    this.slotWidth = SLOT_FEATURES[featureSet].length;
+    this.slotWidth = SLOT_FEATURES[featureSet].length + (this.threads ? 1 : 0);
     this.slotOffset = featureSet === 'full' ? trained.length : 0;
     const tied: number[][] = [];
     if (featureSet === 'flop') {
@@ -379,7 +400,8 @@ export class FeatureEncoder {
    * Write the features of `group` to `out[offset .. offset + width)`. Allocation-free.
    * @throws RangeError (naming `groupIndex` and the slot) for an empty group, more than
    *   `maxSlots` slots, an unknown model, a segment outside `0 ≤ start < end ≤ operators`,
-   *   batch < 1 or a negative / non-integer seqLen.
+   *   batch < 1, a negative / non-integer seqLen, or an intraOpThreads that is present and not
+   *   an integer ≥ 1.
    */
   encode(group: Group, out: Float32Array | Float64Array, offset = 0, groupIndex = 0): void {
     this.validate(group, groupIndex);
@@ -432,6 +454,7 @@ export class FeatureEncoder {
         out[base + 7] = Math.log1p(kd);
         out[base + 8] = (b - a) / t.operators;
       }
+      if (this.threads) out[base + this.slotWidth - 1] = slot.intraOpThreads ?? 0;
     }
   }
 
@@ -449,6 +472,8 @@ export class FeatureEncoder {
       }
       if (!(Number.isInteger(batch) && batch >= 1)) throw new RangeError(`group ${groupIndex} slot ${i} (${slot.model}): batch ${batch} must be an integer ≥ 1`);
       if (!(Number.isInteger(seqLen) && seqLen >= 0)) throw new RangeError(`group ${groupIndex} slot ${i} (${slot.model}): seqLen ${seqLen} must be an integer ≥ 0`);
+      const threads = slot.intraOpThreads;
+      if (threads !== undefined && !(Number.isInteger(threads) && threads >= 1)) throw new RangeError(`group ${groupIndex} slot ${i} (${slot.model}): intraOpThreads ${threads} must be an integer ≥ 1`);
       this.slotTables[i] = t;
       this.ranks[i] = t.rank;
     }

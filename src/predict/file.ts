@@ -23,6 +23,10 @@
  * the spec fingerprint (`specFingerprint`): a different variant under the same name (another
  * resolution, width or layer count) has other costs, so the GFLOP features would be wrong.
  *
+ * `features.threads` (optional, issue 13 item 6): true when every slot block ends in the
+ * `threads` feature (`features.ts` "Thread count"); files without it, every file written
+ * before, load as they always did (no thread feature), so the format version stays 2.
+ *
  * Versions: 2 (issue 4, generalization) splits each slot's GFLOP, MB and kernels by kind of
  * compute and puts the `flop` costs on a log scale (`features.ts`); a version-1 file is refused
  * with a message to retrain, not misread.
@@ -67,6 +71,8 @@ const baseShape = {
     set: z.enum(['full', 'flop']),
     maxSlots: z.number().int().min(1).max(64),
     names: z.array(z.string()),
+    /** True when slot blocks end in the `threads` feature (issue 13 item 6); absent in older files: false. */
+    threads: z.boolean().optional(),
     mean: z.array(finite),
     std: z.array(z.number().nonnegative().refine(Number.isFinite, 'must be a finite number ≥ 0')),
   }),
@@ -134,7 +140,7 @@ export function parsePredictorFile(raw: unknown, source: string): PredictorFile 
     names.add(m.name);
   });
   const trained = file.models.map((m) => m.name).sort();
-  const expected = featureNames(file.features.set, trained, file.features.maxSlots);
+  const expected = featureNames(file.features.set, trained, file.features.maxSlots, file.features.threads === true);
   const f = file.features;
   if (f.names.length !== expected.length || f.names.some((n, i) => n !== expected[i])) {
     const i = f.names.findIndex((n, j) => n !== expected[j]);
@@ -231,7 +237,7 @@ export function predictorFromFile(file: PredictorFile, options: LoadPredictorOpt
       throw new InvalidConfigError(`${source}: the predictor was not trained on ${list} (trained: ${known}); its 'flop' features can estimate them from their FLOPs and bytes: allow unseen models (--allow-unseen) to accept that`);
     }
   }
-  const encoder = new FeatureEncoder({ featureSet: file.features.set, maxSlots: file.features.maxSlots, trainedModels: [...trained.keys()], specs: options.models });
+  const encoder = new FeatureEncoder({ featureSet: file.features.set, maxSlots: file.features.maxSlots, trainedModels: [...trained.keys()], specs: options.models, threads: file.features.threads === true });
   const scaling = { mean: file.features.mean, std: file.features.std };
   if (file.kind === 'mlp') return new MlpPredictor(encoder, scaling, file.target, file.mlp.layers, file.deviceId);
   return new LinearPredictor(encoder, scaling, file.target, file.linear, file.deviceId);

@@ -27,6 +27,13 @@ export interface GroupSlot {
   readonly batch: number;
   /** Sequence length for models with a sequence axis; 0 otherwise. */
   readonly seqLen: number;
+  /**
+   * Intra-op threads the segment runs with (`Segment.intraOpThreads`), an integer ≥ 1; absent:
+   * the device's default. Only a predictor with `threadFeature` reads it (it then encodes an
+   * absent count as 0, a value such a predictor never saw in training: serve it with a thread
+   * rule, `schedule/threads.ts`); the others predict the same latency whatever it says.
+   */
+  readonly intraOpThreads?: number;
 }
 
 /** An operator group: 1..`maxSlots` slots. */
@@ -41,6 +48,11 @@ export interface Predictor {
   readonly models: readonly string[];
   /** Most slots in one group. */
   readonly maxSlots: number;
+  /**
+   * True when the predictor was trained on profiles with thread counts and its predictions
+   * depend on `GroupSlot.intraOpThreads` (issue 13 item 6); absent or false: they do not.
+   */
+  readonly threadFeature?: boolean;
   /**
    * Predicted latency (ms) of each group, `out[i]` for `groups[i]`. Allocation-free when `out`
    * (length ≥ groups.length) is given. Values are clamped to ≥ 0.

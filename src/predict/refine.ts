@@ -168,6 +168,8 @@ export class RefinedPredictor implements RefiningPredictor {
   readonly deviceId: string;
   readonly models: readonly string[];
   readonly maxSlots: number;
+  /** The base predictor's (`Predictor.threadFeature`). */
+  readonly threadFeature: boolean;
   readonly halfLifeGroups: number;
   readonly maxKeys: number;
   readonly mapeWindow: number;
@@ -241,6 +243,7 @@ export class RefinedPredictor implements RefiningPredictor {
     this.deviceId = base.deviceId;
     this.models = base.models;
     this.maxSlots = base.maxSlots;
+    this.threadFeature = base.threadFeature === true;
     this.halfLifeGroups = o.halfLifeGroups;
     this.maxKeys = o.maxKeys;
     this.mapeWindow = o.mapeWindow;

@@ -114,7 +114,7 @@ export function errorMetrics(predicted: ArrayLike<number>, measured: ArrayLike<n
 function groupKey(encoder: FeatureEncoder, row: ProfileRow): string {
   return encoder
     .canonical(row.slots)
-    .map((s) => `${s.model}:${s.start}:${s.end}:${s.batch}:${s.seqLen}`)
+    .map((s) => `${s.model}:${s.start}:${s.end}:${s.batch}:${s.seqLen}:${s.intraOpThreads ?? 0}`)
     .join('|');
 }
 
@@ -172,7 +172,9 @@ export async function trainPredictor(rows: readonly ProfileRow[], options: Train
   const trainedModels = present.filter((m) => m !== options.testModel);
   if (trainedModels.length === 0) throw new RangeError(`no model left to train on besides --test-model ${options.testModel}`);
   const specs = new Map(present.map((m) => [m, options.specs.get(m)!]));
-  const encoder = new FeatureEncoder({ featureSet, maxSlots, trainedModels, specs });
+  // Profiles with thread counts (`abacus profile --thread-rules`) train the `threads` feature.
+  const threads = rows.some((r) => r.slots.some((s) => s.intraOpThreads !== undefined));
+  const encoder = new FeatureEncoder({ featureSet, maxSlots, trainedModels, specs, threads });
   const width = encoder.width;
   const n = rows.length;
   const x = new Float64Array(n * width);
@@ -311,7 +313,7 @@ function standardize(x: Float64Array, width: number, s: FeatureScaling, idx: rea
 }
 
 function buildPredictor(f: Fitted, encoder: FeatureEncoder, specs: ReadonlyMap<string, ModelSpec>, trainedModels: readonly string[], deviceId: string): Predictor {
-  const enc = new FeatureEncoder({ featureSet: encoder.featureSet, maxSlots: encoder.maxSlots, trainedModels, specs });
+  const enc = new FeatureEncoder({ featureSet: encoder.featureSet, maxSlots: encoder.maxSlots, trainedModels, specs, threads: encoder.threads });
   return f.kind === 'mlp' ? new MlpPredictor(enc, f.scaling, f.target, f.layers, deviceId) : new LinearPredictor(enc, f.scaling, f.target, f.linear, deviceId);
 }
 
@@ -346,7 +348,7 @@ function toFile(f: Fitted, c: FileContext): PredictorFile {
   const base = {
     formatVersion: PREDICTOR_FORMAT_VERSION as 2,
     deviceId: c.deviceId,
-    features: { set: c.featureSet, maxSlots: c.encoder.maxSlots, names: [...c.encoder.names], mean: [...f.scaling.mean], std: [...f.scaling.std] },
+    features: { set: c.featureSet, maxSlots: c.encoder.maxSlots, names: [...c.encoder.names], ...(c.encoder.threads ? { threads: true } : {}), mean: [...f.scaling.mean], std: [...f.scaling.std] },
     target: { ...f.target },
     models: c.trainedModels.map((name) => ({ name, ...pickFingerprint(c.specs.get(name)!) })),
     training: {

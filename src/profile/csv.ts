@@ -16,6 +16,11 @@ import type { ProfileRow } from './dataset.ts';
 
 /** Per-slot column stems, in order: `model_i,start_i,end_i,batch_i,seq_len_i`. */
 export const SLOT_COLUMNS = ['model', 'start', 'end', 'batch', 'seq_len'] as const;
+/**
+ * The per-slot column a profile with thread counts adds after `seq_len_i` (issue 13 item 6):
+ * `threads_i`, the slot's intra-op threads, empty for the device's default.
+ */
+export const THREADS_COLUMN = 'threads';
 /** Columns before the slots. */
 export const LEAD_COLUMNS = ['sample', 'device', 'slots'] as const;
 /** Columns after the slots. */
@@ -25,19 +30,23 @@ export const LATENCY_DECIMALS = 6;
 
 /**
  * The header of a profile with at most `maxSlots` slots per group:
- * `sample,device,slots,model_0,start_0,end_0,batch_0,seq_len_0,…,median_ms,mean_ms,std_ms,runs`.
+ * `sample,device,slots,model_0,start_0,end_0,batch_0,seq_len_0,…,median_ms,mean_ms,std_ms,runs`;
+ * with `threads`, each slot's columns end in `threads_i`.
  * @throws RangeError for `maxSlots` not an integer ≥ 1.
  */
-export function profileCsvHeader(maxSlots: number): string[] {
+export function profileCsvHeader(maxSlots: number, threads = false): string[] {
   checkMaxSlots(maxSlots);
   const slots: string[] = [];
-  for (let i = 0; i < maxSlots; i++) for (const c of SLOT_COLUMNS) slots.push(`${c}_${i}`);
+  for (let i = 0; i < maxSlots; i++) {
+    for (const c of SLOT_COLUMNS) slots.push(`${c}_${i}`);
+    if (threads) slots.push(`${THREADS_COLUMN}_${i}`);
+  }
   return [...LEAD_COLUMNS, ...slots, ...STAT_COLUMNS];
 }
 
 /** The header line, `\n`-terminated. */
-export function formatProfileHeader(maxSlots: number): string {
-  return stringify([profileCsvHeader(maxSlots)], { record_delimiter: '\n' });
+export function formatProfileHeader(maxSlots: number, threads = false): string {
+  return stringify([profileCsvHeader(maxSlots, threads)], { record_delimiter: '\n' });
 }
 
 /**
@@ -45,7 +54,7 @@ export function formatProfileHeader(maxSlots: number): string {
  * beyond `row.slots.length` are empty.
  * @throws RangeError when the row has no slots or more than `maxSlots`.
  */
-export function formatProfileRow(row: ProfileRow, maxSlots: number): string {
+export function formatProfileRow(row: ProfileRow, maxSlots: number, threads = false): string {
   checkMaxSlots(maxSlots);
   if (row.slots.length < 1 || row.slots.length > maxSlots) throw new RangeError(`profile row ${row.sample} has ${row.slots.length} slots; a file with ${maxSlots} slot columns takes 1..${maxSlots}`);
   const cells: string[] = [String(row.sample), row.device, String(row.slots.length)];
@@ -53,6 +62,7 @@ export function formatProfileRow(row: ProfileRow, maxSlots: number): string {
     const s = row.slots[i];
     if (s === undefined) cells.push('', '', '', '', '');
     else cells.push(s.model, String(s.start), String(s.end), String(s.batch), String(s.seqLen));
+    if (threads) cells.push(s?.intraOpThreads === undefined ? '' : String(s.intraOpThreads));
   }
   cells.push(row.medianMs.toFixed(LATENCY_DECIMALS), row.meanMs.toFixed(LATENCY_DECIMALS), row.stdMs.toFixed(LATENCY_DECIMALS), String(row.runs));
   return stringify([cells], { record_delimiter: '\n' });
@@ -89,6 +99,8 @@ export async function readProfileCsv(paths: readonly string[], options: { models
 export interface ParsedProfileCsv {
   /** Slot columns of the header (K). */
   readonly maxSlots: number;
+  /** Whether the header has `threads_i` columns. */
+  readonly threads: boolean;
   readonly rows: ProfileRow[];
   /** With `dropTruncatedTail`: the unterminated last line that was dropped ('' when none). */
   readonly droppedTail: string;
@@ -127,7 +139,8 @@ export function parseProfileCsv(text: string, file: string, models: ReadonlyMap<
   const header = first.record;
   const headerLine = first.info.lines;
   const maxSlots = header.filter((c) => /^model_\d+$/.test(c)).length;
-  const expected = profileCsvHeader(Math.max(1, maxSlots));
+  const threads = header.includes(`${THREADS_COLUMN}_0`);
+  const expected = profileCsvHeader(Math.max(1, maxSlots), threads);
   for (const column of expected) {
     if (!header.includes(column)) throw new RangeError(`${at(headerLine, column)} missing column '${column}' in the header (expected: ${expected.join(',')})`);
   }
@@ -170,7 +183,7 @@ export function parseProfileCsv(text: string, file: string, models: ReadonlyMap<
     const slots: GroupSlot[] = [];
     for (let i = 0; i < maxSlots; i++) {
       if (i >= slotCount) {
-        for (const c of SLOT_COLUMNS) {
+        for (const c of threads ? [...SLOT_COLUMNS, THREADS_COLUMN] : SLOT_COLUMNS) {
           const column = `${c}_${i}`;
           if (cell(column) !== '') throw new RangeError(`${at(line, column)} '${cell(column)}' in slot ${i}, beyond slots = ${slotCount}: must be empty`);
         }
@@ -191,7 +204,9 @@ export function parseProfileCsv(text: string, file: string, models: ReadonlyMap<
       const seqLen = int(`seq_len_${i}`, 0);
       if (spec.dynamicAxes.seq === undefined && seqLen !== 0) throw new RangeError(`${at(line, `seq_len_${i}`)} ${seqLen}: ${model} has no sequence axis, seq_len must be 0`);
       if (spec.maxSeqLen !== undefined && seqLen > spec.maxSeqLen) throw new RangeError(`${at(line, `seq_len_${i}`)} ${seqLen} exceeds ${model}'s maximum sequence length ${spec.maxSeqLen}`);
-      slots.push({ model, start, end, batch, seqLen });
+      const threadsCell = threads ? cell(`${THREADS_COLUMN}_${i}`) : '';
+      const intraOpThreads = threadsCell.trim() === '' ? undefined : int(`${THREADS_COLUMN}_${i}`, 1);
+      slots.push(intraOpThreads === undefined ? { model, start, end, batch, seqLen } : { model, start, end, batch, seqLen, intraOpThreads });
     }
     const medianMs = ms('median_ms');
     const meanMs = ms('mean_ms');
@@ -199,7 +214,7 @@ export function parseProfileCsv(text: string, file: string, models: ReadonlyMap<
     const runs = int('runs', 1);
     rows.push({ sample, device, slots, medianMs, meanMs, stdMs, runs });
   }
-  return { maxSlots, rows, droppedTail, kept };
+  return { maxSlots, threads, rows, droppedTail, kept };
 }
 
 function checkMaxSlots(maxSlots: number): void {

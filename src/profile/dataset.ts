@@ -13,6 +13,8 @@
  * - `model_i,start_i,end_i,batch_i,seq_len_i`: segment i, operators `[start, end)`, batch size,
  *   sequence length (0 for models without a sequence axis). Slot order is as sampled (the
  *   first slot is the urgent query that runs to its end); predictors reorder canonically;
+ * - `threads_i` (only in profiles made with thread rules, issue 13 item 6; after `seq_len_i`):
+ *   the intra-op threads slot i ran with, empty for the device's default;
  * - `median_ms,mean_ms,std_ms`: group latency statistics over the timed runs after dropping
  *   the fastest and the slowest (when at least 3 runs), in ms;
  * - `runs`: number of timed runs.

@@ -17,7 +17,8 @@
  * earlier slots of m. Segments use `input: { kind: 'synthetic', seed: j }` (the same inputs
  * in every run, so a device's synthetic-input cache serves them), a fresh queryId per run, and
  * every query that did not reach its model's end is released after its run: nothing stays
- * kept on the device.
+ * kept on the device. With `threadRules`, each segment runs at its slot's intra-op threads
+ * (`Segment.intraOpThreads`) and the CSV has `threads_i` columns.
  *
  * The CSV is valid at every moment: the header is written first, then each row in one write
  * as soon as it is measured. Resume: an existing `out` is read (an unterminated last line —
@@ -45,6 +46,7 @@ import type { GroupSlot } from '../predict/predictor.ts';
 import { formatProfileHeader, formatProfileRow, parseProfileCsv } from './csv.ts';
 import type { ProfileRow } from './dataset.ts';
 import { ProfileSampler, sameSlots, sampleSeed, type Sample } from './sampler.ts';
+import type { ThreadRule } from '../threads.ts';
 
 /** A device to profile and the clock it runs on. */
 export interface ProfileTarget {
@@ -80,6 +82,11 @@ interface ProfileCommonOptions {
   readonly seqLens?: readonly number[];
   /** Seed of the sample sequence (and of per-sample devices) [0]. */
   readonly seed?: number;
+  /**
+   * Thread rules: each sample draws one and runs its segments at the rule's intra-op threads
+   * (`sampler.ts` "Threads"; issue 13 item 6); the CSV then has `threads_i` columns [none].
+   */
+  readonly threadRules?: readonly ThreadRule[];
   /** Timed runs per sample, ≥ 1 [5]. */
   readonly repeat?: number;
   /** Untimed runs per sample before the timed ones, ≥ 0 [1]. */
@@ -129,9 +136,9 @@ export function runStats(latenciesMs: readonly number[]): { medianMs: number; me
   return { medianMs: median(kept), meanMs, stdMs: Math.sqrt(variance) };
 }
 
-/** `resnet50[0,18) b4 + bert[3,7) b2 s32`: a group for messages. */
+/** `resnet50[0,18) b4 + bert[3,7) b2 s32 t2`: a group for messages (`t`: intra-op threads). */
 export function describeGroup(slots: readonly GroupSlot[]): string {
-  return slots.map((s) => `${s.model}[${s.start},${s.end}) b${s.batch}${s.seqLen > 0 ? ` s${s.seqLen}` : ''}`).join(' + ');
+  return slots.map((s) => `${s.model}[${s.start},${s.end}) b${s.batch}${s.seqLen > 0 ? ` s${s.seqLen}` : ''}${s.intraOpThreads === undefined ? '' : ` t${s.intraOpThreads}`}`).join(' + ');
 }
 
 /** Service name of copy `copy` of `model`. */
@@ -172,7 +179,9 @@ export async function profileDevice(options: ProfileDeviceOptions): Promise<Prof
     batchSizes: options.batchSizes,
     ...(options.seqLens === undefined ? {} : { seqLens: options.seqLens }),
     seed,
+    ...(options.threadRules === undefined ? {} : { threadRules: options.threadRules }),
   });
+  const threads = sampler.threadRules.length > 0;
   const maxSlots = sampler.maxGroupSize;
   const out = path.resolve(options.out);
 
@@ -233,7 +242,7 @@ export async function profileDevice(options: ProfileDeviceOptions): Promise<Prof
         break;
       }
       const row: ProfileRow = { sample: i, device: deviceId, slots: sample.slots, ...runStats(latencies), runs: repeat };
-      await fh.write(formatProfileRow(row, maxSlots));
+      await fh.write(formatProfileRow(row, maxSlots, threads));
       measured++;
       report();
     }
@@ -281,6 +290,7 @@ async function measureSample(target: TargetState, sample: Sample, artifacts: Rea
       batchSize: s.batch,
       seqLen: s.seqLen,
       input: { kind: 'synthetic', seed: j },
+      ...(s.intraOpThreads === undefined ? {} : { intraOpThreads: s.intraOpThreads }),
     }));
     const result = await target.device.runGroup(group);
     for (let j = 0; j < group.length; j++) {
@@ -318,9 +328,10 @@ async function loadExisting(
   }
   const differ = `the options differ from those the file was made with (rerun with those, or use a new --out)`;
   const kept = text.endsWith('\n') ? text : text.slice(0, text.lastIndexOf('\n') + 1);
+  const threads = expect.sampler.threadRules.length > 0;
   if (kept.trim() === '') {
     await ensureDir(path.dirname(out));
-    await replaceFile(out, formatProfileHeader(expect.maxSlots));
+    await replaceFile(out, formatProfileHeader(expect.maxSlots, threads));
     return [];
   }
   let parsed: ReturnType<typeof parseProfileCsv>;
@@ -329,6 +340,9 @@ async function loadExisting(
   } catch (err) {
     if (!(err instanceof RangeError)) throw err;
     throw new RangeError(`${err.message} — cannot resume ${out}; if it was made with other options (models), use a new --out`, { cause: err });
+  }
+  if (parsed.threads !== threads) {
+    throw new RangeError(`${out}: the file was profiled ${parsed.threads ? 'with' : 'without'} thread rules (threads_i columns), this run ${threads ? 'draws' : 'draws no'} thread rules (--thread-rules): ${differ}`);
   }
   if (parsed.maxSlots !== expect.maxSlots) {
     throw new RangeError(`${out}: the file has slot columns for groups of up to ${parsed.maxSlots}, this run samples groups of up to ${expect.maxSlots} (--max-group-size): ${differ}`);

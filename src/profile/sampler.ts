@@ -15,6 +15,12 @@
  * - **Inputs.** Batch uniform over `batchSizes` (a model with a fixed batch, `fixedBatchOf`,
  *   always takes that batch); sequence length uniform over `seqLens` for models with a
  *   sequence axis (the model's `defaultSeqLen` when `seqLens` is empty), 0 for the others.
+ * - **Threads** (only with `threadRules`, issue 13 item 6): after the slots, one rule is drawn
+ *   uniformly from `threadRules` and every slot of the k-slot group gets `threadsFor(rule, k)`
+ *   intra-op threads (`threads.ts`; none for the `device` rule). Profiling with the rules the
+ *   policies will serve with (e.g. `fixed:1` and `split:2`) covers exactly the thread counts
+ *   their groups run at. Without `threadRules` nothing else is drawn: the samples are those of
+ *   a sampler without the option, slot for slot.
  * - **Determinism.** Sample i is drawn from its own generator seeded from (`seed`, i), so it
  *   does not depend on which or how many samples were drawn before (resume needs that).
  */
@@ -22,6 +28,7 @@ import { fixedBatchOf } from '../model/boundary.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { GroupSlot } from '../predict/predictor.ts';
 import { Rng } from '../rng.ts';
+import { threadsFor, type ThreadRule } from '../threads.ts';
 
 /** Most slots in one sampled group. */
 export const MAX_GROUP_SIZE = 8;
@@ -41,6 +48,8 @@ export interface SamplerOptions {
   readonly seqLens?: readonly number[];
   /** Seed, a safe integer ≥ 0 [0]. */
   readonly seed?: number;
+  /** Thread rules to draw one from per sample (file comment, "Threads") [none: slots carry no thread count]. */
+  readonly threadRules?: readonly ThreadRule[];
 }
 
 /** One sample: its index, its model combination (indices into `models`, ascending) and its group. */
@@ -119,6 +128,8 @@ export class ProfileSampler {
   readonly batchSizes: readonly number[];
   readonly seqLens: readonly number[];
   readonly seed: number;
+  /** The thread rules drawn from (empty: none). */
+  readonly threadRules: readonly ThreadRule[];
   /** Every model combination, ascending model indices; sample i uses `combinations[i % length]`. */
   readonly combinations: readonly (readonly number[])[];
   private readonly fixedBatch: readonly (number | undefined)[];
@@ -161,6 +172,9 @@ export class ProfileSampler {
     this.batchSizes = [...batchSizes];
     this.seqLens = [...seqLens];
     this.seed = seed;
+    const rules: unknown = options.threadRules ?? [];
+    if (!Array.isArray(rules)) throw new TypeError('SamplerOptions.threadRules must be an array of thread rules');
+    this.threadRules = (rules as ThreadRule[]).map((r) => ({ ...r }));
     this.fixedBatch = models.map((spec) => fixedBatchOf(spec));
     this.combinations = enumerateMultisets(models.length, maxGroupSize);
   }
@@ -193,6 +207,10 @@ export class ProfileSampler {
       const seqLen = choices[below(choices.length)]!;
       return { model: spec.name, start, end, batch, seqLen };
     });
+    if (this.threadRules.length > 0) {
+      const threads = threadsFor(this.threadRules[below(this.threadRules.length)]!, slots.length);
+      if (threads !== undefined) return { index, combination, slots: slots.map((s) => ({ ...s, intraOpThreads: threads })) };
+    }
     return { index, combination, slots };
   }
 
@@ -206,6 +224,6 @@ export class ProfileSampler {
 export function sameSlots(a: readonly GroupSlot[], b: readonly GroupSlot[]): boolean {
   return a.length === b.length && a.every((s, i) => {
     const t = b[i]!;
-    return s.model === t.model && s.start === t.start && s.end === t.end && s.batch === t.batch && s.seqLen === t.seqLen;
+    return s.model === t.model && s.start === t.start && s.end === t.end && s.batch === t.batch && s.seqLen === t.seqLen && s.intraOpThreads === t.intraOpThreads;
   });
 }

@@ -50,6 +50,8 @@ export interface GroupRecord {
     /** Samples in the segment (a fused batch: all its members'). */
     readonly batch: number;
     readonly seqLen: number;
+    /** Intra-op threads the controller gave it (`LaunchSegment.intraOpThreads`); absent: the device's default. */
+    readonly intraOpThreads?: number;
     /** Ids of the queries a fused batch carried (in batch order) when it launched; absent for a query alone. */
     readonly members?: readonly string[];
   }[];

@@ -693,7 +693,7 @@ export class ServingRuntime {
         continue;
       }
       const input: SegmentInput = u.nextOperator > 0 ? { kind: 'resume' } : u.inputs !== undefined ? { kind: 'tensors', tensors: u.inputs } : { kind: 'synthetic', seed: u.seed };
-      segments.push({ service: u.state.service.name, queryId: u.id, start: s.start, end: s.end, batchSize: u.samples, seqLen: u.seqLen, input });
+      segments.push({ service: u.state.service.name, queryId: u.id, start: s.start, end: s.end, batchSize: u.samples, seqLen: u.seqLen, input, ...(s.intraOpThreads === undefined ? {} : { intraOpThreads: s.intraOpThreads }) });
       units.push(u);
     }
     if (units.length === 0) return;
@@ -711,6 +711,7 @@ export class ServingRuntime {
         end: s.end,
         batch: s.batchSize,
         seqLen: s.seqLen,
+        ...(s.intraOpThreads === undefined ? {} : { intraOpThreads: s.intraOpThreads }),
         ...(units[i]!.fused ? { members: units[i]!.members.map((p) => p.record.id) } : {}),
       })),
     };
@@ -768,7 +769,18 @@ export class ServingRuntime {
         else this.rejectUnit(u, r.error.code === 'bad_request' ? 'bad_request' : 'device_failure', r.error.message);
         return;
       }
-      executed.push({ queryId: u.id, service: u.state.service.name, model: spec.name, start: seg.start, end: seg.end, operators: spec.operators.length, batch: u.samples, seqLen: u.seqLen, latencyMs: r.latencyMs });
+      executed.push({
+        queryId: u.id,
+        service: u.state.service.name,
+        model: spec.name,
+        start: seg.start,
+        end: seg.end,
+        operators: spec.operators.length,
+        batch: u.samples,
+        seqLen: u.seqLen,
+        latencyMs: r.latencyMs,
+        ...(seg.intraOpThreads === undefined ? {} : { intraOpThreads: seg.intraOpThreads }),
+      });
       u.nextOperator = seg.end;
       if (seg.end === spec.operators.length) {
         this.completeUnit(u, r.outputs ?? {});

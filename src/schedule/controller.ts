@@ -155,6 +155,12 @@ export interface LaunchSegment {
    * rejection; the samples of the lead and all of them are ≤ `batching.maxBatchSize`.
    */
   readonly fused?: readonly string[];
+  /**
+   * Intra-op threads for the segment (issue 13 item 6, cores as a decision), an integer ≥ 1,
+   * passed by the runtime into the device's `Segment.intraOpThreads`; absent: the device's
+   * default. Set by a policy with a thread rule (`threads` parameter, `schedule/threads.ts`).
+   */
+  readonly intraOpThreads?: number;
 }
 
 /** A query the controller gives up on; the runtime answers it with `reason` and removes it. */
@@ -230,6 +236,8 @@ export interface ExecutedSegment {
   readonly seqLen: number;
   /** Device-measured segment latency (`SegmentResult.latencyMs`), ms. */
   readonly latencyMs: number;
+  /** The intra-op threads it ran with (`LaunchSegment.intraOpThreads`); absent: the device's default. */
+  readonly intraOpThreads?: number;
 }
 
 /** Feedback after a group finished: what ran and how long it took. */

@@ -15,6 +15,8 @@ import { ClockworkController } from './clockwork/index.ts';
 import { OneAtATimeController, type OneAtATimePolicy } from './one-at-a-time/index.ts';
 import { OverlapAllController } from './overlap-all/index.ts';
 import { TritonController } from './triton/index.ts';
+import { ThreadAssigningController, ThreadedPredictor } from './threads.ts';
+import { parseThreadRule } from '../threads.ts';
 
 export type * from './controller.ts';
 export { AbacusController, type AbacusParams } from './abacus/index.ts';
@@ -22,6 +24,7 @@ export { ClockworkController, type ClockworkParams, windowPercentile } from './c
 export { OneAtATimeController, type OneAtATimeParams, type OneAtATimePolicy } from './one-at-a-time/index.ts';
 export { OverlapAllController } from './overlap-all/index.ts';
 export { TritonController, type TritonParams } from './triton/index.ts';
+export { ThreadAssigningController, ThreadedPredictor } from './threads.ts';
 
 export const POLICY_NAMES: readonly PolicyName[] = Object.freeze(['abacus', 'fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch', 'overlap-all', 'clockwork', 'triton'] as const);
 
@@ -51,13 +54,32 @@ interface FieldSpec {
   readonly type: z.ZodType;
   /** "an integer in [2, 64]" */
   readonly text: string;
-  readonly def: number | boolean;
-  readonly kind: 'number' | 'boolean';
+  readonly def: number | boolean | string;
+  readonly kind: 'number' | 'boolean' | 'string';
 }
 
 const MAX_WAYS = 64;
 
 const DROP: FieldSpec = { type: z.boolean(), text: 'a boolean', def: true, kind: 'boolean' };
+
+/**
+ * Intra-op threads per segment, decided per group (`threads.ts`, `schedule/threads.ts`; issue 13
+ * item 6): 'device' (the device's default, as before), 'fixed:N', or 'split:C' (each of k
+ * segments max(1, ⌊C/k⌋): a lone query every core).
+ */
+const THREADS: FieldSpec = {
+  type: z.string().refine((t) => {
+    try {
+      parseThreadRule(t);
+      return true;
+    } catch {
+      return false;
+    }
+  }),
+  text: "'device', 'fixed:N' or 'split:C' (N, C integers in [1, 1024])",
+  def: 'device',
+  kind: 'string',
+};
 
 /** Per policy: its parameters, their valid ranges and the defaults (Abacus SC'21 A100 runs; Clockwork OSDI'20). */
 const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> = {
@@ -67,18 +89,20 @@ const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> 
     drop: DROP,
     /** Online refinement of the predictor from measured group latencies (`predict/refine.ts`); off: the offline predictor alone, as in the paper. */
     refine: { type: z.boolean(), text: 'a boolean', def: false, kind: 'boolean' },
+    threads: THREADS,
   },
-  fcfs: { drop: DROP },
-  sjf: { drop: DROP },
-  edf: { drop: DROP },
-  'fcfs-batch': { drop: DROP },
-  'edf-batch': { drop: DROP },
+  fcfs: { drop: DROP, threads: THREADS },
+  sjf: { drop: DROP, threads: THREADS },
+  edf: { drop: DROP, threads: THREADS },
+  'fcfs-batch': { drop: DROP, threads: THREADS },
+  'edf-batch': { drop: DROP, threads: THREADS },
   'overlap-all': {},
   clockwork: {
     window: { type: z.number().int().min(1).max(10_000), text: 'an integer in [1, 10000]', def: 10, kind: 'number' },
     percentile: { type: z.number().gt(0).max(100), text: 'a number in (0, 100]', def: 99, kind: 'number' },
     /** Clockwork's `max_exec` (its scheduler's `max_allowable_exec_time`). */
     maxExecMs: { type: z.number().gt(0).max(1e9), text: 'a number of ms in (0, 1e9]', def: 25, kind: 'number' },
+    threads: THREADS,
   },
   /** `drop`: Triton's queue policy `timeout_action: REJECT`, timeout = the QoS target. */
   triton: { drop: DROP },
@@ -105,14 +129,14 @@ function describe(v: unknown): string {
 
 /**
  * Validate a policy's raw parameters and fill the defaults.
- * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine; fcfs/sjf/edf,
- *   fcfs-batch/edf-batch, triton: drop; clockwork: window, percentile, maxExecMs; overlap-all:
- *   none).
+ * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, threads;
+ *   fcfs/sjf/edf, fcfs-batch/edf-batch: drop, threads; triton: drop; clockwork: window,
+ *   percentile, maxExecMs, threads; overlap-all: none).
  * @throws RangeError for an unknown policy (naming the valid ones) and for a value out of
  *   range (naming the parameter and its range); TypeError for a value of the wrong type or a
  *   parameter the policy does not have (naming it and the valid ones).
  */
-export function parseControllerParams(policy: string, raw: Readonly<Record<string, unknown>> = {}): Record<string, number | boolean> {
+export function parseControllerParams(policy: string, raw: Readonly<Record<string, unknown>> = {}): Record<string, number | boolean | string> {
   if (!isPolicyName(policy)) throw new RangeError(`policy must be one of ${POLICY_NAMES.join(', ')}; got '${policy}'`);
   const fields = FIELDS[policy];
   const shape: Record<string, z.ZodType> = {};
@@ -133,8 +157,8 @@ export function parseControllerParams(policy: string, raw: Readonly<Record<strin
     // Wrong kind of value -> TypeError; right kind, out of range or not integral -> RangeError.
     throw spec !== undefined && typeof coerce(value) === spec.kind ? new RangeError(message) : new TypeError(message);
   }
-  const values = parsed.data as Record<string, number | boolean | undefined>;
-  const out: Record<string, number | boolean> = {};
+  const values = parsed.data as Record<string, number | boolean | string | undefined>;
+  const out: Record<string, number | boolean | string> = {};
   for (const [key, spec] of Object.entries(fields)) out[key] = values[key] ?? spec.def;
   return out;
 }
@@ -147,6 +171,8 @@ export interface ControllerOptions {
 
 /**
  * Build the controller of `policy` with validated `params` (see `parseControllerParams`).
+ * With a `threads` rule other than 'device', the controller scores through a
+ * `ThreadedPredictor` and is wrapped in a `ThreadAssigningController` (`schedule/threads.ts`).
  * @param predictor used by every policy but overlap-all and triton (which may be given none;
  *   `policyNeedsPredictor`).
  * @throws RangeError / TypeError from `parseControllerParams`; TypeError when the policy needs
@@ -158,6 +184,14 @@ export function createController(policy: string, params: Readonly<Record<string,
   if (policy === 'overlap-all') return new OverlapAllController();
   if (policy === 'triton') return new TritonController({ drop });
   if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
+  const rule = parseThreadRule(String(p['threads'] ?? 'device'));
+  if (rule.kind === 'device') return headController(policy, p, predictor, options);
+  return new ThreadAssigningController(headController(policy, p, new ThreadedPredictor(predictor, rule), options), rule);
+}
+
+/** A head policy (all but overlap-all and triton) with validated parameters `p`. */
+function headController(policy: string, p: Readonly<Record<string, number | boolean | string>>, predictor: Predictor, options: ControllerOptions): QueryController {
+  const drop = p['drop'] === true;
   switch (policy as Exclude<PolicyName, 'overlap-all' | 'triton'>) {
     case 'abacus':
       return new AbacusController(predictor, { ways: Number(p['ways']), slackMs: Number(p['slackMs']), drop }, p['refine'] === true ? new RefinedPredictor(predictor, options.logger === undefined ? {} : { logger: options.logger }) : undefined);

@@ -53,6 +53,12 @@ const OUTPUT_TAIL_CHARS = 2000;
 /** Outcome of one segment as the handle reports it (the device adds query/service). */
 export type RunOutcome = { readonly ok: true; readonly latencyMs: number; readonly outputs?: TensorMap } | { readonly ok: false; readonly error: AbacusError };
 
+/** What the child reports about itself (`stats` message). */
+interface ExecutorStats {
+  readonly keptQueries: readonly string[];
+  readonly sessionThreads: readonly (readonly number[])[];
+}
+
 /** What a segment dispatch carries (a `RunMessage` without protocol fields). */
 export type RunRequest = Omit<RunMessage, 't' | 'reqId'>;
 
@@ -183,8 +189,8 @@ export class ExecutorHandle {
   private starting: Promise<void> | undefined;
   private loadWaiter: { resolve: () => void; reject: (err: AbacusError) => void } | undefined;
   private readonly pending = new Map<number, Pending>();
-  /** `keptQueries` requests awaiting the child's answer, by request id. */
-  private readonly statsWaiters = new Map<number, { readonly resolve: (ids: readonly string[]) => void; readonly reject: (err: AbacusError) => void }>();
+  /** `stats` requests awaiting the child's answer, by request id. */
+  private readonly statsWaiters = new Map<number, { readonly resolve: (stats: ExecutorStats) => void; readonly reject: (err: AbacusError) => void }>();
   private nextReqId = 1;
   private tail = new OutputTail(OUTPUT_TAIL_CHARS);
   private restartCount = 0;
@@ -306,12 +312,25 @@ export class ExecutorHandle {
    *   DeviceUnavailableError when it is closed.
    */
   async keptQueries(): Promise<readonly string[]> {
+    return (await this.stats()).keptQueries;
+  }
+
+  /**
+   * Per operator (in order), the intra-op thread counts the child has sessions for, ascending,
+   * as of every message sent before (tests and leak checks). Waits for a (re)start in progress.
+   * @throws as `keptQueries`.
+   */
+  async sessionThreads(): Promise<readonly (readonly number[])[]> {
+    return (await this.stats()).sessionThreads;
+  }
+
+  private async stats(): Promise<ExecutorStats> {
     if (this.state === 'starting') await this.start();
     const child = this.child;
     if (this.state === 'closed') throw new DeviceUnavailableError(`executor of service ${this.cfg.service} is closed`);
     if (this.state !== 'ready' || !child) throw new DeviceFailureError(`executor of service ${this.cfg.service} is not running`);
     const reqId = this.nextReqId++;
-    return new Promise<readonly string[]>((resolve, reject) => {
+    return new Promise<ExecutorStats>((resolve, reject) => {
       this.statsWaiters.set(reqId, { resolve, reject });
       void sendTo(child, { t: 'stats', reqId }).then((failure) => {
         if (failure === undefined || !this.statsWaiters.delete(reqId)) return;
@@ -421,6 +440,7 @@ export class ExecutorHandle {
         session: this.cfg.session,
         warmupRuns: this.cfg.warmupRuns,
         syntheticCacheBytes: this.cfg.syntheticCacheBytes,
+        preloadIntraOpThreads: this.cfg.preloadIntraOpThreads,
       };
       void sendTo(child, load).then((failure) => {
         if (failure === undefined || this.loadWaiter !== waiter) return;
@@ -500,7 +520,7 @@ export class ExecutorHandle {
       case 'stats': {
         const w = this.statsWaiters.get(m.reqId);
         this.statsWaiters.delete(m.reqId);
-        w?.resolve(m.keptQueries);
+        w?.resolve({ keptQueries: m.keptQueries, sessionThreads: m.sessionThreads });
         break;
       }
       case 'probe-result':

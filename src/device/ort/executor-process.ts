@@ -102,7 +102,7 @@ function main(): void {
         break;
       case 'stats':
         enqueue(() => {
-          send({ t: 'stats', reqId: msg.reqId, keptQueries: executor?.keptQueryIds() ?? [] });
+          send({ t: 'stats', reqId: msg.reqId, keptQueries: executor?.keptQueryIds() ?? [], sessionThreads: executor?.sessionThreadCounts() ?? [] });
           return Promise.resolve();
         });
         break;

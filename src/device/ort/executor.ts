@@ -1,8 +1,18 @@
 /**
- * SegmentExecutor: the part of an executor that lives in the child process — one ORT
- * InferenceSession per operator of one service, created once and reused (repeated
+ * SegmentExecutor: the part of an executor that lives in the child process — ORT
+ * InferenceSessions of the operators of one service, each created once and reused (repeated
  * create/release leaks memory in onnxruntime-node), and the kept state of that service's
  * queries between segments.
+ *
+ * Sessions per thread count (issue 13 item 6): a session's intra-op thread pool is fixed when
+ * it is created, so an operator has one session per intra-op thread count it has run with —
+ * the default (`SessionConfig.intraOpNumThreads`) and each `preloadIntraOpThreads` count
+ * created and warmed up at load, any other count a segment names (`RunMessage.intraOpThreads`)
+ * created on first use, before the segment's timed loop (its creation is not in `latencyMs`;
+ * its first run is not warmed up and may be slower), and then kept until `close`. The device
+ * validates each count against its `maxIntraOpThreads` limit, so an operator holds at most
+ * `maxIntraOpThreads` + 1 sessions (each with its own copy of the operator's weights and its
+ * own thread pool, idle without spinning unless `spinning` is on).
  *
  * A segment runs operators `[start, end)` back to back. The query state is a Map
  * name → ort.Tensor; after operator k it is outputs(k) ∪ passthrough(k) (ModelSpec docs).
@@ -46,12 +56,15 @@ export interface RunHooks {
   readonly afterOperator?: (index: number) => void;
 }
 
-/** ORT session options for a config (shared by load and the EP probe). */
-export function sessionOptions(cfg: SessionConfig): InferenceSession.SessionOptions {
+/**
+ * ORT session options for a config (shared by load and the EP probe); `intraOpThreads`
+ * replaces the config's `intraOpNumThreads` when given.
+ */
+export function sessionOptions(cfg: SessionConfig, intraOpThreads?: number): InferenceSession.SessionOptions {
   const spin = cfg.spinning ? '1' : '0';
   return {
     executionProviders: cfg.executionProvider === 'cuda' ? [{ name: 'cuda', deviceId: cfg.cudaDeviceId }] : ['cpu'],
-    intraOpNumThreads: cfg.intraOpNumThreads,
+    intraOpNumThreads: intraOpThreads ?? cfg.intraOpNumThreads,
     interOpNumThreads: cfg.interOpNumThreads,
     executionMode: 'sequential',
     graphOptimizationLevel: cfg.graphOptimizationLevel,
@@ -115,19 +128,62 @@ export class SegmentExecutor {
   private readonly index: Map<string, TensorSpec>;
   private readonly synthetic: SyntheticCache;
 
+  /** Per operator: its sessions by intra-op thread count (the default's key: `SessionConfig.intraOpNumThreads`). */
+  private readonly sessions: readonly Map<number, InferenceSession>[];
+
   private constructor(
     private readonly service: string,
     private readonly spec: ModelSpec,
-    private readonly sessions: readonly InferenceSession[],
-    syntheticCacheBytes: number,
+    private readonly load: LoadMessage,
+    defaults: readonly InferenceSession[],
   ) {
     this.index = tensorSpecIndex(spec);
-    this.synthetic = new SyntheticCache(syntheticCacheBytes);
+    this.synthetic = new SyntheticCache(load.syntheticCacheBytes);
+    this.sessions = defaults.map((s) => new Map([[load.session.intraOpNumThreads, s]]));
+  }
+
+  /** Per operator, the intra-op thread counts it has sessions for, ascending (tests and leak checks). */
+  sessionThreadCounts(): number[][] {
+    return this.sessions.map((byThreads) => [...byThreads.keys()].sort((a, b) => a - b));
+  }
+
+  /**
+   * Create (once) the sessions of operators `[start, end)` at `threads` intra-op threads.
+   * @returns undefined, or the failure's message naming the operator.
+   */
+  private async ensureSessions(start: number, end: number, threads: number): Promise<{ operator: number; message: string } | undefined> {
+    for (let k = start; k < end; k++) {
+      const byThreads = this.sessions[k];
+      if (byThreads === undefined || byThreads.has(threads)) continue;
+      try {
+        byThreads.set(threads, await InferenceSession.create(this.load.operatorPaths[k]!, sessionOptions(this.load.session, threads)));
+      } catch (err) {
+        return { operator: k, message: `creating its session with ${threads} intra-op threads: ${describeError(err)}` };
+      }
+    }
+    return undefined;
+  }
+
+  /** Warm operators `[0, N)` up `runs` times at batch 1, default seq, on their sessions at `threads`. */
+  private async warmUp(runs: number, threads: number): Promise<void> {
+    for (let r = 0; r < runs; r++) {
+      for (const [k, op] of this.spec.operators.entries()) {
+        try {
+          const specs = resolvedBoundary(this.spec, k, 1, 0, this.index).filter((t) => op.inputs.some((i) => i.name === t.name));
+          const feeds: Record<string, Tensor> = {};
+          for (const [name, t] of Object.entries(syntheticTensors(specs, r))) feeds[name] = toOrtTensor(t);
+          await this.sessions[k]!.get(threads)!.run(feeds);
+        } catch (err) {
+          throw new ExecutorLoadError({ code: 'invalid_model', message: `${this.service}: warm-up of operator ${k} (${op.name}) with ${threads} intra-op threads failed: ${describeError(err)}` });
+        }
+      }
+    }
   }
 
   /**
    * Create one session per operator (in order), check each session's input/output names
-   * against the spec, and warm every operator up `warmupRuns` times at batch 1, default seq.
+   * against the spec, and warm every operator up `warmupRuns` times at batch 1, default seq;
+   * then the same for each count of `preloadIntraOpThreads`.
    * @throws ExecutorLoadError with code `device_unavailable` when the CUDA EP cannot be
    *   created, `invalid_model` for a model that does not load, does not match its spec, or
    *   fails its warm-up run. Sessions created before the failure are released.
@@ -139,6 +195,7 @@ export class SegmentExecutor {
     }
     const options = sessionOptions(msg.session);
     const sessions: InferenceSession[] = [];
+    let executor: SegmentExecutor | undefined;
     const releaseAll = async (): Promise<void> => {
       await Promise.allSettled(sessions.map((s) => s.release()));
     };
@@ -159,22 +216,17 @@ export class SegmentExecutor {
         const mismatch = nameMismatch(op.inputs, session.inputNames, 'inputs') ?? nameMismatch(op.outputs, session.outputNames, 'outputs');
         if (mismatch) throw new ExecutorLoadError({ code: 'invalid_model', message: `${service}: operator ${k} (${op.name}) at ${file} does not match its spec: ${mismatch}` });
       }
-      const executor = new SegmentExecutor(service, spec, sessions, msg.syntheticCacheBytes);
-      for (let r = 0; r < msg.warmupRuns; r++) {
-        for (const [k, op] of spec.operators.entries()) {
-          try {
-            const specs = resolvedBoundary(spec, k, 1, 0, executor.index).filter((t) => op.inputs.some((i) => i.name === t.name));
-            const feeds: Record<string, Tensor> = {};
-            for (const [name, t] of Object.entries(syntheticTensors(specs, r))) feeds[name] = toOrtTensor(t);
-            await sessions[k]!.run(feeds);
-          } catch (err) {
-            throw new ExecutorLoadError({ code: 'invalid_model', message: `${service}: warm-up of operator ${k} (${op.name}) failed: ${describeError(err)}` });
-          }
-        }
+      executor = new SegmentExecutor(service, spec, msg, sessions);
+      await executor.warmUp(msg.warmupRuns, msg.session.intraOpNumThreads);
+      for (const threads of msg.preloadIntraOpThreads) {
+        const failed = await executor.ensureSessions(0, spec.operators.length, threads);
+        if (failed !== undefined) throw new ExecutorLoadError({ code: 'invalid_model', message: `${service}: operator ${failed.operator}: ${failed.message}` });
+        await executor.warmUp(msg.warmupRuns, threads);
       }
       return executor;
     } catch (err) {
-      await releaseAll();
+      if (executor !== undefined) await executor.close();
+      else await releaseAll();
       if (err instanceof ExecutorLoadError) throw err;
       throw new ExecutorLoadError({ code: 'invalid_model', message: `${service}: ${describeError(err)}` });
     }
@@ -219,11 +271,14 @@ export class SegmentExecutor {
       return fail(start, `preparing inputs: ${describeError(err)}`);
     }
     this.states.delete(queryId);
+    const threads = msg.intraOpThreads ?? this.load.session.intraOpNumThreads;
+    const missing = await this.ensureSessions(start, end, threads);
+    if (missing !== undefined) return fail(missing.operator, missing.message);
 
     const t0 = performance.now();
     for (let k = start; k < end; k++) {
       const op = this.spec.operators[k];
-      const session = this.sessions[k];
+      const session = this.sessions[k]?.get(threads);
       if (!op || !session) return fail(k, 'no such operator');
       const feeds: Record<string, Tensor> = {};
       for (const input of op.inputs) {
@@ -270,10 +325,10 @@ export class SegmentExecutor {
     }
   }
 
-  /** Release every session. */
+  /** Release every session (of every thread count). */
   async close(): Promise<void> {
     this.states.clear();
-    await Promise.allSettled(this.sessions.map((s) => s.release()));
+    await Promise.allSettled(this.sessions.flatMap((byThreads) => [...byThreads.values()].map((s) => s.release())));
   }
 
   private initialState(msg: RunMessage): QueryState {

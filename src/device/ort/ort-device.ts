@@ -49,7 +49,13 @@
  *
  * ## Semantics
  *
- * - One ORT InferenceSession per operator, created once at `load` and reused.
+ * - One ORT InferenceSession per operator and intra-op thread count, created once and reused
+ *   (repeated create/release leaks memory in onnxruntime-node): the default count
+ *   (`intraOpNumThreads`) and `preloadIntraOpThreads` at `load`, any other count a segment
+ *   names (`Segment.intraOpThreads`, issue 13 item 6) on its first use, outside the segment's
+ *   `latencyMs` (details: `executor.ts`). A segment's count is an integer in
+ *   [1, `maxIntraOpThreads`] (else BadRequestError), so each operator holds at most
+ *   `maxIntraOpThreads` + 1 sessions, each with its own copy of the operator's weights.
  * - A segment runs its operators back to back inside its executor; intermediate tensors stay
  *   there. The query's state is kept under `queryId` until the segment reaching the last
  *   operator (outputs returned, state freed), `releaseQuery`, a failed segment, or the death
@@ -95,6 +101,7 @@
  *   (error), load timings (info `loadMs`) and spawns (debug). Default: silent.
  */
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import { pino } from 'pino';
 import { DeviceFailureError, DeviceUnavailableError, InvalidModelError, describeError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
@@ -114,8 +121,19 @@ export interface OrtDeviceOptions {
   readonly executionProvider?: 'cpu' | 'cuda';
   /** CUDA device ordinal [0]; ignored for 'cpu'. */
   readonly cudaDeviceId?: number;
-  /** Threads inside one ORT kernel, per session [1]; 0 = ORT's default (one per core). */
+  /** Threads inside one ORT kernel, per session [1]; 0 = ORT's default (one per core). A segment's `intraOpThreads` overrides it. */
   readonly intraOpNumThreads?: number;
+  /**
+   * Largest `Segment.intraOpThreads` a segment may name [os.availableParallelism()], in [1, 1024]:
+   * bounds the sessions per operator (one per distinct count used).
+   */
+  readonly maxIntraOpThreads?: number;
+  /**
+   * Intra-op thread counts whose sessions every executor creates and warms up at `load` [none],
+   * each in [1, maxIntraOpThreads]: the counts a thread rule will use (`threads.ts`
+   * `threadCountsOf`), so that no segment waits for a session to be created.
+   */
+  readonly preloadIntraOpThreads?: readonly number[];
   /** Threads across kernels, per session [1] (sessions run in sequential mode). */
   readonly interOpNumThreads?: number;
   /** Let ORT pool threads spin while idle [false]; spinning burns the cores co-located services need. */
@@ -155,6 +173,8 @@ const OPT_LEVELS = ['disabled', 'basic', 'extended', 'all'] as const;
 
 interface ResolvedOptions {
   readonly session: SessionConfig;
+  readonly maxIntraOpThreads: number;
+  readonly preloadIntraOpThreads: readonly number[];
   readonly warmupRuns: number;
   readonly syntheticCacheBytes: number;
   readonly loadTimeoutMs: number;
@@ -187,7 +207,13 @@ function resolveOptions(o: OrtDeviceOptions): ResolvedOptions {
   if (o.logger !== undefined && (typeof o.logger !== 'object' || o.logger === null || typeof o.logger.warn !== 'function')) {
     throw new TypeError('OrtDeviceOptions.logger must be a pino Logger');
   }
+  const maxIntraOpThreads = intOption('maxIntraOpThreads', o.maxIntraOpThreads, Math.min(os.availableParallelism(), 1024), 1, 1024);
+  const preload: unknown = o.preloadIntraOpThreads ?? [];
+  if (!Array.isArray(preload)) throw new TypeError('OrtDeviceOptions.preloadIntraOpThreads must be an array of integers');
+  const preloadIntraOpThreads = [...new Set((preload as unknown[]).map((n) => intOption('preloadIntraOpThreads[]', n as number, 1, 1, maxIntraOpThreads)))].sort((a, b) => a - b);
   return {
+    maxIntraOpThreads,
+    preloadIntraOpThreads,
     session: {
       executionProvider: ep,
       cudaDeviceId: intOption('cudaDeviceId', o.cudaDeviceId, 0, 0, 1024),
@@ -318,6 +344,7 @@ export class OrtDevice implements Device {
             session: this.options.session,
             warmupRuns: this.options.warmupRuns,
             syntheticCacheBytes: this.options.syntheticCacheBytes,
+            preloadIntraOpThreads: this.options.preloadIntraOpThreads,
             loadTimeoutMs: this.options.loadTimeoutMs,
             segmentTimeoutMs: this.options.segmentTimeoutMs,
             logger: this.log,
@@ -356,7 +383,7 @@ export class OrtDevice implements Device {
    */
   async runGroup(group: readonly Segment[]): Promise<GroupResult> {
     if (this.closing) throw new DeviceUnavailableError(`${this.id} is closed`);
-    validateGroup(group, this.specs, this.book, this.id);
+    validateGroup(group, this.specs, this.book, this.id, this.options.maxIntraOpThreads);
     if (group.length === 0) return { groupLatencyMs: 0, segments: [] };
 
     const t0 = performance.now();
@@ -427,6 +454,23 @@ export class OrtDevice implements Device {
   }
 
   /**
+   * Per operator of a service (in order), the intra-op thread counts its executor has sessions
+   * for, ascending, as of every segment sent to it before — for tests and leak checks (a count
+   * appears once however often it is used: sessions are never recreated).
+   * @throws as `executorKeptQueries`.
+   */
+  async executorSessionThreads(service: string): Promise<readonly (readonly number[])[]> {
+    const handle = this.handles.get(service);
+    if (!handle) throw new RangeError(`service '${service}' is not loaded on ${this.id} (loaded: ${this.services.join(', ') || 'none'})`);
+    return handle.sessionThreads();
+  }
+
+  /** Largest `Segment.intraOpThreads` this device accepts (`OrtDeviceOptions.maxIntraOpThreads`). */
+  get maxIntraOpThreads(): number {
+    return this.options.maxIntraOpThreads;
+  }
+
+  /**
    * Terminate every executor, including those a `load` in progress is starting, and free all
    * state. Idempotent; later runGroup/load reject.
    */
@@ -448,7 +492,15 @@ export class OrtDevice implements Device {
       return Promise.resolve({ ok: false, queryId, service, error });
     }
     const handle = this.handles.get(service)!;
-    const run = handle.run({ queryId, start: seg.start, end: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen, input: seg.input });
+    const run = handle.run({
+      queryId,
+      start: seg.start,
+      end: seg.end,
+      batchSize: seg.batchSize,
+      seqLen: seg.seqLen,
+      input: seg.input,
+      ...(seg.intraOpThreads === undefined ? {} : { intraOpThreads: seg.intraOpThreads }),
+    });
     return run.then((outcome): SegmentResult => {
       if (!outcome.ok) {
         this.book.finishFailed(queryId, service, outcome.error.code === 'device_failure' ? outcome.error.message : undefined);

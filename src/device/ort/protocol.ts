@@ -39,6 +39,11 @@ export interface LoadMessage {
   readonly warmupRuns: number;
   /** Byte budget of the synthetic-input cache (0 disables it). */
   readonly syntheticCacheBytes: number;
+  /**
+   * Intra-op thread counts (besides `session.intraOpNumThreads`) whose sessions are created and
+   * warmed up at load; other counts a segment names get their sessions on first use.
+   */
+  readonly preloadIntraOpThreads: readonly number[];
 }
 
 /** Parent → child: run operators `[start, end)` of one query (a Segment; the child knows its service). */
@@ -64,8 +69,9 @@ export interface FaultMessage {
 }
 
 /**
- * Parent → child: report the ids of the queries whose state the executor keeps (queued like a
- * run, so it reflects every message sent before it). For tests and leak checks.
+ * Parent → child: report the ids of the queries whose state the executor keeps and, per
+ * operator, the intra-op thread counts it has sessions for (queued like a run, so it reflects
+ * every message sent before it). For tests and leak checks.
  */
 export interface StatsMessage {
   readonly t: 'stats';
@@ -86,7 +92,7 @@ export type ChildMessage =
   | { readonly t: 'load-failed'; readonly error: WireError }
   | { readonly t: 'result'; readonly reqId: number; readonly ok: true; readonly latencyMs: number; readonly outputs?: TensorMap }
   | { readonly t: 'result'; readonly reqId: number; readonly ok: false; readonly error: WireError }
-  | { readonly t: 'stats'; readonly reqId: number; readonly keptQueries: readonly string[] }
+  | { readonly t: 'stats'; readonly reqId: number; readonly keptQueries: readonly string[]; readonly sessionThreads: readonly (readonly number[])[] }
   | { readonly t: 'probe-result'; readonly backends: readonly string[]; readonly error?: string };
 
 /** Exit code of a child that exits on an injected fault. */

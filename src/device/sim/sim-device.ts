@@ -43,6 +43,9 @@
  *   flat in batch size 1–16, have a CV of 2.0 % (ResNet-50), 2.1 % (ResNet-101), 1.3 %
  *   (ResNet-152), which is the predictor's scatter rather than the GPU's. 0 makes every run
  *   exactly reproducible regardless of the seed.
+ * - Threads: the simulator has no thread model. `Segment.intraOpThreads` is validated (an
+ *   integer in [1, `MAX_INTRA_OP_THREADS`], else a BadRequestError) and otherwise ignored: a
+ *   segment takes the same time whatever thread count it names.
  * - Drift: an optional step change of speed (`SimDeviceOptions.drift`, or a `drift-<factor>x@<ms>ms`
  *   part of the id; issue 13 item 5): every operator that starts on the device at or after `atMs`
  *   ms after `create` (on the device's clock) takes `factor` × as long — its device work and its
