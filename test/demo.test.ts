@@ -68,6 +68,8 @@ describe('abacus demo', () => {
       expect(json.abacusOverFcfsGoodput).toBeNull();
     }
     expect(Object.keys(json.abacusOverFcfsGoodputByBaseline)).toEqual(fcfsLabels);
+    // abacus refines its predictor online by default (--no-refine turns it off), and the report says so
+    expect(json.abacusRefines).toBe(true);
     // meaningful flag with its reasons; conditions with the thresholds
     expect(typeof json.meaningful).toBe('boolean');
     if (json.meaningful) expect(json.reason).toBeNull();
@@ -95,6 +97,7 @@ describe('abacus demo', () => {
     expect(html).toContain('<caption>Per policy</caption>');
     expect(html).toContain('<caption>Per round</caption>');
     expect(html).toMatch(json.meaningful ? /class="headline">Abacus goodput ÷ fcfs/ : /class="headline">NOT A MEANINGFUL RESULT: /);
+    expect(html).toContain('refined online from the measured group latencies');
     expect(html).toMatch(/measured on this machine(&#39;|')s CPU/i);
     expect(html).not.toMatch(/<script[^>]*\bsrc=|<link\b/i);
 

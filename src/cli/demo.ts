@@ -106,6 +106,7 @@ interface DemoOptions {
   small?: boolean;
   threads: number;
   profileSamples: number;
+  refine: boolean;
   json?: boolean;
 }
 
@@ -145,6 +146,7 @@ export function registerDemoCommand(program: Command, ctx: CliContext): void {
     .option('--small', `use the tiny ${SMALL_MODELS.join(',')} variants (a few ms per query; for quick checks)`)
     .option('--threads <n>', 'onnxruntime intra-op threads per executor (one executor per service) for abacus and the weak fcfs; the strong fcfs uses every core', positiveInt('--threads'), 1)
     .option('--profile-samples <n>', 'operator groups profiled when the predictor is not cached', positiveInt('--profile-samples'), DEFAULT_PROFILE_SAMPLES)
+    .option('--no-refine', 'abacus serves with its offline predictor only (default: it refines the predictor online from measured group latencies, with the guard; docs/adaptive.md)')
     .option('--json', 'print {"runs": [...], "abacusOverFcfsGoodput", "abacusOverFcfsGoodputSpread", "meaningful", "reason", "conditions", "rounds", "report", …} as JSON (progress stays on stderr)')
     .action(async (opts: DemoOptions) => {
       await runDemo(ctx, opts);
@@ -196,6 +198,8 @@ export interface DemoJson {
   readonly baseline: string;
   /** Median over rounds of abacus ÷ each fcfs variant, by label (null as above). */
   readonly abacusOverFcfsGoodputByBaseline: Readonly<Record<string, number | null>>;
+  /** Whether abacus refined its predictor online (default; `--no-refine`: off). */
+  readonly abacusRefines: boolean;
   /** Whether the conditions let the ratio mean something (`demo-verdict.ts`); stdout and the report headline it only then. */
   readonly meaningful: boolean;
   /** Why not, when not meaningful (the reasons joined by '; '); null when meaningful. */
@@ -351,7 +355,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
         for (const v of variants) {
           const ticker = startTicker(ctx, `${v.label}`, opts.queries / rateQps);
           try {
-            results.push(await runExperiment(v.env, { services, policy: v.policy, policyParams: {}, rateQps, queries: opts.queries, seed, keepRecords: true }));
+            results.push(await runExperiment(v.env, { services, policy: v.policy, policyParams: v.policy === 'abacus' && opts.refine ? { refine: true } : {}, rateQps, queries: opts.queries, seed, keepRecords: true }));
           } finally {
             ticker.stop();
           }
@@ -409,6 +413,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
     meaningful: verdict.meaningful,
     reason: verdict.meaningful ? null : verdict.reasons.join('; '),
     reasons: verdict.reasons,
+    abacusRefines: opts.refine,
     conditions: {
       cores: allCores,
       loadAverage1mStart: finalRounds[0]!.loadAverage1mStart,
@@ -696,7 +701,7 @@ async function buildReport(input: {
     ['query mix', `batch sizes ${BATCH_SIZES.join(', ')}${services.some((s) => s.seqLens !== undefined) ? `; sequence lengths ${[...new Set(services.flatMap((s) => s.seqLens ?? []))].join(', ')}` : ''}, drawn uniformly per query; services share the rate equally`],
     ['QoS targets', `${services.map((s, i) => `${s.name} ${s.qosTargetMs} ms (solo p50 ${solos[i]!.p50Ms.toFixed(1)} ms)`).join(', ')} — ${opts.qosMs === undefined ? QOS_RULE(opts.qosFactor) : 'given with --qos-ms'}`],
     ['load', `${input.rateQps} queries/s, Poisson, ${opts.queries} queries per policy per round — ${opts.rate === undefined ? RATE_RULE(opts.load) : 'given with --rate'}`],
-    ['policies', 'fcfs: one query at a time in arrival order; abacus: operator groups chosen with the predictor (ways 2, slack 5 ms); both drop a query that can no longer meet its QoS target'],
+    ['policies', `fcfs: one query at a time in arrival order; abacus: operator groups chosen with the predictor (ways 2, slack 5 ms)${opts.refine ? ', refined online from the measured group latencies, with the guard (docs/adaptive.md)' : ', offline predictor only (--no-refine)'}; both drop a query that can no longer meet its QoS target`],
     ['predictor', `MLP trained on ${opts.profileSamples} operator groups profiled on this device, cached: ${input.source}${predictorConditionsText(input.json.conditions.predictor)}${input.json.allCoresPredictor === undefined ? '' : `; fcfs (${threadsLabel(machine.allCoresThreads)}) predicts its solo latencies (for its drop rule) with an MLP trained on solo runs with every core: ${input.json.allCoresPredictor}`}`],
   ];
   return renderReportHtml({
