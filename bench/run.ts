@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection]`: the foundation
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
  * `--only sim` runs the simulator speed benchmark (issue 3) alone, `--only schedule` the
  * scheduling decision latency (issue 5) alone, `--only predictor [-- --data FILE.csv]` the
@@ -7,7 +7,8 @@
  * simulation speed of the whole serving path (issue 5) alone, `--only idle-gap [-- --queries N]
  * [-- --skip-ort]` the device's idle time between groups at saturation, deciding ahead vs only
  * when idle, on sim:a100 and on this CPU, `--only rejection [-- --skip-ort]` how long after its
- * arrival a hopeless query is answered on the wall clock, deciding ahead vs only when idle.
+ * arrival a hopeless query is answered on the wall clock, deciding ahead vs only when idle,
+ * `--only serve-overload` how fast `abacus serve` answers 503 under a 10× overload.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -20,19 +21,20 @@ import { benchPredictor } from './predictor.ts';
 import { benchRuntimeSpeed } from './runtime-speed.ts';
 import { benchIdleGap } from './idle-gap.ts';
 import { benchRejection } from './rejection.ts';
+import { benchServeOverload } from './serve-overload.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection')
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload')
   .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000)', (v) => Number(v))
   .option('--skip-ort', 'idle-gap, rejection: the sim:a100 rows only')
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
 const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean }>();
-if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor, runtime, idle-gap or rejection, got '${opts.only}'`);
+if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor, runtime, idle-gap, rejection or serve-overload, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
 };
@@ -45,6 +47,7 @@ if (opts.only === 'schedule') out['schedule'] = await benchSchedule({ log });
 if (opts.only === 'runtime') out['runtimeSpeed'] = await benchRuntimeSpeed({ log, ...(opts.queries === undefined ? {} : { queries: opts.queries }) });
 if (opts.only === 'idle-gap') out['idleGap'] = await benchIdleGap({ log, ...(opts.queries === undefined ? {} : { ortQueries: opts.queries }), ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
 if (opts.only === 'rejection') out['rejection'] = await benchRejection({ log, ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
+if (opts.only === 'serve-overload') out['serveOverload'] = await benchServeOverload({ log });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
@@ -117,6 +120,15 @@ if (opts.json) {
         ['scenario', 'decides', 'trials', 'running group predicted ms', 'measured ms', 'target ms', 'answered after (median) ms', '(max) ms', 'rejected'],
         rej.rows.map((r) => [r.scenario, r.decideAhead ? 'ahead' : 'when idle', r.trials, r.longPredictedMs.toFixed(2), r.longMeasuredMs.toFixed(1), r.qosTargetMs.toFixed(2), r.answeredAfterMedianMs.toFixed(2), r.answeredAfterMaxMs.toFixed(2), r.rejected]),
       ) + '\n',
+    );
+  }
+  const so503 = out['serveOverload'] as Awaited<ReturnType<typeof benchServeOverload>> | undefined;
+  if (so503) {
+    const f = (x: { p50: number; p99: number; max: number; n: number }): string => `p50 ${x.p50.toFixed(2)} ms, p99 ${x.p99.toFixed(2)} ms, max ${x.max.toFixed(2)} ms (${x.n})`;
+    process.stdout.write(
+      `abacus serve under 10× overload (sim:a100, wall clock; goal: 503s answered in p99 ≤ 5 ms on the server), load average ${so503.loadAverage1m.toFixed(2)} at the end:\n` +
+        `  capacity ${so503.capacityQps.toFixed(0)} q/s, offered ${so503.offeredQps.toFixed(0)} q/s for ${so503.durationMs / 1000} s: ${so503.requests} requests, by status ${JSON.stringify(so503.byStatus)}\n` +
+        `  503 on the server: ${f(so503.server503Ms)}\n  503 at the client:  ${f(so503.client503Ms)}\n`,
     );
   }
   const pred = out['predictor'] as Awaited<ReturnType<typeof benchPredictor>> | undefined;
