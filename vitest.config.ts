@@ -1,6 +1,6 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
-/** Tests that assert a wall-clock bound of the system under load run alone, after the rest (groupOrder 1). */
+/** Tests that load the whole machine (a 10× overload storm) run alone, after the rest (groupOrder 1), so that they do not slow the others down. */
 const ALONE = ['test/serve/overload.test.ts'];
 
 export default defineConfig({
