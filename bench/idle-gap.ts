@@ -22,7 +22,7 @@
 import os from 'node:os';
 import { cachedPredictor } from '../src/cli/predictor-cache.ts';
 import { ensurePredictor, openEnv, resolveServices } from '../src/cli/experiment.ts';
-import type { CliContext } from '../src/cli/main.ts';
+import type { CliContext } from '../src/cli/context.ts';
 import { artifactAt } from '../src/model/artifact.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import { simEnv } from '../src/reproduce/colocation.ts';

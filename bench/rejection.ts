@@ -22,7 +22,7 @@ import type { Clock } from '../src/clock/clock.ts';
 import { WallClock } from '../src/clock/wall.ts';
 import { cachedPredictor } from '../src/cli/predictor-cache.ts';
 import { ensurePredictor, openEnv, resolveServices } from '../src/cli/experiment.ts';
-import type { CliContext } from '../src/cli/main.ts';
+import type { CliContext } from '../src/cli/context.ts';
 import type { Device } from '../src/device/device.ts';
 import { SimDevice } from '../src/device/sim/index.ts';
 import { artifactAt } from '../src/model/artifact.ts';

@@ -9,7 +9,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { CliContext } from '../src/cli/main.ts';
+import type { CliContext } from '../src/cli/context.ts';
 import type { LoadSample } from '../src/cli/load-conditions.ts';
 import { cachedPredictor, type PredictorRequest } from '../src/cli/predictor-cache.ts';
 import { resolveModelArtifact } from '../src/model/catalog.ts';

@@ -47,7 +47,7 @@ import { BUSY_LOAD_PER_CORE, demoVerdict, MAX_RELATIVE_SPREAD, MIN_ROUNDS, NO_OV
 import { ensurePredictor, openEnv, predictorCacheDir, runJson, type Hosted, type RunJson, type RunSummary } from './experiment.ts';
 import { sampleLoad } from './load-conditions.ts';
 import { formatTable } from './format.ts';
-import type { CliContext } from './main.ts';
+import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
 import { UsageError } from './usage.ts';
 

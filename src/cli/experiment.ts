@@ -42,7 +42,7 @@ import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult,
 import { isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
 import { policyHelpText } from './policies.ts';
 import { formatTable } from './format.ts';
-import type { CliContext } from './main.ts';
+import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
 import { sampleLoad, type LoadSample, type ProfileConditions } from './load-conditions.ts';
 import { cachedPredictor } from './predictor-cache.ts';

@@ -14,14 +14,9 @@ import { registerExperimentCommands } from './experiment.ts';
 import { registerReproduceCommand } from './reproduce.ts';
 import { registerServeCommand } from './serve.ts';
 import { UsageError } from './usage.ts';
+import type { CliContext } from './context.ts';
 
-/** What subcommands need from the process, injectable for tests. */
-export interface CliContext {
-  out(text: string): void;
-  err(text: string): void;
-  /** `{ cacheDir }` when `--cache-dir` was given. */
-  cacheOptions(): { cacheDir?: string };
-}
+export type { CliContext } from './context.ts';
 
 function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };

@@ -12,7 +12,7 @@ import type { ModelArtifact } from '../model/artifact.ts';
 import { operatorFileName, SPEC_FILE } from '../model/artifact.ts';
 import { ensureDir, isDirectory } from '../fs.ts';
 import { formatTable } from './format.ts';
-import type { CliContext } from './main.ts';
+import type { CliContext } from './context.ts';
 
 /** Zoo option flags shared by every command that builds a zoo model. */
 const ZOO_FLAGS: readonly { flag: string; key: string; help: string }[] = [

@@ -30,7 +30,7 @@ import { trainPredictor } from '../predict/train.ts';
 import { readProfileCsv } from '../profile/csv.ts';
 import { profileDevice } from '../profile/profiler.ts';
 import { cachedPredictorAction, parseProfileConditions, sampleLoad as machineLoad, isUnderLoad, type LoadSample, type ProfileConditions } from './load-conditions.ts';
-import type { CliContext } from './main.ts';
+import type { CliContext } from './context.ts';
 import { progressReporter } from './profile.ts';
 import os from 'node:os';
 import { formatThreadRule, threadDeviceOptions, type ThreadRule } from '../threads.ts';

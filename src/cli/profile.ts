@@ -17,7 +17,7 @@ import { MAX_GROUP_SIZE, multisetCount, profileDevice, type ProfileDeviceOptions
 import { positiveInt } from './models.ts';
 import os from 'node:os';
 import { parseThreadRules, threadDeviceOptions, type ThreadRule } from '../threads.ts';
-import type { CliContext } from './main.ts';
+import type { CliContext } from './context.ts';
 
 /** Parsed flags of `abacus profile`. */
 export interface ProfileCliOptions {

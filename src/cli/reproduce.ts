@@ -62,7 +62,7 @@ import { CLUSTER_TRACE_PATH, readPaperWorkloads, type PaperWorkload } from '../r
 import { isPolicyName, POLICY_NAMES } from '../schedule/index.ts';
 import { readLoadTrace } from '../workload/trace-file.ts';
 import { formatTable } from './format.ts';
-import type { CliContext } from './main.ts';
+import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
 import { cachedPredictor } from './predictor-cache.ts';
 

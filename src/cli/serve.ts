@@ -31,7 +31,7 @@ import { DEFAULT_MAX_BODY_BYTES } from '../serve/http/app.ts';
 import { ServeMetrics } from '../serve/metrics.ts';
 import { startServer, type GrpcServerFactory, type RunningServer } from '../serve/server.ts';
 import { ensurePredictor, openEnv, resolveServices } from './experiment.ts';
-import type { CliContext } from './main.ts';
+import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
 
 export interface ServeCliOptions {

@@ -40,7 +40,7 @@ import {
   type SimConstants,
 } from '../device/sim/index.ts';
 import { formatTable } from './format.ts';
-import type { CliContext } from './main.ts';
+import type { CliContext } from './context.ts';
 
 /** `abacus simulate calibrate --json` output. */
 export interface CalibrateJson {

@@ -28,7 +28,7 @@ import { writePredictorFile } from '../predict/file.ts';
 import { DEFAULT_MLP_OPTIONS } from '../predict/mlp/train-mlp.ts';
 import { trainPredictor, type PredictorKind, type TrainProgress, type TrainResult } from '../predict/train.ts';
 import { formatTable } from './format.ts';
-import type { CliContext } from './main.ts';
+import type { CliContext } from './context.ts';
 import { UsageError } from './usage.ts';
 
 /** `abacus train --json` output. */

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runExperimentCommand, type ExperimentCliOptions, type ExperimentJson } from '../../src/cli/experiment.ts';
-import type { CliContext } from '../../src/cli/main.ts';
+import type { CliContext } from '../../src/cli/context.ts';
 import { UsageError } from '../../src/cli/usage.ts';
 import { runAbacus } from '../helpers/cli.ts';
 import { createGrpcServer, type GrpcInferenceServer } from '../../src/serve/grpc/server.ts';
