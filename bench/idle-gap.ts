@@ -20,8 +20,8 @@
  * decoding) — device time that is not idle between groups but not computing either.
  */
 import os from 'node:os';
-import { cachedPredictor } from '../src/cli/predictor-cache.ts';
-import { ensurePredictor, openEnv, resolveServices } from '../src/cli/experiment.ts';
+import { cachedPredictor } from '../src/deployment/predictor-cache.ts';
+import { ensurePredictor, openEnv, resolveServices } from '../src/deployment/services.ts';
 import type { CliContext } from '../src/cli/context.ts';
 import { artifactAt } from '../src/model/artifact.ts';
 import { ModelRepository } from '../src/model/repository.ts';

@@ -20,8 +20,8 @@
 import os from 'node:os';
 import type { Clock } from '../src/clock/clock.ts';
 import { WallClock } from '../src/clock/wall.ts';
-import { cachedPredictor } from '../src/cli/predictor-cache.ts';
-import { ensurePredictor, openEnv, resolveServices } from '../src/cli/experiment.ts';
+import { cachedPredictor } from '../src/deployment/predictor-cache.ts';
+import { ensurePredictor, openEnv, resolveServices } from '../src/deployment/services.ts';
 import type { CliContext } from '../src/cli/context.ts';
 import type { Device } from '../src/device/device.ts';
 import { SimDevice } from '../src/device/sim/index.ts';

@@ -8,7 +8,7 @@
  */
 import { artifactAt } from '../src/model/artifact.ts';
 import { ModelRepository } from '../src/model/repository.ts';
-import { cachedPredictor } from '../src/cli/predictor-cache.ts';
+import { cachedPredictor } from '../src/deployment/predictor-cache.ts';
 import type { CliContext } from '../src/cli/context.ts';
 import { simEnv } from '../src/reproduce/colocation.ts';
 import { runExperiment, type ExperimentService } from '../src/runtime/experiment.ts';

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { roundSpread } from '../src/report/rounds.ts';
 import { BUSY_LOAD_PER_CORE, demoVerdict, MAX_RELATIVE_SPREAD, NO_OVERLAP_RATIO, type RoundOutcome } from '../src/cli/demo-verdict.ts';
 import { headlineOf } from '../src/cli/demo.ts';
-import { cachedPredictorAction, isUnderLoad, loadPerCore, parseProfileConditions, PROFILE_BUSY_LOAD_PER_CORE, type ProfileConditions } from '../src/cli/load-conditions.ts';
+import { cachedPredictorAction, isUnderLoad, loadPerCore, parseProfileConditions, PROFILE_BUSY_LOAD_PER_CORE, type ProfileConditions } from '../src/deployment/load-conditions.ts';
 
 const TOL = 12; // digits for toBeCloseTo
 

@@ -1,8 +1,10 @@
 /**
  * The import graph of `src/` keeps the layers of DESIGN.md "Pieces and contracts": each folder
  * imports only the folders below it (the table here), so the front end reaches devices only
- * through the runtime, the predictor trains without the profiler, and the runtime reports
- * nothing itself. No module imports itself back through others (no cycle), `src/cli/` included.
+ * through the runtime, the predictor trains without the profiler, the runtime reports nothing
+ * itself, and the assembly of a deployment (`deployment/`: config → services, predictor,
+ * device, serving backend) sits under the CLI, never importing it back; `cli/` only parses
+ * arguments and prints. No module imports itself back through others (no cycle), `src/cli/` included.
  *
  * Imports are read from the sources (static `import … from`, `export … from` and `import(…)`
  * with a relative specifier), type-only ones included: a layer must not even name another's
@@ -27,6 +29,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   runtime: ['threads.ts', 'clock', 'device', 'model', 'predict', 'schedule', 'workload', 'errors.ts', 'tensor.ts', 'stats.ts', 'log.ts'],
   serve: ['threads.ts', 'clock', 'model', 'runtime', 'schedule', 'workload', 'errors.ts', 'log.ts', 'tensor.ts', 'stats.ts'],
   report: ['runtime', 'stats.ts', 'errors.ts'],
+  deployment: ['threads.ts', 'clock', 'device', 'model', 'predict', 'profile', 'schedule', 'runtime', 'serve', 'workload', 'errors.ts', 'fs.ts', 'log.ts', 'rng.ts', 'stats.ts', 'tensor.ts'],
   reproduce: ['threads.ts', 'clock', 'device', 'model', 'predict', 'profile', 'report', 'rng.ts', 'runtime', 'schedule', 'workload', 'errors.ts', 'stats.ts'],
 };
 

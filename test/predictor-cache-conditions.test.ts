@@ -10,8 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CliContext } from '../src/cli/context.ts';
-import type { LoadSample } from '../src/cli/load-conditions.ts';
-import { cachedPredictor, type PredictorRequest } from '../src/cli/predictor-cache.ts';
+import type { LoadSample } from '../src/deployment/load-conditions.ts';
+import { cachedPredictor, type PredictorRequest } from '../src/deployment/predictor-cache.ts';
 import { resolveModelArtifact } from '../src/model/catalog.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 

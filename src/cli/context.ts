@@ -1,7 +1,6 @@
-/** What subcommands need from the process (`main.ts` builds it), injectable for tests. */
-export interface CliContext {
+import type { DeploymentContext } from '../deployment/context.ts';
+
+/** What subcommands need from the process (`main.ts` builds it), injectable for tests: the assembly's context plus stdout. */
+export interface CliContext extends DeploymentContext {
   out(text: string): void;
-  err(text: string): void;
-  /** `{ cacheDir }` when `--cache-dir` was given. */
-  cacheOptions(): { cacheDir?: string };
 }

@@ -8,7 +8,7 @@ import { AbacusError } from '../errors.ts';
 import { registerModelsCommand } from './models.ts';
 import { registerDemoCommand } from './demo.ts';
 import { registerSimulateCommand } from './simulate.ts';
-import { registerProfileCommand } from './profile.ts';
+import { progressReporter, registerProfileCommand } from './profile.ts';
 import { registerTrainCommand } from './train.ts';
 import { registerExperimentCommands } from './experiment.ts';
 import { registerReproduceCommand } from './reproduce.ts';
@@ -23,8 +23,9 @@ function packageVersion(): string {
   return pkg.version ?? '0.0.0';
 }
 
-/** Build the program (exposed for tests). */
-export function buildProgram(ctx: CliContext): Command {
+/** Build the program (exposed for tests). A context without `progress` gets the CLI's (a bar on a terminal, else lines on stderr). */
+export function buildProgram(given: CliContext): Command {
+  const ctx: CliContext = given.progress !== undefined ? given : { ...given, progress: () => progressReporter(given) };
   const program = new Command('abacus')
     .description('Abacus-TS: serve several DNNs on one device with deterministic operator overlap and QoS targets')
     .option('--cache-dir <dir>', 'model cache directory (default $ABACUS_CACHE_DIR or <project>/.cache/models)')

@@ -64,7 +64,7 @@ import { readLoadTrace } from '../workload/trace-file.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
-import { cachedPredictor } from './predictor-cache.ts';
+import { cachedPredictor } from '../deployment/predictor-cache.ts';
 
 const EXPERIMENTS = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching', 'adaptive', 'all'] as const;
 type Experiment = (typeof EXPERIMENTS)[number];

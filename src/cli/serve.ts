@@ -3,8 +3,8 @@
  * [--grace-ms 10000] [--max-body-bytes N] [--predictor FILE]` (issue 6): serve the config's
  * services over KServe v2 HTTP (and gRPC) with Prometheus metrics at `/metrics`.
  *
- * The config becomes a device, predictor and services the way `bench` does it
- * (`resolveServices`, `ensurePredictor`, `openEnv` in `experiment.ts`), except that dynamic
+ * The config becomes a device, predictor and services through the assembly layer
+ * (`deployment/serving.ts`, on `deployment/services.ts` as `bench` uses it), except that dynamic
  * batching is on by default (`dynamicBatching` in `runtime/config.ts`; the log says per service
  * whether it batches and, when its model cannot, why): `ort` runs the models
  * on this machine's CPU (real outputs); `sim:<gpu>` simulates the accelerator's timing on the
@@ -19,18 +19,13 @@
  */
 import { readFileSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
-import { InvalidConfigError } from '../errors.ts';
 import { createLogger } from '../log.ts';
-import { ModelRepository } from '../model/repository.ts';
-import { loadServingConfig, maxQosMsOf } from '../runtime/config.ts';
-import { createController, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
+import { loadServingConfig } from '../runtime/config.ts';
 import { policyHelpText } from './policies.ts';
-import { RuntimeBackend, type BackendEngine, type ServedModel } from '../serve/backend.ts';
 import { createGrpcServer } from '../serve/grpc/server.ts';
 import { DEFAULT_MAX_BODY_BYTES } from '../serve/http/app.ts';
-import { ServeMetrics } from '../serve/metrics.ts';
 import { startServer, type GrpcServerFactory, type RunningServer } from '../serve/server.ts';
-import { ensurePredictor, openEnv, resolveServices } from './experiment.ts';
+import { assembleServing } from '../deployment/serving.ts';
 import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
 
@@ -70,59 +65,16 @@ function packageVersion(): string {
  */
 export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions): Promise<RunningServer> {
   const config = await loadServingConfig(opts.config);
-  if (!isPolicyName(config.policy.name)) throw new InvalidConfigError(`${config.source}: policy: unknown policy '${config.policy.name}' (valid: ${POLICY_NAMES.join(', ')})`);
-  try {
-    parseControllerParams(config.policy.name, config.policy.params);
-  } catch (err) {
-    if (err instanceof RangeError || err instanceof TypeError) throw new InvalidConfigError(`${config.source}: policy: ${err.message}`, { cause: err });
-    throw err;
-  }
-  const repo = new ModelRepository(ctx.cacheOptions());
-  const hosted = await resolveServices(ctx, repo, config, { batchingByDefault: true });
   const logger = createLogger({ defaultLevel: 'info' });
-  for (const [service, b] of hosted.batching ?? []) {
-    if (b.kind === 'on') {
-      logger.info({ service, ...b.limits }, 'dynamic batching on');
-      const qosTargetMs = hosted.services.find((s) => s.name === service)?.qosTargetMs ?? Infinity;
-      if (config.policy.name === 'triton' && b.limits.maxQueueDelayMs >= qosTargetMs) {
-        logger.warn({ service, maxQueueDelayMs: b.limits.maxQueueDelayMs, qosTargetMs }, 'maxQueueDelayMs is not below the QoS target: a batch that does not fill waits past every deadline in it');
-      }
-    }
-    else if (b.by === 'model') logger.info({ service, reason: b.blocker }, 'dynamic batching off: the model cannot batch');
-    else logger.info({ service }, b.by === 'config' ? 'dynamic batching off (dynamicBatching: false)' : 'dynamic batching off');
-  }
-  const models: ServedModel[] = hosted.services.map((s) => {
-    const c = config.services.find((x) => x.name === s.name)!;
-    return { name: s.name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(c), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
+  const { backend, metrics, openEngine } = await assembleServing(ctx, config, {
+    logger,
+    serverVersion: packageVersion(),
+    seed: opts.seed,
+    ...(opts.predictor === undefined ? {} : { predictorFile: opts.predictor }),
+    ...(opts.allowUnseen === true ? { allowUnseen: true } : {}),
+    ...(opts.profileSamples === undefined ? {} : { profileSamples: opts.profileSamples }),
+    ...(opts.threads === undefined ? {} : { threads: opts.threads }),
   });
-  const metrics = new ServeMetrics({ models: models.map((m) => m.name) });
-  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: packageVersion() });
-  const openEngine = async (): Promise<BackendEngine> => {
-    const file = opts.predictor ?? config.predictor;
-    const needsPredictor = policyNeedsPredictor(config.policy.name);
-    const predictor = needsPredictor
-      ? (
-          await ensurePredictor(ctx, repo, hosted, {
-            ...(file === undefined ? {} : { file, fromConfig: opts.predictor === undefined }),
-            ...(opts.allowUnseen === true ? { allowUnseen: true } : {}),
-            ...(opts.profileSamples === undefined ? {} : { samples: opts.profileSamples }),
-            ...(opts.threads === undefined ? {} : { threads: opts.threads }),
-          })
-        ).predictor
-      : undefined;
-    const controller = createController(config.policy.name, config.policy.params, predictor, { logger });
-    const env = await openEnv(hosted, predictor, { virtual: false, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }) });
-    const opened = await env.open();
-    return {
-      clock: opened.clock,
-      device: opened.device,
-      controller,
-      close: async () => {
-        await opened.release();
-        await env.close();
-      },
-    };
-  };
   const grpc: { port: number; factory: GrpcServerFactory } | undefined = opts.grpc ? { port: opts.grpcPort, factory: createGrpcServer } : undefined;
   return startServer({
     backend,

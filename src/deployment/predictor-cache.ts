@@ -28,10 +28,9 @@ import { loadPredictor, writePredictorFile } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { trainPredictor } from '../predict/train.ts';
 import { readProfileCsv } from '../profile/csv.ts';
-import { profileDevice } from '../profile/profiler.ts';
+import { profileDevice, type ProfileProgress } from '../profile/profiler.ts';
 import { cachedPredictorAction, parseProfileConditions, sampleLoad as machineLoad, isUnderLoad, type LoadSample, type ProfileConditions } from './load-conditions.ts';
-import type { CliContext } from './context.ts';
-import { progressReporter } from './profile.ts';
+import type { DeploymentContext } from './context.ts';
 import os from 'node:os';
 import { formatThreadRule, threadDeviceOptions, type ThreadRule } from '../threads.ts';
 
@@ -95,7 +94,7 @@ export function predictorCacheDir(repo: ModelRepository): string {
  * @returns the predictor and the path of its file.
  * @throws what profiling and training throw (device errors, bad options).
  */
-export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, request: PredictorRequest): Promise<CachedPredictor> {
+export async function cachedPredictor(ctx: DeploymentContext, repo: ModelRepository, request: PredictorRequest): Promise<CachedPredictor> {
   const { deviceId } = request;
   const repeat = request.repeat ?? 5;
   const models = [...request.models].sort((a, b) => (a.spec.name < b.spec.name ? -1 : a.spec.name > b.spec.name ? 1 : 0));
@@ -154,7 +153,7 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
   }
   await ensureDir(dir);
   say(`no cached predictor: profiling ${request.samples} operator groups of ${models.map((m) => m.spec.name).join(', ')} on ${deviceId} (cached in ${dir}) …\n`);
-  const progress = request.quiet ? { update: () => undefined, stop: () => undefined } : progressReporter(ctx);
+  const progress = (request.quiet ? undefined : ctx.progress?.()) ?? { update: () => undefined, stop: () => undefined };
   const start = request.loadBefore ?? sampleLoad();
   const common = {
     models,
@@ -167,7 +166,7 @@ export async function cachedPredictor(ctx: CliContext, repo: ModelRepository, re
     repeat,
     warmup: 1,
     out: csv,
-    onProgress: progress.update,
+    onProgress: (p: ProfileProgress) => progress.update(p),
   };
   try {
     if (deviceId.startsWith('sim')) {

@@ -1,0 +1,235 @@
+/**
+ * The assembly of a deployment from a serving config (the layer under the CLI, the server, the
+ * demo and the benchmarks): resolve the config's models into services (`resolveServices`,
+ * building zoo models on first use), find or make the predictor (`ensurePredictor`: a given
+ * file, or profiled and trained on the device and cached, `predictor-cache.ts`), and open the
+ * device with every service loaded (`openEnv`). `serving.ts` adds the controller, the runtime
+ * backend and its metrics for `abacus serve`.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import type { Clock } from '../clock/clock.ts';
+import { VirtualClock, WallClock } from '../clock/index.ts';
+import type { Device } from '../device/device.ts';
+import { OrtDevice } from '../device/ort/index.ts';
+import { parseSimDeviceId, SimDevice } from '../device/sim/index.ts';
+import { InvalidConfigError } from '../errors.ts';
+import { createLogger } from '../log.ts';
+import { artifactAt, type ModelArtifact } from '../model/artifact.ts';
+import { fixedBatchOf } from '../model/boundary.ts';
+import { resolveModelArtifact, resolveModelSpec } from '../model/catalog.ts';
+import type { ModelRepository } from '../model/repository.ts';
+import { MAX_BATCH_SIZE, type ModelSpec } from '../model/spec.ts';
+import { loadPredictor } from '../predict/file.ts';
+import type { Predictor } from '../predict/predictor.ts';
+import { resolveBatching, type BatchingResolution, type ServingConfig } from '../runtime/config.ts';
+import type { ExperimentEnv, ExperimentService } from '../runtime/experiment.ts';
+import { parseControllerParams } from '../schedule/index.ts';
+import { formatThreadRule, parseThreadRule, threadDeviceOptions, type ThreadRule } from '../threads.ts';
+import type { DeploymentContext } from './context.ts';
+import type { LoadSample, ProfileConditions } from './load-conditions.ts';
+import { cachedPredictor } from './predictor-cache.ts';
+
+export { predictorCacheDir } from './predictor-cache.ts';
+
+/** Profiling defaults for an automatic predictor (sim is cheap; real devices take minutes). */
+export const AUTO_PROFILE = { simSamples: 10_000, ortSamples: 1_000, repeat: 5, maxGroupSize: 4 } as const;
+
+
+/** The services of a run with their models resolved (exported for `abacus demo`). */
+export interface Hosted {
+  readonly config: ServingConfig;
+  readonly services: ExperimentService[];
+  /** Distinct models by name. */
+  readonly specs: Map<string, ModelSpec>;
+  readonly artifacts: Map<string, ModelArtifact>;
+  readonly isSim: boolean;
+  /** How each service batches (`resolveBatching`), by service name; a service with `on` carries `batching`. */
+  readonly batching?: ReadonlyMap<string, BatchingResolution>;
+}
+
+/**
+ * Resolve the config's models (building zoo models when missing) into `Hosted` (exported for
+ * `abacus demo`). `options.batchingByDefault`: services that do not mention `dynamicBatching`
+ * batch where their model can fuse (`abacus serve`); otherwise only those that ask for it.
+ * @throws InvalidConfigError naming the file and field (model, batchSizes, seqLens, dynamicBatching).
+ */
+export async function resolveServices(ctx: DeploymentContext, repo: ModelRepository, config: ServingConfig, options: { batchingByDefault?: boolean } = {}): Promise<Hosted> {
+  const isSim = config.device.startsWith('sim');
+  if (isSim) parseSimDeviceId(config.device);
+  else if (config.device !== 'ort' && config.device !== 'ort:cpu') throw new InvalidConfigError(`device '${config.device}' is not supported here: use ort (CPU) or sim:<gpu>…`);
+  const specs = new Map<string, ModelSpec>();
+  const artifacts = new Map<string, ModelArtifact>();
+  for (const [i, s] of config.services.entries()) {
+    if (specs.has(s.model)) continue;
+    try {
+      if (isSim) {
+        const spec = await resolveModelSpec(repo, s.model);
+        specs.set(s.model, spec);
+        artifacts.set(s.model, artifactAt('/nonexistent', spec));
+      } else {
+        const { artifact } = await resolveModelArtifact(repo, s.model, (n) => ctx.err(`building ${n} (first run only; cached in ${repo.cacheDir}) …\n`));
+        specs.set(s.model, artifact.spec);
+        artifacts.set(s.model, artifact);
+      }
+    } catch (err) {
+      if (err instanceof RangeError || err instanceof TypeError) throw new InvalidConfigError(`${config.source}: services[${i}].model: ${err.message}`, { cause: err });
+      throw err;
+    }
+  }
+  const field = (i: number, name: string): string => (config.source === 'flags' ? `--${name === 'seqLens' ? 'seq-lens' : 'batch-sizes'}` : `${config.source}: services[${i}].${name}`);
+  for (const [i, s] of config.services.entries()) {
+    const spec = specs.get(s.model)!;
+    const fixed = fixedBatchOf(spec);
+    const tooBig = s.batchSizes.find((b) => b > MAX_BATCH_SIZE || (fixed !== undefined && b !== fixed));
+    if (tooBig !== undefined) throw new InvalidConfigError(`${field(i, 'batchSizes')}: batch size ${tooBig} is not accepted by ${s.model} (${fixed !== undefined ? `fixed batch ${fixed}` : `at most ${MAX_BATCH_SIZE}`})`);
+    if (spec.dynamicAxes.seq === undefined) {
+      if (s.seqLens !== undefined && config.source !== 'flags') throw new InvalidConfigError(`${field(i, 'seqLens')}: ${s.model} has no sequence axis; leave seqLens out`);
+    } else if (spec.maxSeqLen !== undefined) {
+      const long = (s.seqLens ?? []).find((l) => l > spec.maxSeqLen!);
+      if (long !== undefined) throw new InvalidConfigError(`${field(i, 'seqLens')}: sequence length ${long} exceeds ${s.model}'s maximum ${spec.maxSeqLen}`);
+    }
+  }
+  const batching = new Map(config.services.map((s, i) => [s.name, resolveBatching(config, i, specs.get(s.model)!, options.batchingByDefault === true)]));
+  const services: ExperimentService[] = config.services.map((s) => {
+    const spec = specs.get(s.model)!;
+    const b = batching.get(s.name)!;
+    return {
+      name: s.name,
+      spec,
+      qosTargetMs: s.qosTargetMs,
+      maxQueueLength: s.maxQueueLength,
+      batchSizes: s.batchSizes,
+      ...(spec.dynamicAxes.seq === undefined ? {} : { seqLens: s.seqLens ?? [spec.defaultSeqLen] }),
+      ...(b.kind === 'on' ? { batching: b.limits } : {}),
+    };
+  });
+  return { config, services, specs, artifacts, isSim, batching };
+}
+
+/**
+ * The batch sizes a service's segments may run at, for profiling its predictor: its
+ * `batchSizes`, and with dynamic batching also every size up to min(`maxBatchSize`, 16), the
+ * powers of two beyond, the maximum itself and the preferred sizes (a fused batch has any size
+ * up to the maximum; these span the range the predictor must score).
+ */
+export function profiledBatchSizes(service: Pick<ExperimentService, 'batchSizes' | 'batching'>): number[] {
+  const sizes = new Set(service.batchSizes);
+  const limits = service.batching;
+  if (limits !== undefined) {
+    for (let b = 1; b <= Math.min(limits.maxBatchSize, 16); b++) sizes.add(b);
+    for (let b = 32; b < limits.maxBatchSize; b *= 2) sizes.add(b);
+    sizes.add(limits.maxBatchSize);
+    for (const b of limits.preferredBatchSizes) sizes.add(b);
+  }
+  return [...sizes].sort((a, b) => a - b);
+}
+
+/**
+ * The predictor for `hosted`: the given file, or one profiled and trained now (cached by
+ * device, models, batch sizes and sequence lengths; a second call loads it). `maxGroupSize`
+ * (default min(4, services)): 1 profiles solo runs only, enough for one-at-a-time policies.
+ * On a real device a cached one also carries the load it was profiled under
+ * (`predictor-cache.ts`).
+ */
+export async function ensurePredictor(
+  ctx: DeploymentContext,
+  repo: ModelRepository,
+  hosted: Hosted,
+  opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; threadRules?: readonly ThreadRule[]; maxGroupSize?: number; quiet?: boolean; loadBefore?: LoadSample },
+): Promise<{ predictor: Predictor; source: string; conditions?: ProfileConditions; note?: string }> {
+  const deviceId = hosted.isSim ? parseSimDeviceId(hosted.config.device).id : 'ort:cpu';
+  if (opts.file !== undefined) {
+    const byModelName = new Map([...hosted.specs.values()].map((s) => [s.name, s]));
+    try {
+      await fs.access(opts.file);
+    } catch (err) {
+      const where = opts.fromConfig === true ? `${hosted.config.source}: predictor` : '--predictor';
+      throw new InvalidConfigError(`${where}: cannot read ${opts.file}: ${(err as Error).message}`, { cause: err });
+    }
+    return { predictor: await loadPredictor(opts.file, { deviceId, models: byModelName, ...(opts.allowUnseen ? { allowUnseen: true } : {}) }), source: opts.file };
+  }
+  return cachedPredictor(ctx, repo, {
+    deviceId,
+    models: [...hosted.artifacts.values()],
+    batchSizes: hosted.services.flatMap((s) => profiledBatchSizes(s)),
+    seqLens: hosted.services.flatMap((s) => s.seqLens ?? []),
+    maxGroupSize: opts.maxGroupSize ?? Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length),
+    samples: opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples),
+    repeat: AUTO_PROFILE.repeat,
+    ...(opts.threads === undefined ? {} : { threads: opts.threads }),
+    ...(opts.threadRules === undefined || opts.threadRules.length === 0 || hosted.isSim ? {} : { threadRules: opts.threadRules }),
+    ...(opts.quiet === true ? { quiet: true } : {}),
+    ...(opts.loadBefore === undefined ? {} : { loadBefore: opts.loadBefore }),
+  });
+}
+
+/**
+ * The thread rules the runs' policies use (their `threads` parameter), without `device`.
+ * @throws what `parseControllerParams` throws for a bad parameter.
+ */
+export function runThreadRules(runs: readonly { policy: string; params: Readonly<Record<string, unknown>> }[]): ThreadRule[] {
+  const rules = new Map<string, ThreadRule>();
+  for (const r of runs) {
+    const text = parseControllerParams(r.policy, r.params)['threads'];
+    if (typeof text !== 'string') continue;
+    const rule = parseThreadRule(text);
+    if (rule.kind !== 'device') rules.set(formatThreadRule(rule), rule);
+  }
+  return [...rules.values()];
+}
+
+/**
+ * The rules an automatic predictor is profiled with when runs use `used` (non-empty): those,
+ * plus `fixed:1` and `split:<cores>` — so that every run that uses a rule on this machine
+ * (one thread per segment, or the cores split) shares one cached predictor, and it has seen a
+ * lone query at 1 thread and at every core. Empty when `used` is.
+ */
+export function profileThreadRules(used: readonly ThreadRule[], cores: number): ThreadRule[] {
+  if (used.length === 0) return [];
+  const all = new Map<string, ThreadRule>();
+  for (const r of [{ kind: 'fixed', threads: 1 } as const, { kind: 'split', cores } as const, ...used]) all.set(formatThreadRule(r), r);
+  return [...all.values()];
+}
+
+/** Warn when the predictor and the runs' thread rules do not go together (issue 13 item 6). */
+export function warnThreadMismatch(ctx: DeploymentContext, predictor: Predictor | undefined, source: string, used: readonly ThreadRule[], anyDeviceRule: boolean): void {
+  if (predictor === undefined) return;
+  if (used.length > 0 && predictor.threadFeature !== true) {
+    ctx.err(`warning: ${source} was trained without thread counts: it predicts the same latency at every thread count, so ${used.map(formatThreadRule).join(', ')} decide${used.length === 1 ? 's' : ''} with predictions for the device's default (profile with --thread-rules, or let bench profile one)\n`);
+  }
+  if (anyDeviceRule && predictor.threadFeature === true) {
+    ctx.err(`warning: ${source} was trained with thread counts, but some runs use threads 'device', which it sees as thread count 0 (never profiled): give those runs --thread-rule fixed:N (N = --threads)\n`);
+  }
+}
+
+/** An environment for `runExperiment`: a fresh simulated device per run, or one real device for all (exported for `abacus demo`). */
+export async function openEnv(
+  hosted: Hosted,
+  predictor: Predictor | undefined,
+  opts: { virtual: boolean; seed: number; threads?: number; threadRules?: readonly ThreadRule[] },
+): Promise<ExperimentEnv & { close(): Promise<void> }> {
+  const deviceServices = hosted.services.map((s) => ({ name: s.name, model: hosted.artifacts.get(hosted.config.services.find((c) => c.name === s.name)!.model)! }));
+  if (hosted.isSim) {
+    return {
+      predictor,
+      open: async () => {
+        const clock: Clock = opts.virtual ? new VirtualClock() : new WallClock();
+        const device = await SimDevice.create({ clock, id: hosted.config.device, seed: opts.seed });
+        await device.load(deviceServices);
+        return { clock, device, release: () => device.close() };
+      },
+      close: () => Promise.resolve(),
+    };
+  }
+  const device: Device = await OrtDevice.create({
+    intraOpNumThreads: opts.threads ?? 1,
+    // Sessions for every thread count the rules give groups of up to all services, created at load.
+    ...threadDeviceOptions(opts.threadRules ?? [], hosted.services.length, os.availableParallelism()),
+    logger: createLogger({ defaultLevel: 'warn' }),
+  });
+  await device.load(deviceServices);
+  const clock = new WallClock();
+  return { predictor, open: () => Promise.resolve({ clock, device, release: () => Promise.resolve() }), close: () => device.close() };
+}
+
