@@ -33,6 +33,7 @@ import { startServer, type GrpcServerFactory, type RunningServer } from '../serv
 import { ensurePredictor, openEnv, resolveServices } from './experiment.ts';
 import type { CliContext } from './main.ts';
 import { positiveInt } from './models.ts';
+import { formatArrivalSpec } from '../workload/arrival-spec.ts';
 
 export interface ServeCliOptions {
   config: string;
@@ -80,6 +81,8 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
   const repo = new ModelRepository(ctx.cacheOptions());
   const hosted = await resolveServices(ctx, repo, config, { batchingByDefault: true });
   const logger = createLogger({ defaultLevel: 'info' });
+  for (const w of config.warnings) logger.warn(w);
+  if (config.arrivals !== undefined) logger.info({ arrivals: formatArrivalSpec(config.arrivals) }, 'arrivals is read by bench and simulate; serve answers the load its clients send');
   for (const [service, b] of hosted.batching ?? []) {
     if (b.kind === 'on') {
       logger.info({ service, ...b.limits }, 'dynamic batching on');

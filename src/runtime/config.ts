@@ -83,7 +83,7 @@ const camel = (key: string): string => key.replace(/_([a-z])/g, (_m, c: string) 
 
 const policySchema = z.union([
   z.string().min(1).transform((name) => ({ name, params: {} })),
-  z.looseObject({ name: z.string().min(1) }).transform(({ name, ...params }) => ({ name, params: params })),
+  z.looseObject({ name: z.string().min(1) }).transform(({ name, ...params }) => ({ name, params })),
 ]);
 
 const arrivalsSchema = z.union([z.string().min(1), z.looseObject({ kind: z.string() })], {
