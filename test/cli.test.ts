@@ -14,12 +14,17 @@ const abacus = sandbox.abacus;
 const SMALL_RESNET = ['--resolution', '32', '--width-multiplier', '0.125'];
 
 describe('abacus models', () => {
-  it('--json lists the seven zoo models with the paper operator counts', async () => {
+  it('--json lists the seven zoo models with the paper operator counts, and their -small and -demo variants', async () => {
     const r = await abacus('models', '--json');
     expect(r.code).toBe(0);
-    const rows = JSON.parse(r.stdout) as { name: string; operators: number; gflops: number; params: number; cached: boolean }[];
+    const rows = JSON.parse(r.stdout) as { name: string; operators: number; gflops: number; params: number; cached: boolean; variantOf?: string }[];
     const byName = Object.fromEntries(rows.map((x) => [x.name, x]));
-    expect(Object.keys(byName).sort()).toEqual(['bert', 'inception_v3', 'resnet101', 'resnet152', 'resnet50', 'vgg16', 'vgg19']);
+    const zoo = ['bert', 'inception_v3', 'resnet101', 'resnet152', 'resnet50', 'vgg16', 'vgg19'];
+    expect(rows.filter((x) => x.variantOf === undefined).map((x) => x.name).sort()).toEqual(zoo);
+    expect(rows.filter((x) => x.variantOf !== undefined).map((x) => x.name).sort()).toEqual([...zoo.map((n) => `${n}-small`), 'resnet50-demo', 'bert-demo'].sort());
+    expect(byName['resnet50-small']).toMatchObject({ variantOf: 'resnet50', operators: 18 });
+    expect(byName['bert-demo']).toMatchObject({ variantOf: 'bert', operators: 8 });
+    expect(byName['resnet50-demo']!.gflops).toBeLessThan(byName['resnet50']!.gflops);
     expect(byName['resnet50']).toMatchObject({ operators: 18, params: 25_557_032, cached: false });
     expect(byName['resnet101']!.operators).toBe(35);
     expect(byName['resnet152']!.operators).toBe(52);
@@ -35,7 +40,7 @@ describe('abacus models', () => {
   it('the table form names every model and the cache directory', async () => {
     const r = await abacus('models');
     expect(r.code).toBe(0);
-    for (const name of ['resnet50', 'resnet101', 'resnet152', 'inception_v3', 'vgg16', 'vgg19', 'bert']) expect(r.stdout).toContain(name);
+    for (const name of ['resnet50', 'resnet101', 'resnet152', 'inception_v3', 'vgg16', 'vgg19', 'bert', 'resnet50-small', 'resnet50-demo', 'bert-small', 'bert-demo']) expect(r.stdout).toContain(name);
     expect(r.stdout).toContain(sandbox.cacheDir);
   });
 
@@ -46,6 +51,34 @@ describe('abacus models', () => {
     expect(spec.operators).toHaveLength(2);
     expect(spec.operators[0]!.nodeCount).toBeGreaterThan(spec.operators[1]!.nodeCount); // embeddings folded into the first
     expect(spec.operators[1]!.gflops.c2).toBeGreaterThan(0); // attention is quadratic in seq
+  });
+
+  it('show and export take every name the other commands take: -small and -demo variants too', async () => {
+    for (const name of ['resnet50-demo', 'bert-small']) {
+      const r = await abacus('models', 'show', name, '--json');
+      expect(r.code, r.stderr).toBe(0);
+      expect((JSON.parse(r.stdout) as { name: string }).name).toBe(name);
+    }
+    const text = await abacus('models', 'show', 'resnet50-demo');
+    expect(text.stdout).toMatch(/^resnet50-demo: 18 operators/);
+    const out = path.join(sandbox.tmp, 'variant', 'small.onnx');
+    const exported = await abacus('models', 'export', 'resnet50-small', '--out', out);
+    expect(exported.code, exported.stderr).toBe(0);
+    const spec = JSON.parse(await fs.readFile(path.join(sandbox.tmp, 'variant', 'small.operators', 'spec.json'), 'utf8')) as { name: string; operators: unknown[] };
+    expect(spec.name).toBe('resnet50-small');
+    expect(spec.operators).toHaveLength(18);
+    // a variant is a preset: zoo flags go with the full-size name; --operators is for imports
+    const flags = await abacus('models', 'show', 'resnet50-small', '--resolution', '96');
+    expect(flags.code).toBe(1);
+    expect(flags.stderr).toContain('error: zoo options apply to the full-size zoo models: resnet50-small is a preset of resnet50 (resolution 64, widthMultiplier 0.25); give them with resnet50 instead');
+    expect((await abacus('models', 'show', 'bert-demo', '--operators', '3')).stderr).toContain('--operators picks among the imports of an imported model; bert-demo is a zoo model');
+    const unknown = await abacus('models', 'show', 'resnet49');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toMatch(/unknown model 'resnet49'/);
+    // an import may not take a variant's name (it could never be reached)
+    const taken = await abacus('models', 'import', out, '--operators', '3', '--name', 'resnet50-small');
+    expect(taken.code).toBe(1);
+    expect(taken.stderr).toMatch(/'resnet50-small' is a zoo model's name \(a -small or -demo variant\); choose another name/);
   });
 
   it('export writes the whole model and its operators; a second run uses the cache', async () => {

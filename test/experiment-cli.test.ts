@@ -88,6 +88,74 @@ describe('abacus simulate', () => {
     expect(both.stderr).toMatch(/--config replaces/);
     expect((await abacus('simulate', '--models', 'resnet50,bert', '--qos-ms', '50', '--seq-lens', '1000')).stderr).toMatch(/--seq-lens: sequence length 1000 exceeds bert's maximum 512/);
   }, 120_000);
+
+  // overlap-all needs no predictor, so these runs start at once.
+  const load = ['simulate', '--models', 'resnet50,vgg16', '--qos-ms', '50', '--rate', '100', '--queries', '300', '--policy', 'overlap-all'];
+
+  it('--arrivals: constant, bursty and a trace at the same mean rate; bursts raise the violations of the same mean load', async () => {
+    const runOf = async (...extra: string[]): Promise<ExperimentJson> => {
+      const r = await abacus(...load, ...extra, '--json');
+      expect(r.code, r.stderr).toBe(0);
+      return JSON.parse(r.stdout) as ExperimentJson;
+    };
+    const poisson = await runOf();
+    expect(poisson.arrivals).toBe('poisson');
+    const constant = await runOf('--arrivals', 'constant');
+    expect(constant.arrivals).toBe('constant');
+    const bursty = await runOf('--arrivals', 'bursty:onMs=200,offMs=800');
+    expect(bursty.arrivals).toBe('bursty:onMs=200,offMs=800,offRatio=0');
+    // bursts at 5× the mean rate (on 200 ms of every 1000, silent otherwise) queue where the same mean load spread out does not
+    expect(bursty.runs[0]!.violationRatio).toBeGreaterThan(poisson.runs[0]!.violationRatio);
+    expect(bursty.runs[0]!.p99Ms).toBeGreaterThan(constant.runs[0]!.p99Ms);
+    for (const j of [poisson, constant, bursty]) expect(j.runs[0]!.offered).toBe(300);
+    // a trace of 2 minutes of 250 ms at mean 100 q/s offers about 50 queries, then stops: the run ends with it
+    const trace = path.join(sandbox.tmp, 'load.csv');
+    await fs.writeFile(trace, 'minute,offered_load_qps\n0,1\n1,3\n');
+    const text = await abacus(...load, '--arrivals', `trace:${trace},minuteMs=250`);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stderr).toContain(`arrivals: trace ${trace}: 2 minutes, mean 2.00 queries/s, scaled ×50.0 to a mean of 100 queries/s; one trace minute lasts 250 ms`);
+    expect(text.stderr).toMatch(/warning: the trace offers about 50 queries at 100 queries\/s \(2 minutes of 250 ms\): each run ends with the trace, before --queries 300/);
+    expect(text.stdout).toContain(`300 queries per run (trace:${trace},minuteMs=250)`);
+    const traced = await runOf('--arrivals', `trace:${trace},minuteMs=250`);
+    expect(traced.runs[0]!.offered).toBeGreaterThan(0);
+    expect(traced.runs[0]!.offered).toBeLessThan(300);
+  }, 120_000);
+
+  it('arrivals in the config (the flag overrides it); bad values name the flag or the config field', async () => {
+    const cfg = path.join(sandbox.tmp, 'arrivals.yaml');
+    await fs.writeFile(cfg, 'device: sim:a100\npolicy: overlap-all\narrivals: { kind: bursty, onMs: 200, offMs: 800 }\nservices:\n  - model: resnet50\n    qosTargetMs: 50\n');
+    const fromConfig = await abacus('simulate', '--config', cfg, '--queries', '100', '--json');
+    expect(fromConfig.code, fromConfig.stderr).toBe(0);
+    expect((JSON.parse(fromConfig.stdout) as ExperimentJson).arrivals).toBe('bursty:onMs=200,offMs=800,offRatio=0');
+    const overridden = await abacus('simulate', '--config', cfg, '--queries', '100', '--arrivals', 'constant', '--json');
+    expect((JSON.parse(overridden.stdout) as ExperimentJson).arrivals).toBe('constant');
+    const bad = await abacus(...load, '--arrivals', 'bursty:onMs=-5');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--arrivals: bursty onMs must be a number of ms > 0, got -5');
+    const unknown = await abacus(...load, '--arrivals', 'lifo');
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("--arrivals: unknown arrival process 'lifo' (valid: poisson, constant, bursty[:onMs=MS,offMs=MS,offRatio=R] or trace:FILE[,minuteMs=MS])");
+    const missing = await abacus(...load, '--arrivals', `trace:${path.join(sandbox.tmp, 'none.csv')}`);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/error: --arrivals: cannot read the trace .*none\.csv: ENOENT/);
+    await fs.writeFile(cfg, 'device: sim:a100\npolicy: overlap-all\narrivals: trace:none.csv\nservices:\n  - model: resnet50\n    qosTargetMs: 50\n');
+    const missingInConfig = await abacus('simulate', '--config', cfg, '--queries', '100');
+    expect(missingInConfig.code).toBe(1);
+    expect(missingInConfig.stderr).toContain(`error: ${cfg}: arrivals: cannot read the trace ${path.join(sandbox.tmp, 'none.csv')}`);
+  }, 120_000);
+
+  it('config keys: a snake_case field is unknown (naming the camelCase one); an old policy spelling runs with a warning', async () => {
+    const cfg = path.join(sandbox.tmp, 'casing.yaml');
+    await fs.writeFile(cfg, 'device: sim:a100\npolicy: overlap-all\nservices:\n  - model: resnet50\n    qos_target_ms: 50\n');
+    const snake = await abacus('simulate', '--config', cfg);
+    expect(snake.code).toBe(1);
+    expect(snake.stderr).toContain(`error: ${cfg}: services[0]: unknown field(s) 'qos_target_ms' (config keys are camelCase: 'qosTargetMs'?)`);
+    expect(snake.stderr).not.toMatch(/qosTargetMs: Invalid input/);
+    await fs.writeFile(cfg, 'device: sim:a100\npolicy: { name: abacus, slack_ms: 3 }\nservices:\n  - model: resnet50\n    qosTargetMs: 50\n');
+    const old = await abacus('simulate', '--config', cfg, '--policy', 'overlap-all', '--queries', '50');
+    expect(old.code, old.stderr).toBe(0);
+    expect(old.stderr).toContain(`warning: ${cfg}: policy.slack_ms is the old spelling of policy.slackMs (config keys are camelCase); it still works, but write slackMs`);
+  }, 120_000);
 });
 
 describe('abacus bench', () => {

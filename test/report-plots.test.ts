@@ -105,4 +105,39 @@ describe('lineChartSpec', () => {
     expect(svg).toContain('QoS target');
     expect(svg).not.toContain('>1.3<');
   });
+
+  it("a rule's label sits right of the plot (x ≥ its width), clear of the bars; legend labels are not cut", async () => {
+    const data = [{ group: 'R50+V16', series: 'abacus ÷ best baseline of fcfs, sjf and edf', value: 1.4 }];
+    const svg = await renderSvg(groupedBarSpec({ title: 'ratio', yTitle: 'ratio', data, yRule: { y: 1.298, label: 'paper mean 1.298' }, width: 200 }));
+    const label = /<text[^>]*transform="translate\(([\d.]+),[\d.]+\)"[^>]*>paper mean 1\.298</.exec(svg);
+    expect(label, 'the rule label').not.toBeNull();
+    expect(Number(label![1])).toBeGreaterThanOrEqual(200);
+    expect(svg).toContain('>abacus ÷ best baseline of fcfs, sjf and edf<');
+    expect(svg).not.toContain('…');
+  });
+
+  it('a percent axis: fractions on the y axis labelled in %, the values above the bars too, the highest label inside the plot', async () => {
+    const data = [
+      { group: 'V16+V19', series: 'abacus', value: 0.0067 },
+      { group: 'V16+V19', series: 'fcfs', value: 0.01 },
+    ];
+    const spec = groupedBarSpec({ title: 'violations', yTitle: 'violations (% of offered queries)', data, valueFormat: '.2~%', yFormat: '.2~%' });
+    const svg = await renderSvg(spec);
+    for (const text of ['>0.67%<', '>1%<', '>0.4%<']) expect(svg).toContain(text);
+    // the y scale reaches 10 % above the highest bar (0.011), so its label fits inside
+    expect(JSON.stringify(spec)).toContain('"domainMax":0.011');
+  });
+});
+
+describe('lineChartSpec x axis', () => {
+  it('spans the data, not from 0; integer x gets integer ticks only', async () => {
+    const data = [1, 2, 4, 16].map((x) => ({ series: 'median', x, y: 10 + x }));
+    const svg = await renderSvg(lineChartSpec({ title: 'decision time', xTitle: 'search ways', yTitle: 'µs', data, xIntegers: true }));
+    const axes = [...svg.matchAll(/role-axis-label[\s\S]*?<\/g><\/g>/g)].map((m) => [...m[0].matchAll(/>([^<]+)<\/text>/g)].map((t) => t[1]!));
+    const xLabels = axes[0]!.filter((t) => t !== 'search ways');
+    expect(xLabels[0]).toBe('1');
+    expect(xLabels.at(-1)).toBe('16');
+    expect(xLabels.every((t) => /^\d+$/.test(t))).toBe(true);
+    expect(xLabels).not.toContain('0');
+  });
 });

@@ -6,7 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterMinute, ClusterResult } from '../src/reproduce/cluster.ts';
 import type { ColocationRow } from '../src/reproduce/colocation.ts';
-import { colocationHeadline, renderReproduceReport, throughputHeadline, type ReproduceResults } from '../src/reproduce/report.ts';
+import type { AdaptiveJson, DriftRunJson, RejectionCaseJson } from '../src/reproduce/adaptive.ts';
+import { colocationHeadline, p99CaptionOf, renderReproduceReport, throughputHeadline, type ReproduceResults } from '../src/reproduce/report.ts';
 
 function row(set: string, policy: string, violationRatio: number, p99OverQos: number, peakGoodputQps?: number): ColocationRow {
   return { set, policy, qosMs: 100, rateQps: 50, violationRatio, p99Ms: p99OverQos * 100, p99OverQos, goodputQps: 50, meanGroupSize: 1.2, predictorMape: 0.05, ...(peakGoodputQps === undefined ? {} : { peakGoodputQps }) };
@@ -75,6 +76,69 @@ describe('reproduction report', () => {
     const html = await renderReproduceReport({ search: results.search! });
     expect(html).toContain('§7.7');
     expect(html).not.toContain('§7.2 Ensuring QoS');
+  });
+});
+
+/** The qos chart captions and the violation chart of a report with `rows` as its §7.2 results. */
+async function qosFigures(rows: readonly ColocationRow[]): Promise<{ html: string; captions: string[]; svgs: string[] }> {
+  const html = await renderReproduceReport({ qos: { ...run, policies: ['abacus', 'fcfs', 'sjf', 'edf'], rows } });
+  return { html, captions: [...html.matchAll(/<figcaption>([\s\S]*?)<\/figcaption>/g)].map((m) => m[1]!), svgs: html.match(/<svg[\s\S]*?<\/svg>/g) ?? [] };
+}
+
+describe('§7.2 figures follow the data', () => {
+  it('Fig. 13 caption: which policies exceed the target, and where, as the rows say', async () => {
+    // fcfs exceeds 1 in both pairs (1.1, 1.0 is not above), sjf in both (1.2, 1.3), edf in one (1.1)
+    expect(p99CaptionOf(pairs, ['abacus', 'fcfs', 'sjf', 'edf'])).toBe(
+      'Paper Fig. 13: Abacus stays below 1 in every pair, FCFS/SJF/EDF exceed it in several. Here: abacus stays below 1 in every pair (worst 0.90, V16+BERT); fcfs exceeds 1 in 1 of 2 pairs (worst 1.10, R50+V16); sjf exceeds 1 in 2 of 2 pairs (worst 1.30, V16+BERT); edf exceeds 1 in 1 of 2 pairs (worst 1.10, R50+V16).',
+    );
+    const calm = pairs.map((r) => ({ ...r, p99OverQos: r.p99OverQos / 2 }));
+    const { captions } = await qosFigures(calm);
+    expect(captions[0]).toContain('fcfs stays below 1 in every pair (worst 0.55, R50+V16)');
+    expect(captions[0]).toContain('At this load no other policy exceeds the target either');
+    expect(captions[0]).not.toMatch(/exceeds 1 in/);
+  });
+
+  it('Fig. 14: only the pairs with violations, fractions on a percent axis with the values on the bars', async () => {
+    const rows = [...pairs.map((r) => (r.set === 'vgg16+bert' ? { ...r, violationRatio: 0 } : r)), row('resnet101+bert', 'abacus', 0, 0.5), row('resnet101+bert', 'fcfs', 0, 0.6)];
+    const { captions, svgs } = await qosFigures(rows);
+    expect(captions[1]).toBe('Paper Fig. 14: violations −51.3 % on average vs the best baseline. Shown: the 1 of 3 pairs where some policy violated QoS; in the other 2 no policy did.');
+    const chart = svgs[1]!;
+    expect(chart).toContain('violations (% of offered queries)');
+    // fcfs 0.02, sjf 0.03, edf 0.02 in R50+V16: labelled in percent, on a percent axis
+    for (const text of ['>2%<', '>3%<', '>0%<']) expect(chart).toContain(text);
+    expect(chart).toContain('>R50+V16<');
+    expect(chart).not.toContain('>V16+BERT<');
+    expect(chart.match(/aria-roledescription="bar"/g) ?? []).toHaveLength(4);
+  });
+
+  it('no violations at all: no empty chart, a sentence saying so', async () => {
+    const { html, svgs } = await qosFigures(pairs.map((r) => ({ ...r, violationRatio: 0 })));
+    expect(svgs).toHaveLength(1);
+    expect(html).toContain('No policy violated QoS in any pair, so the violation chart (paper Fig. 14) has nothing to show and is left out.');
+  });
+});
+
+describe('report text', () => {
+  it('speaks of the project and the paper, never of issue numbers (every section present)', async () => {
+    const drift: DriftRunJson = { mapeAfterRecovery: 0.03, groupsToRecover: 800, violationRatioAfterRecovery: 0.005, violationRatioBeforeChange: 0.002, violationRatioAfterChange: 0.01, mapeOverall: 0.05, groups: 5000, groupsAfterChange: 2500 };
+    const rejection: RejectionCaseJson = { deviceId: 'sim:a100', longPredictedMs: 30, longMeasuredMs: 31, shortArrivalMs: 1, shortQosTargetMs: 20, shortSoloMs: 5, hopelessAtMs: 1, answeredAtMs: 1, outcome: 'qos_violation', lateMs: 0, lateMsDecidingWhenIdle: 29 } as RejectionCaseJson;
+    const adaptive: AdaptiveJson = { ...drift, withoutRefinement: { ...drift, groupsToRecover: null }, rejectionLateMs: 0, rejection: { atArrival: rejection, duringOverrun: rejection }, deviceId: 'sim:a100:drift-1.5x@1000ms', rateQps: 100, peakBeforeQps: 150, literalRateQps: 120, literal: { withRefinement: drift, withoutRefinement: drift }, changeAtMs: 1000, recoveredAtMs: 2000, queries: 4000 };
+    const html = await renderReproduceReport({
+      ...(JSON.parse(JSON.stringify(results)) as ReproduceResults),
+      batching: { ...run, devices: ['sim:a100'], variants: ['abacus', 'triton'], skipped: [], minSpanQos: 10, samples: 100, holdoutSamples: 10, rows: [], solo: [], holdout: [] },
+      adaptive: { ...run, adaptive },
+    });
+    expect(html).toContain('Dynamic batching of single-sample requests');
+    expect(html).toContain('Adaptive runtime');
+    expect(html).not.toMatch(/\bissues?\s*#?\d/i);
+  });
+
+  it('§7.7: the search-ways axis starts at the fewest ways measured, not at 0', async () => {
+    const html = await renderReproduceReport({ search: results.search! });
+    const svg = html.match(/<svg[\s\S]*?<\/svg>/)![0];
+    const xLabels = [...svg.matchAll(/role-axis-label[\s\S]*?<\/g><\/g>/g)].map((m) => [...m[0].matchAll(/>([^<]+)<\/text>/g)].map((t) => t[1]!))[0]!;
+    expect(xLabels[0]).toBe('1');
+    expect(xLabels).not.toContain('0');
   });
 });
 

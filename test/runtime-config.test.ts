@@ -29,6 +29,7 @@ describe('serving config', () => {
         { name: 'resnet50', model: 'resnet50', qosTargetMs: 50, batchSizes: [1], maxQueueLength: 10_000 },
         { name: 'b', model: 'bert', qosTargetMs: 75, batchSizes: [1, 4], seqLens: [16], maxQueueLength: 10_000 },
       ],
+      warnings: [],
     });
   });
 
@@ -43,9 +44,42 @@ describe('serving config', () => {
     expect(c.services.map((s) => [s.maxQosMs, maxQosMsOf(s)])).toEqual([[undefined, 200], [30, 30]]);
   });
 
-  it("maps DESIGN.md's snake-case policy parameters to the controllers' names", () => {
-    const c = parseServingConfig({ device: 'sim:a100', policy: { name: 'abacus', slack_ms: 3, ways: 4 }, services: [{ model: 'resnet50', qosTargetMs: 20 }] }, 'flags');
-    expect(c.policy).toEqual({ name: 'abacus', params: { slackMs: 3, ways: 4 } });
+  it('policy parameters are camelCase; the old snake_case spelling still works, with a warning naming the new one', () => {
+    const camel = parseServingConfig({ device: 'sim:a100', policy: { name: 'abacus', slackMs: 3, ways: 4 }, services: [{ model: 'resnet50', qosTargetMs: 20 }] }, 'c.yaml');
+    expect(camel.policy).toEqual({ name: 'abacus', params: { slackMs: 3, ways: 4 } });
+    expect(camel.warnings).toEqual([]);
+    const old = parseServingConfig({ device: 'sim:a100', policy: { name: 'abacus', slack_ms: 3, ways: 4 }, services: [{ model: 'resnet50', qosTargetMs: 20 }] }, 'c.yaml');
+    expect(old.policy).toEqual(camel.policy);
+    expect(old.warnings).toEqual(['c.yaml: policy.slack_ms is the old spelling of policy.slackMs (config keys are camelCase); it still works, but write slackMs']);
+    expect(() => parseServingConfig({ device: 'sim:a100', policy: { name: 'abacus', slack_ms: 3, slackMs: 4 }, services: [{ model: 'resnet50', qosTargetMs: 20 }] }, 'c.yaml')).toThrow(
+      "c.yaml: policy.slack_ms: 'slack_ms' and 'slackMs' are the same parameter; give only 'slackMs'",
+    );
+  });
+
+  it('a snake_case service field is an unknown field (with the camelCase name), not a missing camelCase one', () => {
+    expect(() => parseServingConfig({ device: 'sim:a100', services: [{ model: 'resnet50', qos_target_ms: 20 }] }, 'c.yaml')).toThrow(
+      "c.yaml: services[0]: unknown field(s) 'qos_target_ms' (config keys are camelCase: 'qosTargetMs'?)",
+    );
+    expect(() => parseServingConfig({ device: 'sim:a100', max_queue: 3, services: [{ model: 'resnet50', qosTargetMs: 20 }] }, 'c.yaml')).toThrow(/c\.yaml: \(top level\): unknown field\(s\) 'max_queue'/);
+  });
+
+  it('arrivals: the text form or an object; a relative trace file resolves against the config; bad values name the field', () => {
+    const base = { device: 'sim:a100', services: [{ model: 'resnet50', qosTargetMs: 20 }] };
+    expect(parseServingConfig(base, 'c.yaml').arrivals).toBeUndefined();
+    expect(parseServingConfig({ ...base, arrivals: 'constant' }, 'c.yaml').arrivals).toEqual({ kind: 'constant' });
+    expect(parseServingConfig({ ...base, arrivals: 'bursty:onMs=100' }, 'c.yaml').arrivals).toEqual({ kind: 'bursty', onMs: 100, offMs: 1500, offRatio: 0 });
+    expect(parseServingConfig({ ...base, arrivals: { kind: 'bursty', offRatio: 0.5 } }, 'c.yaml').arrivals).toEqual({ kind: 'bursty', onMs: 500, offMs: 1500, offRatio: 0.5 });
+    expect(parseServingConfig({ ...base, arrivals: 'trace:load.csv,minuteMs=1000' }, 'c.yaml', dir).arrivals).toEqual({ kind: 'trace', file: path.join(dir, 'load.csv'), minuteMs: 1000 });
+    expect(parseServingConfig({ ...base, arrivals: { kind: 'trace', file: 'load.csv' } }, 'c.yaml', dir).arrivals).toEqual({ kind: 'trace', file: path.join(dir, 'load.csv'), minuteMs: 60_000 });
+    const bad: [unknown, string][] = [
+      ['lifo', "c.yaml: arrivals: unknown arrival process 'lifo'"],
+      ['bursty:onMs=fast', "c.yaml: arrivals: bursty parameter 'onMs' must be a number, got 'fast'"],
+      [{ kind: 'bursty', on_ms: 3 }, "c.yaml: arrivals: unknown field 'on_ms' for bursty"],
+      [{ kind: 'trace' }, 'c.yaml: arrivals.file: trace needs a file name'],
+      [{ kind: 'lifo' }, 'c.yaml: arrivals.kind: must be one of poisson, constant, bursty, trace'],
+      [3, 'c.yaml: arrivals: must be poisson, constant, bursty'],
+    ];
+    for (const [arrivals, message] of bad) expect(() => parseServingConfig({ ...base, arrivals }, 'c.yaml'), JSON.stringify(arrivals)).toThrow(message);
   });
 
   it('names the file and the field of every error', async () => {

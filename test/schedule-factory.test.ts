@@ -46,6 +46,7 @@ describe('parseControllerParams', () => {
     expect(() => parseControllerParams('fcfs', { ways: 2 })).toThrow(new TypeError("fcfs has no parameter 'ways' (valid: drop, threads)"));
     expect(() => parseControllerParams('overlap-all', { drop: true })).toThrow(new TypeError("overlap-all has no parameter 'drop' (it takes none)"));
     expect(() => parseControllerParams('triton', { maxQueueDelayMs: 1 })).toThrow(new TypeError("triton has no parameter 'maxQueueDelayMs' (valid: drop)"));
+    expect(() => parseControllerParams('abacus', { slack_ms: 3 })).toThrow(new TypeError("abacus has no parameter 'slack_ms' (valid: ways, slackMs, drop, refine, threads; parameters are camelCase: 'slackMs')"));
   });
 
   it('RangeError naming the valid policies for an unknown one', () => {

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { VirtualClock } from '../src/clock/index.ts';
 import { Rng } from '../src/rng.ts';
 import { CLUSTER_TRACE_PATH } from '../src/reproduce/workloads.ts';
-import { burstyArrivals, constantArrivals, LoadGenerator, poissonArrivals, readLoadTrace, traceArrivals, type ArrivalProcess, type GeneratedQuery } from '../src/workload/index.ts';
+import { burstyArrivals, constantArrivals, formatArrivalSpec, LoadGenerator, loadArrivals, parseArrivalSpec, poissonArrivals, readLoadTrace, traceArrivals, type ArrivalProcess, type GeneratedQuery } from '../src/workload/index.ts';
 
 const REFERENCE_TRACE = CLUSTER_TRACE_PATH;
 
@@ -169,5 +169,72 @@ describe('readLoadTrace', () => {
     await expect(readLoadTrace(write('order.csv', 'minute,offered_load_qps\n0,1\n2,1\n'))).rejects.toThrow(/order\.csv:3: column 'minute' must be 1/);
     await expect(readLoadTrace(write('none.csv', 'minute,offered_load_qps\n'))).rejects.toThrow(/no minutes/);
     fs.rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('arrival specs (--arrivals, config arrivals)', () => {
+  it('parses every kind with defaults, resolves a relative trace file, and formats back with every parameter', () => {
+    expect(parseArrivalSpec('poisson', '--arrivals')).toEqual({ kind: 'poisson' });
+    expect(parseArrivalSpec(' constant ', '--arrivals')).toEqual({ kind: 'constant' });
+    expect(parseArrivalSpec('bursty', '--arrivals')).toEqual({ kind: 'bursty', onMs: 500, offMs: 1500, offRatio: 0 });
+    expect(parseArrivalSpec('bursty:', '--arrivals')).toEqual({ kind: 'bursty', onMs: 500, offMs: 1500, offRatio: 0 });
+    const b = parseArrivalSpec('bursty:offRatio=0.25, onMs=100', '--arrivals');
+    expect(b).toEqual({ kind: 'bursty', onMs: 100, offMs: 1500, offRatio: 0.25 });
+    expect(formatArrivalSpec(b)).toBe('bursty:onMs=100,offMs=1500,offRatio=0.25');
+    expect(parseArrivalSpec(formatArrivalSpec(b), '--arrivals')).toEqual(b);
+    const t = parseArrivalSpec('trace:loads,2024.csv,minuteMs=250', '--arrivals', '/data');
+    expect(t).toEqual({ kind: 'trace', file: '/data/loads,2024.csv', minuteMs: 250 });
+    expect(formatArrivalSpec(t)).toBe('trace:/data/loads,2024.csv,minuteMs=250');
+    expect(parseArrivalSpec('trace:/abs/t.csv', '--arrivals', '/data')).toEqual({ kind: 'trace', file: '/abs/t.csv', minuteMs: 60_000 });
+  });
+
+  it('bad values: an error naming the field and what is wrong', () => {
+    const cases: [string, string][] = [
+      ['lifo', "--arrivals: unknown arrival process 'lifo' (valid: poisson, constant, bursty"],
+      ['', "--arrivals: unknown arrival process ''"],
+      ['poisson:rate=3', '--arrivals: poisson takes no parameters'],
+      ['bursty:peak=3', "--arrivals: bursty has no parameter 'peak' (valid: onMs, offMs, offRatio)"],
+      ['bursty:onMs', "--arrivals: bursty parameter 'onMs' must be a number, got ''"],
+      ['bursty:onMs=1,onMs=2', "--arrivals: bursty parameter 'onMs' is given twice"],
+      ['bursty:offMs=0', '--arrivals: bursty offMs must be a number of ms > 0, got 0'],
+      ['bursty:offRatio=1.5', '--arrivals: bursty offRatio (off rate ÷ on rate) must be in [0, 1], got 1.5'],
+      ['trace', '--arrivals: trace needs a file'],
+      ['trace:', '--arrivals: trace needs a file'],
+      ['trace:t.csv,minuteMs=0', '--arrivals: trace minuteMs must be a number of ms > 0, got 0'],
+      ['trace:t.csv,speed=2', "--arrivals: trace has no parameter 'speed' (valid: minuteMs)"],
+    ];
+    for (const [text, message] of cases) expect(() => parseArrivalSpec(text, '--arrivals'), text).toThrow(message);
+  });
+
+  it('bursty at a mean rate: on rate solved so the long-run mean is the rate (by hand: 100·2000/(500 + 0.2·1500) = 250 q/s on, 50 off)', async () => {
+    const f = await loadArrivals({ kind: 'bursty', onMs: 500, offMs: 1500, offRatio: 0.2 }, '--arrivals');
+    const bursty = f.create(100);
+    expect(bursty.meanQps).toBeCloseTo(100, 9);
+    // the same by the process' own formula: (250·500 + 50·1500) / 2000 = 100
+    expect(burstyArrivals({ onQps: 250, offQps: 50, meanOnMs: 500, meanOffMs: 1500 }).meanQps).toBeCloseTo(100, 9);
+    const times = draw(bursty, 200_000, 5);
+    expect(Math.abs((times.length * 1000) / times.at(-1)! / 100 - 1)).toBeLessThan(0.05);
+  });
+
+  it('trace at a mean rate: scaled so the mean over its minutes is the rate; a bad or missing file names the field', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'abacus-spec-'));
+    try {
+      const file = path.join(dir, 't.csv');
+      fs.writeFileSync(file, 'minute,offered_load_qps\n0,10\n1,30\n');
+      const f = await loadArrivals({ kind: 'trace', file, minuteMs: 1000 }, '--arrivals');
+      expect(f.trace).toEqual({ minutes: 2, meanQps: 20 });
+      // mean 20 q/s scaled to 100: 50 q/s in minute 0, 150 q/s in minute 1 (1000 ms each)
+      const times = draw(f.create(100), 1_000_000, 9);
+      const perMinute = [0, 0];
+      for (const t of times) perMinute[Math.floor(t / 1000)]!++;
+      for (const [minute, expected] of [[0, 50], [1, 150]] as const) expect(Math.abs(perMinute[minute]! - expected)).toBeLessThan(5 * Math.sqrt(expected));
+      await expect(loadArrivals({ kind: 'trace', file: path.join(dir, 'none.csv'), minuteMs: 1000 }, '--arrivals')).rejects.toThrow(/^--arrivals: cannot read the trace .*none\.csv: ENOENT/);
+      fs.writeFileSync(file, 'minute,qps\n0,1\n');
+      await expect(loadArrivals({ kind: 'trace', file, minuteMs: 1000 }, 'c.yaml: arrivals')).rejects.toThrow(/^c\.yaml: arrivals: .*t\.csv:1: missing column 'offered_load_qps'/);
+      fs.writeFileSync(file, 'minute,offered_load_qps\n0,0\n');
+      await expect(loadArrivals({ kind: 'trace', file, minuteMs: 1000 }, '--arrivals')).rejects.toThrow(/--arrivals: the trace .*t\.csv has no minute with load > 0/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

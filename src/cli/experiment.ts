@@ -14,6 +14,10 @@
  * models, batch sizes and sequence lengths, so a second run starts at once
  * (`ensurePredictor`, `deployment/services.ts`: the assembly layer this command parses flags for).
  *
+ * The load is open-loop at `--rate` queries/s on average; `--arrivals` (or the config's
+ * `arrivals`) shapes it over time: poisson (default), constant, bursty or a replayed per-minute
+ * trace (`workload/arrival-spec.ts`).
+ *
  * `bench --target http://HOST:PORT | grpc://HOST:PORT` instead drives a running server
  * (`abacus serve`) open-loop through an inference client (`serve/client/bench.ts`) and prints the
  * same table and `--json` (policy `server`; group size and predictor error are the server's).
@@ -40,6 +44,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { AbacusError } from '../errors.ts';
 import { createInferenceClient, InferenceClientError, type InferenceClient } from '../serve/client/index.ts';
 import { runRemoteBench, type RemoteBenchResult, type RemoteBenchService } from '../serve/client/bench.ts';
+import { ARRIVALS_SYNTAX, formatArrivalSpec, loadArrivals, parseArrivalSpec, type ArrivalSpec, type ArrivalsFactory } from '../workload/arrival-spec.ts';
 
 /** Flags of `bench` / `simulate`. */
 export interface ExperimentCliOptions {
@@ -60,6 +65,8 @@ export interface ExperimentCliOptions {
   /** Absent: the config's policy (with --config), else abacus,fcfs,sjf,edf. */
   policy?: string[];
   rate: number;
+  /** How arrivals are spread over time (`--arrivals`); absent: the config's, else Poisson. */
+  arrivals?: ArrivalSpec;
   queries: number;
   seed: number;
   ways?: number;
@@ -117,6 +124,8 @@ export interface ExperimentJson {
   readonly device: string;
   readonly predictor: string;
   readonly queries: number;
+  /** The arrival process with every parameter spelled out (`formatArrivalSpec`): `poisson`, `bursty:onMs=500,offMs=1500,offRatio=0`, … */
+  readonly arrivals: string;
   readonly runs: readonly RunJson[];
 }
 
@@ -187,7 +196,18 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--predictor <file>', 'predictor.json (abacus train); default: the config\'s, else profile and train one (cached)')
     .option('--allow-unseen', 'let a flop-feature predictor score models it was not trained on')
     .option('--policy <list>', `policies to compare (${POLICY_NAMES.join(', ')}; default: the config's policy, else abacus,fcfs,sjf,edf)`, parsePolicies)
-    .option('--rate <qps>', 'offered load over all services, queries/s (Poisson)', positiveNumber('--rate'), 50)
+    .option('--rate <qps>', 'mean offered load over all services, queries/s', positiveNumber('--rate'), 50)
+    .option(
+      '--arrivals <process>',
+      `how arrivals spread over time at the mean --rate: ${ARRIVALS_SYNTAX} (default: the config's arrivals, else poisson). bursty: on/off periods of mean onMs/offMs ms (default 500/1500), off rate = offRatio × on rate (default 0); trace: a CSV minute,offered_load_qps scaled to mean --rate, one minute lasting minuteMs ms (default 60000)`,
+      (v: string) => {
+        try {
+          return parseArrivalSpec(v, '--arrivals');
+        } catch (err) {
+          throw new InvalidArgumentError((err as Error).message);
+        }
+      },
+    )
     .option('--queries <n>', 'queries per run', positiveInt('--queries'), 1000)
     .option('--seed <n>', 'seed of the load (and of the simulator)', finiteNumber('--seed'), 1)
     .option('--ways <n>', 'abacus: multi-way search width', positiveInt('--ways'))
@@ -211,13 +231,15 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .addHelpText('after', policyHelpText());
 }
 
-/** The config from `--config` or from the flags. */
-async function servingConfigOf(opts: ExperimentCliOptions, defaultDevice: string): Promise<ServingConfig> {
+/** The config from `--config` (its deprecation warnings printed to stderr) or from the flags. */
+async function servingConfigOf(ctx: CliContext, opts: ExperimentCliOptions, defaultDevice: string): Promise<ServingConfig> {
   if (opts.config !== undefined) {
     if (opts.models !== undefined || opts.device !== undefined || opts.qosMs !== undefined || opts.batchSizes !== undefined || opts.requestBatch !== undefined || opts.seqLens !== undefined || batchingFlagsGiven(opts)) {
       throw new UsageError('--config replaces --device, --models, --qos-ms, --batch-sizes, --request-batch, --seq-lens and the batching flags; give one or the other');
     }
-    return loadServingConfig(opts.config);
+    const config = await loadServingConfig(opts.config);
+    for (const w of config.warnings) ctx.err(`warning: ${w}\n`);
+    return config;
   }
   if (opts.requestBatch !== undefined && opts.batchSizes !== undefined) throw new UsageError('--request-batch N is --batch-sizes N: give one of them');
   if (opts.models === undefined || opts.models.length === 0) throw new UsageError('give --config FILE, or --models a,b with --qos-ms');
@@ -232,6 +254,35 @@ async function servingConfigOf(opts: ExperimentCliOptions, defaultDevice: string
     ...(batchingFlagsGiven(opts) ? { dynamicBatching: { maxBatchSize: opts.maxBatchSize ?? DEFAULT_BATCHING.maxBatchSize, maxQueueDelayMs: opts.maxQueueDelayMs ?? 0 } } : {}),
   }));
   return parseServingConfig({ device: opts.device ?? defaultDevice, services }, 'flags');
+}
+
+/**
+ * The arrival process of the runs: `--arrivals`, else the config's `arrivals`, else Poisson; a
+ * trace file is read now, and (unless `--json`) a line on stderr says how it is scaled, with a
+ * warning when it runs out before `--queries`.
+ * @throws RangeError naming --arrivals, or InvalidConfigError naming the config's arrivals, for a
+ *   trace that cannot be read or is malformed.
+ */
+async function arrivalsOf(ctx: CliContext, opts: ExperimentCliOptions, config: ServingConfig): Promise<ArrivalsFactory> {
+  const fromFlag = opts.arrivals !== undefined;
+  const spec: ArrivalSpec = opts.arrivals ?? config.arrivals ?? { kind: 'poisson' };
+  const field = fromFlag ? '--arrivals' : `${config.source}: arrivals`;
+  let factory: ArrivalsFactory;
+  try {
+    factory = await loadArrivals(spec, field);
+  } catch (err) {
+    if (!fromFlag && err instanceof RangeError) throw new InvalidConfigError(err.message, { cause: err });
+    throw err;
+  }
+  if (factory.trace !== undefined && spec.kind === 'trace' && opts.json !== true) {
+    const { minutes, meanQps } = factory.trace;
+    ctx.err(`arrivals: trace ${spec.file}: ${minutes} minutes, mean ${fmt(meanQps, 2)} queries/s, scaled ×${(opts.rate / meanQps).toPrecision(3)} to a mean of ${opts.rate} queries/s; one trace minute lasts ${spec.minuteMs} ms\n`);
+    const offered = (opts.rate * minutes * spec.minuteMs) / 1000;
+    if (opts.findPeak !== true && opts.queries > offered) {
+      ctx.err(`warning: the trace offers about ${Math.round(offered)} queries at ${opts.rate} queries/s (${minutes} minutes of ${spec.minuteMs} ms): each run ends with the trace, before --queries ${opts.queries} (raise --rate or minuteMs for more)\n`);
+    }
+  }
+  return factory;
 }
 
 /** Policies that exist for dynamic batching: without `batching` on any service they run every query alone. */
@@ -287,7 +338,7 @@ export function runJson(r: RunSummary, peak?: { peakGoodputQps: number; peakRate
 export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliOptions, mode: { virtual: boolean; defaultDevice: string }): Promise<ExperimentJson> {
   if (opts.target !== undefined) return runRemoteBenchCommand(ctx, opts);
   if (opts.sendQos === true || opts.timeoutMs !== undefined) throw new UsageError('--send-qos and --timeout-ms go with --target');
-  const config = await servingConfigOf(opts, mode.defaultDevice);
+  const config = await servingConfigOf(ctx, opts, mode.defaultDevice);
   if (mode.virtual && !config.device.startsWith('sim')) throw new InvalidConfigError(`abacus simulate needs a simulated device (sim:a100, …), got '${config.device}'; use abacus bench for real devices`);
   const repo = new ModelRepository(ctx.cacheOptions());
   if (opts.config !== undefined && !isPolicyName(config.policy.name)) throw new InvalidConfigError(`${config.source}: policy: unknown policy '${config.policy.name}' (valid: ${POLICY_NAMES.join(', ')})`);
@@ -301,6 +352,8 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
       throw err;
     }
   }
+  const arrivals = await arrivalsOf(ctx, opts, config);
+  const shape = arrivals.spec.kind === 'poisson' ? '' : ` (${formatArrivalSpec(arrivals.spec)})`;
   const hosted = await resolveServices(ctx, repo, config);
   const batchers = policies.filter((p) => BATCHING_ONLY_POLICIES.includes(p));
   if (batchers.length > 0 && hosted.services.every((s) => s.batching === undefined)) {
@@ -354,11 +407,11 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   try {
     for (const { policy, env: runEnv, label: runLabel, threads: runThreads } of variants) {
       const name = runLabel ?? policy;
-      const base = { services: hosted.services, policy, policyParams: policyParams(policy, config, opts), queries: opts.queries, seed: opts.seed };
+      const base = { services: hosted.services, policy, policyParams: policyParams(policy, config, opts), queries: opts.queries, seed: opts.seed, arrivals: arrivals.create };
       const rule = parseControllerParams(policy, base.policyParams)['threads'];
       const ruleTag = typeof rule === 'string' && rule !== 'device' ? { threads: rule } : {};
       const tag = (run: RunJson): RunJson => (hosted.isSim ? { ...run, ...ruleTag } : { ...run, ...(runLabel === undefined ? {} : { label: runLabel }), threadsPerExecutor: runThreads, ...ruleTag });
-      if (!opts.json) ctx.err(`${name}: ${opts.findPeak ? 'searching the peak rate at ≤ 1 % violations' : `${opts.queries} queries at ${opts.rate} queries/s`} …\n`);
+      if (!opts.json) ctx.err(`${name}: ${opts.findPeak ? 'searching the peak rate at ≤ 1 % violations' : `${opts.queries} queries at ${opts.rate} queries/s${shape}`} …\n`);
       if (opts.findPeak) {
         const peak = await findPeakRate(runEnv, { ...base, startQps: opts.rate });
         if (!peak.bracketed) {
@@ -377,12 +430,12 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
     await env.close();
     await wideEnv?.close();
   }
-  const json: ExperimentJson = { device: config.device, predictor: source, queries: opts.queries, runs };
+  const json: ExperimentJson = { device: config.device, predictor: source, queries: opts.queries, arrivals: formatArrivalSpec(arrivals.spec), runs };
   if (opts.json) {
     ctx.out(JSON.stringify(json, null, 2) + '\n');
     return json;
   }
-  printRuns(ctx, `${config.device}, ${hosted.services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries per run, predictor ${source}`, hosted.services.map((s) => s.name), runs, opts.findPeak === true);
+  printRuns(ctx, `${config.device}, ${hosted.services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries per run${shape}, predictor ${source}`, hosted.services.map((s) => s.name), runs, opts.findPeak === true);
   return json;
 }
 
@@ -466,7 +519,7 @@ async function runRemoteBenchCommand(ctx: CliContext, opts: ExperimentCliOptions
     throw new UsageError(`--target: ${(err as Error).message}`);
   }
   try {
-    const config = await servingConfigOf(opts, 'ort');
+    const config = await servingConfigOf(ctx, opts, 'ort');
     const repo = new ModelRepository(ctx.cacheOptions());
     const services: RemoteBenchService[] = [];
     for (const [i, s] of config.services.entries()) {
@@ -498,19 +551,21 @@ async function runRemoteBenchCommand(ctx: CliContext, opts: ExperimentCliOptions
         throw new AbacusError('model_not_found', `service ${s.name}: the server at ${target} ${reason}`, { cause: err });
       }
     }
-    if (!opts.json) ctx.err(`${target}: ${opts.queries} queries at ${opts.rate} queries/s …\n`);
-    const result = await runRemoteBench({ client, clock: new WallClock(), services, rateQps: opts.rate, queries: opts.queries, seed: opts.seed, ...(opts.sendQos === true ? { sendQos: true } : {}) });
+    const arrivals = await arrivalsOf(ctx, opts, config);
+    const shape = arrivals.spec.kind === 'poisson' ? '' : ` (${formatArrivalSpec(arrivals.spec)})`;
+    if (!opts.json) ctx.err(`${target}: ${opts.queries} queries at ${opts.rate} queries/s${shape} …\n`);
+    const result = await runRemoteBench({ client, clock: new WallClock(), services, rateQps: opts.rate, queries: opts.queries, seed: opts.seed, arrivals: arrivals.create, ...(opts.sendQos === true ? { sendQos: true } : {}) });
     const run = remoteRunJson(result);
     const failed = Object.entries(run.rejectedBy).filter(([reason]) => reason !== 'qos_violation' && reason !== 'overloaded');
     if (failed.length > 0) {
       const samples = failed.map(([reason]) => result.failureSamples[reason]?.[0]).filter((m) => m !== undefined);
       ctx.err(`warning: ${failed.map(([reason, n]) => `${n} queries failed as ${reason}`).join(', ')} — not QoS misses${samples.length > 0 ? ` (e.g. ${samples.join('; ')})` : ''}\n`);
     }
-    const json: ExperimentJson = { device: target, predictor: 'server', queries: opts.queries, runs: [run] };
+    const json: ExperimentJson = { device: target, predictor: 'server', queries: opts.queries, arrivals: formatArrivalSpec(arrivals.spec), runs: [run] };
     if (opts.json) ctx.out(JSON.stringify(json, null, 2) + '\n');
     else {
       const server = Number.isFinite(result.server.queueMs) ? `; server means: queue ${fmt(result.server.queueMs, 2)} ms, compute ${fmt(result.server.computeMs, 2)} ms, ${fmt(result.server.operatorGroups, 1)} groups per query` : '';
-      printRuns(ctx, `${target}, ${services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries, latency measured at the client${server}`, services.map((s) => s.name), [run], false);
+      printRuns(ctx, `${target}, ${services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries${shape}, latency measured at the client${server}`, services.map((s) => s.name), [run], false);
     }
     return json;
   } finally {
@@ -519,7 +574,7 @@ async function runRemoteBenchCommand(ctx: CliContext, opts: ExperimentCliOptions
 }
 
 export function registerExperimentCommands(program: Command, simulate: Command, ctx: CliContext): void {
-  addExperimentFlags(program.command('bench').description('serve co-located models under open-loop Poisson load in real time and compare policies (p99, violations, goodput)'), { device: 'ort', batchSizes: '1,2,4,8,16' })
+  addExperimentFlags(program.command('bench').description('serve co-located models under open-loop load (Poisson, constant, bursty or a trace) in real time and compare policies (p99, violations, goodput)'), { device: 'ort', batchSizes: '1,2,4,8,16' })
     .option('--find-peak', 'per policy, search the highest rate with ≤ 1 % violations (each step is a real-time run of --queries queries: minutes)')
     .option('--target <url>', 'drive a running server (http://HOST:PORT or grpc://HOST:PORT) instead of serving in-process; --config/--models give service names, batch sizes, seq lens and QoS targets')
     .option('--send-qos', 'with --target: send each service\'s QoS target as the request parameter qos_ms')

@@ -1,11 +1,14 @@
 /**
- * `abacus models …`: list the zoo, show one model's operators, export, import.
+ * `abacus models …`: list the zoo (with its `-small` and `-demo` variants) and the imported
+ * models, show one model's operators, export, import. Every name another command takes
+ * (`model/catalog.ts`) is listed here and works with `show` and `export`.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import { ModelRepository } from '../model/repository.ts';
-import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from '../model/zoo/index.ts';
+import { isZooModelName, ZOO_MODEL_NAMES } from '../model/zoo/index.ts';
+import { parseModelRef, resolveModelArtifact, resolveModelSpec, zooCatalog } from '../model/catalog.ts';
 import { evalCost } from '../model/cost.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { ModelArtifact } from '../model/artifact.ts';
@@ -76,10 +79,23 @@ export function zooOptionsFrom(opts: Record<string, unknown>): Record<string, un
   return out;
 }
 
-function zooName(value: string): ZooModelName {
-  if (!isZooModelName(value)) throw new InvalidArgumentError(`unknown model '${value}' (zoo models: ${ZOO_MODEL_NAMES.join(', ')})`);
-  return value;
+/**
+ * Zoo flags (`--resolution`, …) given with `name`: only a full-size zoo model takes them.
+ * @throws RangeError for flags with a `-small` / `-demo` variant (a fixed preset) or an imported model.
+ */
+function checkZooFlags(name: string, opts: Record<string, unknown>): Record<string, unknown> {
+  const flags = zooOptionsFrom(opts);
+  if (Object.keys(flags).length === 0) return flags;
+  const ref = parseModelRef(name);
+  if (ref.kind === 'import') throw new RangeError(`zoo options do not apply to the imported model '${name}'`);
+  if (ref.name !== ref.zoo) {
+    const preset = Object.entries(ref.options).map(([k, v]) => `${k} ${v}`).join(', ');
+    throw new RangeError(`zoo options apply to the full-size zoo models: ${name} is a preset of ${ref.zoo} (${preset}); give them with ${ref.zoo} instead`);
+  }
+  return flags;
 }
+
+const NAME_HELP = `zoo model (${ZOO_MODEL_NAMES.join(', ')}), its -small or -demo variant (see abacus models), or an imported model (NAME or NAME:N)`;
 
 /** One row of `abacus models --json`. */
 export interface ModelListing {
@@ -93,11 +109,13 @@ export interface ModelListing {
   readonly cached: boolean;
   /** `zoo` (built by this project) or `import` (from `abacus models import`). */
   readonly source: 'zoo' | 'import';
+  /** For a `-small` / `-demo` variant: the zoo model it is a smaller preset of; absent otherwise. */
+  readonly variantOf?: string;
 }
 
-function listing(spec: ModelSpec, source: 'zoo' | 'import', cached: boolean): ModelListing {
+function listing(spec: ModelSpec, source: 'zoo' | 'import', cached: boolean, name = spec.name, variantOf?: string): ModelListing {
   return {
-    name: spec.name,
+    name,
     operators: spec.operators.length,
     gflops: round(totalGflops(spec, 1, spec.defaultSeqLen), 3),
     params: spec.params,
@@ -105,6 +123,7 @@ function listing(spec: ModelSpec, source: 'zoo' | 'import', cached: boolean): Mo
     defaultSeqLen: spec.defaultSeqLen,
     cached,
     source,
+    ...(variantOf === undefined ? {} : { variantOf }),
   };
 }
 
@@ -121,12 +140,14 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
   const models = program
     .command('models')
     .enablePositionalOptions()
-    .description('list the model zoo and imported models: operators, GFLOP at batch 1, parameters, cache state')
+    .description('list the model zoo (with its -small and -demo variants) and imported models: operators, GFLOP at batch 1, parameters, cache state')
     .option('--json', 'print a JSON array, one object per model')
     .action(async (opts: { json?: boolean }) => {
       const repo = new ModelRepository(ctx.cacheOptions());
       const rows: ModelListing[] = [];
-      for (const name of ZOO_MODEL_NAMES) rows.push(listing(await repo.zooSpec(name), 'zoo', await repo.isZooCached(name)));
+      for (const ref of zooCatalog()) {
+        rows.push(listing(await repo.zooSpec(ref.zoo, ref.options), 'zoo', await repo.isZooCached(ref.zoo, ref.options), ref.name, ref.name === ref.zoo ? undefined : ref.zoo));
+      }
       for (const artifact of await repo.listImported()) rows.push(listing(artifact.spec, 'import', true));
       if (opts.json) {
         ctx.out(JSON.stringify(rows, null, 2) + '\n');
@@ -144,16 +165,21 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
   addZooFlags(
     models
       .command('show')
-      .description('per-operator metadata of one zoo model: GFLOP, parameters, boundary bytes, ONNX nodes')
-      .argument('<name>', `zoo model (${ZOO_MODEL_NAMES.join(', ')}) or imported model`)
+      .description('per-operator metadata of one model: GFLOP, parameters, boundary bytes, ONNX nodes')
+      .argument('<name>', NAME_HELP)
       .option('--batch <n>', 'batch size for GFLOP and bytes', positiveInt('--batch'), 1)
       .option('--seq-len <n>', 'sequence length (BERT)', positiveInt('--seq-len'))
       .option('--operators <n>', 'for an imported model imported with several operator counts: which one', positiveInt('--operators'))
       .option('--json', 'print the ModelSpec as JSON'),
   ).action(async (name: string, opts: Record<string, unknown> & { batch: number; seqLen?: number; operators?: number; json?: boolean }) => {
     const repo = new ModelRepository(ctx.cacheOptions());
-    const spec = isZooModelName(name) ? await withFlagNames(() => repo.zooSpec(name, zooOptionsFrom(opts))) : (await repo.findImported(name, opts.operators)).spec;
-    if (!isZooModelName(name) && Object.keys(zooOptionsFrom(opts)).length > 0) throw new RangeError(`zoo options do not apply to the imported model '${name}'`);
+    const flags = checkZooFlags(name, opts);
+    if (opts.operators !== undefined && parseModelRef(name).kind !== 'import') throw new RangeError(`--operators picks among the imports of an imported model; ${name} is a zoo model`);
+    const spec = isZooModelName(name)
+      ? await withFlagNames(() => repo.zooSpec(name, flags))
+      : opts.operators !== undefined
+        ? (await repo.findImported(name, opts.operators)).spec
+        : await resolveModelSpec(repo, name);
     const seqLen = checkSeqLenFlag(spec, opts.seqLen);
     printSpec(ctx, spec, opts.batch, seqLen, opts.json === true);
   });
@@ -162,17 +188,18 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     models
       .command('export')
       .description('write the whole model to FILE and its operators (op-NNN.onnx + spec.json) to FILE without .onnx + ".operators/"')
-      .argument('<name>', `zoo model (${ZOO_MODEL_NAMES.join(', ')})`, zooName)
+      .argument('<name>', NAME_HELP)
       .requiredOption('--out <file>', 'output .onnx file for the whole model')
       .option('--json', 'print what was written as JSON'),
-  ).action(async (name: ZooModelName, opts: Record<string, unknown> & { out: string; json?: boolean }) => {
+  ).action(async (name: string, opts: Record<string, unknown> & { out: string; json?: boolean }) => {
     if (opts.out.trim() === '') throw new RangeError('--out must name a file');
+    const flags = checkZooFlags(name, opts);
     const out = path.resolve(opts.out);
     if (await isDirectory(out)) throw new RangeError(`--out ${out} is a directory; give a file name such as ${path.join(out, `${name}.onnx`)}`);
     const opsDir = out.replace(/\.onnx$/i, '') + '.operators';
     await ensureDir(path.dirname(out));
     const repo = new ModelRepository(ctx.cacheOptions());
-    const { artifact, built } = await withFlagNames(() => repo.zooArtifact(name, zooOptionsFrom(opts)));
+    const { artifact, built } = isZooModelName(name) ? await withFlagNames(() => repo.zooArtifact(name, flags)) : await resolveModelArtifact(repo, name);
     await exportArtifact(artifact, out, opsDir);
     if (opts.json) {
       ctx.out(JSON.stringify({ name, built, model: out, operatorsDir: opsDir, operators: artifact.operatorPaths.length }, null, 2) + '\n');
@@ -215,7 +242,8 @@ async function exportArtifact(artifact: ModelArtifact, out: string, opsDir: stri
     await fs.copyFile(artifact.modelPath, tmpOut);
     await fs.mkdir(tmpOps);
     for (let k = 0; k < artifact.operatorPaths.length; k++) await fs.copyFile(artifact.operatorPaths[k]!, path.join(tmpOps, operatorFileName(k)));
-    await fs.copyFile(path.join(artifact.dir, SPEC_FILE), path.join(tmpOps, SPEC_FILE));
+    // The spec as resolved (a `-small` variant carries its own name), in the cache's format.
+    await fs.writeFile(path.join(tmpOps, SPEC_FILE), JSON.stringify(artifact.spec, null, 2));
     await fs.rm(opsDir, { recursive: true, force: true });
     await fs.rename(tmpOps, opsDir);
     await fs.rename(tmpOut, out);

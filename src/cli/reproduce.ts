@@ -245,7 +245,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
             ['run', 'MAPE last 500 groups %', 'groups to recover', 'violations after recovery %', 'before change %', 'after change %', 'MAPE overall %'],
             rows.map(([run, r]) => [run, pct(r.mapeAfterRecovery), r.groupsToRecover === null ? 'never' : String(r.groupsToRecover), pct(r.violationRatioAfterRecovery), pct(r.violationRatioBeforeChange), pct(r.violationRatioAfterChange), pct(r.mapeOverall)]),
           ) +
-          `\nissue 13 target (with refinement, at ${adaptive.rateQps.toFixed(1)} q/s): rolling MAPE ≤ 5 % within 2000 groups of the change, violations ≤ 1 % after recovery\n` +
+          `\ntarget (with refinement, at ${adaptive.rateQps.toFixed(1)} q/s): rolling MAPE ≤ 5 % within 2000 groups of the change, violations ≤ 1 % after recovery\n` +
           `\nOn-time rejection (a bert query behind a resnet50 batch-16 group; simulated time):\n` +
           formatTable(
             ['case', 'long group predicted ms', 'simulated ms', 'hopeless at ms', 'answered at ms', 'late ms', 'deciding only when idle: answered at ms', 'late ms'],
@@ -384,7 +384,7 @@ function printBatching(rows: readonly BatchingRow[], variants: readonly string[]
     const t = target.byDevice[device];
     return [device, `${f2(h.peakRatioVsUnbatched ?? NaN)} (≥ ${t?.peakRatioVsUnbatched ?? '–'})`, `${f2(h.peakRatioVsBestBatching ?? NaN)} (≥ ${t?.peakRatioVsBestBatching.toFixed(2) ?? '–'}; best of ${h.bestOf.join('/') || '–'})`, f2(h.peakRatioVsTriton ?? NaN), `${pct(h.abacusMaxViolationRatio)} (≤ ${pct(target.abacusMaxViolationRatio)})`, `${f2(h.saturationFraction ?? NaN)} (aim ≥ ${target.saturationFractionAim})`, f2(h.coLaunchFraction ?? NaN)];
   });
-  print(`\nBatch-aware abacus, means over the pairs (issue 12 target in parentheses)\n` + formatTable(['device', '÷ no batching', '÷ best batching baseline', '÷ triton', 'worst violations %', '÷ saturation', '÷ co-launch'], lines) + '\n');
+  print(`\nBatch-aware abacus, means over the pairs (target in parentheses)\n` + formatTable(['device', '÷ no batching', '÷ best batching baseline', '÷ triton', 'worst violations %', '÷ saturation', '÷ co-launch'], lines) + '\n');
 }
 
 /** The drift runs of the adaptive experiment, labelled, in table order. */

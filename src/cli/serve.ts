@@ -16,6 +16,19 @@
  * go to stderr, level from `$ABACUS_LOG_LEVEL` (default info).
  *
  * SIGTERM / SIGINT: graceful shutdown within `--grace-ms` (`serve/server.ts`), exit code 0.
+ *
+ * Launched through npm (`npx abacus serve`, `npm exec`, `npm run`), the server is a grandchild
+ * of the launcher (npm → sh → node): `npx abacus serve & kill $!` signals npm, npm ends its
+ * shell, and the server would be left running, re-parented to init. So the server also shuts
+ * down (gracefully, the same way) when its parent process goes away: `--exit-with-parent`,
+ * on by default when npm launched it (`npm_command` in the environment), off otherwise (a server
+ * started by hand, by a process manager, or detached with `nohup … &` keeps running when its
+ * shell exits); `--no-exit-with-parent` turns it off.
+ * How it notices: `process.ppid` is read every second (`LAUNCHER_POLL_MS`) and compared with its
+ * value at start. The alternatives do not fit: npm opens no IPC channel (no `disconnect`
+ * event), a background job's stdin is /dev/null (stdin EOF would stop it at once), and Linux's
+ * `PR_SET_PDEATHSIG` is not reachable from Node. A launcher killed with SIGKILL leaves its
+ * shell alive, so the server's parent stays and it keeps running: stop it with SIGTERM.
  */
 import { readFileSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
@@ -43,6 +56,35 @@ export interface ServeCliOptions {
   profileSamples?: number;
   threads?: number;
   seed: number;
+  /** Stop when the parent process goes (`--exit-with-parent` / `--no-exit-with-parent`); absent: `exitsWithParentByDefault`. */
+  exitWithParent?: boolean;
+}
+
+/** How often `serve` checks that its parent process is still there, ms. */
+export const LAUNCHER_POLL_MS = 1000;
+
+/**
+ * Whether `serve` stops when its parent process goes, when no flag says: when npm launched it
+ * (npx, `npm exec`, `npm run` set `npm_command` in the child's environment).
+ */
+export function exitsWithParentByDefault(env: NodeJS.ProcessEnv): boolean {
+  return typeof env['npm_command'] === 'string' && env['npm_command'] !== '';
+}
+
+/**
+ * Call `onGone` once when this process' parent changes (the parent exited and the process was
+ * re-parented), checking `process.ppid` every `pollMs` ms; returns a function that stops watching.
+ * The timer does not keep the process alive.
+ */
+export function watchParent(onGone: (parentPid: number) => void, pollMs = LAUNCHER_POLL_MS): () => void {
+  const parentPid = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === parentPid) return;
+    clearInterval(timer);
+    onGone(parentPid);
+  }, pollMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 function port(flag: string): (value: string) => number {
@@ -89,7 +131,7 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
   });
 }
 
-/** Run until SIGTERM / SIGINT, then shut down gracefully (exit code 0). */
+/** Run until SIGTERM / SIGINT (or, with `exitWithParent`, until the parent process goes), then shut down gracefully (exit code 0). */
 async function serveUntilSignalled(ctx: CliContext, opts: ServeCliOptions): Promise<void> {
   const server = await startServeCommand(ctx, opts);
   let stop: ((signal: string) => void) | undefined;
@@ -99,6 +141,7 @@ async function serveUntilSignalled(ctx: CliContext, opts: ServeCliOptions): Prom
   const onSignal = (signal: NodeJS.Signals): void => stop?.(signal);
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
+  const unwatch = (opts.exitWithParent ?? exitsWithParentByDefault(process.env)) ? watchParent((pid) => stop?.(`parent process ${pid} (the launcher) exited`)) : undefined;
   try {
     // a failed start-up rejects `ready` (the server has shut itself down): that error is the command's
     await Promise.race([server.ready, stopped]);
@@ -114,6 +157,7 @@ async function serveUntilSignalled(ctx: CliContext, opts: ServeCliOptions): Prom
     clearTimeout(guard);
     ctx.out('abacus serve: stopped\n');
   } finally {
+    unwatch?.();
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
   }
@@ -135,6 +179,8 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
     .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
     .option('--seed <n>', 'seed of the simulated device', positiveInt('--seed'), 1)
+    .option('--exit-with-parent', 'shut down (gracefully) when the parent process exits, e.g. when `npx abacus serve` is killed (default: on when launched through npm/npx)')
+    .option('--no-exit-with-parent', 'keep running when the parent process exits, even when launched through npm/npx')
     .addHelpText('after', policyHelpText())
     .action(async (opts: ServeCliOptions) => {
       await serveUntilSignalled(ctx, opts);

@@ -13,6 +13,7 @@ import { maxQosMsOf, type ServingConfig } from '../runtime/config.ts';
 import { createController, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
 import { RuntimeBackend, type BackendEngine, type ServedModel } from '../serve/backend.ts';
 import { ServeMetrics } from '../serve/metrics.ts';
+import { formatArrivalSpec } from '../workload/arrival-spec.ts';
 import type { DeploymentContext } from './context.ts';
 import { ensurePredictor, openEnv, resolveServices, type Hosted } from './services.ts';
 
@@ -56,6 +57,8 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
     throw err;
   }
   const { logger } = options;
+  for (const w of config.warnings) logger.warn(w);
+  if (config.arrivals !== undefined) logger.info({ arrivals: formatArrivalSpec(config.arrivals) }, 'arrivals is read by bench and simulate; serve answers the load its clients send');
   const repo = new ModelRepository(ctx.cacheOptions());
   const hosted = await resolveServices(ctx, repo, config, { batchingByDefault: true });
   for (const [service, b] of hosted.batching ?? []) {

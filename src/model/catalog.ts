@@ -17,7 +17,7 @@ import type { ModelRepository } from './repository.ts';
 import type { ModelSpec } from './spec.ts';
 import { isZooModelName, ZOO_MODEL_NAMES, type ZooModelName } from './zoo/index.ts';
 
-/** Suffix that selects a zoo model's small variant. */
+/** Suffix that selects a zoo model's small variant (one of `ZOO_VARIANT_SUFFIXES`, reserved for imports). */
 export const SMALL_SUFFIX = '-small';
 
 /**
@@ -35,7 +35,7 @@ export const SMALL_ZOO_OPTIONS: Readonly<Record<ZooModelName, Readonly<Record<st
   bert: { layers: 4, hidden: 256, heads: 4, vocabSize: 30522, maxPositions: 128, defaultSeqLen: 32 },
 };
 
-/** Suffix of the demo's mid-size variants. */
+/** Suffix of the demo's mid-size variants (one of `ZOO_VARIANT_SUFFIXES`, reserved for imports). */
 export const DEMO_SUFFIX = '-demo';
 
 /**
@@ -77,6 +77,21 @@ export function parseModelRef(text: string): ModelRef {
   const operators = Number(count);
   if (!Number.isInteger(operators) || operators < 1) throw new RangeError(`model name '${name}': N in NAME:N must be a positive integer, got '${count}'`);
   return { kind: 'import', name: importName, operators };
+}
+
+/**
+ * Every zoo name a command accepts, in listing order: each zoo model, then its `-small` and
+ * (where there is one) `-demo` variant. `abacus models` lists these.
+ */
+export function zooCatalog(): readonly (ModelRef & { readonly kind: 'zoo' })[] {
+  return ZOO_MODEL_NAMES.flatMap((zoo) => {
+    const demo = DEMO_ZOO_OPTIONS[zoo];
+    return [
+      { kind: 'zoo', name: zoo, zoo, options: {} } as const,
+      { kind: 'zoo', name: `${zoo}${SMALL_SUFFIX}`, zoo, options: SMALL_ZOO_OPTIONS[zoo] } as const,
+      ...(demo === undefined ? [] : [{ kind: 'zoo', name: `${zoo}${DEMO_SUFFIX}`, zoo, options: demo } as const]),
+    ];
+  });
 }
 
 const renamed = (spec: ModelSpec, name: string): ModelSpec => (spec.name === name ? spec : { ...spec, name });

@@ -23,7 +23,7 @@ import { artifactAt, MODEL_FILE, operatorFileName, SPEC_FILE, type ModelArtifact
 import { onnx, type OnnxTypes } from './onnx/proto.ts';
 import { importOnnxModel, partitionModel, type PartitionInput } from './onnx/partition.ts';
 import { decodeOnnxModel, hasExternalData } from './onnx/load.ts';
-import { buildZooModel, isZooModelName, parseZooOptions, ZOO_MODEL_NAMES, type ZooBuild, type ZooModelName } from './zoo/index.ts';
+import { buildZooModel, isReservedZooName, isZooModelName, parseZooOptions, ZOO_MODEL_NAMES, type ZooBuild, type ZooModelName } from './zoo/index.ts';
 import type { ModelSpec } from './spec.ts';
 import { InvalidModelError } from '../errors.ts';
 import { ensureDir } from '../fs.ts';
@@ -363,13 +363,14 @@ export const MODEL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
 /**
  * @returns `name` when it is a valid name for an imported model.
- * @throws RangeError naming `what` when it does not match MODEL_NAME_PATTERN or is a zoo name.
+ * @throws RangeError naming `what` when it does not match MODEL_NAME_PATTERN or is a zoo name
+ *   (a variant's too: `resnet50-small`).
  */
 export function checkModelName(name: string, what = 'name'): string {
   if (!MODEL_NAME_PATTERN.test(name)) {
     throw new RangeError(`${what} '${name}' is not a valid model name: 1–64 characters, letters, digits, '_', '.', '-', starting with a letter or digit`);
   }
-  if (isZooModelName(name)) throw new RangeError(`${what} '${name}' is a zoo model's name; choose another name for the import`);
+  if (isReservedZooName(name)) throw new RangeError(`${what} '${name}' is a zoo model's name${isZooModelName(name) ? '' : ' (a -small or -demo variant)'}; choose another name for the import`);
   return name;
 }
 

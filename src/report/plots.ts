@@ -13,7 +13,9 @@
  *   trace minute per policy, or decision time per search ways; optional horizontal rule.
  *
  * Series get their colors in the order of `seriesOrder` (default: first appearance), so
- * charts of one report color each policy alike.
+ * charts of one report color each policy alike. Legend labels are never truncated. A labelled
+ * horizontal rule (`yRule`) writes its label outside the plot, right of the rule's end, so it
+ * never covers a bar or a line.
  */
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
@@ -90,7 +92,7 @@ export function latencyCdfSpec(options: {
     encoding: {
       x: { field: 'latencyMs', type: 'quantitative', title: 'latency (ms)', scale: { domain: [0, xMax], nice: false } },
       y: { field: 'fraction', type: 'quantitative', title: 'fraction of offered queries', scale: { domain: [0, 1] } },
-      color: { field: 'series', type: 'nominal', title: null, scale: colorScale(order), legend: { orient: 'top-left' } },
+      color: { field: 'series', type: 'nominal', title: null, scale: colorScale(order), legend: { orient: 'top-left', labelLimit: 0 } },
     },
   } as const;
   const layers: unknown[] = [line];
@@ -119,7 +121,14 @@ export interface BarDatum {
   readonly value: number;
 }
 
-/** Grouped bars: x = group, one colored bar per series inside it, value printed above each bar. */
+/** Legend of every chart here: above the plot, labels never cut (vega's `labelLimit` 0: no limit). */
+const LEGEND = { orient: 'top', labelLimit: 0 } as const;
+
+/**
+ * Grouped bars: x = group, one colored bar per series inside it, value printed above each bar.
+ * With value labels, the y axis reaches 10 % above the highest bar so the label of the highest
+ * bar stays inside the plot.
+ */
 export function groupedBarSpec(options: {
   readonly title: string;
   readonly yTitle: string;
@@ -128,6 +137,8 @@ export function groupedBarSpec(options: {
   readonly seriesOrder?: readonly string[];
   /** d3-format of the value labels ['.1f']. */
   readonly valueFormat?: string;
+  /** d3-format of the y axis' tick labels (e.g. '.1~%' for fractions shown as percent) [vega's default]. */
+  readonly yFormat?: string;
   /** Print each value above its bar [true]. */
   readonly valueLabels?: boolean;
   /** Angle of the group labels, degrees [0]; e.g. -40 for many long labels. */
@@ -142,11 +153,14 @@ export function groupedBarSpec(options: {
   const order = options.seriesOrder ?? uniqueInOrder(options.data.map((d) => d.series));
   const groups = uniqueInOrder(options.data.map((d) => d.group));
   const data = options.logY === true ? options.data.filter((d) => d.value > 0) : options.data;
+  const labels = options.valueLabels !== false;
+  const highest = Math.max(0, ...data.map((d) => d.value).filter((v) => Number.isFinite(v)), options.yRule?.y ?? 0);
+  const scale = options.logY === true ? { type: 'log' } : labels && highest > 0 ? { domainMin: 0, domainMax: highest * 1.1 } : undefined;
   const encoding = {
     x: { field: 'group', type: 'nominal', title: options.xTitle ?? null, sort: groups, axis: { labelAngle: options.labelAngle ?? 0 } },
     xOffset: { field: 'series', type: 'nominal', sort: order },
-    y: { field: 'value', type: 'quantitative', title: options.yTitle, ...(options.logY === true ? { scale: { type: 'log' } } : {}) },
-    color: { field: 'series', type: 'nominal', title: null, scale: colorScale(order), legend: { orient: 'top' } },
+    y: { field: 'value', type: 'quantitative', title: options.yTitle, ...(scale === undefined ? {} : { scale }), ...(options.yFormat === undefined ? {} : { axis: { format: options.yFormat } }) },
+    color: { field: 'series', type: 'nominal', title: null, scale: colorScale(order), legend: LEGEND },
   };
   return {
     title: options.title,
@@ -156,7 +170,7 @@ export function groupedBarSpec(options: {
     encoding,
     layer: [
       { mark: { type: 'bar' } },
-      ...(options.valueLabels === false ? [] : [{ mark: { type: 'text', dy: -4, baseline: 'bottom', fontSize: 10 }, encoding: { text: { field: 'value', type: 'quantitative', format: options.valueFormat ?? '.1f' } } }]),
+      ...(labels ? [{ mark: { type: 'text', dy: -4, baseline: 'bottom', fontSize: 10 }, encoding: { text: { field: 'value', type: 'quantitative', format: options.valueFormat ?? '.1f' } } }] : []),
       // the rule spans the chart: the bars' x, offset and color encodings do not apply to it
       ...(options.yRule === undefined ? [] : yRuleLayers(options.yRule, { x: null, xOffset: null, color: null })),
     ],
@@ -164,15 +178,16 @@ export function groupedBarSpec(options: {
 }
 
 /**
- * A dashed horizontal rule at `rule.y` with its label at the left edge, above it: two layers
- * for a layered chart; `reset` overrides encodings the chart's other layers share (e.g. `null`).
+ * A dashed horizontal rule at `rule.y` with its label just right of the plot, level with the
+ * rule (outside the bars and lines; the chart grows to fit it): two layers for a layered
+ * chart; `reset` overrides encodings the chart's other layers share (e.g. `null`).
  */
 function yRuleLayers(rule: { readonly y: number; readonly label: string }, reset: Readonly<Record<string, null>> = {}): unknown[] {
   const data = { values: [{ y: rule.y, label: rule.label }] };
   const y = { field: 'y', type: 'quantitative' };
   return [
     { data, mark: { type: 'rule', strokeDash: [4, 3], color: '#555' }, encoding: { ...reset, y } },
-    { data, mark: { type: 'text', align: 'left', dx: 4, dy: -4, baseline: 'bottom', color: '#555' }, encoding: { ...reset, x: { value: 0 }, y, text: { field: 'label' } } },
+    { data, mark: { type: 'text', align: 'left', dx: 4, baseline: 'middle', color: '#555' }, encoding: { ...reset, x: { value: 'width' }, y, text: { field: 'label' } } },
   ];
 }
 
@@ -186,8 +201,9 @@ export interface LinePoint {
 
 /**
  * Lines over a quantitative x: one colored line per series (points marked when `points`), in
- * `seriesOrder` (default: first appearance). `yRule` draws a dashed horizontal rule with its
- * label (e.g. the QoS target).
+ * `seriesOrder` (default: first appearance). The x axis spans the data (it does not start at 0
+ * unless the data does). `yRule` draws a dashed horizontal rule with its label (e.g. the QoS
+ * target).
  */
 export function lineChartSpec(options: {
   readonly title: string;
@@ -198,18 +214,27 @@ export function lineChartSpec(options: {
   readonly yRule?: { readonly y: number; readonly label: string };
   /** Draw a point mark at every datum [false]. */
   readonly points?: boolean;
+  /** x takes integer values (e.g. search ways): ticks at integers only, no fractional labels [false]. */
+  readonly xIntegers?: boolean;
   readonly width?: number;
   readonly height?: number;
 }): TopLevelSpec {
   const order = options.seriesOrder ?? uniqueInOrder(options.data.map((d) => d.series));
+  const xs = options.data.map((d) => d.x).filter((x) => Number.isFinite(x));
   const layers: unknown[] = [
     {
       data: { values: options.data.map((d) => ({ ...d })) },
       mark: { type: 'line', point: options.points === true, strokeWidth: 2 },
       encoding: {
-        x: { field: 'x', type: 'quantitative', title: options.xTitle },
+        x: {
+          field: 'x',
+          type: 'quantitative',
+          title: options.xTitle,
+          scale: xs.length > 0 ? { domain: [Math.min(...xs), Math.max(...xs)], nice: false, zero: false } : { zero: false },
+          ...(options.xIntegers === true ? { axis: { tickMinStep: 1, format: 'd' } } : {}),
+        },
         y: { field: 'y', type: 'quantitative', title: options.yTitle },
-        color: { field: 'series', type: 'nominal', title: null, scale: colorScale(order), legend: { orient: 'top' } },
+        color: { field: 'series', type: 'nominal', title: null, scale: colorScale(order), legend: LEGEND },
       },
     },
   ];

@@ -2,7 +2,7 @@
  * The paper's published numbers that `abacus reproduce` compares against (Cui et al., "Enable
  * simultaneous DNN services based on deterministic operator overlap and precise latency
  * prediction", SC'21), each with where it comes from. Only numbers stated in the paper's text
- * (abstract / §7), in its figures as quoted by issue 7, or in the authors' artifact README
+ * (abstract / §7), read off its figures (approximate), or in the authors' artifact README
  * (github.com/MachineLearningSystem/Abacus, "Evaluation") are listed; per-pair bar heights of
  * the figures are not available to us as numbers.
  */
@@ -45,10 +45,10 @@ export const PAPER_MIG: readonly PaperClaim[] = [
 
 /** §7.6: the 16-node cluster. */
 export const PAPER_CLUSTER: readonly PaperClaim[] = [
-  { what: 'cluster throughput at p99 ≤ QoS, Abacus vs Clockwork', paper: '≈ 8.6k vs 7.3k queries/s (≈ 1.18×)', value: 8600 / 7300, source: 'SC\'21 cluster experiment figure, as quoted by issue 7' },
+  { what: 'cluster throughput at p99 ≤ QoS, Abacus vs Clockwork', paper: '≈ 8.6k vs 7.3k queries/s (≈ 1.18×)', value: 8600 / 7300, source: 'SC\'21 cluster experiment figure (values read off the figure)' },
 ];
 
 /** §7.7: decision time vs search ways. */
 export const PAPER_SEARCH: readonly PaperClaim[] = [
-  { what: 'time to determine an operator group, 1–16 search ways', paper: '≈ 0.07–0.09 ms, nearly flat', value: 0.09, source: 'SC\'21 multi-way search figure (artifact README: "Effectiveness of Multi-way Search, Figure 20"), as quoted by issue 7' },
+  { what: 'time to determine an operator group, 1–16 search ways', paper: '≈ 0.07–0.09 ms, nearly flat', value: 0.09, source: 'SC\'21 multi-way search figure (artifact README: "Effectiveness of Multi-way Search, Figure 20"; values read off the figure)' },
 ];

@@ -6,7 +6,9 @@
  * ```yaml
  * device: sim:a100            # sim:<gpu>[…] or ort (ort:cpu)
  * predictor: predictor.json   # optional: trained and cached on first use when absent
- * policy: abacus              # or { name: abacus, ways: 2, slack_ms: 5, drop: true } (slackMs too)
+ * policy: abacus              # or { name: abacus, ways: 2, slackMs: 5, drop: true }
+ * arrivals: poisson           # bench / simulate: poisson | constant | bursty[:…] | trace:FILE[,…],
+ *                             # or { kind: bursty, onMs: 500, offMs: 1500, offRatio: 0 } (workload/arrival-spec.ts)
  * services:
  *   - name: resnet50          # served name (default: the model name)
  *     model: resnet50         # zoo name, <zoo>-small, or an imported model (NAME[:N])
@@ -20,7 +22,11 @@
  *       maxQueueDelayMs: 0
  *       preferredBatchSizes: []
  * ```
- * Relative paths (`predictor`) are resolved against the config file's folder.
+ * Relative paths (`predictor`, a trace file in `arrivals`) are resolved against the config file's folder.
+ *
+ * Keys are camelCase everywhere. A snake_case key is an unknown field (the error suggests the
+ * camelCase one), except policy parameters, whose old snake_case spelling (`slack_ms`) is still
+ * accepted with a warning naming the new one (`ServingConfig.warnings`).
  *
  * ## Dynamic batching (`dynamicBatching`, docs/batching.md)
  * Triton's `dynamic_batching` fields in camelCase (`BatchingLimits` in `schedule/controller.ts`):
@@ -44,6 +50,7 @@ import { batchFusionBlocker, fixedBatchOf } from '../model/boundary.ts';
 import { MODEL_NAME_PATTERN } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { BatchingLimits } from '../schedule/controller.ts';
+import { arrivalSpecOf, parseArrivalSpec, type ArrivalSpec } from '../workload/arrival-spec.ts';
 
 const positiveInt = z.number().int().min(1);
 
@@ -71,18 +78,23 @@ const serviceSchema = z.strictObject({
   dynamicBatching: z.union([z.boolean(), batchingSchema], { error: 'must be false (off), true (on with the defaults), or { maxBatchSize, maxQueueDelayMs, preferredBatchSizes }' }).optional(),
 });
 
-/** `slack_ms` → `slackMs`: DESIGN.md spells the parameters in snake case, the controllers in camel case. */
+/** `slack_ms` → `slackMs`: config keys are camelCase; DESIGN.md (after the paper) spells the parameters in snake case. */
 const camel = (key: string): string => key.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
 
 const policySchema = z.union([
   z.string().min(1).transform((name) => ({ name, params: {} })),
-  z.looseObject({ name: z.string().min(1) }).transform(({ name, ...params }) => ({ name, params: Object.fromEntries(Object.entries(params).map(([k, v]) => [camel(k), v])) })),
+  z.looseObject({ name: z.string().min(1) }).transform(({ name, ...params }) => ({ name, params })),
 ]);
+
+const arrivalsSchema = z.union([z.string().min(1), z.looseObject({ kind: z.string() })], {
+  error: 'must be poisson, constant, bursty[:onMs=MS,offMs=MS,offRatio=R], trace:FILE[,minuteMs=MS], or { kind, … }',
+});
 
 const configSchema = z.strictObject({
   device: z.string().min(1),
   predictor: z.string().min(1).optional(),
   policy: policySchema.default({ name: 'abacus', params: {} }),
+  arrivals: arrivalsSchema.optional(),
   services: z.array(serviceSchema).min(1),
 });
 
@@ -129,7 +141,11 @@ export interface ServingConfig {
   readonly predictor?: string;
   /** Policy name and its raw parameters (validated by `schedule/` when the controller is created). */
   readonly policy: { readonly name: string; readonly params: Readonly<Record<string, unknown>> };
+  /** The load's arrival process for `bench` / `simulate` (absent: Poisson; `--arrivals` overrides it; `serve` ignores it). */
+  readonly arrivals?: ArrivalSpec;
   readonly services: readonly ServiceConfig[];
+  /** Accepted but deprecated spellings, one sentence each naming the field and its new spelling (commands print them). */
+  readonly warnings: readonly string[];
 }
 
 function fieldPath(p: readonly PropertyKey[]): string {
@@ -161,7 +177,10 @@ function innermostIssue(issue: z.core.$ZodIssue): z.core.$ZodIssue {
 export function parseServingConfig(raw: unknown, source: string, baseDir = process.cwd()): ServingConfig {
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {
-    const issue = innermostIssue(parsed.error.issues[0]!);
+    // An unknown field first: a misspelt key (`qos_target_ms`) also makes the real one missing,
+    // and "unknown field 'qos_target_ms'" says what is wrong where "qosTargetMs: required" does not.
+    const issues = parsed.error.issues.map(innermostIssue);
+    const issue = issues.find((i) => i.code === 'unrecognized_keys') ?? issues[0]!;
     const detail =
       issue.code === 'unrecognized_keys'
         ? `unknown field(s) ${issue.keys.map((k) => `'${k}'${camel(k) !== k ? ` (config keys are camelCase: '${camel(k)}'?)` : ''}`).join(', ')}`
@@ -169,6 +188,26 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
     throw new InvalidConfigError(`${source}: ${fieldPath(issue.path)}: ${detail}`);
   }
   const c = parsed.data;
+  const warnings: string[] = [];
+  const params: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(c.policy.params)) {
+    const name = camel(key);
+    if (name !== key) {
+      if (Object.hasOwn(c.policy.params, name)) throw new InvalidConfigError(`${source}: policy.${key}: '${key}' and '${name}' are the same parameter; give only '${name}'`);
+      warnings.push(`${source}: policy.${key} is the old spelling of policy.${name} (config keys are camelCase); it still works, but write ${name}`);
+    }
+    params[name] = value;
+  }
+  const policy = { name: c.policy.name, params };
+  let arrivals: ArrivalSpec | undefined;
+  if (c.arrivals !== undefined) {
+    try {
+      arrivals = typeof c.arrivals === 'string' ? parseArrivalSpec(c.arrivals, 'arrivals', baseDir) : arrivalSpecOf(c.arrivals, 'arrivals', baseDir);
+    } catch (err) {
+      if (err instanceof RangeError) throw new InvalidConfigError(`${source}: ${err.message}`, { cause: err });
+      throw err;
+    }
+  }
   const names = new Set<string>();
   const services = c.services.map((s, i): ServiceConfig => {
     const name = s.name ?? s.model;
@@ -188,7 +227,7 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
       ...(dynamicBatching === undefined ? {} : { dynamicBatching }),
     };
   });
-  return { source, device: c.device, policy: c.policy, services, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };
+  return { source, device: c.device, policy, ...(arrivals === undefined ? {} : { arrivals }), services, warnings, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };
 }
 
 /**

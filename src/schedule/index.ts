@@ -143,11 +143,13 @@ export function parseControllerParams(policy: string, raw: Readonly<Record<strin
   for (const [key, spec] of Object.entries(fields)) shape[key] = z.preprocess(coerce, spec.type.optional());
   const parsed = z.strictObject(shape).safeParse(raw);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
+    const issue = parsed.error.issues.find((i) => i.code === 'unrecognized_keys') ?? parsed.error.issues[0];
     const valid = Object.keys(fields);
     if (issue?.code === 'unrecognized_keys') {
+      // `slack_ms` (DESIGN.md's spelling) for `slackMs`: name the camelCase parameter.
+      const camel = issue.keys.map((k) => k.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase())).filter((k, i) => k !== issue.keys[i] && valid.includes(k));
       throw new TypeError(
-        `${policy} has no parameter '${issue.keys.join("', '")}' (${valid.length > 0 ? `valid: ${valid.join(', ')}` : 'it takes none'})`,
+        `${policy} has no parameter '${issue.keys.join("', '")}' (${valid.length > 0 ? `valid: ${valid.join(', ')}` : 'it takes none'}${camel.length > 0 ? `; parameters are camelCase: '${camel.join("', '")}'` : ''})`,
       );
     }
     const key = String(issue?.path[0] ?? '?');

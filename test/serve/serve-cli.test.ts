@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ABACUS_BIN, runAbacus } from '../helpers/cli.ts';
+import { exitsWithParentByDefault } from '../../src/cli/serve.ts';
 
 let tmp: string;
 beforeAll(async () => {
@@ -118,6 +119,51 @@ describe('abacus serve (child process, sim:a100)', () => {
       if (s.child.exitCode === null) s.child.kill('SIGKILL');
     }
   }, 300_000);
+
+  /**
+   * What `npx abacus serve & kill $!` does: npm runs the server through a shell (npm → sh → node)
+   * and, signalled, ends the shell; the server is re-parented. Here a shell starts the server in
+   * the background and waits, like npm's, and is killed; the server must notice that its parent
+   * went and shut down by itself. Its stdout pipe closes when it exits (the shell is gone by then).
+   */
+  async function orphanedServer(env: NodeJS.ProcessEnv, ...flags: string[]): Promise<{ out: string; serverPid: number }> {
+    const config = path.join(tmp, 'orphan.yaml');
+    await fs.writeFile(config, 'device: sim:a100\npolicy: triton\nservices:\n  - model: resnet50-small\n    qosTargetMs: 50\n');
+    const quote = (x: string): string => `'${x.replaceAll("'", "'\\''")}'`;
+    const cmd = [process.execPath, ABACUS_BIN, 'serve', '--config', config, '--http-port', '0', '--no-grpc', ...flags].map(quote).join(' ');
+    const launcher = spawn('sh', ['-c', `${cmd} & echo "server pid $!"; wait`], {
+      env: { ...env, ABACUS_CACHE_DIR: path.join(tmp, 'models'), ABACUS_LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    launcher.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    launcher.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const closed = new Promise<void>((resolve) => launcher.stdout.once('end', () => resolve()));
+    while (!/abacus serve: ready: /.test(out)) {
+      if (launcher.exitCode !== null) throw new Error(`the launcher exited ${launcher.exitCode}: ${out}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const serverPid = Number(/server pid (\d+)/.exec(out)?.[1]);
+    launcher.kill('SIGTERM');
+    await closed;
+    return { out, serverPid };
+  }
+
+  it('stops by itself when its launcher is killed: on by default under npm (npx), and with --exit-with-parent', async () => {
+    const npx = await orphanedServer({ ...process.env, npm_command: 'exec' });
+    expect(npx.out).toMatch(/abacus serve: parent process \d+ \(the launcher\) exited: shutting down \(grace 10000 ms\)\nabacus serve: stopped\n/);
+    const { npm_command: _, ...plain } = process.env;
+    const flagged = await orphanedServer(plain, '--exit-with-parent', '--grace-ms', '2000');
+    expect(flagged.out).toMatch(/abacus serve: parent process \d+ \(the launcher\) exited: shutting down \(grace 2000 ms\)\nabacus serve: stopped\n/);
+    expect(Number.isInteger(flagged.serverPid)).toBe(true);
+  }, 120_000);
+
+  it('exits with its parent by default only when npm launched it', () => {
+    expect(exitsWithParentByDefault({ npm_command: 'exec' })).toBe(true);
+    expect(exitsWithParentByDefault({ npm_command: 'run-script' })).toBe(true);
+    expect(exitsWithParentByDefault({})).toBe(false);
+    expect(exitsWithParentByDefault({ npm_command: '' })).toBe(false);
+  });
 
   it('a bad config is an error naming the field, exit 1; bad flags exit 2', async () => {
     const config = path.join(tmp, 'bad.yaml');

@@ -27,7 +27,7 @@ import type { ZooModelName, ZooOptions } from './options.ts';
 import type { BuiltGraph } from '../onnx/builder.ts';
 import type { DynamicAxes } from '../spec.ts';
 
-export { isZooModelName, parseZooOptions, ZOO_MODEL_NAMES, MIN_RESOLUTION } from './options.ts';
+export { isReservedZooName, isZooModelName, parseZooOptions, ZOO_MODEL_NAMES, ZOO_VARIANT_SUFFIXES, MIN_RESOLUTION } from './options.ts';
 export type { ZooModelName, ZooOptions } from './options.ts';
 
 /** A built zoo model: the ONNX graph with operator tags, plus what a ModelSpec needs. */

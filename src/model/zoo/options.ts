@@ -22,6 +22,17 @@ export function isZooModelName(s: string): s is ZooModelName {
 }
 
 /**
+ * Suffixes of the zoo's preset variants (`model/catalog.ts`: `resnet50-small`, `bert-demo`):
+ * a zoo name with one of them names a variant, so no imported model may take it.
+ */
+export const ZOO_VARIANT_SUFFIXES: readonly string[] = ['-small', '-demo'];
+
+/** Whether `s` is a zoo name, or a zoo name with a variant suffix (`ZOO_VARIANT_SUFFIXES`). */
+export function isReservedZooName(s: string): boolean {
+  return isZooModelName(s) || ZOO_VARIANT_SUFFIXES.some((suffix) => s.endsWith(suffix) && isZooModelName(s.slice(0, -suffix.length)));
+}
+
+/**
  * Options of a zoo model. Which fields apply depends on the model; `parseZooOptions` fills
  * every applicable field and leaves the others absent.
  */
