@@ -134,3 +134,29 @@ describe("README quick start: serve your own ONNX model", () => {
     expect(server.stdout()).toContain(`ready: ${model ?? '?'}`);
   }, 300_000);
 });
+
+describe('README and docs/: relative links', () => {
+  /** GitHub's anchor of a heading: lower case, punctuation but `-` and `_` dropped, spaces to `-`. */
+  const anchor = (heading: string): string => heading.trim().toLowerCase().replace(/[^\p{L}\p{N}_\- ]/gu, '').replace(/ /g, '-');
+
+  it('point at files and headings that exist', async () => {
+    const root = path.dirname(README);
+    const pages = ['README.md', ...(await fs.readdir(path.join(root, 'docs'))).filter((f) => f.endsWith('.md')).map((f) => path.join('docs', f))];
+    const broken: string[] = [];
+    for (const page of pages) {
+      const text = (await fs.readFile(path.join(root, page), 'utf8')).replace(/```[\s\S]*?```/g, '');
+      for (const [, link] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z]+:/i.test(link!)) {
+          broken.push(`${page}: ${link!} (a reference outside the repository)`);
+          continue;
+        }
+        const [file, hash] = link!.split('#') as [string, string | undefined];
+        const target = file === '' ? path.join(root, page) : path.join(root, path.dirname(page), file);
+        const content = await fs.readFile(target, 'utf8').catch(() => undefined);
+        if (content === undefined) broken.push(`${page}: ${link!} (no such file)`);
+        else if (hash !== undefined && ![...content.matchAll(/^#+\s+(.*)$/gm)].some((m) => anchor(m[1]!) === hash)) broken.push(`${page}: ${link!} (no such heading)`);
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+});
