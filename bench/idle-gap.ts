@@ -21,12 +21,11 @@
  */
 import os from 'node:os';
 import { cachedPredictor } from '../src/deployment/predictor-cache.ts';
-import { ensurePredictor, openEnv, resolveServices } from '../src/deployment/services.ts';
+import { openDemoOrtEnv } from './demo-env.ts';
 import type { CliContext } from '../src/cli/context.ts';
 import { artifactAt } from '../src/model/artifact.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import { simEnv } from '../src/reproduce/colocation.ts';
-import { parseServingConfig } from '../src/runtime/config.ts';
 import { runExperiment, type ExperimentEnv, type ExperimentService } from '../src/runtime/experiment.ts';
 
 export interface IdleGapRow {
@@ -72,20 +71,7 @@ export async function benchIdleGap(opts: { log?: (s: string) => void; simQueries
   const out = await rows('sim:a100', simEnv('sim:a100', simServices, predictor, 1), simServices, 200, opts.simQueries ?? 20_000, log);
 
   if (opts.skipOrt !== true) {
-    const config = parseServingConfig(
-      {
-        device: 'ort',
-        services: [
-          { name: 'resnet50-demo', model: 'resnet50-demo', qosTargetMs: 43, batchSizes: [1, 2] },
-          { name: 'bert-demo', model: 'bert-demo', qosTargetMs: 49, batchSizes: [1, 2], seqLens: [32, 64] },
-        ],
-      },
-      'bench idle-gap',
-    );
-    const hosted = await resolveServices(ctx, repo, config);
-    // The demo's profile (800 groups, 1 thread): cached by `npm start`, profiled here otherwise.
-    const { predictor: ortPredictor } = await ensurePredictor(ctx, repo, hosted, { threads: 1, samples: 800 });
-    const env = await openEnv(hosted, ortPredictor, { virtual: false, seed: 5, threads: 1 });
+    const { hosted, env } = await openDemoOrtEnv(ctx, repo, 'bench idle-gap');
     try {
       out.push(...(await rows('ort', env, hosted.services, 55, opts.ortQueries ?? 1000, log)));
     } finally {

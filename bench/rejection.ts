@@ -21,14 +21,13 @@ import os from 'node:os';
 import type { Clock } from '../src/clock/clock.ts';
 import { WallClock } from '../src/clock/wall.ts';
 import { cachedPredictor } from '../src/deployment/predictor-cache.ts';
-import { ensurePredictor, openEnv, resolveServices } from '../src/deployment/services.ts';
+import { openDemoOrtEnv } from './demo-env.ts';
 import type { CliContext } from '../src/cli/context.ts';
 import type { Device } from '../src/device/device.ts';
 import { SimDevice } from '../src/device/sim/index.ts';
 import { artifactAt } from '../src/model/artifact.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import type { Predictor } from '../src/predict/predictor.ts';
-import { parseServingConfig } from '../src/runtime/config.ts';
 import { ServingRuntime, type RuntimeService } from '../src/runtime/runtime.ts';
 import { createController } from '../src/schedule/index.ts';
 import { median } from '../src/stats.ts';
@@ -118,19 +117,7 @@ export async function benchRejection(opts: { log?: (s: string) => void; trials?:
   }
 
   if (opts.skipOrt !== true) {
-    const config = parseServingConfig(
-      {
-        device: 'ort',
-        services: [
-          { name: 'resnet50-demo', model: 'resnet50-demo', qosTargetMs: 43, batchSizes: [1, 2] },
-          { name: 'bert-demo', model: 'bert-demo', qosTargetMs: 49, batchSizes: [1, 2], seqLens: [32, 64] },
-        ],
-      },
-      'bench rejection',
-    );
-    const hosted = await resolveServices(ctx, repo, config);
-    const { predictor: ortPredictor } = await ensurePredictor(ctx, repo, hosted, { threads: 1, samples: 800 });
-    const env = await openEnv(hosted, ortPredictor, { virtual: false, seed: 5, threads: 1 });
+    const { hosted, predictor: ortPredictor, env } = await openDemoOrtEnv(ctx, repo, 'bench rejection');
     try {
       const opened = await env.open();
       out.push(

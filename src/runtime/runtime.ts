@@ -400,7 +400,15 @@ export class ServingRuntime {
   /** `launchWhileBusy`: decide on the visible queries and launch at once. @returns whether to decide again. */
   private decideConcurrent(): boolean {
     const queues = this.visibleQueues(false);
-    if (queues === undefined) return false;
+    return queues !== undefined && this.decideNowAndLaunch(queues);
+  }
+
+  /**
+   * Decide on `queues` with nothing running ahead of the group (`runningRemainingMs` 0), answer
+   * the rejections, arm the decision's wake, and launch its group. @returns whether to go on (a
+   * group was launched, queries were rejected, or a controller failure answered them).
+   */
+  private decideNowAndLaunch(queues: WaitingQuery[][]): boolean {
     const d = this.decideOn(queues, 0, false);
     if (d === undefined) return true;
     this.setWake(d.decision.wakeAtMs);
@@ -437,15 +445,7 @@ export class ServingRuntime {
       this.idleSinceMs = undefined; // idle with nothing to do: not a gap
       return false;
     }
-    const d = this.decideOn(queues, 0, false);
-    if (d === undefined) return true;
-    this.setWake(d.decision.wakeAtMs);
-    this.applyRejections(d.decision, 0);
-    if (d.decision.group.length > 0) {
-      this.launch(d.decision.group, d.members, d.decision.predictedMs, false);
-      return true;
-    }
-    return d.decision.rejected.length > 0;
+    return this.decideNowAndLaunch(queues);
   }
 
   /**
