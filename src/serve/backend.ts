@@ -52,8 +52,9 @@ import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
 import type { BatchingLimits, QueryController } from '../schedule/controller.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { elementCount } from '../tensor.ts';
-import { ServeError, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelMetadata, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
+import { ServeError, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
+import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
 import { decodeInputData, describeValue, isV2Datatype, v2Datatype, V2_DATATYPES } from './tensors.ts';
 
 /** One served model (a service of the config with its model resolved). */
@@ -117,6 +118,7 @@ interface Served extends ServedModel {
   readonly inputs: readonly InputPlan[];
   readonly outputs: readonly TensorMetadata[];
   readonly metadata: ModelMetadata;
+  readonly config: ModelConfig;
   readonly fixedBatch: number | undefined;
   readonly maxSeqLen: number;
 }
@@ -137,6 +139,46 @@ interface Timing {
   firstLaunchMs: number | undefined;
   computeMs: number;
   groups: number;
+  /** Device id of the fused batch it last ran in; undefined while it ran alone. */
+  fusedId?: string;
+}
+
+/** Members of one fused batch still to settle, and whether its execution was counted. */
+interface FusedExecution {
+  left: number;
+  counted: boolean;
+}
+
+/**
+ * Extensions this server implements, as named in `ServerMetadata.extensions` (Triton's names:
+ * https://github.com/triton-inference-server/server/blob/main/docs/protocol/README.md).
+ */
+export const SERVER_EXTENSIONS: readonly string[] = ['binary_tensor_data', 'model_configuration', 'statistics'];
+
+/** The `model_config.proto` `DataType` of a v2 datatype: `TYPE_` + the name, `TYPE_STRING` for BYTES. */
+export function configDataType(t: V2Datatype): ConfigDataType {
+  return t === 'BYTES' ? 'TYPE_STRING' : `TYPE_${t}`;
+}
+
+/**
+ * The Triton model configuration of `m` (see `ModelConfig`): `max_batch_size` is the largest of
+ * the service's batch sizes and the dims drop dim 0 when dim 0 of every input and output is the
+ * model's batch axis; otherwise (a fixed batch, no batch axis) 0 and the full shapes. Derived
+ * dims (`batch*seq`) and the sequence axis are -1. `dynamic_batching` when the service batches
+ * (`maxQueueDelayMs` × 1000 µs).
+ */
+function modelConfigOf(m: ServedModel, platform: string, fixedBatch: number | undefined): ModelConfig {
+  const tensors = [...m.spec.inputs, ...m.spec.outputs];
+  const batched = fixedBatch === undefined && m.spec.dynamicAxes.batch !== undefined && tensors.every((t) => t.shape[0] === m.spec.dynamicAxes.batch);
+  const tensor = (t: TensorSpec): ModelConfigTensor => ({ name: t.name, data_type: configDataType(v2Datatype(t.dataType)), dims: metadataShape(t).slice(batched ? 1 : 0) });
+  return {
+    name: m.name,
+    platform,
+    max_batch_size: batched ? Math.max(...m.batchSizes) : 0,
+    input: m.spec.inputs.map(tensor),
+    output: m.spec.outputs.map(tensor),
+    ...(m.batching === undefined ? {} : { dynamic_batching: { preferred_batch_size: [...m.batching.preferredBatchSizes], max_queue_delay_microseconds: Math.round(m.batching.maxQueueDelayMs * 1000) } }),
+  };
 }
 
 function metadataShape(t: TensorSpec): number[] {
@@ -174,6 +216,8 @@ export class RuntimeBackend implements InferenceBackend {
   private shutdownDone: Promise<void> | undefined;
   private nextQuery = 0;
   private readonly timings = new Map<string, Timing>();
+  private readonly fused = new Map<string, FusedExecution>();
+  private readonly stats: ModelStatsRecorder;
 
   /** @throws RangeError for no models, a name listed twice, or bad QoS / batch settings. */
   constructor(options: RuntimeBackendOptions) {
@@ -181,18 +225,20 @@ export class RuntimeBackend implements InferenceBackend {
     this.platform = options.platform;
     this.logger = options.logger;
     this.metrics = options.metrics;
-    this.server = { name: options.serverName ?? 'abacus', version: options.serverVersion ?? '0.0.0', extensions: ['binary_tensor_data'] };
+    this.server = { name: options.serverName ?? 'abacus', version: options.serverVersion ?? '0.0.0', extensions: SERVER_EXTENSIONS };
     for (const m of options.models) {
       if (this.models.has(m.name)) throw new RangeError(`RuntimeBackend: model '${m.name}' is listed twice`);
       if (!(m.qosTargetMs > 0) || !(m.maxQosMs >= m.qosTargetMs)) throw new RangeError(`RuntimeBackend: model '${m.name}' needs 0 < qosTargetMs ≤ maxQosMs, got ${m.qosTargetMs} and ${m.maxQosMs}`);
       if (m.batchSizes.length === 0) throw new RangeError(`RuntimeBackend: model '${m.name}' has no batch sizes`);
       const inputs = m.spec.inputs.map((t) => ({ spec: t, datatype: v2Datatype(t.dataType) }));
       const outputs = m.spec.outputs.map((t) => ({ name: t.name, datatype: v2Datatype(t.dataType), shape: metadataShape(t) }));
+      const fixedBatch = fixedBatchOf(m.spec);
       this.models.set(m.name, {
         ...m,
         inputs,
         outputs,
-        fixedBatch: fixedBatchOf(m.spec),
+        config: modelConfigOf(m, this.platform, fixedBatch),
+        fixedBatch,
         maxSeqLen: m.spec.maxSeqLen ?? MAX_SEQ_LEN,
         metadata: {
           name: m.name,
@@ -203,6 +249,7 @@ export class RuntimeBackend implements InferenceBackend {
         },
       });
     }
+    this.stats = new ModelStatsRecorder(this.modelNames, MODEL_VERSION);
     this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), refinement: () => this.engine?.controller.refinement });
   }
 
@@ -230,6 +277,23 @@ export class RuntimeBackend implements InferenceBackend {
 
   modelMetadata(name: string, version?: string): ModelMetadata {
     return this.lookup(name, version).metadata;
+  }
+
+  modelList(): string[] {
+    return this.modelNames;
+  }
+
+  modelConfig(name: string, version?: string): ModelConfig {
+    return this.lookup(name, version).config;
+  }
+
+  /** See `InferenceBackend.modelStatistics`; which fields are measured: `stats.ts`. */
+  modelStatistics(name?: string, version?: string): ModelStatistics[] {
+    if (name === undefined || name === '') {
+      if (version !== undefined && version !== '' && version !== MODEL_VERSION) throw new ServeError('model_not_found', `no model has version '${version}' (every model serves version ${MODEL_VERSION})`);
+      return this.stats.snapshot(this.modelNames);
+    }
+    return this.stats.snapshot([this.lookup(name, version).name]);
   }
 
   /**
@@ -302,14 +366,18 @@ export class RuntimeBackend implements InferenceBackend {
     const name = typeof request.modelName === 'string' ? request.modelName : '';
     let queueMs: number | undefined;
     try {
-      const { response, queueMs: q } = await this.run(request);
+      const { response, queueMs: q, sample } = await this.run(request);
       queueMs = q;
-      this.metrics?.request(name, 'success', { latencyMs: performance.now() - t0, ...(queueMs === undefined ? {} : { queueMs }) });
+      const latencyMs = performance.now() - t0;
+      this.metrics?.request(name, 'success', { latencyMs, ...(queueMs === undefined ? {} : { queueMs }) });
+      this.stats.success(name, { ...sample, latencyMs });
       return response;
     } catch (err) {
       const e = this.toServeError(err, request);
       const outcome: RequestOutcome = err instanceof CancelledError ? 'cancelled' : e.code;
-      this.metrics?.request(name, outcome, err instanceof RejectedError && err.queueMs !== undefined ? { queueMs: err.queueMs } : {});
+      const rejectedQueueMs = err instanceof RejectedError ? err.queueMs : undefined;
+      this.metrics?.request(name, outcome, rejectedQueueMs !== undefined ? { queueMs: rejectedQueueMs } : {});
+      if (e.code !== 'model_not_found') this.stats.fail(name, performance.now() - t0, rejectedQueueMs);
       throw e;
     }
   }
@@ -328,7 +396,7 @@ export class RuntimeBackend implements InferenceBackend {
     return m;
   }
 
-  private async run(request: InferRequest): Promise<{ response: InferResponse; queueMs: number | undefined }> {
+  private async run(request: InferRequest): Promise<{ response: InferResponse; queueMs: number | undefined; sample: Omit<SuccessSample, 'latencyMs'> }> {
     const model = this.lookup(request.modelName, request.modelVersion);
     const runtime = this.runtime;
     if (runtime === undefined || !this.isReady()) {
@@ -362,18 +430,25 @@ export class RuntimeBackend implements InferenceBackend {
         outputs[name] = t;
         outputDatatypes[name] = v2Datatype(t.dataType);
       }
+      const runBatch = outcome.record.runBatch ?? plan.batch;
       const response: InferResponse = {
         modelName: model.name,
         modelVersion: MODEL_VERSION,
         ...(request.id === undefined ? {} : { id: request.id }),
         outputs,
         outputDatatypes,
-        parameters: { queue_ms: round3(queueMs ?? 0), compute_ms: round3(timing.computeMs), operator_groups: timing.groups, executed_batch_size: outcome.record.runBatch ?? plan.batch },
+        parameters: { queue_ms: round3(queueMs ?? 0), compute_ms: round3(timing.computeMs), operator_groups: timing.groups, executed_batch_size: runBatch },
       };
-      return { response, queueMs };
+      // a fused batch is one execution: the first of its members to get here counts it
+      const fused = timing.fusedId === undefined ? undefined : this.fused.get(timing.fusedId);
+      const first = fused === undefined || !fused.counted;
+      if (fused !== undefined) fused.counted = true;
+      const sample = { batch: plan.batch, queueMs, computeMs: timing.computeMs, ...(first ? { execution: { batch: runBatch, computeMs: timing.computeMs } } : {}) };
+      return { response, queueMs, sample };
     } finally {
       request.signal?.removeEventListener('abort', onAbort);
       this.timings.delete(id);
+      this.settleFused(timing.fusedId);
     }
   }
 
@@ -404,9 +479,24 @@ export class RuntimeBackend implements InferenceBackend {
         if (t === undefined) continue;
         t.firstLaunchMs ??= record.launchMs;
         t.groups++;
+        if (s.members !== undefined && t.fusedId !== s.queryId) {
+          this.settleFused(t.fusedId);
+          t.fusedId = s.queryId;
+          const f = this.fused.get(s.queryId);
+          if (f === undefined) this.fused.set(s.queryId, { left: 1, counted: false });
+          else f.left++;
+        }
         if (Number.isFinite(record.measuredMs)) t.computeMs += record.measuredMs;
       }
     }
+  }
+
+  /** One member of fused batch `fusedId` settled (or moved on): forget the batch after its last member. */
+  private settleFused(fusedId: string | undefined): void {
+    if (fusedId === undefined) return;
+    const f = this.fused.get(fusedId);
+    if (f === undefined) return;
+    if (--f.left <= 0) this.fused.delete(fusedId);
   }
 
   /** Check a request against its model (see the file docs); builds the input tensors. */

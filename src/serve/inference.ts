@@ -12,7 +12,8 @@
  * and `inference_grpc.md`; binary tensor data extension:
  * https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_binary_data.md
  *
- * Deliberately left out: sequence batching, model repository control, shared memory.
+ * Triton extensions served: model configuration and statistics (read-only views of the served
+ * models). Deliberately left out: sequence batching, model repository control, shared memory.
  */
 import type { TensorMap } from '../tensor.ts';
 
@@ -43,6 +44,91 @@ export interface ModelMetadata {
   readonly platform: string;
   readonly inputs: readonly TensorMetadata[];
   readonly outputs: readonly TensorMetadata[];
+}
+
+/**
+ * Triton model configuration data types (`DataType` of Triton's `model_config.proto`): the v2
+ * datatype with `TYPE_` in front, except BYTES, which is `TYPE_STRING`.
+ */
+export type ConfigDataType = 'TYPE_BOOL' | 'TYPE_UINT8' | 'TYPE_UINT16' | 'TYPE_UINT32' | 'TYPE_UINT64' | 'TYPE_INT8' | 'TYPE_INT16' | 'TYPE_INT32' | 'TYPE_INT64' | 'TYPE_FP16' | 'TYPE_FP32' | 'TYPE_FP64' | 'TYPE_STRING';
+
+/** `ModelInput` / `ModelOutput` of a model configuration. */
+export interface ModelConfigTensor {
+  readonly name: string;
+  readonly data_type: ConfigDataType;
+  /** Without the batch dim when `max_batch_size` > 0; `-1` marks a dynamic axis. */
+  readonly dims: readonly number[];
+}
+
+/** `ModelDynamicBatching`, present only for a model the service fuses into dynamic batches. */
+export interface ModelConfigDynamicBatching {
+  /** Batch sizes launched as soon as one can be formed, ascending; empty: none. */
+  readonly preferred_batch_size: readonly number[];
+  /** How long the batcher may hold the oldest request for a larger batch, µs. */
+  readonly max_queue_delay_microseconds: number;
+}
+
+/**
+ * `GET /v2/models/{m}/config` / gRPC `ModelConfig`: the subset of Triton's `ModelConfig` this
+ * server fills (field names of `model_config.proto`). Spec:
+ * https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_model_configuration.md
+ */
+export interface ModelConfig {
+  readonly name: string;
+  /** As `ModelMetadata.platform`. */
+  readonly platform: string;
+  /**
+   * Largest batch (dim 0) a request may carry; 0 when the model has a fixed batch or no batch
+   * axis (then `dims` are the full shapes).
+   */
+  readonly max_batch_size: number;
+  readonly input: readonly ModelConfigTensor[];
+  readonly output: readonly ModelConfigTensor[];
+  readonly dynamic_batching?: ModelConfigDynamicBatching;
+}
+
+/** `StatisticDuration`: how many times something happened and its cumulative duration, ns. */
+export interface StatisticDuration {
+  readonly count: number;
+  readonly ns: number;
+}
+
+/** `InferStatistics` (Triton). Which members are measured: `stats.ts`. */
+export interface InferStatistics {
+  readonly success: StatisticDuration;
+  readonly fail: StatisticDuration;
+  readonly queue: StatisticDuration;
+  readonly compute_input: StatisticDuration;
+  readonly compute_infer: StatisticDuration;
+  readonly compute_output: StatisticDuration;
+  readonly cache_hit: StatisticDuration;
+  readonly cache_miss: StatisticDuration;
+}
+
+/** `InferBatchStatistics`: executions of one batch size. */
+export interface InferBatchStatistics {
+  readonly batch_size: number;
+  readonly compute_input: StatisticDuration;
+  readonly compute_infer: StatisticDuration;
+  readonly compute_output: StatisticDuration;
+}
+
+/**
+ * `ModelStatistics` of Triton's statistics extension, one per model and version. Spec:
+ * https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_statistics.md
+ */
+export interface ModelStatistics {
+  readonly name: string;
+  readonly version: string;
+  /** Last successful inference, ms since the epoch; 0: none yet. */
+  readonly last_inference: number;
+  /** Samples of successful requests (a request of batch 4 counts 4). */
+  readonly inference_count: number;
+  /** Successful model executions (a fused dynamic batch counts once). */
+  readonly execution_count: number;
+  readonly inference_stats: InferStatistics;
+  /** By ascending batch size. */
+  readonly batch_stats: readonly InferBatchStatistics[];
 }
 
 /**
@@ -154,6 +240,16 @@ export interface InferenceBackend {
   modelReady(name: string, version?: string): boolean;
   /** @throws ServeError model_not_found for an unknown model or version. */
   modelMetadata(name: string, version?: string): ModelMetadata;
+  /** Served model names, in configuration order (KServe's `GET /v2/models`). */
+  modelList(): string[];
+  /** @throws ServeError model_not_found for an unknown model or version. */
+  modelConfig(name: string, version?: string): ModelConfig;
+  /**
+   * Statistics of one model (`name` given) or of every model (`name` absent or empty), of one
+   * version (`version` given) or of all.
+   * @throws ServeError model_not_found for an unknown model or version.
+   */
+  modelStatistics(name?: string, version?: string): ModelStatistics[];
   /**
    * Validate, queue and run one request. Resolves with the outputs, or rejects with a
    * `ServeError` (never anything else): bad_request before anything is queued, not_ready,

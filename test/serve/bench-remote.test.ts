@@ -14,7 +14,7 @@ import type { CliContext } from '../../src/cli/context.ts';
 import { UsageError } from '../../src/cli/usage.ts';
 import { runAbacus } from '../helpers/cli.ts';
 import { createGrpcServer, type GrpcInferenceServer } from '../../src/serve/grpc/server.ts';
-import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelMetadata } from '../../src/serve/inference.ts';
+import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelMetadata, type ModelStatistics } from '../../src/serve/inference.ts';
 
 /** Serves any model in `names`; every 4th request (by arrival) is a qos_violation; others answer after 5 ms. */
 class StubBackend implements InferenceBackend {
@@ -35,6 +35,15 @@ class StubBackend implements InferenceBackend {
   modelMetadata(name: string): ModelMetadata {
     if (!this.names.includes(name)) throw new ServeError('model_not_found', `model ${name} is not served`);
     return { name, versions: ['1'], platform: 'stub', inputs: [], outputs: [] };
+  }
+  modelList() {
+    return [...this.names];
+  }
+  modelConfig(name: string): ModelConfig {
+    return { name: this.modelMetadata(name).name, platform: 'stub', max_batch_size: 0, input: [], output: [] };
+  }
+  modelStatistics(): ModelStatistics[] {
+    return [];
   }
   async infer(request: InferRequest): Promise<InferResponse> {
     this.requests.push(request);

@@ -12,8 +12,15 @@
  * - `fake_delay_ms`: wait this long before answering; an aborted signal during the wait rejects
  *   with qos_violation `withdrawn` and records the request id in `aborted`.
  * Fields `ready`, `live` toggle health; `requests` records every request received.
+ *
+ * Model configuration: `max_batch_size` 8, dims without the batch dim, no dynamic batching.
+ * Statistics (a `ModelStatsRecorder`): each successful request counts with fixed times —
+ * latency `FAKE_LATENCY_MS`, queue 0.25 ms, compute 1.5 ms, one execution of its own batch;
+ * each failure of a known model with latency `FAKE_LATENCY_MS`. `last_inference` is 1000.
  */
-import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelMetadata, type ServeErrorCode, type ServerMetadata, type V2Datatype } from '../../src/serve/inference.ts';
+import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelMetadata, type ModelStatistics, type ServeErrorCode, type ServerMetadata, type V2Datatype } from '../../src/serve/inference.ts';
+import { ModelStatsRecorder } from '../../src/serve/stats.ts';
+import { configDataType } from '../../src/serve/backend.ts';
 import type { HostTensor, TensorMap } from '../../src/tensor.ts';
 
 export const FAKE_MODELS: readonly ModelMetadata[] = [
@@ -35,6 +42,9 @@ export const FAKE_MODELS: readonly ModelMetadata[] = [
     outputs: [{ name: 'b', datatype: 'INT64', shape: [-1, 2] }],
   },
 ];
+
+/** Latency the fake's statistics record for every request, ms. */
+export const FAKE_LATENCY_MS = 2;
 
 /** 2^53 + 1: the first integer a double cannot hold. */
 export const BIG_INT64 = 2n ** 53n + 1n;
@@ -108,6 +118,7 @@ export class FakeBackend implements InferenceBackend {
   readonly aborted: string[] = [];
   /** Resolves when the next request arrives (for cancellation tests). */
   private waiters: ((r: InferRequest) => void)[] = [];
+  private readonly stats = new ModelStatsRecorder(FAKE_MODELS.map((m) => m.name), '1', () => 1000);
 
   serverMetadata(): ServerMetadata {
     return { name: 'abacus-fake', version: '0.0.1', extensions: ['binary_tensor_data'] };
@@ -132,12 +143,38 @@ export class FakeBackend implements InferenceBackend {
   modelMetadata(name: string, version?: string): ModelMetadata {
     return this.model(name, version);
   }
+  modelList(): string[] {
+    return FAKE_MODELS.map((m) => m.name);
+  }
+  modelConfig(name: string, version?: string): ModelConfig {
+    const meta = this.model(name, version);
+    const tensor = (t: ModelMetadata['inputs'][number]) => ({ name: t.name, data_type: configDataType(t.datatype), dims: t.shape.slice(1) });
+    return { name: meta.name, platform: meta.platform, max_batch_size: 8, input: meta.inputs.map(tensor), output: meta.outputs.map(tensor) };
+  }
+  modelStatistics(name?: string, version?: string): ModelStatistics[] {
+    if (name === undefined || name === '') {
+      if (version !== undefined && version !== '' && version !== '1') throw new ServeError('model_not_found', `no model has version ${version}`);
+      return this.stats.snapshot(this.modelList());
+    }
+    return this.stats.snapshot([this.model(name, version).name]);
+  }
   /** A promise for the next request this backend receives. */
   nextRequest(): Promise<InferRequest> {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
   async infer(request: InferRequest): Promise<InferResponse> {
+    try {
+      const response = await this.answer(request);
+      this.stats.success(response.modelName, { batch: Number(request.inputs[0]?.shape[0] ?? 1), latencyMs: FAKE_LATENCY_MS, queueMs: 0.25, computeMs: 1.5, execution: { batch: Number(request.inputs[0]?.shape[0] ?? 1), computeMs: 1.5 } });
+      return response;
+    } catch (err) {
+      if (!(err instanceof ServeError && err.code === 'model_not_found')) this.stats.fail(request.modelName, FAKE_LATENCY_MS, undefined);
+      throw err;
+    }
+  }
+
+  private async answer(request: InferRequest): Promise<InferResponse> {
     this.requests.push(request);
     const waiters = this.waiters;
     this.waiters = [];

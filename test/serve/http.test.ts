@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHttpApp } from '../../src/serve/http/app.ts';
 import { parseJsonLossless } from '../../src/serve/http/codec.ts';
-import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelMetadata } from '../../src/serve/inference.ts';
+import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelMetadata, type ModelStatistics } from '../../src/serve/inference.ts';
 import type { RuntimeBackend } from '../../src/serve/backend.ts';
 import type { Device, DeviceService, GroupResult, Segment } from '../../src/device/device.ts';
 import { simBackend } from './helpers.ts';
@@ -262,6 +262,16 @@ class EchoBackend implements InferenceBackend {
   modelMetadata(name: string): ModelMetadata {
     if (name !== 'echo') throw new ServeError('model_not_found', `model '${name}' is not served`);
     return this.meta;
+  }
+  modelList() {
+    return ['echo'];
+  }
+  modelConfig(name: string): ModelConfig {
+    this.modelMetadata(name);
+    return { name: 'echo', platform: 'fake', max_batch_size: 0, input: [{ name: 'x', data_type: 'TYPE_INT64', dims: [-1] }], output: [{ name: 'echo', data_type: 'TYPE_INT64', dims: [-1] }] };
+  }
+  modelStatistics(): ModelStatistics[] {
+    return [];
   }
   infer(request: InferRequest): Promise<InferResponse> {
     this.last = request;
