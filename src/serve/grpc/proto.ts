@@ -119,6 +119,32 @@ export interface ModelMetadataResponseMessage {
   outputs?: TensorMetadataMessage[];
 }
 
+export interface ModelConfigRequestMessage { name?: string; version?: string }
+export interface ModelConfigTensorMessage { name?: string; data_type?: string; dims?: Int64Wire[] }
+export interface ModelConfigMessage {
+  name?: string;
+  platform?: string;
+  max_batch_size?: number;
+  input?: ModelConfigTensorMessage[];
+  output?: ModelConfigTensorMessage[];
+  dynamic_batching?: { preferred_batch_size?: number[]; max_queue_delay_microseconds?: Int64Wire } | null;
+  /** Decoded side (`oneofs: true`): `dynamic_batching` when set. */
+  scheduling_choice?: 'dynamic_batching';
+}
+export interface ModelConfigResponseMessage { config?: ModelConfigMessage | null }
+export interface ModelStatisticsRequestMessage { name?: string; version?: string }
+export interface StatisticDurationMessage { count?: Int64Wire; ns?: Int64Wire }
+export interface ModelStatisticsMessage {
+  name?: string;
+  version?: string;
+  last_inference?: Int64Wire;
+  inference_count?: Int64Wire;
+  execution_count?: Int64Wire;
+  inference_stats?: Record<string, StatisticDurationMessage | null> | null;
+  batch_stats?: { batch_size?: Int64Wire; compute_input?: StatisticDurationMessage | null; compute_infer?: StatisticDurationMessage | null; compute_output?: StatisticDurationMessage | null }[];
+}
+export interface ModelStatisticsResponseMessage { model_stats?: ModelStatisticsMessage[] }
+
 /** The loaded service: its definition (for `Server.addService`) and a client constructor. */
 export interface LoadedInferenceService {
   readonly definition: grpc.ServiceDefinition;

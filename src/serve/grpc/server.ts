@@ -4,6 +4,10 @@
  *
  * - ServerLive / ServerReady / ServerMetadata: straight from the backend.
  * - ModelReady / ModelMetadata: NOT_FOUND for an unknown model or version.
+ * - ModelConfig (Triton model configuration extension): `{config}`, `data_type` as the enum
+ *   name; NOT_FOUND for an unknown model or version.
+ * - ModelStatistics (Triton statistics extension): empty `name` is every model; NOT_FOUND for
+ *   an unknown model or version. Counts and ns as uint64.
  * - ModelInfer: typed `contents` or `raw_input_contents` (all inputs or none); parameters as plain
  *   values (`qos_ms` a number); `outputs` selection; `id` echoed. Outputs are returned in
  *   `raw_output_contents` by default, as Triton does (little-endian row-major bytes, one entry per
@@ -29,12 +33,16 @@ import { grpcStatusOf, inferRequestFromWire, inferResponseToWire } from './codec
 import {
   loadInferenceService,
   type EmptyMessage,
+  type ModelConfigRequestMessage,
+  type ModelConfigResponseMessage,
   type ModelInferRequestMessage,
   type ModelInferResponseMessage,
   type ModelMetadataRequestMessage,
   type ModelMetadataResponseMessage,
   type ModelReadyRequestMessage,
   type ModelReadyResponseMessage,
+  type ModelStatisticsRequestMessage,
+  type ModelStatisticsResponseMessage,
   type ServerLiveResponseMessage,
   type ServerMetadataResponseMessage,
   type ServerReadyResponseMessage,
@@ -220,6 +228,23 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
       return { name: m.name, versions: [...m.versions], platform: m.platform, inputs: m.inputs.map(tensor), outputs: m.outputs.map(tensor) };
     }),
     ModelInfer: modelInfer,
+    ModelConfig: unary<ModelConfigRequestMessage, ModelConfigResponseMessage>('ModelConfig', (request) => {
+      const c = backend.modelConfig(request.name ?? '', request.version === '' ? undefined : request.version);
+      const tensor = (t: { name: string; data_type: string; dims: readonly number[] }) => ({ name: t.name, data_type: t.data_type, dims: [...t.dims] });
+      return {
+        config: {
+          name: c.name,
+          platform: c.platform,
+          max_batch_size: c.max_batch_size,
+          input: c.input.map(tensor),
+          output: c.output.map(tensor),
+          ...(c.dynamic_batching === undefined ? {} : { dynamic_batching: { preferred_batch_size: [...c.dynamic_batching.preferred_batch_size], max_queue_delay_microseconds: c.dynamic_batching.max_queue_delay_microseconds } }),
+        },
+      };
+    }),
+    ModelStatistics: unary<ModelStatisticsRequestMessage, ModelStatisticsResponseMessage>('ModelStatistics', (request) => ({
+      model_stats: backend.modelStatistics(request.name ?? '', request.version === '' ? undefined : request.version).map((m) => ({ ...m, inference_stats: { ...m.inference_stats }, batch_stats: m.batch_stats.map((b) => ({ ...b })) })),
+    })),
   };
   server.addService(tolerantDefinition(definition), handlers);
 

@@ -5,12 +5,15 @@
  *
  * | route | answer |
  * |---|---|
- * | `GET /v2` | server metadata (`extensions: ["binary_tensor_data"]`) |
+ * | `GET /v2` | server metadata (`extensions`: `binary_tensor_data`, `model_configuration`, `statistics`) |
  * | `GET /v2/health/live` | 200 `{"live": true}` while the process serves |
  * | `GET /v2/health/ready` | 200 `{"ready": true}` once every model is warmed up; 400 `{"ready": false}` before and during shutdown (the spec: "4xx indicates false") |
  * | `GET /v2/models/{m}[/versions/{v}]` | model metadata; 404 unknown model or version |
  * | `GET /v2/models/{m}[/versions/{v}]/ready` | 200 / 400 `{"name", "ready"}`; 404 unknown |
  * | `POST /v2/models/{m}[/versions/{v}]/infer` | inference (`codec.ts`: JSON, binary tensor data extension) |
+ * | `GET /v2/models` | KServe's model list `{"models": [names]}` |
+ * | `GET /v2/models/{m}[/versions/{v}]/config` | Triton model configuration (`ModelConfig`); 404 unknown |
+ * | `GET /v2/models[/{m}[/versions/{v}]]/stats` | Triton statistics `{"model_stats": [ModelStatistics]}`; 404 unknown. `/v2/models/stats` is every model's statistics, never a model named `stats` (as in Triton) |
  * | `GET /metrics` | Prometheus text (when `metrics` is given) |
  *
  * Errors: body `{"error": "..."}`; status by `ServeError.code` (`STATUS_OF`): bad_request 400,
@@ -138,7 +141,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     request.log.error({ err: err.stack ?? err.message }, 'unexpected error');
     return sendError(request, reply, 500, GENERIC_500);
   });
-  app.setNotFoundHandler((request, reply) => sendError(request, reply, 404, `no route ${request.method} ${request.url.slice(0, 200)} (KServe v2: /v2, /v2/health/{live,ready}, /v2/models/{name}[/versions/{v}][/ready|/infer]; /metrics)`));
+  app.setNotFoundHandler((request, reply) => sendError(request, reply, 404, `no route ${request.method} ${request.url.slice(0, 200)} (KServe v2: /v2, /v2/health/{live,ready}, /v2/models, /v2/models/{name}[/versions/{v}][/ready|/infer|/config|/stats], /v2/models/stats; /metrics)`));
 
   app.get('/v2', () => backend.serverMetadata());
   app.get('/v2/health/live', (_req, reply) => {
@@ -186,6 +189,15 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   app.get('/v2/models/:name/versions/:version/ready', modelReady);
   app.post('/v2/models/:name/infer', infer);
   app.post('/v2/models/:name/versions/:version/infer', infer);
+  // Triton extensions and KServe's model list; static `/v2/models/stats` wins over `/v2/models/:name`
+  app.get('/v2/models', () => ({ models: backend.modelList() }));
+  const config = (request: FastifyRequest<{ Params: ModelParams }>) => backend.modelConfig(request.params.name, request.params.version);
+  app.get('/v2/models/:name/config', config);
+  app.get('/v2/models/:name/versions/:version/config', config);
+  const stats = (request: FastifyRequest<{ Params: Partial<ModelParams> }>) => ({ model_stats: backend.modelStatistics(request.params.name, request.params.version) });
+  app.get('/v2/models/stats', stats);
+  app.get('/v2/models/:name/stats', stats);
+  app.get('/v2/models/:name/versions/:version/stats', stats);
   if (metrics !== undefined) {
     app.get('/metrics', async (_req, reply) => reply.type(metrics.contentType).send(await metrics.text()));
   }
