@@ -184,6 +184,7 @@ describe('dynamic batching through RuntimeBackend (ort skipnet, a fusing FCFS)',
     const inputs = Array.from({ length: CLIENTS }, (_, i) => inputsOf(1, 1000 + i));
     const reference = await unbatched(inputs);
     const before = await batchHistogram();
+    const statsBefore = backend.modelStatistics(SERVICE)[0]!;
     gated.hold();
     const answers = inputs.map((x, i) => inferDirect(x['x']!, `q${i}`));
     await queueHolds(CLIENTS);
@@ -193,6 +194,11 @@ describe('dynamic batching through RuntimeBackend (ort skipnet, a fusing FCFS)',
     // one observation per launched segment: 5 segments carrying 64 samples
     expect({ sum: after.sum - before.sum, count: after.count - before.count }).toEqual({ sum: CLIENTS, count: 5 });
     expect(responses.map((r) => r.parameters.executed_batch_size)).toEqual([1, ...new Array<number>(CLIENTS - 1).fill(16).map((v, i) => (i >= 48 ? 15 : v))]);
+    // Triton statistics: each fused batch is one execution, each request its own samples
+    const stats = backend.modelStatistics(SERVICE)[0]!;
+    expect({ inferences: stats.inference_count - statsBefore.inference_count, executions: stats.execution_count - statsBefore.execution_count }).toEqual({ inferences: CLIENTS, executions: 5 });
+    const executionsOf = (size: number, s: typeof stats) => s.batch_stats.find((b) => b.batch_size === size)?.compute_infer.count ?? 0;
+    expect([1, 15, 16].map((size) => executionsOf(size, stats) - executionsOf(size, statsBefore))).toEqual([1, 1, 3]);
     for (const [i, r] of responses.entries()) {
       expect(r.id).toBe(`q${i}`);
       expect(r.outputs['logits']!.dims).toEqual([1, 10]);
