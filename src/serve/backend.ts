@@ -35,7 +35,8 @@
  * and `executed_batch_size` (samples of the batch it ran in: its own batch when it ran alone,
  * the fused batch's total when it was fused with other requests, `QueryRecord.runBatch`).
  * Runtime rejections → `ServeError`: `qos_violation`, `overloaded` (queue full), `device_failure`,
- * `bad_request` (the device refused the inputs); `overloaded` from a closing runtime and any
+ * `bad_request` (the device refused the inputs; counted `device_refused` in the metrics);
+ * a completion after the request's QoS target is a success counted late (`metQos`); `overloaded` from a closing runtime and any
  * request during start-up or shutdown → `not_ready`; a client that disconnected → its query is
  * withdrawn (`ServingRuntime.cancel`) and the call rejects `bad_request` ("cancelled"; nobody
  * reads it); anything unexpected → `internal` with a generic message, the detail in the log.
@@ -47,7 +48,7 @@ import { BadRequestError, describeError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { fixedBatchOf, parseDimExpression, resolveShape } from '../model/boundary.ts';
 import type { ModelSpec, TensorSpec } from '../model/spec.ts';
-import type { GroupRecord, RejectionReason } from '../runtime/records.ts';
+import { metQos, type GroupRecord, type RejectionReason } from '../runtime/records.ts';
 import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
 import type { BatchingLimits, QueryController } from '../schedule/controller.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
@@ -366,15 +367,15 @@ export class RuntimeBackend implements InferenceBackend {
     const name = typeof request.modelName === 'string' ? request.modelName : '';
     let queueMs: number | undefined;
     try {
-      const { response, queueMs: q, sample } = await this.run(request);
+      const { response, queueMs: q, sample, late } = await this.run(request);
       queueMs = q;
       const latencyMs = performance.now() - t0;
-      this.metrics?.request(name, 'success', { latencyMs, ...(queueMs === undefined ? {} : { queueMs }) });
+      this.metrics?.request(name, 'success', { latencyMs, late, ...(queueMs === undefined ? {} : { queueMs }) });
       this.stats.success(name, { ...sample, latencyMs });
       return response;
     } catch (err) {
       const e = this.toServeError(err, request);
-      const outcome: RequestOutcome = err instanceof CancelledError ? 'cancelled' : e.code;
+      const outcome: RequestOutcome = err instanceof CancelledError ? 'cancelled' : err instanceof DeviceRefusedError ? 'device_refused' : e.code;
       const rejectedQueueMs = err instanceof RejectedError ? err.queueMs : undefined;
       this.metrics?.request(name, outcome, rejectedQueueMs !== undefined ? { queueMs: rejectedQueueMs } : {});
       if (e.code !== 'model_not_found') this.stats.fail(name, performance.now() - t0, rejectedQueueMs);
@@ -396,7 +397,8 @@ export class RuntimeBackend implements InferenceBackend {
     return m;
   }
 
-  private async run(request: InferRequest): Promise<{ response: InferResponse; queueMs: number | undefined; sample: Omit<SuccessSample, 'latencyMs'> }> {
+  /** Validate, submit and wait; `late`: completed after its QoS target (`metQos`, runtime clock); `sample`: what the statistics extension counts. */
+  private async run(request: InferRequest): Promise<{ response: InferResponse; queueMs: number | undefined; sample: Omit<SuccessSample, 'latencyMs'>; late: boolean }> {
     const model = this.lookup(request.modelName, request.modelVersion);
     const runtime = this.runtime;
     if (runtime === undefined || !this.isReady()) {
@@ -444,7 +446,7 @@ export class RuntimeBackend implements InferenceBackend {
       const first = fused === undefined || !fused.counted;
       if (fused !== undefined) fused.counted = true;
       const sample = { batch: plan.batch, queueMs, computeMs: timing.computeMs, ...(first ? { execution: { batch: runBatch, computeMs: timing.computeMs } } : {}) };
-      return { response, queueMs, sample };
+      return { response, queueMs, sample, late: !metQos(outcome.record) };
     } finally {
       request.signal?.removeEventListener('abort', onAbort);
       this.timings.delete(id);
@@ -465,7 +467,7 @@ export class RuntimeBackend implements InferenceBackend {
       case 'device_failure':
         return new RejectedError('device_failure', `device_failure: ${where}: ${message}`, queueMs);
       case 'bad_request':
-        return new RejectedError('bad_request', `${where}: the device refused the inputs: ${message}`, queueMs);
+        return new DeviceRefusedError(`${where}: the device refused the inputs: ${message}`, queueMs);
     }
   }
 
@@ -618,6 +620,13 @@ class RejectedError extends ServeError {
   constructor(code: ServeError['code'], message: string, queueMs: number | undefined) {
     super(code, message);
     this.queueMs = queueMs;
+  }
+}
+
+/** The device refused the inputs (a value only it checks): answered `bad_request`, counted `device_refused`. */
+class DeviceRefusedError extends RejectedError {
+  constructor(message: string, queueMs: number | undefined) {
+    super('bad_request', message, queueMs);
   }
 }
 

@@ -202,8 +202,9 @@ export interface InferResponse {
 
 /**
  * Stable codes of serving errors (STYLE.md §5). HTTP/gRPC mapping (README "Status codes"):
- * bad_request 400 / INVALID_ARGUMENT; model_not_found 404 / NOT_FOUND; qos_violation,
- * overloaded, not_ready 503 / UNAVAILABLE; device_failure 503 / UNAVAILABLE (the device is
+ * bad_request 400 / INVALID_ARGUMENT; model_not_found 404 / NOT_FOUND; qos_violation 504 /
+ * DEADLINE_EXCEEDED (no node can meet the deadline any more: not to be retried); overloaded
+ * (with `Retry-After`), not_ready, device_failure 503 / UNAVAILABLE (retryable, the device is
  * still usable); internal 500 / INTERNAL (a bug; the message is generic, the log has the detail).
  */
 export type ServeErrorCode = 'bad_request' | 'model_not_found' | 'qos_violation' | 'overloaded' | 'not_ready' | 'device_failure' | 'internal';
@@ -219,10 +220,21 @@ export const SERVE_ERROR_CODE_KEY = 'abacus-error-code';
 /** An error for one request; `message` names the model, input or field. */
 export class ServeError extends Error {
   readonly code: ServeErrorCode;
-  constructor(code: ServeErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  /**
+   * The request's own `id` (the v2 request field), which the HTTP front end echoes in the error
+   * body; undefined when the request gave none or failed before its `id` was read.
+   */
+  readonly id: string | undefined;
+  constructor(code: ServeErrorCode, message: string, options?: { cause?: unknown; id?: string }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
+    this.id = options?.id;
     this.name = 'ServeError';
+  }
+
+  /** The same error (code, message, cause) carrying the request's `id`. */
+  withId(id: string): ServeError {
+    return new ServeError(this.code, this.message, { ...(this.cause === undefined ? {} : { cause: this.cause }), id });
   }
 }
 

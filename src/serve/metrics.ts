@@ -6,7 +6,8 @@
  *
  * | metric | type | labels | what |
  * |---|---|---|---|
- * | `abacus_requests_total` | counter | model, outcome | inference requests answered, by outcome (`REQUEST_OUTCOMES`) |
+ * | `abacus_requests_total` | counter | model, outcome | inference requests answered, by outcome (`REQUEST_OUTCOMES`): `bad_request` for requests the front end refused, `device_refused` for valid-looking requests the device refused (answered 400 `bad_request` too, e.g. a token id beyond the vocabulary) |
+ * | `abacus_late_completions_total` | counter | model | successful requests that completed after their QoS target (arrival → outputs on the runtime's clock > the request's target); QoS violations = this + `abacus_requests_total{outcome="qos_violation"}` (the dropped ones) |
  * | `abacus_request_duration_seconds` | histogram | model | end-to-end latency of successful requests (arrival in the backend → outputs ready) |
  * | `abacus_request_queue_seconds` | histogram | model | arrival → first operator group launched, for requests that ran |
  * | `abacus_queue_depth` | gauge | model | queries waiting or running in the service's queue, read at scrape time |
@@ -29,8 +30,12 @@ import type { RefinementStatus } from '../schedule/controller.ts';
 /** The `guard` label of the guard gauges: what the guard of `predict/refine.ts` does while out of calibration. */
 export const GUARD_MODE = 'inflate_quantile';
 
-/** Outcomes counted in `abacus_requests_total` (`ServeErrorCode`s plus `success` and `cancelled`). */
-export const REQUEST_OUTCOMES = ['success', 'bad_request', 'model_not_found', 'qos_violation', 'overloaded', 'not_ready', 'device_failure', 'cancelled', 'internal'] as const;
+/**
+ * Outcomes counted in `abacus_requests_total`: the `ServeErrorCode`s, plus `success`,
+ * `cancelled` (the client went away; its query was withdrawn) and `device_refused` (answered
+ * `bad_request`, but the device refused the inputs, not the front end's validation).
+ */
+export const REQUEST_OUTCOMES = ['success', 'bad_request', 'device_refused', 'model_not_found', 'qos_violation', 'overloaded', 'not_ready', 'device_failure', 'cancelled', 'internal'] as const;
 export type RequestOutcome = (typeof REQUEST_OUTCOMES)[number];
 
 /** Label for requests naming no served model. */
@@ -53,6 +58,7 @@ export class ServeMetrics {
   readonly registry: Registry;
   private readonly models: ReadonlySet<string>;
   private readonly requests: Counter<'model' | 'outcome'>;
+  private readonly late: Counter<'model'>;
   private readonly latency: Histogram<'model'>;
   private readonly queue: Histogram<'model'>;
   private readonly groupSize: Histogram;
@@ -70,6 +76,7 @@ export class ServeMetrics {
     this.models = new Set(options.models);
     const registers = [this.registry];
     this.requests = new Counter({ name: 'abacus_requests_total', help: 'Inference requests answered, by model and outcome', labelNames: ['model', 'outcome'], registers });
+    this.late = new Counter({ name: 'abacus_late_completions_total', help: 'Successful inference requests that completed after their QoS target; QoS violations = this + abacus_requests_total{outcome="qos_violation"}', labelNames: ['model'], registers });
     this.latency = new Histogram({ name: 'abacus_request_duration_seconds', help: 'End-to-end latency of successful inference requests, seconds', labelNames: ['model'], buckets: LATENCY_BUCKETS_S, registers });
     this.queue = new Histogram({ name: 'abacus_request_queue_seconds', help: 'Time from arrival to the first operator group launched, seconds', labelNames: ['model'], buckets: LATENCY_BUCKETS_S, registers });
     const depthOf = (m: string): number => this.queueDepthOf(m);
@@ -134,6 +141,7 @@ export class ServeMetrics {
     this.busy = new Counter({ name: 'abacus_device_busy_seconds_total', help: 'Time the device had at least one operator group running, seconds', registers });
     for (const model of this.models) {
       for (const outcome of REQUEST_OUTCOMES) this.requests.inc({ model, outcome }, 0);
+      this.late.inc({ model }, 0);
       this.latency.zero({ model });
       this.queue.zero({ model });
       this.batchSize.zero({ model });
@@ -153,10 +161,14 @@ export class ServeMetrics {
     this.refinementOf = () => sources.refinement?.();
   }
 
-  /** One answered request. `latencyMs`: end-to-end (successes only); `queueMs`: arrival → first group (requests that ran). */
-  request(model: string, outcome: RequestOutcome, timing: { latencyMs?: number; queueMs?: number } = {}): void {
+  /**
+   * One answered request. `latencyMs`: end-to-end (successes only); `queueMs`: arrival → first
+   * group (requests that ran); `late`: a success that completed after its QoS target.
+   */
+  request(model: string, outcome: RequestOutcome, timing: { latencyMs?: number; queueMs?: number; late?: boolean } = {}): void {
     const label = this.modelLabel(model);
     this.requests.inc({ model: label, outcome });
+    if (timing.late === true && outcome === 'success') this.late.inc({ model: label });
     if (timing.latencyMs !== undefined && outcome === 'success') this.latency.observe({ model: label }, timing.latencyMs / 1000);
     if (timing.queueMs !== undefined) this.queue.observe({ model: label }, Math.max(0, timing.queueMs) / 1000);
   }

@@ -185,6 +185,42 @@ function fillJson(ctx: TensorContext, data: unknown, dims: readonly number[], n:
 }
 
 /**
+ * Check that JSON `data` holds exactly `n` elements laid out for `dims` before anything is
+ * allocated (a shape of 3·10^10 elements with 3 values of data must be a 400, not an
+ * allocation that fails or takes gigabytes): flat, its length is `n`; nested, every array above
+ * the last level has the length of its dim (then the last level's arrays, checked by
+ * `fillJson`, hold exactly `n` values). Visits the arrays, not the values: n / dims[last] steps
+ * at most, and never more than the arrays the request holds.
+ * @throws ServeError bad_request with the same messages as `fillJson`.
+ */
+function checkJsonLayout(ctx: TensorContext, data: unknown, dims: readonly number[], n: number): void {
+  if (!Array.isArray(data)) throw bad(ctx, `data must be an array (flat, or nested in the shape [${dims.join(', ')}]), got ${describeValue(data)}`);
+  if (data.length > 0 && Array.isArray(data[0]) && dims.length > 1) {
+    const walk = (node: unknown, level: number, path: string): void => {
+      if (!Array.isArray(node)) throw bad(ctx, `data${path} is ${describeValue(node)}, expected an array of ${dims[level]} (nested data must follow the shape [${dims.join(', ')}])`);
+      if (node.length !== dims[level]) throw bad(ctx, `data${path} has ${node.length} elements, expected ${dims[level]} (nested data must follow the shape [${dims.join(', ')}])`);
+      if (level + 1 < dims.length - 1) for (let j = 0; j < node.length; j++) walk(node[j], level + 1, `${path}[${j}]`);
+      else if (level + 1 === dims.length - 1) {
+        // the last level's arrays: their lengths only (fillJson checks their values)
+        for (let j = 0; j < node.length; j++) {
+          const leaf: unknown = node[j];
+          if (!Array.isArray(leaf)) throw bad(ctx, `data${path}[${j}] is ${describeValue(leaf)}, expected an array of ${dims[level + 1]} (nested data must follow the shape [${dims.join(', ')}])`);
+          if (leaf.length !== dims[level + 1]) throw bad(ctx, `data${path}[${j}] has ${leaf.length} elements, expected ${dims[level + 1]} (nested data must follow the shape [${dims.join(', ')}])`);
+        }
+      }
+    };
+    walk(data, 0, '');
+    return;
+  }
+  if (data.length !== n) throw bad(ctx, `data has ${data.length} elements, but the shape [${dims.join(', ')}] has ${countText(n)}`);
+}
+
+/** An element count for a message: exact digits while safe, else "more than 2^53". */
+function countText(n: number): string {
+  return Number.isSafeInteger(n) ? String(n) : 'more than 2^53 elements';
+}
+
+/**
  * Decode one input's data into a fresh typed array of `n` elements of `dataType`, laid out
  * row-major for `dims` (already validated against the model, `n` = their product).
  * @throws ServeError bad_request naming the model, the input and the element / byte count.
@@ -196,7 +232,7 @@ export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, di
       const size = BYTES_PER_ELEMENT[dataType];
       if (!(bytes instanceof Uint8Array)) throw bad(ctx, 'raw data must be bytes');
       if (bytes.byteLength !== n * size) {
-        throw bad(ctx, `binary data has ${bytes.byteLength} bytes, but the shape [${dims.join(', ')}] of ${v2Datatype(dataType)} needs ${n} × ${size} = ${n * size}`);
+        throw bad(ctx, `binary data has ${bytes.byteLength} bytes, but the shape [${dims.join(', ')}] of ${v2Datatype(dataType)} needs ${Number.isSafeInteger(n * size) ? `${n} × ${size} = ${n * size}` : `${countText(n)} × ${size} bytes`}`);
       }
       if (!HOST_IS_LITTLE_ENDIAN && size > 1) throw bad(ctx, 'binary tensor data is little-endian and this host is big-endian: send JSON data');
       const out = zeroTensorData(dataType, n);
@@ -208,6 +244,7 @@ export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, di
       return out;
     }
     case 'json': {
+      checkJsonLayout(ctx, data.values, dims, n);
       const out = zeroTensorData(dataType, n);
       fillJson(ctx, data.values, dims, n, writerFor(ctx, dataType, out, false));
       return out;
@@ -215,7 +252,7 @@ export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, di
     case 'typed': {
       const values = data.values;
       if (!Array.isArray(values)) throw bad(ctx, 'typed contents must be a list');
-      if (values.length !== n) throw bad(ctx, `contents have ${values.length} elements, but the shape [${dims.join(', ')}] has ${n}`);
+      if (values.length !== n) throw bad(ctx, `contents have ${values.length} elements, but the shape [${dims.join(', ')}] has ${countText(n)}`);
       const out = zeroTensorData(dataType, n);
       const write = writerFor(ctx, dataType, out, true);
       for (let i = 0; i < n; i++) write(values[i], i);

@@ -8,6 +8,8 @@ import type { RuntimeBackend } from '../../src/serve/backend.ts';
 import { ServeError, type InferInput, type InferRequest } from '../../src/serve/inference.ts';
 import { decodeInputData, jsonDataText } from '../../src/serve/tensors.ts';
 import { simBackend } from './helpers.ts';
+import { BadRequestError } from '../../src/errors.ts';
+import type { Device, DeviceService, GroupResult, Segment } from '../../src/device/device.ts';
 
 let backend: RuntimeBackend;
 let metricsText: () => Promise<string>;
@@ -166,6 +168,84 @@ describe('tensor value rules', () => {
     expect(Array.from(decodeInputData(ctx, 'float16', [1], 1, { kind: 'raw', bytes: Uint8Array.from([0x00, 0x3c]) }) as Uint16Array)).toEqual([0x3c00]);
     expect(jsonDataText('float16', Uint16Array.from([0x3c00, 0x7c00, 0xc000]))).toBe('[1,"Infinity",-2]');
   });
+});
+
+/** Wraps a device: while `refuse` is set, a group fails as the device refusing its inputs; while `hold` is set, a group waits for it. */
+class TestDevice implements Device {
+  readonly id: string;
+  refuse = false;
+  hold: Promise<void> | undefined;
+  /** Called when a group starts waiting for `hold`. */
+  onHold: () => void = () => undefined;
+  constructor(private readonly inner: Device) {
+    this.id = inner.id;
+  }
+  load(services: readonly DeviceService[]): Promise<void> {
+    return this.inner.load(services);
+  }
+  async runGroup(group: readonly Segment[]): Promise<GroupResult> {
+    if (this.refuse) throw new BadRequestError('input_ids: token id 99999 is beyond the vocabulary (30522)');
+    if (this.hold !== undefined) {
+      this.onHold();
+      await this.hold;
+    }
+    return this.inner.runGroup(group);
+  }
+  releaseQuery(service: string, queryId: string): Promise<void> {
+    return this.inner.releaseQuery(service, queryId);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+const metricValue = (text: string, series: string): number => Number(new RegExp(`^${series.replace(/[{}"=]/g, (c) => `\\${c}`)} (\\S+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+
+describe('RuntimeBackend: metrics of device refusals and late completions', () => {
+  it('a device refusing the inputs answers bad_request but counts as device_refused, apart from front-end bad_request', async () => {
+    const b = await simBackend([{ name: 'r', model: 'resnet50-small', qosTargetMs: 10_000, batchSizes: [1] }], { start: false });
+    const device = new TestDevice(b.engine.device);
+    await b.backend.start({ ...b.engine, device });
+    try {
+      device.refuse = true;
+      const refused = await b.backend.infer(req('r', [image()])).then(() => undefined, (e: unknown) => e as ServeError);
+      expect(refused?.code).toBe('bad_request');
+      expect(refused?.message).toMatch(/^model 'r': the device refused the inputs: .*token id 99999 is beyond the vocabulary/);
+      const malformed = await b.backend.infer(req('r', [{ ...image(), datatype: 'INT64' }])).then(() => undefined, (e: unknown) => e as ServeError);
+      expect(malformed?.code).toBe('bad_request');
+      const text = await b.metrics.text();
+      expect(metricValue(text, 'abacus_requests_total{model="r",outcome="device_refused"}')).toBe(1);
+      expect(metricValue(text, 'abacus_requests_total{model="r",outcome="bad_request"}')).toBe(1);
+    } finally {
+      await b.backend.shutdown(2000);
+    }
+  }, 60_000);
+
+  it('a request that completes after its QoS target counts in abacus_late_completions_total (and as a success); one on time does not', async () => {
+    const b = await simBackend([{ name: 'r', model: 'resnet50-small', qosTargetMs: 10_000, batchSizes: [1] }], { start: false });
+    const device = new TestDevice(b.engine.device);
+    await b.backend.start({ ...b.engine, device });
+    try {
+      await b.backend.infer(req('r', [image()]));
+      // the controller launches it in time (predicted 0.05 ms); the device then holds the group
+      // past the request's 50 ms target: once launched it cannot be dropped, only be late
+      let release = (): void => undefined;
+      device.hold = new Promise((resolve) => (release = resolve));
+      const launched = new Promise<void>((resolve) => (device.onHold = resolve));
+      const late = b.backend.infer(req('r', [image()], { parameters: { qos_ms: 50 } }));
+      await launched;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      release();
+      device.hold = undefined;
+      await late;
+      const text = await b.metrics.text();
+      expect(metricValue(text, 'abacus_late_completions_total{model="r"}')).toBe(1);
+      expect(metricValue(text, 'abacus_requests_total{model="r",outcome="success"}')).toBe(2);
+      expect(metricValue(text, 'abacus_requests_total{model="r",outcome="qos_violation"}')).toBe(0);
+    } finally {
+      await b.backend.shutdown(2000);
+    }
+  }, 60_000);
 });
 
 describe('RuntimeBackend: outcomes, cancellation, lifecycle', () => {

@@ -7,7 +7,8 @@
  * - `i64`: input `a` INT64 `[-1, 2]`; output `b` INT64 `[-1, 2]` = a + 1 (lossless INT64 input).
  *
  * Behaviour switches, as request parameters:
- * - `fake_error`: a `ServeErrorCode`; the request fails with that code (message `fake <code>`).
+ * - `fake_error`: a `ServeErrorCode`; the request fails with that code (message `fake <code>`,
+ *   or `fake_message` when that is a string).
  * - `fake_throw`: true; the backend throws a plain `Error` (a bug) instead of a `ServeError`.
  * - `fake_delay_ms`: wait this long before answering; an aborted signal during the wait rejects
  *   with qos_violation `withdrawn` and records the request id in `aborted`.
@@ -186,7 +187,8 @@ export class FakeBackend implements InferenceBackend {
     const fakeError = params['fake_error'];
     if (typeof fakeError === 'string') {
       const code = SERVE_CODES.find((c) => c === fakeError) ?? 'internal';
-      throw new ServeError(code, `fake ${code}`);
+      const message = params['fake_message'];
+      throw new ServeError(code, typeof message === 'string' ? message : `fake ${code}`);
     }
     const x = decodeInput(request, meta);
     for (const o of request.outputs ?? []) {

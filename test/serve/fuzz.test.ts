@@ -17,10 +17,18 @@ import fs from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RuntimeBackend } from '../../src/serve/backend.ts';
 import { createHttpApp } from '../../src/serve/http/app.ts';
+import { CONTENTS_FIELD_BY_DATATYPE } from '../../src/serve/grpc/codec.ts';
+import { loadInferenceService } from '../../src/serve/grpc/proto.ts';
+import { createGrpcServer, type GrpcInferenceServer } from '../../src/serve/grpc/server.ts';
+import { resolveModelSpec } from '../../src/model/catalog.ts';
+import { ModelRepository } from '../../src/model/repository.ts';
+import type { ModelSpec } from '../../src/model/spec.ts';
+import type { TensorDataType } from '../../src/tensor.ts';
 import { startChildServer, writeConfig, type ChildServer } from './child-serve.ts';
 import { rng } from '../helpers/rng.ts';
 import { simBackend } from './helpers.ts';
@@ -262,6 +270,118 @@ describe('fuzz: malformed inference requests, in-process (app.inject on sim:a100
     expect(kinds.size).toBeGreaterThanOrEqual(35);
     expect(backend.isReady()).toBe(true);
   }, 120_000);
+});
+
+/**
+ * Dims whose product dwarfs the data (3·10^10 elements for 3 values) or is beyond any buffer,
+ * for every served datatype, on a model whose sequence axis is two of its dims (an imported
+ * detector with dynamic H/W: `[batch, 3, seq, seq]`, sequence limit 2^20) and on one with fixed
+ * dims: each a 400 naming the input, before anything is allocated (it was a 500 from a RangeError
+ * allocating the tensor). HTTP JSON (flat and nested), HTTP binary, gRPC typed contents and raw.
+ */
+describe('fuzz: huge dims for every datatype, both protocols', () => {
+  const DATATYPES = [
+    ['FP32', 'float32', 4],
+    ['FP64', 'float64', 8],
+    ['FP16', 'float16', 2],
+    ['INT64', 'int64', 8],
+    ['INT32', 'int32', 4],
+    ['INT8', 'int8', 1],
+    ['UINT8', 'uint8', 1],
+    ['BOOL', 'bool', 1],
+  ] as const;
+  const HUGE_SHAPES: readonly (readonly number[])[] = [
+    [1, 3, 100_000, 100_000], // 3·10^10 elements: the issue's request
+    [1, 3, 1_048_576, 1_048_576], // the sequence limit: 3.3·10^12
+    [1, 3, 2 ** 31, 2 ** 31], // beyond the sequence limit
+    [1, 3, 2 ** 52, 2 ** 52], // a product beyond 2^53
+    [2 ** 30, 3, 64, 64], // a batch far beyond any served one
+  ];
+  let backend: RuntimeBackend;
+  let app: FastifyInstance;
+  let grpcServer: GrpcInferenceServer;
+  let client: grpc.Client & Record<string, (req: unknown, cb: (e: grpc.ServiceError | null) => void) => void>;
+  beforeAll(async () => {
+    const base = await resolveModelSpec(new ModelRepository(), 'bert-small');
+    const variant = (name: string, dataType: TensorDataType, shape: (string | number)[]): ModelSpec => {
+      const { maxSeqLen: _dropped, ...rest } = base;
+      return { ...rest, name, inputs: [{ name: 'image', dataType, shape }] };
+    };
+    const models = DATATYPES.flatMap(([v2, host]) => [
+      { name: `seq_${v2}`, model: 'bert-small', batchSizes: [1], spec: variant(`seq_${v2}`, host, ['batch', 3, 'seq', 'seq']) },
+      { name: `fixed_${v2}`, model: 'bert-small', batchSizes: [1], spec: variant(`fixed_${v2}`, host, ['batch', 3, 64, 64]) },
+    ]);
+    const b = await simBackend(models);
+    backend = b.backend;
+    app = createHttpApp(backend, { metrics: b.metrics, maxBodyBytes: MAX_BODY });
+    await app.ready();
+    grpcServer = createGrpcServer(backend);
+    const port = await grpcServer.listen('127.0.0.1', 0);
+    const { Client } = loadInferenceService();
+    client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as typeof client;
+  }, 120_000);
+  afterAll(async () => {
+    client.close();
+    await grpcServer.close(1000);
+    await app.close();
+    await backend.shutdown(2000);
+  });
+
+  const value = (v2: string): unknown => (v2 === 'BOOL' ? true : 1);
+
+  it('HTTP: JSON (flat and nested) and binary data: a 400 naming the input for every datatype, model and huge shape', async () => {
+    let answered = 0;
+    for (const [v2, , bytesPerElement] of DATATYPES) {
+      for (const kind of ['seq', 'fixed']) {
+        const url = `/v2/models/${kind}_${v2}/infer`;
+        for (const shape of HUGE_SHAPES) {
+          const v = value(v2);
+          const bodies: { what: string; headers: Record<string, string>; body: string | Buffer }[] = [
+            { what: 'flat JSON', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: [{ name: 'image', datatype: v2, shape, data: [v, v, v] }] }) },
+            { what: 'nested JSON', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ inputs: [{ name: 'image', datatype: v2, shape, data: [[[[v, v, v]]]] }] }) },
+          ];
+          const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'image', datatype: v2, shape, parameters: { binary_data_size: 3 * bytesPerElement } }] }));
+          bodies.push({ what: 'binary', headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(header.byteLength) }, body: Buffer.concat([header, Buffer.alloc(3 * bytesPerElement)]) });
+          for (const { what, headers, body } of bodies) {
+            const res = await app.inject({ method: 'POST', url, headers, payload: body });
+            const where = `${kind}_${v2} ${JSON.stringify(shape)} ${what}`;
+            expect([where, res.statusCode], res.body).toEqual([where, 400]);
+            expect(res.json<Json>()['error'], where).toMatch(new RegExp(`^model '${kind}_${v2}': (input 'image'|batch size|sequence length)`));
+            answered++;
+          }
+        }
+      }
+    }
+    expect(answered).toBe(DATATYPES.length * 2 * HUGE_SHAPES.length * 3);
+    // the server still serves: a valid request of the issue's model
+    const ok = await app.inject({ method: 'POST', url: '/v2/models/seq_FP32/infer', payload: { inputs: [{ name: 'image', datatype: 'FP32', shape: [1, 3, 2, 2], data: new Array(12).fill(0.5) }] } });
+    expect(ok.statusCode, ok.body).toBe(200);
+  });
+
+  it('gRPC: typed contents and raw_input_contents: INVALID_ARGUMENT naming the input for every datatype, model and huge shape', async () => {
+    const infer = (request: unknown): Promise<grpc.ServiceError | null> => new Promise((resolve) => client['ModelInfer']!(request, (e) => resolve(e)));
+    let answered = 0;
+    for (const [v2, , bytesPerElement] of DATATYPES) {
+      const field = CONTENTS_FIELD_BY_DATATYPE[v2];
+      for (const kind of ['seq', 'fixed']) {
+        for (const shape of HUGE_SHAPES) {
+          const requests: { what: string; request: unknown }[] = [
+            { what: 'raw', request: { model_name: `${kind}_${v2}`, inputs: [{ name: 'image', datatype: v2, shape }], raw_input_contents: [Buffer.alloc(3 * bytesPerElement)] } },
+          ];
+          // FP16 has no typed contents field: raw only
+          if (field !== undefined) requests.push({ what: 'typed', request: { model_name: `${kind}_${v2}`, inputs: [{ name: 'image', datatype: v2, shape, contents: { [field]: [value(v2), value(v2), value(v2)] } }] } });
+          for (const { what, request } of requests) {
+            const e = await infer(request);
+            const where = `${kind}_${v2} ${JSON.stringify(shape)} ${what}`;
+            expect([where, e?.code], e?.details).toEqual([where, grpc.status.INVALID_ARGUMENT]);
+            expect(e?.details, where).toMatch(new RegExp(`^model '${kind}_${v2}': (input 'image'|batch size|sequence length)`));
+            answered++;
+          }
+        }
+      }
+    }
+    expect(answered).toBe((2 * DATATYPES.length - 1) * 2 * HUGE_SHAPES.length); // raw for 8 datatypes, typed for 7, on 2 models
+  });
 });
 
 describe('fuzz: malformed requests over real sockets (abacus serve child process)', () => {

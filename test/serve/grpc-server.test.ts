@@ -147,7 +147,7 @@ describe('gRPC inference.GRPCInferenceService over a fake backend', () => {
     const cases = [
       ['bad_request', grpc.status.INVALID_ARGUMENT, 'fake bad_request'],
       ['model_not_found', grpc.status.NOT_FOUND, 'fake model_not_found'],
-      ['qos_violation', grpc.status.UNAVAILABLE, 'qos_violation: fake qos_violation'],
+      ['qos_violation', grpc.status.DEADLINE_EXCEEDED, 'qos_violation: fake qos_violation'],
       ['overloaded', grpc.status.UNAVAILABLE, 'overloaded: fake overloaded'],
       ['not_ready', grpc.status.UNAVAILABLE, 'not_ready: fake not_ready'],
       ['device_failure', grpc.status.UNAVAILABLE, 'device_failure: fake device_failure'],
@@ -163,6 +163,21 @@ describe('gRPC inference.GRPCInferenceService over a fake backend', () => {
       );
       expect([code, error.code, error.details]).toEqual([code, grpcCode, details]);
       expect(error.metadata.get('abacus-error-code')).toEqual([code]);
+      // gRFC A6 pushback: a negative value tells a retrying client not to replay a QoS drop
+      expect(error.metadata.get('grpc-retry-pushback-ms')).toEqual(code === 'qos_violation' ? ['-1'] : []);
+    }
+  });
+
+  it('names the code once in details when the message already starts with it (no `qos_violation: qos_violation: …`)', async () => {
+    for (const code of ['qos_violation', 'overloaded', 'not_ready', 'device_failure'] as const) {
+      const error = await failure(
+        call(client, 'ModelInfer', {
+          model_name: 'm',
+          parameters: { fake_error: { string_param: code }, fake_message: { string_param: `${code}: model 'm': the reason` } },
+          inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4], contents: { fp32_contents: [1, 2, 3, 4] } }],
+        }),
+      );
+      expect(error.details).toBe(`${code}: model 'm': the reason`);
     }
   });
 

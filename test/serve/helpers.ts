@@ -4,6 +4,7 @@ import { SimDevice } from '../../src/device/sim/index.ts';
 import { artifactAt } from '../../src/model/artifact.ts';
 import { resolveModelSpec } from '../../src/model/catalog.ts';
 import { ModelRepository } from '../../src/model/repository.ts';
+import type { ModelSpec } from '../../src/model/spec.ts';
 import { createController } from '../../src/schedule/index.ts';
 import { RuntimeBackend, type ServedModel } from '../../src/serve/backend.ts';
 import { ServeMetrics } from '../../src/serve/metrics.ts';
@@ -16,6 +17,8 @@ export interface SimModel {
   readonly maxQosMs?: number;
   readonly batchSizes?: readonly number[];
   readonly maxQueueLength?: number;
+  /** Serve this spec instead of resolving `model` (a variant of a catalog model: other input shapes or datatypes). */
+  readonly spec?: ModelSpec;
 }
 
 /** A started RuntimeBackend on `sim:a100` (wall clock), its metrics and device. */
@@ -23,7 +26,7 @@ export async function simBackend(models: readonly SimModel[], options: { policy?
   const repo = new ModelRepository();
   const served: ServedModel[] = [];
   for (const m of models) {
-    const spec = await resolveModelSpec(repo, m.model);
+    const spec = m.spec ?? (await resolveModelSpec(repo, m.model));
     const qosTargetMs = m.qosTargetMs ?? 1000;
     served.push({ name: m.name, spec, qosTargetMs, maxQosMs: m.maxQosMs ?? 10 * qosTargetMs, batchSizes: m.batchSizes ?? [1, 2, 4], maxQueueLength: m.maxQueueLength ?? 1000 });
   }

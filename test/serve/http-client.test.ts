@@ -11,7 +11,7 @@ import { ServeError, type InferInput } from '../../src/serve/inference.ts';
 import type { HostTensor } from '../../src/tensor.ts';
 import { BIG_INT64, FAKE_MODELS, FakeBackend } from './fake-backend.ts';
 
-const STATUS = { bad_request: 400, model_not_found: 404, qos_violation: 503, overloaded: 503, not_ready: 503, device_failure: 503, internal: 500 } as const;
+const STATUS = { bad_request: 400, model_not_found: 404, qos_violation: 504, overloaded: 503, not_ready: 503, device_failure: 503, internal: 500 } as const;
 
 interface Stub {
   server: Server;
@@ -45,7 +45,7 @@ async function startStub(sendCodeHeader: boolean): Promise<Stub> {
   const stub: Stub = { server: undefined as unknown as Server, url: '', backend, bodies: [], truncate: false };
   const fail = (res: ServerResponse, error: unknown): void => {
     const e = error instanceof ServeError ? error : new ServeError('internal', 'internal error');
-    const message = STATUS[e.code] === 503 ? `${e.code}: ${e.message}` : e.message;
+    const message = STATUS[e.code] >= 503 ? `${e.code}: ${e.message}` : e.message;
     sendJson(res, STATUS[e.code], { error: message }, sendCodeHeader ? { 'abacus-error-code': e.code } : {});
   };
   stub.server = createServer((req, res) => {

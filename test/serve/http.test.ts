@@ -3,6 +3,7 @@
  * small models (JSON and binary requests, binary outputs, outputs selection, id echo, status
  * codes, metrics) and against a fake backend (INT64 beyond 2^53 both ways, internal errors).
  */
+import { deflateSync, gzipSync } from 'node:zlib';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHttpApp } from '../../src/serve/http/app.ts';
@@ -218,10 +219,12 @@ describe('KServe v2 HTTP: inference', () => {
     expect(body['error']).toMatch(message);
   });
 
-  it('QoS drops answer 503 with the reason in the message', async () => {
-    const res = await infer('/v2/models/resnet/infer', JSON.stringify({ ...JSON.parse(okImage), parameters: { qos_ms: 0.0001 } }));
-    expect(res.statusCode).toBe(503);
+  it('QoS drops answer 504 (not the retryable 503) with the reason in the message and the request id', async () => {
+    const res = await infer('/v2/models/resnet/infer', JSON.stringify({ ...JSON.parse(okImage), id: 'late-1', parameters: { qos_ms: 0.0001 } }));
+    expect(res.statusCode).toBe(504);
+    expect(res.headers['retry-after']).toBeUndefined();
     expect(res.json<Json>()['error']).toMatch(/^qos_violation: model 'resnet': dropped by the fcfs controller/);
+    expect(res.json<Json>()['id']).toBe('late-1');
   });
 
   it('/metrics: Prometheus text whose counters moved with the requests above', async () => {
@@ -313,10 +316,82 @@ describe('KServe v2 HTTP with a fake backend', () => {
       fake.fail = new ServeError('internal', 'internal error (request r1); the server log has the details');
       const again = await echo.inject({ method: 'POST', url: '/v2/models/echo/infer', payload: { inputs: [{ name: 'x', datatype: 'INT64', shape: [1], data: [1] }] } });
       expect([again.statusCode, again.json()]).toEqual([500, { error: 'internal error (request r1); the server log has the details' }]);
-      for (const [code, status] of [['overloaded', 503], ['device_failure', 503], ['not_ready', 503], ['bad_request', 400]] as const) {
+      for (const [code, status] of [['overloaded', 503], ['device_failure', 503], ['not_ready', 503], ['qos_violation', 504], ['bad_request', 400]] as const) {
         fake.fail = new ServeError(code, `${code}: x`);
-        expect((await echo.inject({ method: 'POST', url: '/v2/models/echo/infer', payload: { inputs: [{ name: 'x', datatype: 'INT64', shape: [1], data: [1] }] } })).statusCode).toBe(status);
+        const res = await echo.inject({ method: 'POST', url: '/v2/models/echo/infer', payload: { id: 'q7', inputs: [{ name: 'x', datatype: 'INT64', shape: [1], data: [1] }] } });
+        expect([code, res.statusCode]).toEqual([code, status]);
+        expect(res.json()).toEqual({ error: `${code}: x`, id: 'q7' });
+        // overloaded: another node (or this one in a second) may serve it
+        expect(res.headers['retry-after']).toBe(code === 'overloaded' ? '1' : undefined);
+        expect(res.headers['content-type']).toBe('application/json');
       }
+    } finally {
+      await echo.close();
+    }
+  });
+});
+
+describe('KServe v2 HTTP: bodies and error answers', () => {
+  const request = { id: 'r-9', inputs: [{ name: 'x', datatype: 'INT64', shape: [2], data: [5, 6] }] };
+  const post = (echo: FastifyInstance, payload: Buffer | string, headers: Record<string, string> = {}) =>
+    echo.inject({ method: 'POST', url: '/v2/models/echo/infer', headers: { 'content-type': 'application/json', ...headers }, payload });
+
+  it('Content-Encoding gzip, x-gzip and deflate bodies are inflated; identity and none read as they are', async () => {
+    const fake = new EchoBackend();
+    const echo = createHttpApp(fake);
+    try {
+      const json = Buffer.from(JSON.stringify(request));
+      for (const [encoding, body] of [['gzip', gzipSync(json)], ['x-gzip', gzipSync(json)], ['deflate', deflateSync(json)], ['identity', json], ['GZIP', gzipSync(json)]] as const) {
+        const res = await post(echo, body, { 'content-encoding': encoding });
+        expect([encoding, res.statusCode, res.body]).toEqual([encoding, 200, expect.stringContaining('"data":[5,6]')]);
+      }
+    } finally {
+      await echo.close();
+    }
+  });
+
+  it('a body that does not inflate is a 400 naming the encoding; an unknown encoding is a 415; an inflated body over the limit is a 413', async () => {
+    const fake = new EchoBackend();
+    const echo = createHttpApp(fake, { maxBodyBytes: 4096 });
+    try {
+      const json = Buffer.from(JSON.stringify(request));
+      const notGzip = await post(echo, json, { 'content-encoding': 'gzip' });
+      expect(notGzip.statusCode).toBe(400);
+      expect(notGzip.headers['content-type']).toBe('application/json');
+      expect(notGzip.json<Json>()['error']).toMatch(/^the request body is not a valid gzip stream \(Content-Encoding: gzip\): /);
+      const truncated = await post(echo, gzipSync(json).subarray(0, 20), { 'content-encoding': 'gzip' });
+      expect(truncated.statusCode).toBe(400);
+      expect(truncated.json<Json>()['error']).toMatch(/not a valid gzip stream/);
+      const badDeflate = await post(echo, gzipSync(json), { 'content-encoding': 'deflate' });
+      expect([badDeflate.statusCode, badDeflate.json<Json>()['error']]).toEqual([400, expect.stringMatching(/not a valid deflate stream/)]);
+      const br = await post(echo, json, { 'content-encoding': 'br' });
+      expect([br.statusCode, br.json<Json>()['error']]).toEqual([415, expect.stringMatching(/Content-Encoding 'br' is not supported .*gzip, x-gzip, deflate, identity/)]);
+      // 100 kB of spaces compress to a few hundred bytes: the limit applies to the inflated body
+      const bomb = gzipSync(Buffer.from(`${' '.repeat(100_000)}${JSON.stringify(request)}`));
+      expect(bomb.byteLength).toBeLessThan(4096);
+      const tooBig = await post(echo, bomb, { 'content-encoding': 'gzip' });
+      expect([tooBig.statusCode, tooBig.json<Json>()['error']]).toEqual([413, 'the request body (decompressed) is larger than the limit of 4096 bytes (abacus serve --max-body-bytes)']);
+      expect(fake.last).toBeUndefined();
+    } finally {
+      await echo.close();
+    }
+  });
+
+  it('error answers: Content-Type exactly application/json, the id echoed once read; "parameters": null accepted', async () => {
+    const fake = new EchoBackend();
+    const echo = createHttpApp(fake);
+    try {
+      const notJson = await post(echo, '{"inputs": [');
+      expect([notJson.statusCode, notJson.headers['content-type']]).toEqual([400, 'application/json']);
+      expect(Object.keys(notJson.json<Json>())).toEqual(['error']);
+      const badShape = await post(echo, JSON.stringify({ id: 'r-10', inputs: [{ name: 'x', datatype: 'INT64', shape: 'two', data: [1] }] }));
+      expect([badShape.statusCode, badShape.json()]).toEqual([400, { error: "model 'echo': input 'x': shape must be a list of dims, got \"two\"", id: 'r-10' }]);
+      const missing = await echo.inject('/v2/models/nope');
+      expect([missing.statusCode, missing.headers['content-type']]).toEqual([404, 'application/json']);
+      const ok = await post(echo, JSON.stringify({ ...request, parameters: null, inputs: [{ ...request.inputs[0], parameters: null }], outputs: [{ name: 'echo', parameters: null }] }));
+      expect([ok.statusCode, ok.headers['content-type']]).toEqual([200, 'application/json']);
+      expect(fake.last!.parameters).toBeUndefined();
+      expect((await echo.inject('/v2/health/ready')).headers['content-type']).toBe('application/json');
     } finally {
       await echo.close();
     }

@@ -249,34 +249,58 @@ export interface GrpcErrorStatus {
   readonly metadata: Metadata;
 }
 
-/** gRPC status of each `ServeErrorCode` (README "Status codes"; `inference.ts`). */
+/**
+ * gRPC status of each `ServeErrorCode` (docs/serving.md "Status codes"; `inference.ts`).
+ *
+ * - `overloaded` is UNAVAILABLE: this node's queue is full and another node (or this one a
+ *   moment later) may serve the request, so it is meant to be retried. UNAVAILABLE is the code
+ *   gRPC documents as "most likely a transient condition … corrected by retrying with a
+ *   backoff" (grpc.io "Status codes"), the one Triton answers for a full queue
+ *   ("exceeds maximum queue size"), and the one gRPC retry policies (gRFC A6) and KServe's
+ *   `InferenceGRPCClient` default policy retry. RESOURCE_EXHAUSTED is not used: grpc-js already
+ *   answers it for a message over the size limit, which no retry fixes.
+ * - `qos_violation` is DEADLINE_EXCEEDED: the request's QoS deadline cannot be met any more,
+ *   so no node can serve it in time and a replay only adds load. google.rpc.Code maps
+ *   DEADLINE_EXCEEDED to HTTP 504 (our HTTP status for it); KServe's default client retry
+ *   policy retries UNAVAILABLE only, so it does not replay it. Such answers also carry the
+ *   trailing metadata `grpc-retry-pushback-ms: -1` (`NO_RETRY_PUSHBACK`), by which gRFC A6
+ *   tells a client whose own policy lists DEADLINE_EXCEEDED not to retry.
+ * - `not_ready` and `device_failure` stay UNAVAILABLE (another replica may serve it).
+ */
 export const GRPC_STATUS_BY_CODE: Readonly<Record<ServeErrorCode, GrpcStatus>> = {
   bad_request: GrpcStatus.INVALID_ARGUMENT,
   model_not_found: GrpcStatus.NOT_FOUND,
-  qos_violation: GrpcStatus.UNAVAILABLE,
+  qos_violation: GrpcStatus.DEADLINE_EXCEEDED,
   overloaded: GrpcStatus.UNAVAILABLE,
   not_ready: GrpcStatus.UNAVAILABLE,
   device_failure: GrpcStatus.UNAVAILABLE,
   internal: GrpcStatus.INTERNAL,
 };
 
+/** gRFC A6 server pushback key: a negative value asks the client's retry policy not to retry. */
+export const RETRY_PUSHBACK_KEY = 'grpc-retry-pushback-ms';
+/** The pushback value sent with `qos_violation` (never retry). */
+export const NO_RETRY_PUSHBACK = '-1';
+
 /** The generic message of every INTERNAL status (the log has the detail). */
 export const INTERNAL_MESSAGE = 'internal error; see the server log';
 
 /**
- * The gRPC status for an error: a `ServeError` maps by code (UNAVAILABLE details start with the
- * code, e.g. `qos_violation: …`, so the reason survives the shared status); anything else, and
- * `internal`, is INTERNAL with a generic message. The code also travels as trailing metadata
- * `abacus-error-code`.
+ * The gRPC status for an error: a `ServeError` maps by code (`GRPC_STATUS_BY_CODE`); the
+ * details of the statuses several codes share (UNAVAILABLE, DEADLINE_EXCEEDED) start with the
+ * code once (`qos_violation: …`; a message that already starts with it is not prefixed again),
+ * so the reason survives the shared status; anything else, and `internal`, is INTERNAL with a
+ * generic message. The code also travels as trailing metadata `abacus-error-code`.
  */
 export function grpcStatusOf(error: unknown): GrpcErrorStatus {
   const code: ServeErrorCode = error instanceof ServeError ? error.code : 'internal';
   const metadata = new Metadata();
   metadata.set(SERVE_ERROR_CODE_KEY, code);
+  if (code === 'qos_violation') metadata.set(RETRY_PUSHBACK_KEY, NO_RETRY_PUSHBACK);
   const grpcCode = GRPC_STATUS_BY_CODE[code];
   let details: string;
   if (code === 'internal' || !(error instanceof ServeError)) details = INTERNAL_MESSAGE;
-  else if (grpcCode === GrpcStatus.UNAVAILABLE) details = `${code}: ${error.message}`;
+  else if (grpcCode === GrpcStatus.UNAVAILABLE || grpcCode === GrpcStatus.DEADLINE_EXCEEDED) details = error.message.startsWith(`${code}:`) ? error.message : `${code}: ${error.message}`;
   else details = error.message;
   return { code: grpcCode, details, metadata };
 }

@@ -14,8 +14,9 @@
  *   output in the order of `outputs`); `outputContents: 'typed'` fills `contents` instead.
  *   Response parameters `queue_ms`, `compute_ms` (ms, double), `operator_groups` and
  *   `executed_batch_size` (int64).
- * - Status mapping (`codec.ts`): bad_request INVALID_ARGUMENT, model_not_found NOT_FOUND,
- *   qos_violation / overloaded / not_ready / device_failure UNAVAILABLE (details `code: reason`),
+ * - Status mapping (`codec.ts` `GRPC_STATUS_BY_CODE`): bad_request INVALID_ARGUMENT,
+ *   model_not_found NOT_FOUND, qos_violation DEADLINE_EXCEEDED (not retried; pushback -1),
+ *   overloaded / not_ready / device_failure UNAVAILABLE (retryable); details `code: reason`,
  *   internal and anything that is not a `ServeError` INTERNAL with a generic message (logged).
  *   The `ServeErrorCode` also travels as trailing metadata `abacus-error-code`. A message above
  *   `maxReceiveMessageBytes` is RESOURCE_EXHAUSTED (grpc-js); bytes that are not a valid request

@@ -16,8 +16,13 @@
  * | `GET /v2/models[/{m}[/versions/{v}]]/stats` | Triton statistics `{"model_stats": [ModelStatistics]}`; 404 unknown. `/v2/models/stats` is every model's statistics, never a model named `stats` (as in Triton) |
  * | `GET /metrics` | Prometheus text (when `metrics` is given) |
  *
- * Errors: body `{"error": "..."}`; status by `ServeError.code` (`STATUS_OF`): bad_request 400,
- * model_not_found 404, qos_violation / overloaded / not_ready / device_failure 503, internal
+ * Request bodies may be compressed (`Content-Encoding: gzip | x-gzip | deflate`; a stream that
+ * does not inflate is a 400 saying so, another encoding 415); the body limit counts inflated bytes.
+ *
+ * Errors: body `{"error": "..."}` (plus the request's `"id"` when it gave one), `Content-Type:
+ * application/json` exactly (every JSON answer: no `charset` parameter); status by
+ * `ServeError.code` (`STATUS_OF`): bad_request 400, model_not_found 404, qos_violation 504 (not
+ * to be retried), overloaded 503 with `Retry-After: 1`, not_ready / device_failure 503, internal
  * 500 with a generic message (the log has the detail; never a stack trace). fastify's own
  * errors (body too large 413, malformed request 400, bad percent-encoding in the path 400, a
  * model name or version over 100 characters 414, …) keep their 4xx status with the same body
@@ -33,23 +38,44 @@
  */
 import { randomBytes } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
-import type { Duplex } from 'node:stream';
+import { PassThrough, type Duplex, type Readable } from 'node:stream';
+import { createGunzip, createInflate } from 'node:zlib';
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from '../../log.ts';
 import { ServeError, type InferenceBackend, type ServeErrorCode } from '../inference.ts';
 import type { ServeMetrics } from '../metrics.ts';
 import { decodeInferBody, encodeInferResponse, INFERENCE_HEADER } from './codec.ts';
 
-/** HTTP status of each `ServeErrorCode` (README "Status codes"). */
+/**
+ * HTTP status of each `ServeErrorCode` (docs/serving.md "Status codes").
+ *
+ * `qos_violation` is 504 Gateway Timeout, not 503: the request's QoS deadline cannot be met any
+ * more, by this node or another, so a balancer configured to retry 503 (the "another node may
+ * serve it" status of `overloaded`, `not_ready`, `device_failure`) must not replay it. 504 is the
+ * HTTP status google.rpc.Code gives DEADLINE_EXCEEDED, our gRPC code for it (`grpc/codec.ts`).
+ * A balancer told to retry every 5xx or "gateway errors" (504 included) would still replay it:
+ * retry on 503 only, or on `abacus-error-code: overloaded`.
+ */
 export const STATUS_OF: Readonly<Record<ServeErrorCode, number>> = {
   bad_request: 400,
   model_not_found: 404,
-  qos_violation: 503,
+  qos_violation: 504,
   overloaded: 503,
   not_ready: 503,
   device_failure: 503,
   internal: 500,
 };
+
+/**
+ * `Retry-After` of an `overloaded` 503, seconds. RFC 9110 §10.2.3 allows whole seconds only, and
+ * 1 is the smallest that asks for a wait: a full queue (`maxQueueLength` queries of QoS targets
+ * in the tens of ms) drains well within a second, so any longer wait would idle a node that can
+ * serve again. A balancer retries another node at once; this hint is for the client.
+ */
+export const OVERLOADED_RETRY_AFTER_S = 1;
+
+/** `Content-Encoding`s of request bodies this server decodes (RFC 9110 §8.4.1; `identity` is none). */
+export const REQUEST_ENCODINGS = ['gzip', 'x-gzip', 'deflate', 'identity'] as const;
 
 /** Default request body limit, bytes (64 MiB: a batch of 16 × 3 × 224 × 224 FP32 images as JSON fits). */
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
@@ -108,6 +134,15 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   const metrics = options.metrics;
 
   // Every body is read as bytes: the infer route decodes JSON and binary tensor data itself.
+  // A compressed body is inflated first; the body limit applies to the inflated bytes (fastify
+  // counts what the preParsing stream yields), so a small bomb is a 413 like a large body.
+  app.addHook('preParsing', (request, _reply, payload, done) => {
+    try {
+      done(null, decodedBody(request.headers['content-encoding'], payload));
+    } catch (err) {
+      done(err as Error);
+    }
+  });
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
@@ -117,25 +152,34 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     if (closing()) void reply.header('connection', 'close');
     done();
   });
+  // `application/json` exactly: fastify appends `; charset=utf-8` (JSON is UTF-8 by definition,
+  // RFC 8259 §8.1), and KServe's REST client shows an error's text only for exactly `application/json`
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    const type = reply.getHeader('content-type');
+    if (typeof type === 'string' && /^application\/json\s*;\s*charset=utf-8$/i.test(type)) void reply.header('content-type', 'application/json');
+    done(null, payload);
+  });
   app.addHook('onResponse', (request, reply, done) => {
     request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, responseTimeMs: Math.round(reply.elapsedTime * 1000) / 1000 }, 'request completed');
     done();
   });
 
-  const sendError = (request: FastifyRequest, reply: FastifyReply, status: number, message: string): FastifyReply => {
-    if (status >= 500 && status !== 503) request.log.error({ statusCode: status, error: message }, 'request failed');
+  /** The error answer: body `{"error": message}` plus `"id"` when the request gave one. */
+  const sendError = (request: FastifyRequest, reply: FastifyReply, status: number, message: string, id?: string): FastifyReply => {
+    if (status >= 500 && status !== 503 && status !== 504) request.log.error({ statusCode: status, error: message }, 'request failed');
     else request.log.warn({ statusCode: status, error: message }, 'request refused');
-    return reply.code(status).type('application/json').send(JSON.stringify({ error: message }));
+    return reply.code(status).type('application/json').send(JSON.stringify(id === undefined ? { error: message } : { error: message, id }));
   };
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
     if (err instanceof ServeError) {
-      return sendError(request, reply, STATUS_OF[err.code] ?? 500, err.code === 'internal' ? err.message || GENERIC_500 : err.message);
+      if (err.code === 'overloaded') void reply.header('retry-after', String(OVERLOADED_RETRY_AFTER_S));
+      return sendError(request, reply, STATUS_OF[err.code] ?? 500, err.code === 'internal' ? err.message || GENERIC_500 : err.message, err.id);
     }
     const status = typeof err.statusCode === 'number' ? err.statusCode : 500;
     if (isInferRoute(request) && metrics !== undefined) metrics.request(modelOf(request), status >= 500 ? 'internal' : 'bad_request');
     if (status >= 400 && status < 500) {
-      const message = err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? `the request body is larger than the limit of ${maxBodyBytes} bytes (abacus serve --max-body-bytes)` : err.message;
+      const message = err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? `the request body${request.headers['content-encoding'] === undefined ? '' : ' (decompressed)'} is larger than the limit of ${maxBodyBytes} bytes (abacus serve --max-body-bytes)` : err.message;
       return sendError(request, reply, status, message);
     }
     request.log.error({ err: err.stack ?? err.message }, 'unexpected error');
@@ -179,6 +223,9 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
       const encoded = encodeInferResponse(response, decoded.binaryOutputs);
       if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', String(encoded.headerLength));
       return reply.type(encoded.contentType).send(encoded.body);
+    } catch (err) {
+      const id = decoded.request.id;
+      throw id !== undefined && err instanceof ServeError ? err.withId(id) : err;
     } finally {
       reply.raw.off('close', onClose);
     }
@@ -214,6 +261,41 @@ function clientError(this: FastifyInstance, err: NodeJS.ErrnoException & { reaso
   this.log.debug({ code: err.code }, 'client error');
   if (socket.writable) socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${body}`);
   socket.destroy(err);
+}
+
+/** An HTTP error raised while reading the body: fastify answers it with `statusCode` and our body shape. */
+function bodyError(statusCode: number, message: string, cause?: unknown): Error {
+  return Object.assign(new Error(message, cause === undefined ? undefined : { cause }), { statusCode });
+}
+
+/**
+ * The body stream to parse for a request's `Content-Encoding`: `payload` itself when absent or
+ * `identity`, an inflating stream for gzip / x-gzip / deflate (zlib format, RFC 9110 §8.4.1.2).
+ * The stream reports the encoded bytes read as `receivedEncodedLength` (fastify checks them
+ * against `Content-Length`). A stream that does not inflate fails with a 400 naming the encoding
+ * and zlib's reason.
+ * @throws Error with statusCode 415 for any other encoding, or more than one (RFC 9110 §15.5.16).
+ */
+function decodedBody(header: string | undefined, payload: Readable): Readable {
+  const encoding = (header ?? '').trim().toLowerCase();
+  if (encoding === '' || encoding === 'identity') return payload;
+  if (encoding !== 'gzip' && encoding !== 'x-gzip' && encoding !== 'deflate') {
+    throw bodyError(415, `Content-Encoding '${encoding.slice(0, 60)}' is not supported for request bodies (supported: ${REQUEST_ENCODINGS.join(', ')}, one at a time)`);
+  }
+  const inflate = encoding === 'deflate' ? createInflate() : createGunzip();
+  const out = new PassThrough() as PassThrough & { receivedEncodedLength: number };
+  out.receivedEncodedLength = 0;
+  payload.on('data', (chunk: Buffer) => {
+    out.receivedEncodedLength += chunk.length;
+  });
+  payload.on('error', (err) => out.destroy(err));
+  inflate.on('error', (err) => {
+    payload.unpipe(inflate);
+    payload.resume(); // drain the rest, so the connection can carry the answer and the next request
+    out.destroy(bodyError(400, `the request body is not a valid ${encoding} stream (Content-Encoding: ${encoding}): ${err.message}`, err));
+  });
+  payload.pipe(inflate).pipe(out);
+  return out;
 }
 
 function isInferRoute(request: FastifyRequest): boolean {

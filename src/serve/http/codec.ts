@@ -108,7 +108,18 @@ export function decodeInferBody(body: Uint8Array, headerLength: string | undefin
   if (!isObject(raw)) throw bad(model, `the request must be a JSON object ({"inputs": [...]}), got ${describeValue(raw)}`);
   const id = raw['id'];
   if (id !== undefined && typeof id !== 'string') throw bad(model, `id must be a string, got ${describeValue(id)}`);
-  const parameters = raw['parameters'];
+  try {
+    return decodeFields(raw, id, body, headerLength, jsonEnd, model);
+  } catch (err) {
+    // the error body echoes the request's id (docs/serving.md "Status codes")
+    throw id !== undefined && err instanceof ServeError ? err.withId(id) : err;
+  }
+}
+
+/** The fields of a parsed `$inference_request` object (`decodeInferBody` after `id`). */
+function decodeFields(raw: Record<string, unknown>, id: string | undefined, body: Uint8Array, headerLength: string | undefined, jsonEnd: number, model: string): DecodedInferBody {
+  // `"parameters": null` is the same as no parameters (clients that serialize every field send it)
+  const parameters = raw['parameters'] ?? undefined;
   if (parameters !== undefined && !isObject(parameters)) throw bad(model, `parameters must be an object, got ${describeValue(parameters)}`);
   const allBinary = optionalBool(model, parameters?.['binary_data_output'], 'parameters.binary_data_output') ?? false;
 
@@ -125,7 +136,7 @@ export function decodeInferBody(body: Uint8Array, headerLength: string | undefin
     if (typeof datatype !== 'string') throw bad(model, `${where}: datatype must be a string, got ${describeValue(datatype)}`);
     const shape = entry['shape'];
     if (!Array.isArray(shape)) throw bad(model, `${where}: shape must be a list of dims, got ${describeValue(shape)}`);
-    const params = entry['parameters'];
+    const params = entry['parameters'] ?? undefined;
     if (params !== undefined && !isObject(params)) throw bad(model, `${where}: parameters must be an object, got ${describeValue(params)}`);
     const binarySize = params?.['binary_data_size'];
     if (binarySize !== undefined) {
@@ -157,7 +168,7 @@ export function decodeInferBody(body: Uint8Array, headerLength: string | undefin
       if (!isObject(entry)) throw bad(model, `outputs[${i}] must be an object, got ${describeValue(entry)}`);
       const name = entry['name'];
       if (typeof name !== 'string') throw bad(model, `outputs[${i}].name must be a string, got ${describeValue(name)}`);
-      const params = entry['parameters'];
+      const params = entry['parameters'] ?? undefined;
       if (params !== undefined && !isObject(params)) throw bad(model, `output '${name}': parameters must be an object, got ${describeValue(params)}`);
       const asBinary = optionalBool(model, params?.['binary_data'], `output '${name}': parameters.binary_data`) ?? allBinary;
       if (asBinary) binary.add(name);
