@@ -42,6 +42,25 @@ export type RequestOutcome = (typeof REQUEST_OUTCOMES)[number];
 export const UNKNOWN_MODEL = 'unknown';
 
 const LATENCY_BUCKETS_S = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Multiples of each QoS target added as latency bucket edges (`latencyBucketsS`). */
+const QOS_BUCKET_FACTORS = [0.5, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2];
+
+/**
+ * Upper bounds (s) of the latency histograms: the fixed decades above, plus edges around every
+ * served QoS target (× 0.5 … 2, the target itself included), sorted and without repeats. An
+ * edge exactly at a target makes `le="<target>"` count the requests that met it, and the edges
+ * around it show how far the rest missed: Prometheus' advice for a latency objective
+ * ("Histograms and summaries", prometheus.io: configure a bucket with the target duration as
+ * its upper bound). Edges are rounded to the microsecond.
+ */
+export function latencyBucketsS(qosTargetsMs: readonly number[]): number[] {
+  const edges = new Set(LATENCY_BUCKETS_S);
+  for (const q of qosTargetsMs) {
+    if (!(Number.isFinite(q) && q > 0)) continue;
+    for (const f of QOS_BUCKET_FACTORS) edges.add(Math.round(q * f * 1000) / 1e6);
+  }
+  return [...edges].sort((a, b) => a - b);
+}
 const ERROR_BUCKETS_S = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1];
 const GROUP_SIZE_BUCKETS = [1, 2, 3, 4, 5, 6, 8];
 /** Powers of two, 1 … 1024: Triton's and Clockwork's batch sizes are powers of two (the default maxBatchSize is 16). */
@@ -52,6 +71,8 @@ export interface ServeMetricsOptions {
   readonly models: readonly string[];
   /** Add prom-client's default process metrics [true]. */
   readonly processMetrics?: boolean;
+  /** The services' QoS targets, ms: the latency histograms get bucket edges around each (`latencyBucketsS`). */
+  readonly qosTargetsMs?: readonly number[];
 }
 
 export class ServeMetrics {
@@ -77,8 +98,9 @@ export class ServeMetrics {
     const registers = [this.registry];
     this.requests = new Counter({ name: 'abacus_requests_total', help: 'Inference requests answered, by model and outcome', labelNames: ['model', 'outcome'], registers });
     this.late = new Counter({ name: 'abacus_late_completions_total', help: 'Successful inference requests that completed after their QoS target; QoS violations = this + abacus_requests_total{outcome="qos_violation"}', labelNames: ['model'], registers });
-    this.latency = new Histogram({ name: 'abacus_request_duration_seconds', help: 'End-to-end latency of successful inference requests, seconds', labelNames: ['model'], buckets: LATENCY_BUCKETS_S, registers });
-    this.queue = new Histogram({ name: 'abacus_request_queue_seconds', help: 'Time from arrival to the first operator group launched, seconds', labelNames: ['model'], buckets: LATENCY_BUCKETS_S, registers });
+    const latencyBuckets = latencyBucketsS(options.qosTargetsMs ?? []);
+    this.latency = new Histogram({ name: 'abacus_request_duration_seconds', help: 'End-to-end latency of successful inference requests, seconds (bucket edges around each QoS target)', labelNames: ['model'], buckets: latencyBuckets, registers });
+    this.queue = new Histogram({ name: 'abacus_request_queue_seconds', help: 'Time from arrival to the first operator group launched, seconds', labelNames: ['model'], buckets: latencyBuckets, registers });
     const depthOf = (m: string): number => this.queueDepthOf(m);
     const modelNames = [...this.models];
     new Gauge({

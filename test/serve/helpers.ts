@@ -33,7 +33,7 @@ export async function simBackend(models: readonly SimModel[], options: { policy?
   const clock = new WallClock();
   const device = await SimDevice.create({ clock, id: 'sim:a100', seed: 1 });
   await device.load(served.map((m) => ({ name: m.name, model: artifactAt('/nonexistent', m.spec) })));
-  const metrics = new ServeMetrics({ models: served.map((m) => m.name), processMetrics: false });
+  const metrics = new ServeMetrics({ models: served.map((m) => m.name), processMetrics: false, qosTargetsMs: served.map((m) => m.qosTargetMs) });
   const backend = new RuntimeBackend({ models: served, platform: 'abacus_sim', metrics, serverVersion: '0.1.0' });
   const controller = createController(options.policy ?? 'fcfs', options.policyParams ?? {}, fixedPredictor([...new Set(served.map((m) => m.spec.name))], 0.05));
   const engine = { clock, device, controller };
