@@ -77,7 +77,7 @@ export interface ServeMetricsOptions {
 
 export class ServeMetrics {
   readonly registry: Registry;
-  private readonly models: ReadonlySet<string>;
+  private readonly models: Set<string>;
   private readonly requests: Counter<'model' | 'outcome'>;
   private readonly late: Counter<'model'>;
   private readonly latency: Histogram<'model'>;
@@ -102,7 +102,7 @@ export class ServeMetrics {
     this.latency = new Histogram({ name: 'abacus_request_duration_seconds', help: 'End-to-end latency of successful inference requests, seconds (bucket edges around each QoS target)', labelNames: ['model'], buckets: latencyBuckets, registers });
     this.queue = new Histogram({ name: 'abacus_request_queue_seconds', help: 'Time from arrival to the first operator group launched, seconds', labelNames: ['model'], buckets: latencyBuckets, registers });
     const depthOf = (m: string): number => this.queueDepthOf(m);
-    const modelNames = [...this.models];
+    const modelNames = this.models;
     new Gauge({
       name: 'abacus_queue_depth',
       help: 'Queries waiting or running in the service queue',
@@ -161,14 +161,27 @@ export class ServeMetrics {
     this.batchSize = new Histogram({ name: 'abacus_executed_batch_size', help: 'Samples per launched segment (the executed batch: a request alone, or the requests fused into one dynamic batch)', labelNames: ['model'], buckets: BATCH_SIZE_BUCKETS, registers });
     this.predictorError = new Histogram({ name: 'abacus_predictor_absolute_error_seconds', help: 'Absolute error of the predicted operator group latency, seconds', buckets: ERROR_BUCKETS_S, registers });
     this.busy = new Counter({ name: 'abacus_device_busy_seconds_total', help: 'Time the device had at least one operator group running, seconds', registers });
-    for (const model of this.models) {
-      for (const outcome of REQUEST_OUTCOMES) this.requests.inc({ model, outcome }, 0);
-      this.late.inc({ model }, 0);
-      this.latency.zero({ model });
-      this.queue.zero({ model });
-      this.batchSize.zero({ model });
-    }
+    for (const model of this.models) this.zeroSeries(model);
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /**
+   * Count a model loaded at runtime (`abacus serve --model-control explicit`) under its own
+   * label from now on; its series start at 0. No-op for a model already counted. Its latency
+   * buckets are those made at start (around the configured services' QoS targets).
+   */
+  addModel(name: string): void {
+    if (this.models.has(name)) return;
+    this.models.add(name);
+    this.zeroSeries(name);
+  }
+
+  private zeroSeries(model: string): void {
+    for (const outcome of REQUEST_OUTCOMES) this.requests.inc({ model, outcome }, 0);
+    this.late.inc({ model }, 0);
+    this.latency.zero({ model });
+    this.queue.zero({ model });
+    this.batchSize.zero({ model });
   }
 
   /** The label for a model name: itself when served, else `unknown`. */

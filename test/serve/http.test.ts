@@ -276,6 +276,15 @@ class EchoBackend implements InferenceBackend {
   modelStatistics(): ModelStatistics[] {
     return [];
   }
+  repositoryIndex() {
+    return [];
+  }
+  loadModel(): Promise<void> {
+    return Promise.reject(new ServeError('forbidden', 'model control is off'));
+  }
+  unloadModel(): Promise<void> {
+    return Promise.reject(new ServeError('forbidden', 'model control is off'));
+  }
   infer(request: InferRequest): Promise<InferResponse> {
     this.last = request;
     if (this.fail !== undefined) return Promise.reject(this.fail);

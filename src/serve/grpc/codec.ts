@@ -266,6 +266,7 @@ export interface GrpcErrorStatus {
  *   trailing metadata `grpc-retry-pushback-ms: -1` (`NO_RETRY_PUSHBACK`), by which gRFC A6
  *   tells a client whose own policy lists DEADLINE_EXCEEDED not to retry.
  * - `not_ready` and `device_failure` stay UNAVAILABLE (another replica may serve it).
+ * - `forbidden` (model load/unload while model control is off) is PERMISSION_DENIED.
  */
 export const GRPC_STATUS_BY_CODE: Readonly<Record<ServeErrorCode, GrpcStatus>> = {
   bad_request: GrpcStatus.INVALID_ARGUMENT,
@@ -274,6 +275,7 @@ export const GRPC_STATUS_BY_CODE: Readonly<Record<ServeErrorCode, GrpcStatus>> =
   overloaded: GrpcStatus.UNAVAILABLE,
   not_ready: GrpcStatus.UNAVAILABLE,
   device_failure: GrpcStatus.UNAVAILABLE,
+  forbidden: GrpcStatus.PERMISSION_DENIED,
   internal: GrpcStatus.INTERNAL,
 };
 
