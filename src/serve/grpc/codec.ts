@@ -292,7 +292,8 @@ export const INTERNAL_MESSAGE = 'internal error; see the server log';
  * details of the statuses several codes share (UNAVAILABLE, DEADLINE_EXCEEDED) start with the
  * code once (`qos_violation: …`; a message that already starts with it is not prefixed again),
  * so the reason survives the shared status; anything else, and `internal`, is INTERNAL with a
- * generic message. The code also travels as trailing metadata `abacus-error-code`.
+ * generic message. The code also travels as trailing metadata `abacus-error-code`. An error
+ * carrying the request's `id` (`ServeError.withId`) ends with ` (request id "…")`.
  */
 export function grpcStatusOf(error: unknown): GrpcErrorStatus {
   const code: ServeErrorCode = error instanceof ServeError ? error.code : 'internal';
@@ -304,5 +305,7 @@ export function grpcStatusOf(error: unknown): GrpcErrorStatus {
   if (code === 'internal' || !(error instanceof ServeError)) details = INTERNAL_MESSAGE;
   else if (grpcCode === GrpcStatus.UNAVAILABLE || grpcCode === GrpcStatus.DEADLINE_EXCEEDED) details = error.message.startsWith(`${code}:`) ? error.message : `${code}: ${error.message}`;
   else details = error.message;
+  // the request's own `id`, as the HTTP error body carries it
+  if (error instanceof ServeError && error.id !== undefined) details = `${details} (request id ${JSON.stringify(error.id.slice(0, 200))})`;
   return { code: grpcCode, details, metadata };
 }
