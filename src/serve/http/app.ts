@@ -253,7 +253,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   app.post('/v2/repository/index', (request) => {
     const body = jsonObjectBody(request, 'the repository index request');
     const ready = body?.['ready'];
-    if (ready !== undefined && typeof ready !== 'boolean') throw new ServeError('bad_request', `ready must be true or false, got ${JSON.stringify(ready)?.slice(0, 40) ?? String(ready)}`);
+    if (ready !== undefined && typeof ready !== 'boolean') throw new ServeError('bad_request', `ready must be true or false, got ${JSON.stringify(ready).slice(0, 40)}`);
     return backend.repositoryIndex(ready === true);
   });
   app.post('/v2/repository/models/*', async (request, reply) => {
