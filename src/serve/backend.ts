@@ -619,7 +619,7 @@ export class RuntimeBackend implements InferenceBackend {
   private async run(request: InferRequest): Promise<{ response: InferResponse; queueMs: number | undefined; sample: Omit<SuccessSample, 'latencyMs'>; late: boolean }> {
     const model = this.lookup(request.modelName, request.modelVersion);
     const runtime = this.runtime;
-    if (runtime === undefined || !this.isReady()) {
+    if (runtime === undefined || !this.ready || this.closing) {
       throw new ServeError('not_ready', `not_ready: model '${model.name}': the server is ${this.closing ? 'shutting down' : 'warming up'}; retry ${this.closing ? 'on another replica' : 'shortly'}`);
     }
     const state = this.states.get(model.name)!;
