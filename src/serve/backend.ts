@@ -396,10 +396,12 @@ export class RuntimeBackend implements InferenceBackend {
       if (key !== 'unload_dependents') throw new ServeError('bad_request', `unload '${name}': parameters.${key}: unknown parameter (accepted: unload_dependents, which changes nothing here: models have no dependents)`);
     }
     if (!this.models.has(name)) throw new ServeError('model_not_found', `unload '${name}': no such model (known: ${this.modelNames.join(', ')})`);
+    // refuse new requests at once (not after a turn of the event loop) when nothing else is in progress for it
+    if (!this.control.has(name) && this.ready && !this.closing && this.states.get(name)?.state === 'READY') this.setState(name, 'UNLOADING', 'unloaded');
     await this.serialized(name, async () => {
       const engine = this.requireStarted(name);
       const s = this.states.get(name)!;
-      if (s.state === 'READY') await this.takeDown(engine, name, 'unloaded');
+      if (s.state === 'READY' || s.state === 'UNLOADING') await this.takeDown(engine, name, 'unloaded');
       this.setState(name, 'UNAVAILABLE', 'unloaded', true);
     });
   }
