@@ -140,7 +140,7 @@ export const MAX_LOAD_CONFIG_BYTES = 16 * 1024;
 /** Parameters a load request may carry (Triton's `config`; never `file:…` contents). */
 export const LOAD_PARAMETERS: readonly string[] = ['config'];
 
-/** How long `unloadModel` lets a model's waiting and running requests finish before it answers them `not_ready`, ms. */
+/** After this long waiting for an unloading model's requests to finish, `unloadModel` logs a warning (and keeps waiting), ms. */
 export const UNLOAD_DRAIN_MS = 30_000;
 
 /** The served version of every model. */
@@ -480,12 +480,19 @@ export class RuntimeBackend implements InferenceBackend {
     }
   }
 
-  /** READY → UNLOADING: refuse new requests, let the waiting and running ones finish (at most `UNLOAD_DRAIN_MS`), free the device. */
+  /**
+   * READY → UNLOADING: refuse new requests, let the waiting and running ones finish (each ends:
+   * completed, or rejected by the controller at its QoS deadline; a warning is logged when that
+   * takes longer than `UNLOAD_DRAIN_MS`), then free the device.
+   */
   private async takeDown(engine: BackendEngine, name: string, why: string): Promise<void> {
     const runtime = this.runtime!;
     this.setState(name, 'UNLOADING', why);
-    if (!(await within(runtime.serviceDrained(name), UNLOAD_DRAIN_MS))) this.logger?.warn({ model: name, pending: runtime.queueLength(name) }, 'unload: requests still pending after the drain period');
-    await within(runtime.serviceDrained(name), UNLOAD_DRAIN_MS);
+    const drained = runtime.serviceDrained(name);
+    if (!(await within(drained, UNLOAD_DRAIN_MS))) {
+      this.logger?.warn({ model: name, pending: runtime.queueLength(name), afterMs: UNLOAD_DRAIN_MS }, 'unload: still waiting for the model\'s requests to finish');
+      await drained;
+    }
     runtime.removeService(name);
     await this.unloadFromDevice(engine, name);
   }
