@@ -138,6 +138,13 @@ describe('repository extension on abacus serve --model-control explicit (child p
       expect(stats.model_stats[0]!.inference_count).toBe(1);
       expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/abacus_requests_total\{model="resnet3",outcome="success"\} 1/);
 
+      // a model the predictor was not trained on is not served (its load fails with the reason; the model is UNAVAILABLE)
+      const unseen = await post(`${url}/v2/repository/models/bert/load`, { parameters: { config: JSON.stringify({ model: 'bert-small', qosTargetMs: 5000 }) } });
+      expect(unseen.status).toBe(503);
+      expect((unseen.json as { error: string }).error).toMatch(/^load 'bert': the model failed to load and is UNAVAILABLE: the predictor does not know model 'bert-small' \(it scores resnet50-small\)/);
+      const entry = ((await post(`${url}/v2/repository/index`)).json as IndexEntry[]).find((m) => m.name === 'bert');
+      expect(entry).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringMatching(/^the predictor does not know model 'bert-small'/) as unknown });
+
       // hostile loads: each a 400 naming the field, nothing written to the model repository
       await fs.mkdir(sandbox.cacheDir, { recursive: true }); // sim built nothing; a write would show in it all the same
       const before = await snapshot(sandbox.cacheDir);
