@@ -271,7 +271,10 @@ export interface InferenceBackend {
   serverMetadata(): ServerMetadata;
   /** The process is up (true until closed). */
   isLive(): boolean;
-  /** Every service is loaded and warmed up and the server is not shutting down. */
+  /**
+   * Start-up is over (every model that can load is loaded and warmed up; the others are
+   * UNAVAILABLE), at least one model is READY, and the server is not shutting down.
+   */
   isReady(): boolean;
   /** @throws ServeError model_not_found for an unknown model or version. */
   modelReady(name: string, version?: string): boolean;

@@ -18,7 +18,7 @@
  * | `abacus_predictor_guard_active` | gauge | guard | with online refinement on: 1 while the predictor is out of calibration and the guard acts, else 0; `guard="inflate_quantile"`: it inflates the predictions of overlapped groups by a quantile of the recent measured ÷ predicted ratios (`predict/refine.ts` "Guard"); no series otherwise |
  * | `abacus_predictor_guard_factor` | gauge | guard | with online refinement on: the factor (≥ 1) the guard multiplies the prediction of an overlapped group by, 1 while calibrated; no series otherwise |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
- * | `abacus_ready` | gauge | | 1 when every service is warmed up and the server is not shutting down |
+ * | `abacus_ready` | gauge | | 1 when every service that can load is warmed up (at least one READY) and the server is not shutting down |
  * | `process_*`, `nodejs_*` | | | prom-client's default process metrics (RSS, event-loop lag, …) |
  *
  * `model` is a served model name; requests naming no served model count under `model="unknown"`
@@ -115,7 +115,7 @@ export class ServeMetrics {
     const readyOf = (): boolean => this.readyOf();
     new Gauge({
       name: 'abacus_ready',
-      help: '1 when every service is warmed up and the server is not shutting down',
+      help: '1 when every service that can load is warmed up (at least one READY) and the server is not shutting down',
       registers,
       collect() {
         this.set(readyOf() ? 1 : 0);
