@@ -6,11 +6,12 @@
  * not ready meanwhile), creates the controller and opens the device. Listening is the caller's
  * (`serve/server.ts` `startServer`).
  */
-import { InvalidConfigError } from '../errors.ts';
+import { describeError, InvalidConfigError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { ModelRepository } from '../model/repository.ts';
 import { maxQosMsOf, parseServiceConfig, type ServingConfig } from '../runtime/config.ts';
 import type { ModelArtifact } from '../model/artifact.ts';
+import type { Predictor } from '../predict/predictor.ts';
 import { parseModelRef } from '../model/catalog.ts';
 import { createController, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
 import { RuntimeBackend, type BackendEngine, type ModelControl, type ServedModel } from '../serve/backend.ts';
@@ -101,16 +102,30 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, ...(modelControl === undefined ? {} : { modelControl }) });
   const openEngine = async (): Promise<BackendEngine> => {
     const file = options.predictorFile ?? config.predictor;
-    const predictor = policyNeedsPredictor(config.policy.name)
-      ? (
-          await ensurePredictor(ctx, repo, hosted, {
-            ...(file === undefined ? {} : { file, fromConfig: options.predictorFile === undefined }),
-            ...(options.allowUnseen === true ? { allowUnseen: true } : {}),
-            ...(options.profileSamples === undefined ? {} : { samples: options.profileSamples }),
-            ...(options.threads === undefined ? {} : { threads: options.threads }),
-          })
-        ).predictor
-      : undefined;
+    const predictorFor = async (h: Hosted) =>
+      (
+        await ensurePredictor(ctx, repo, h, {
+          ...(file === undefined ? {} : { file, fromConfig: options.predictorFile === undefined }),
+          ...(options.allowUnseen === true ? { allowUnseen: true } : {}),
+          ...(options.profileSamples === undefined ? {} : { samples: options.profileSamples }),
+          ...(options.threads === undefined ? {} : { threads: options.threads }),
+        })
+      ).predictor;
+    // Services that failed to load while the predictor was profiled: UNAVAILABLE with that reason (below).
+    let probeFailures = new Map<string, string>();
+    let predictor: Predictor | undefined;
+    if (policyNeedsPredictor(config.policy.name)) {
+      try {
+        predictor = await predictorFor(hosted);
+      } catch (err) {
+        // profiling loads every model at once: find the ones that cannot load alone, profile without them
+        if (file !== undefined) throw err;
+        probeFailures = await probeServices(hosted, { seed: options.seed, ...(options.threads === undefined ? {} : { threads: options.threads }) });
+        if (probeFailures.size === 0 || probeFailures.size === hosted.services.length) throw err;
+        for (const [service, reason] of probeFailures) logger.error({ service, reason }, 'model cannot load: profiling the predictor without it');
+        predictor = await predictorFor(subsetOf(hosted, (s) => !probeFailures.has(s)));
+      }
+    }
     const controller = createController(config.policy.name, config.policy.params, predictor, { logger });
     const env = await openEnv(hosted, predictor, { virtual: false, seed: options.seed, loadServices: false, ...(options.threads === undefined ? {} : { threads: options.threads }) });
     const opened = await env.open();
@@ -123,6 +138,8 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
       loadModel: async (name: string) => {
         const model = artifacts.get(name);
         if (model === undefined) throw new Error(`model '${name}' has no device service (not in the config and not resolved)`);
+        const failed = probeFailures.get(name);
+        if (failed !== undefined && !predictor?.models.includes(model.spec.name)) throw new Error(failed);
         if (predictor !== undefined && !predictor.models.includes(model.spec.name)) {
           throw new Error(
             `the predictor does not know model '${model.spec.name}' (it scores ${predictor.models.join(', ')}); policy ${config.policy.name} needs a latency prediction for every query: serve it with a predictor trained on it (abacus serve --predictor FILE, or add the service to the config so that one is profiled), or use a policy without a predictor (fcfs, sjf, edf, triton)`,
@@ -195,4 +212,43 @@ async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository,
   const s = hosted.services[0]!;
   artifacts.set(name, hosted.artifacts.get(service.model)!);
   return { name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(service), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
+}
+
+/** `hosted` with only the services whose name passes `keep` (and their models). */
+function subsetOf(hosted: Hosted, keep: (service: string) => boolean): Hosted {
+  const services = hosted.services.filter((s) => keep(s.name));
+  const configServices = hosted.config.services.filter((s) => keep(s.name));
+  const models = new Set(configServices.map((s) => s.model));
+  return {
+    ...hosted,
+    config: { ...hosted.config, services: configServices },
+    services,
+    specs: new Map([...hosted.specs].filter(([m]) => models.has(m))),
+    artifacts: new Map([...hosted.artifacts].filter(([m]) => models.has(m))),
+    ...(hosted.batching === undefined ? {} : { batching: new Map([...hosted.batching].filter(([s]) => keep(s))) }),
+  };
+}
+
+/**
+ * Load each service of `hosted` alone on a fresh device (and close it again): the reason of
+ * every one that cannot load (a corrupt operator file, an operator failing its warm-up runs),
+ * by service name. Only after profiling failed, so the happy path pays nothing.
+ */
+async function probeServices(hosted: Hosted, opts: { seed: number; threads?: number }): Promise<Map<string, string>> {
+  const failures = new Map<string, string>();
+  for (const s of hosted.services) {
+    const one = subsetOf(hosted, (name) => name === s.name);
+    try {
+      const env = await openEnv(one, undefined, { virtual: true, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }) });
+      try {
+        const opened = await env.open();
+        await opened.release();
+      } finally {
+        await env.close();
+      }
+    } catch (err) {
+      failures.set(s.name, describeError(err));
+    }
+  }
+  return failures;
 }

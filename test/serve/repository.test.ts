@@ -222,17 +222,24 @@ describe('repository extension on abacus serve --model-control explicit (child p
 });
 
 describe('containment on abacus serve (child process, ort)', () => {
+  /** Import skipnet as goodnet and badnet, and corrupt an operator file of badnet in the cache (once); its path. */
+  let imported: Promise<string> | undefined;
+  const goodAndBroken = (): Promise<string> =>
+    (imported ??= (async () => {
+      for (const name of ['goodnet', 'badnet']) {
+        const artifact = await buildSkipNet(path.join(sandbox.tmp, `fixture-${name}`), { name });
+        const r = await sandbox.abacus('models', 'import', artifact.modelPath, '--operators', '2', '--name', name);
+        expect(r.code, r.stderr).toBe(0);
+      }
+      const files = (await fs.readdir(sandbox.cacheDir, { recursive: true })).map((f) => path.join(sandbox.cacheDir, f));
+      const operatorFile = files.find((f) => f.includes('badnet') && /op[^/]*\.onnx$/.test(f) && f.endsWith('.onnx'));
+      expect(operatorFile, files.join('\n')).toBeDefined();
+      await fs.writeFile(operatorFile!, 'this is not an ONNX model');
+      return operatorFile!;
+    })());
+
   it('one good and one broken model: the good one serves, the broken one is UNAVAILABLE with its reason, exit 0 on SIGTERM', async () => {
-    for (const name of ['goodnet', 'badnet']) {
-      const artifact = await buildSkipNet(path.join(sandbox.tmp, `fixture-${name}`), { name });
-      const r = await sandbox.abacus('models', 'import', artifact.modelPath, '--operators', '2', '--name', name);
-      expect(r.code, r.stderr).toBe(0);
-    }
-    // corrupt one operator file of badnet in the cache
-    const files = (await fs.readdir(sandbox.cacheDir, { recursive: true })).map((f) => path.join(sandbox.cacheDir, f));
-    const operatorFile = files.find((f) => f.includes('badnet') && /op[^/]*\.onnx$/.test(f) && f.endsWith('.onnx'));
-    expect(operatorFile, files.join('\n')).toBeDefined();
-    await fs.writeFile(operatorFile!, 'this is not an ONNX model');
+    const operatorFile = await goodAndBroken();
 
     const config = await writeConfig(sandbox.tmp, 'ort.yaml', ['device: ort', 'policy: triton', 'services:', '  - model: goodnet', '    qosTargetMs: 60000', '  - model: badnet', '    qosTargetMs: 60000']);
     const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--grace-ms', '2000'] });
@@ -244,7 +251,7 @@ describe('containment on abacus serve (child process, ort)', () => {
         ['goodnet', 'READY'],
         ['badnet', 'UNAVAILABLE'],
       ]);
-      expect(index[1]!.reason).toMatch(new RegExp(`^badnet: operator \\d+ \\(op\\d+\\) at ${operatorFile!.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} cannot be loaded: .*Protobuf parsing failed`));
+      expect(index[1]!.reason).toMatch(new RegExp(`^badnet: operator \\d+ \\(op\\d+\\) at ${operatorFile.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} cannot be loaded: .*Protobuf parsing failed`));
       console.log(`badnet UNAVAILABLE: ${index[1]!.reason}`);
       const x = { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4, 8, 8], data: new Array<number>(256).fill(0.5) }] };
       const good = await post(`${server.httpUrl}/v2/models/goodnet/infer`, x);
@@ -268,5 +275,20 @@ describe('containment on abacus serve (child process, ort)', () => {
       expect(await server.stop()).toBe(0);
     }
     expect(server.stdout()).toMatch(/abacus serve: stopped\n/);
+  }, 300_000);
+
+  it('with a policy that profiles a predictor on first start, the broken model is found alone and left out of the profile; the good one serves', async () => {
+    await goodAndBroken();
+    const config = await writeConfig(sandbox.tmp, 'ort-fcfs.yaml', ['device: ort', 'policy: { name: fcfs, drop: false }', 'services:', '  - model: goodnet', '    qosTargetMs: 60000', '  - model: badnet', '    qosTargetMs: 60000']);
+    const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--grace-ms', '2000', '--profile-samples', '30'], readyTimeoutMs: 240_000 });
+    try {
+      expect(server.stdout()).toMatch(/abacus serve: ready: goodnet \(\d+ ms to load and warm up\); UNAVAILABLE: badnet \(badnet: operator \d+ \(op\d+\) at .* cannot be loaded: /);
+      const x = { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4, 8, 8], data: new Array<number>(256).fill(0.5) }] };
+      expect((await post(`${server.httpUrl}/v2/models/goodnet/infer`, x)).status).toBe(200);
+      expect((await post(`${server.httpUrl}/v2/models/badnet/infer`, x)).status).toBe(503);
+      expect(server.stderr()).toContain('model cannot load: profiling the predictor without it');
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
   }, 300_000);
 });
