@@ -4,10 +4,24 @@
  * its QoS target, withdraws it when the client disconnects, and maps the runtime's single
  * outcome to an `InferResponse` or a `ServeError`.
  *
- * Lifecycle: `new RuntimeBackend(options)` (metadata available, not ready) → `start(engine)`
- * (the runtime is created on the engine's clock, device and controller; one warm-up query per
- * service and batch size runs through it; then ready) → `shutdown(graceMs)` (not ready; queued
- * requests run or are answered; the engine is closed). Every method may be called at any time.
+ * Lifecycle: `new RuntimeBackend(options)` (metadata available, every model LOADING, not ready)
+ * → `start(engine)` (the runtime is created on the engine's clock, device and controller; then
+ * one model at a time is loaded on the device, `BackendEngine.loadModel`, added to the runtime and
+ * warmed up with one query per batch size: READY, or UNAVAILABLE with the reason when any step
+ * fails — nothing of it is left on the device or in the runtime, the others go on; then ready)
+ * → `shutdown(graceMs)` (not ready; queued requests run or are answered; the engine is closed).
+ * Every method may be called at any time.
+ *
+ * ## Model state and model control
+ * Each model is LOADING, READY, UNLOADING or UNAVAILABLE with a reason (`ModelState`, Triton's
+ * repository index names): `repositoryIndex`, `modelReady` (READY only), `modelMetadata`
+ * (`state`, `reason`), `modelList` (READY ones). A request to a model that is not READY is
+ * `not_ready` (503 / UNAVAILABLE) with the state and reason, or `model_not_found` when a request
+ * unloaded it. With `modelControl` given (`--model-control explicit`), `loadModel` /
+ * `unloadModel` load and unload at runtime (one operation per model at a time; unload refuses
+ * new requests at once and lets the model's waiting and running ones finish); without it they
+ * answer `forbidden`. Names are checked against `MODEL_NAME_PATTERN` and load parameters by
+ * `loadConfigParameter` before anything happens.
  *
  * ## Validation (all `bad_request`, messages name the model, input and field)
  * - input names: each model input exactly once; unknown or duplicate names are refused;
@@ -458,7 +472,10 @@ export class RuntimeBackend implements InferenceBackend {
       this.setState(model.name, 'LOADING', 'warming up');
       for (const batch of model.fixedBatch !== undefined ? [model.fixedBatch] : model.batchSizes) {
         const o = await runtime.submit({ service: model.name, batch, qosTargetMs: WARM_UP_QOS_MS });
-        if (this.closing) return 'the server is shutting down';
+        if (this.closing) {
+          this.setState(model.name, 'UNAVAILABLE', 'the server is shutting down');
+          return 'the server is shutting down';
+        }
         if (!o.ok) throw new Error(`warm-up at batch ${batch} failed (${o.reason}): ${o.message}`);
       }
       this.setState(model.name, 'READY', '');
