@@ -96,8 +96,8 @@ export interface ServedModel {
 }
 
 /**
- * What `start` runs on: a clock, a device with every served model loaded under its served name,
- * a controller. The front end reaches the device only through the runtime (its type is the
+ * What `start` runs on: a clock, a device (each served model loaded under its served name by
+ * `loadModel`, or already loaded when that is absent), a controller. The front end reaches the device only through the runtime (its type is the
  * runtime's) and closes it at shutdown.
  */
 export interface BackendEngine {

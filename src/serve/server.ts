@@ -31,7 +31,7 @@ export type GrpcServerFactory = (backend: InferenceBackend, options: GrpcServerO
 export interface ServerOptions {
   /** Constructed, not started: `startServer` starts it on the engine. */
   readonly backend: RuntimeBackend;
-  /** Opens the engine: predictor, device with every served model loaded, controller (may take minutes: profiling, model builds). */
+  /** Opens the engine: predictor, device, controller, and the per-model load/unload the backend calls (may take minutes: profiling, model builds). */
   readonly openEngine: () => Promise<BackendEngine>;
   readonly logger: Logger;
   readonly metrics?: ServeMetrics;
