@@ -1,6 +1,6 @@
 /**
  * `abacus serve --config FILE [--host 127.0.0.1] [--http-port 8000] [--grpc-port 8001 | --no-grpc]
- * [--grace-ms 10000] [--max-body-bytes N] [--predictor FILE]` (issue 6): serve the config's
+ * [--grace-ms 10000] [--max-body-bytes N] [--predictor FILE] [--model-control none|explicit]` (issue 6): serve the config's
  * services over KServe v2 HTTP (and gRPC) with Prometheus metrics at `/metrics`.
  *
  * The config becomes a device, predictor and services through the assembly layer
@@ -38,7 +38,7 @@ import { policyHelpText } from './policies.ts';
 import { createGrpcServer } from '../serve/grpc/server.ts';
 import { DEFAULT_MAX_BODY_BYTES } from '../serve/http/app.ts';
 import { startServer, type GrpcServerFactory, type RunningServer } from '../serve/server.ts';
-import { assembleServing } from '../deployment/serving.ts';
+import { assembleServing, MODEL_CONTROL_MODES, type ModelControlMode } from '../deployment/serving.ts';
 import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
 
@@ -58,6 +58,8 @@ export interface ServeCliOptions {
   seed: number;
   /** Stop when the parent process goes (`--exit-with-parent` / `--no-exit-with-parent`); absent: `exitsWithParentByDefault`. */
   exitWithParent?: boolean;
+  /** `--model-control none|explicit` (Triton's term): `explicit` lets clients load and unload models. */
+  modelControl: ModelControlMode;
 }
 
 /** How often `serve` checks that its parent process is still there, ms. */
@@ -116,6 +118,7 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
     ...(opts.allowUnseen === true ? { allowUnseen: true } : {}),
     ...(opts.profileSamples === undefined ? {} : { profileSamples: opts.profileSamples }),
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
+    modelControl: opts.modelControl,
   });
   const grpc: { port: number; factory: GrpcServerFactory } | undefined = opts.grpc ? { port: opts.grpcPort, factory: createGrpcServer } : undefined;
   return startServer({
@@ -179,6 +182,15 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
     .option('--threads <n>', 'ort: intra-op threads per executor', positiveInt('--threads'))
     .option('--seed <n>', 'seed of the simulated device', positiveInt('--seed'), 1)
+    .option(
+      '--model-control <mode>',
+      "Triton's model control: none (load/unload requests answer 403) or explicit (POST /v2/repository/models/{name}/load|unload and gRPC RepositoryModelLoad/Unload load and unload models at runtime; anyone who reaches the port can then do so)",
+      (value: string): ModelControlMode => {
+        if (!(MODEL_CONTROL_MODES as readonly string[]).includes(value)) throw new InvalidArgumentError(`--model-control expects ${MODEL_CONTROL_MODES.join(' or ')}, got '${value}'`);
+        return value as ModelControlMode;
+      },
+      'none',
+    )
     .option('--exit-with-parent', 'shut down (gracefully) when the parent process exits, e.g. when `npx abacus serve` is killed (default: on when launched through npm/npx)')
     .option('--no-exit-with-parent', 'keep running when the parent process exits, even when launched through npm/npx')
     .addHelpText('after', policyHelpText())

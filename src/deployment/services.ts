@@ -207,8 +207,10 @@ export function warnThreadMismatch(ctx: DeploymentContext, predictor: Predictor 
 export async function openEnv(
   hosted: Hosted,
   predictor: Predictor | undefined,
-  opts: { virtual: boolean; seed: number; threads?: number; threadRules?: readonly ThreadRule[] },
+  opts: { virtual: boolean; seed: number; threads?: number; threadRules?: readonly ThreadRule[]; loadServices?: boolean },
 ): Promise<ExperimentEnv & { close(): Promise<void> }> {
+  // `loadServices: false` (abacus serve): the caller loads each service alone, so that one that fails takes no other down
+  const load = opts.loadServices !== false;
   const deviceServices = hosted.services.map((s) => ({ name: s.name, model: hosted.artifacts.get(hosted.config.services.find((c) => c.name === s.name)!.model)! }));
   if (hosted.isSim) {
     return {
@@ -216,7 +218,7 @@ export async function openEnv(
       open: async () => {
         const clock: Clock = opts.virtual ? new VirtualClock() : new WallClock();
         const device = await SimDevice.create({ clock, id: hosted.config.device, seed: opts.seed });
-        await device.load(deviceServices);
+        if (load) await device.load(deviceServices);
         return { clock, device, release: () => device.close() };
       },
       close: () => Promise.resolve(),
@@ -228,7 +230,7 @@ export async function openEnv(
     ...threadDeviceOptions(opts.threadRules ?? [], hosted.services.length, os.availableParallelism()),
     logger: createLogger({ defaultLevel: 'warn' }),
   });
-  await device.load(deviceServices);
+  if (load) await device.load(deviceServices);
   const clock = new WallClock();
   return { predictor, open: () => Promise.resolve({ clock, device, release: () => Promise.resolve() }), close: () => device.close() };
 }

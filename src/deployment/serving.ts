@@ -6,12 +6,16 @@
  * not ready meanwhile), creates the controller and opens the device. Listening is the caller's
  * (`serve/server.ts` `startServer`).
  */
-import { InvalidConfigError } from '../errors.ts';
+import { describeError, InvalidConfigError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { ModelRepository } from '../model/repository.ts';
-import { maxQosMsOf, type ServingConfig } from '../runtime/config.ts';
+import { maxQosMsOf, parseServiceConfig, type ServingConfig } from '../runtime/config.ts';
+import type { ModelArtifact } from '../model/artifact.ts';
+import type { Predictor } from '../predict/predictor.ts';
+import { parseModelRef } from '../model/catalog.ts';
 import { createController, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
-import { RuntimeBackend, type BackendEngine, type ServedModel } from '../serve/backend.ts';
+import { RuntimeBackend, type BackendEngine, type ModelControl, type ServedModel } from '../serve/backend.ts';
+import { ServeError } from '../serve/inference.ts';
 import { ServeMetrics } from '../serve/metrics.ts';
 import { formatArrivalSpec } from '../workload/arrival-spec.ts';
 import type { DeploymentContext } from './context.ts';
@@ -32,7 +36,22 @@ export interface ServingOptions {
   readonly profileSamples?: number;
   /** onnxruntime intra-op threads per executor (ort). */
   readonly threads?: number;
+  /**
+   * `explicit`: Triton's explicit model control — the repository extension's load and unload
+   * work (`abacus serve --model-control explicit`); `none` (default): they answer 403.
+   */
+  readonly modelControl?: ModelControlMode;
 }
+
+/** `abacus serve --model-control`: `none` (default) or `explicit` (load/unload at runtime). */
+export type ModelControlMode = 'none' | 'explicit';
+export const MODEL_CONTROL_MODES: readonly ModelControlMode[] = ['none', 'explicit'];
+
+/** A model name in a load request's `config.model`: a zoo or imported model NAME (`NAME[:N]`), never a path. */
+const MODEL_REF_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(:[0-9]{1,4})?$/;
+
+/** Where a load request's service settings come from, in error messages. */
+const LOAD_CONFIG_SOURCE = 'parameters.config';
 
 /** What `startServer` needs: the backend, its metrics and the engine opener; and the resolved services. */
 export interface ServingAssembly {
@@ -76,26 +95,61 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
     return { name: s.name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(c), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
   });
   const metrics = new ServeMetrics({ models: models.map((m) => m.name), qosTargetsMs: models.map((m) => m.qosTargetMs) });
-  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion });
+  // the device service of every model the backend may load, by served name (config models now; loaded ones when resolved)
+  const artifacts = new Map(hosted.services.map((s) => [s.name, hosted.artifacts.get(config.services.find((c) => c.name === s.name)!.model)!]));
+  const modelControl: ModelControl | undefined =
+    options.modelControl === 'explicit' ? { resolve: (name, text) => resolveLoadedModel(ctx, repo, config, hosted.isSim, name, text, artifacts) } : undefined;
+  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, ...(modelControl === undefined ? {} : { modelControl }) });
   const openEngine = async (): Promise<BackendEngine> => {
     const file = options.predictorFile ?? config.predictor;
-    const predictor = policyNeedsPredictor(config.policy.name)
-      ? (
-          await ensurePredictor(ctx, repo, hosted, {
-            ...(file === undefined ? {} : { file, fromConfig: options.predictorFile === undefined }),
-            ...(options.allowUnseen === true ? { allowUnseen: true } : {}),
-            ...(options.profileSamples === undefined ? {} : { samples: options.profileSamples }),
-            ...(options.threads === undefined ? {} : { threads: options.threads }),
-          })
-        ).predictor
-      : undefined;
+    const predictorFor = async (h: Hosted) =>
+      (
+        await ensurePredictor(ctx, repo, h, {
+          ...(file === undefined ? {} : { file, fromConfig: options.predictorFile === undefined }),
+          ...(options.allowUnseen === true ? { allowUnseen: true } : {}),
+          ...(options.profileSamples === undefined ? {} : { samples: options.profileSamples }),
+          ...(options.threads === undefined ? {} : { threads: options.threads }),
+        })
+      ).predictor;
+    // Services that failed to load while the predictor was profiled: UNAVAILABLE with that reason (below).
+    let probeFailures = new Map<string, string>();
+    let predictor: Predictor | undefined;
+    if (policyNeedsPredictor(config.policy.name)) {
+      try {
+        predictor = await predictorFor(hosted);
+      } catch (err) {
+        // profiling loads every model at once: find the ones that cannot load alone, profile without them
+        if (file !== undefined) throw err;
+        probeFailures = await probeServices(hosted, { seed: options.seed, ...(options.threads === undefined ? {} : { threads: options.threads }) });
+        if (probeFailures.size === 0 || probeFailures.size === hosted.services.length) throw err;
+        for (const [service, reason] of probeFailures) logger.error({ service, reason }, 'model cannot load: profiling the predictor without it');
+        predictor = await predictorFor(subsetOf(hosted, (s) => !probeFailures.has(s)));
+      }
+    }
     const controller = createController(config.policy.name, config.policy.params, predictor, { logger });
-    const env = await openEnv(hosted, predictor, { virtual: false, seed: options.seed, ...(options.threads === undefined ? {} : { threads: options.threads }) });
+    const env = await openEnv(hosted, predictor, { virtual: false, seed: options.seed, loadServices: false, ...(options.threads === undefined ? {} : { threads: options.threads }) });
     const opened = await env.open();
+    const device = opened.device;
     return {
       clock: opened.clock,
-      device: opened.device,
+      device,
       controller,
+      // one model at a time: a model that cannot load takes no other down (RuntimeBackend.start)
+      loadModel: async (name: string) => {
+        const model = artifacts.get(name);
+        if (model === undefined) throw new Error(`model '${name}' has no device service (not in the config and not resolved)`);
+        const failed = probeFailures.get(name);
+        if (failed !== undefined && !predictor?.models.includes(model.spec.name)) throw new Error(failed);
+        if (predictor !== undefined && !predictor.models.includes(model.spec.name)) {
+          throw new Error(
+            `the predictor does not know model '${model.spec.name}' (it scores ${predictor.models.join(', ')}); policy ${config.policy.name} needs a latency prediction for every query: serve it with a predictor trained on it (abacus serve --predictor FILE, or add the service to the config so that one is profiled), or use a policy without a predictor (fcfs, sjf, edf, triton)`,
+          );
+        }
+        await device.load([{ name, model }]);
+      },
+      unloadModel: async (name: string) => {
+        await device.unload?.(name);
+      },
       close: async () => {
         await opened.release();
         await env.close();
@@ -103,4 +157,98 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
     };
   };
   return { hosted, backend, metrics, openEngine };
+}
+
+/**
+ * The service a model load request describes (`ModelControl.resolve`): `text` is its
+ * `parameters.config`, the JSON of one config-file service entry. Validated with the config
+ * file's schema (`parseServiceConfig`) and rules (`resolveServices`: batch sizes, sequence
+ * lengths, dynamic batching on by default where the model can fuse). The model must be a zoo
+ * or imported model NAME already in the model repository (for `ort`: built; nothing is built
+ * or written here). Its device service is put in `artifacts` under `name`.
+ * @throws ServeError bad_request naming the field (`parameters.config.model: …`).
+ */
+async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository, config: ServingConfig, isSim: boolean, name: string, text: string, artifacts: Map<string, ModelArtifact>): Promise<ServedModel> {
+  const bad = (detail: string, cause?: unknown): ServeError => new ServeError('bad_request', `load '${name}': ${detail}`, cause === undefined ? undefined : { cause });
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    throw bad(`${LOAD_CONFIG_SOURCE} is not valid JSON (${(err as Error).message})`, err);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw bad(`${LOAD_CONFIG_SOURCE} must be a JSON object: one service entry as in a config file ({"model": …, "qosTargetMs": …})`);
+  const entry = raw as Record<string, unknown>;
+  if (entry['name'] !== undefined && entry['name'] !== name) throw bad(`${LOAD_CONFIG_SOURCE}.name: ${JSON.stringify(entry['name'])?.slice(0, 80)} differs from the model name in the request`);
+  const model = entry['model'];
+  if (typeof model === 'string' && !MODEL_REF_PATTERN.test(model)) {
+    throw bad(`${LOAD_CONFIG_SOURCE}.model: ${JSON.stringify(model.slice(0, 80))} is not a model name: a zoo or imported model NAME[:N] (1–64 letters, digits, '_', '.', '-'), never a path`);
+  }
+  let service;
+  try {
+    service = parseServiceConfig({ ...entry, name }, LOAD_CONFIG_SOURCE);
+  } catch (err) {
+    if (err instanceof InvalidConfigError) throw bad(err.message, err);
+    throw err;
+  }
+  if (!isSim) {
+    // ort: the model's operator files must be in the repository already (a load never builds or writes)
+    let ref;
+    try {
+      ref = parseModelRef(service.model);
+    } catch (err) {
+      throw bad(`${LOAD_CONFIG_SOURCE}.model: ${(err as Error).message}`, err);
+    }
+    if (ref.kind === 'zoo' && !(await repo.isZooCached(ref.zoo, ref.options))) {
+      throw bad(`${LOAD_CONFIG_SOURCE}.model: zoo model '${service.model}' is not built in the model repository (${repo.cacheDir}); a load never builds or writes models: serve it once from a config, or build it with abacus models`);
+    }
+  }
+  let hosted;
+  try {
+    hosted = await resolveServices(ctx, repo, { ...config, source: LOAD_CONFIG_SOURCE, services: [service] }, { batchingByDefault: true });
+  } catch (err) {
+    if (err instanceof InvalidConfigError) throw bad(err.message.replace(`${LOAD_CONFIG_SOURCE}: services[0].`, `${LOAD_CONFIG_SOURCE}.`), err);
+    throw err;
+  }
+  const s = hosted.services[0]!;
+  artifacts.set(name, hosted.artifacts.get(service.model)!);
+  return { name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(service), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
+}
+
+/** `hosted` with only the services whose name passes `keep` (and their models). */
+function subsetOf(hosted: Hosted, keep: (service: string) => boolean): Hosted {
+  const services = hosted.services.filter((s) => keep(s.name));
+  const configServices = hosted.config.services.filter((s) => keep(s.name));
+  const models = new Set(configServices.map((s) => s.model));
+  return {
+    ...hosted,
+    config: { ...hosted.config, services: configServices },
+    services,
+    specs: new Map([...hosted.specs].filter(([m]) => models.has(m))),
+    artifacts: new Map([...hosted.artifacts].filter(([m]) => models.has(m))),
+    ...(hosted.batching === undefined ? {} : { batching: new Map([...hosted.batching].filter(([s]) => keep(s))) }),
+  };
+}
+
+/**
+ * Load each service of `hosted` alone on a fresh device (and close it again): the reason of
+ * every one that cannot load (a corrupt operator file, an operator failing its warm-up runs),
+ * by service name. Only after profiling failed, so the happy path pays nothing.
+ */
+async function probeServices(hosted: Hosted, opts: { seed: number; threads?: number }): Promise<Map<string, string>> {
+  const failures = new Map<string, string>();
+  for (const s of hosted.services) {
+    const one = subsetOf(hosted, (name) => name === s.name);
+    try {
+      const env = await openEnv(one, undefined, { virtual: true, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }) });
+      try {
+        const opened = await env.open();
+        await opened.release();
+      } finally {
+        await env.close();
+      }
+    } catch (err) {
+      failures.set(s.name, describeError(err));
+    }
+  }
+  return failures;
 }

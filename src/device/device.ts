@@ -97,7 +97,7 @@ export interface GroupResult {
 /**
  * A device that hosts several services and runs operator groups of their queries
  * (DESIGN.md "Pieces and contracts"). Lifecycle: `load` (any number of times, adding
- * services) → `runGroup` / `releaseQuery` → `close`.
+ * services) → `runGroup` / `releaseQuery` (/ `unload` of a service) → `close`.
  *
  * Scheduling within a group: segments of different services run concurrently (that overlap
  * is what the runtime schedules for); two segments of the SAME service in one group run one
@@ -147,6 +147,15 @@ export interface Device {
    *   service and nothing is released.
    */
   releaseQuery(service: string, queryId: string): Promise<void>;
+  /**
+   * Unload one service (Triton's explicit model control, `abacus serve --model-control
+   * explicit`): stop its executor and free what it holds; the state its unfinished queries kept
+   * is lost (a later `resume` of one is a `device_failure` result). The caller stops sending its
+   * segments first; a segment still running gets an error result. The name may be loaded again.
+   * Optional so that test doubles need not implement it; `device/ort` and `device/sim` do.
+   * @throws RangeError for a service that is not loaded; DeviceUnavailableError after `close()`.
+   */
+  unload?(service: string): Promise<void>;
   /**
    * Stop executors and free everything, including what a `load` in progress was starting
    * (that `load` rejects with DeviceUnavailableError). Segments still running get

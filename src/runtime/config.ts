@@ -293,6 +293,21 @@ export function resolveBatching(config: Pick<ServingConfig, 'source' | 'services
 }
 
 /**
+ * One service entry validated with the config file's schema and rules (a `services[i]` of
+ * `parseServingConfig`), e.g. the `config` of a model load request (`abacus serve
+ * --model-control explicit`). Error messages name `source` and the field: `parameters.config.qosTargetMs: …`.
+ * @throws InvalidConfigError naming the field.
+ */
+export function parseServiceConfig(raw: unknown, source: string): ServiceConfig {
+  try {
+    return parseServingConfig({ device: 'ort', services: [raw] }, source).services[0]!;
+  } catch (err) {
+    if (err instanceof InvalidConfigError) throw new InvalidConfigError(err.message.replace(`${source}: services[0].`, `${source}.`).replace(`${source}: services[0]: `, `${source}: `), { cause: err });
+    throw err;
+  }
+}
+
+/**
  * Read and validate a YAML or JSON config file (JSON is YAML; one parser reads both).
  * @throws InvalidConfigError naming the file (and line for syntax errors, field otherwise).
  */

@@ -85,6 +85,8 @@ export interface RuntimeOptions {
   readonly device: Device;
   readonly controller: QueryController;
   readonly services: readonly RuntimeService[];
+  /** Accept an empty `services` (services come later with `addService`) [false]. */
+  readonly allowNoServices?: boolean;
   /**
    * Keep every query and group record in `queries` / `groups` [true]. Turn off for very long
    * simulations; `onRecord` still sees each finished query.
@@ -225,6 +227,8 @@ export class ServingRuntime {
   private completed = 0;
   private rejected = 0;
   private idleWaiters: (() => void)[] = [];
+  /** `serviceDrained` callers, by service. */
+  private readonly serviceWaiters = new Map<string, (() => void)[]>();
   /** The timer of the latest decision's `wakeAtMs`. */
   private wake: { atMs: number; handle: TimerHandle } | undefined;
   /** One group at a time: the group in flight. */
@@ -247,15 +251,48 @@ export class ServingRuntime {
     this.aheadEnabled = options.decideAhead ?? true;
     this.onQueryEnd = options.onQueryEnd;
     this.onGroupEnd = options.onGroupEnd;
-    if (options.services.length === 0) throw new RangeError('ServingRuntime: services must not be empty');
-    for (const s of options.services) {
-      if (this.services.has(s.name)) throw new RangeError(`ServingRuntime: service '${s.name}' is listed twice`);
-      if (!(Number.isFinite(s.qosTargetMs) && s.qosTargetMs > 0)) throw new RangeError(`ServingRuntime: service '${s.name}' qosTargetMs must be > 0, got ${s.qosTargetMs}`);
-      if (!Number.isInteger(s.maxQueueLength) || s.maxQueueLength < 1) throw new RangeError(`ServingRuntime: service '${s.name}' maxQueueLength must be an integer ≥ 1, got ${s.maxQueueLength}`);
-      if (s.batching !== undefined) checkBatching(s, s.batching);
-      const service = s.batching === undefined ? s : { ...s, batching: Object.freeze({ ...s.batching, preferredBatchSizes: Object.freeze([...s.batching.preferredBatchSizes]) }) };
-      this.services.set(s.name, { service, queue: [], views: [], queries: 0, running: 0 });
-    }
+    if (options.services.length === 0 && options.allowNoServices !== true) throw new RangeError('ServingRuntime: services must not be empty');
+    for (const s of options.services) this.addService(s);
+  }
+
+  /**
+   * Serve one more service from now on (a model loaded at runtime: `abacus serve --model-control
+   * explicit`). The device must already have it loaded under `s.name`.
+   * @throws RangeError for a name already served, a bad QoS target / queue length, or bad
+   *   batching limits (nothing changes then).
+   */
+  addService(s: RuntimeService): void {
+    if (this.services.has(s.name)) throw new RangeError(`ServingRuntime: service '${s.name}' is listed twice`);
+    if (!(Number.isFinite(s.qosTargetMs) && s.qosTargetMs > 0)) throw new RangeError(`ServingRuntime: service '${s.name}' qosTargetMs must be > 0, got ${s.qosTargetMs}`);
+    if (!Number.isInteger(s.maxQueueLength) || s.maxQueueLength < 1) throw new RangeError(`ServingRuntime: service '${s.name}' maxQueueLength must be an integer ≥ 1, got ${s.maxQueueLength}`);
+    if (s.batching !== undefined) checkBatching(s, s.batching);
+    const service = s.batching === undefined ? s : { ...s, batching: Object.freeze({ ...s.batching, preferredBatchSizes: Object.freeze([...s.batching.preferredBatchSizes]) }) };
+    this.services.set(s.name, { service, queue: [], views: [], queries: 0, running: 0 });
+  }
+
+  /**
+   * Stop serving a service that has no query left (`queueLength(name) === 0`; wait with
+   * `serviceDrained`): later `submit`s for it throw RangeError (unknown service). Does not touch
+   * the device (the caller unloads it there). No-op for a name not served.
+   * @throws RangeError when queries of the service are still waiting or running.
+   */
+  removeService(name: string): void {
+    const state = this.services.get(name);
+    if (state === undefined) return;
+    if (state.queries > 0 || state.queue.length > 0) throw new RangeError(`ServingRuntime: service '${name}' still has ${state.queries} queries waiting or running`);
+    this.services.delete(name);
+    this.plan = undefined;
+  }
+
+  /** Resolves when no query of `service` is waiting or running (at once for an unknown service or an empty queue). */
+  serviceDrained(service: string): Promise<void> {
+    const state = this.services.get(service);
+    if (state === undefined || (state.queries === 0 && state.queue.length === 0)) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const list = this.serviceWaiters.get(service) ?? [];
+      list.push(resolve);
+      this.serviceWaiters.set(service, list);
+    });
   }
 
   /** Served service names, in configuration order. */
@@ -933,6 +970,11 @@ export class ServingRuntime {
     this.units.delete(u.id);
     if (release && u.nextOperator > 0 && !u.inFlight) {
       this.device.releaseQuery(u.state.service.name, u.id).catch(() => undefined);
+    }
+    const waiters = u.state.queries === 0 && u.state.queue.length === 0 ? this.serviceWaiters.get(u.state.service.name) : undefined;
+    if (waiters !== undefined) {
+      this.serviceWaiters.delete(u.state.service.name);
+      for (const w of waiters) queueMicrotask(w);
     }
   }
 

@@ -4,10 +4,24 @@
  * its QoS target, withdraws it when the client disconnects, and maps the runtime's single
  * outcome to an `InferResponse` or a `ServeError`.
  *
- * Lifecycle: `new RuntimeBackend(options)` (metadata available, not ready) → `start(engine)`
- * (the runtime is created on the engine's clock, device and controller; one warm-up query per
- * service and batch size runs through it; then ready) → `shutdown(graceMs)` (not ready; queued
- * requests run or are answered; the engine is closed). Every method may be called at any time.
+ * Lifecycle: `new RuntimeBackend(options)` (metadata available, every model LOADING, not ready)
+ * → `start(engine)` (the runtime is created on the engine's clock, device and controller; then
+ * one model at a time is loaded on the device, `BackendEngine.loadModel`, added to the runtime and
+ * warmed up with one query per batch size: READY, or UNAVAILABLE with the reason when any step
+ * fails — nothing of it is left on the device or in the runtime, the others go on; then ready)
+ * → `shutdown(graceMs)` (not ready; queued requests run or are answered; the engine is closed).
+ * Every method may be called at any time.
+ *
+ * ## Model state and model control
+ * Each model is LOADING, READY, UNLOADING or UNAVAILABLE with a reason (`ModelState`, Triton's
+ * repository index names): `repositoryIndex`, `modelReady` (READY only), `modelMetadata`
+ * (`state`, `reason`), `modelList` (READY ones). A request to a model that is not READY is
+ * `not_ready` (503 / UNAVAILABLE) with the state and reason, or `model_not_found` when a request
+ * unloaded it. With `modelControl` given (`--model-control explicit`), `loadModel` /
+ * `unloadModel` load and unload at runtime (one operation per model at a time; unload refuses
+ * new requests at once and lets the model's waiting and running ones finish); without it they
+ * answer `forbidden`. Names are checked against `MODEL_NAME_PATTERN` and load parameters by
+ * `loadConfigParameter` before anything happens.
  *
  * ## Validation (all `bad_request`, messages name the model, input and field)
  * - input names: each model input exactly once; unknown or duplicate names are refused;
@@ -53,7 +67,8 @@ import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
 import type { BatchingLimits, QueryController } from '../schedule/controller.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { elementCount } from '../tensor.ts';
-import { ServeError, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
+import { MODEL_NAME_PATTERN } from '../model/repository.ts';
+import { ServeError, type ModelState, type RepositoryIndexEntry, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
 import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
 import { decodeInputData, describeValue, isV2Datatype, v2Datatype, V2_DATATYPES } from './tensors.ts';
@@ -81,8 +96,8 @@ export interface ServedModel {
 }
 
 /**
- * What `start` runs on: a clock, a device with every served model loaded under its served name,
- * a controller. The front end reaches the device only through the runtime (its type is the
+ * What `start` runs on: a clock, a device (each served model loaded under its served name by
+ * `loadModel`, or already loaded when that is absent), a controller. The front end reaches the device only through the runtime (its type is the
  * runtime's) and closes it at shutdown.
  */
 export interface BackendEngine {
@@ -91,6 +106,30 @@ export interface BackendEngine {
   readonly controller: QueryController;
   /** Called last by `shutdown` (closes the device, …); absent: `device.close()`. */
   close?(): Promise<void>;
+  /**
+   * Load one served model on the device under its served name, alone, so that a model that
+   * cannot load takes no other down (per-model state, "Containment" in docs/serving.md).
+   * Absent: the device came with every model loaded (`device.load` was called by the opener).
+   * @throws Error with the reason (a corrupt operator file, a model the predictor cannot score, …).
+   */
+  loadModel?(name: string): Promise<void>;
+  /** Free a model on the device (its executor ends). Absent: `device.unload?.(name)`. */
+  unloadModel?(name: string): Promise<void>;
+}
+
+/**
+ * The assembly layer's side of model control (`abacus serve --model-control explicit`): the
+ * settings of a model that is not in the config, from a load request.
+ */
+export interface ModelControl {
+  /**
+   * The service a load request describes for a model named `name` that is not in the config:
+   * `config` is the request's `parameters.config`, the JSON text of ONE config-file service entry
+   * (validated with the config file's schema; `model` a zoo or imported model NAME already in the
+   * model repository, never a path). Nothing is written to disk.
+   * @throws ServeError bad_request naming the field (`parameters.config.qosTargetMs: …`).
+   */
+  resolve(name: string, config: string): Promise<ServedModel>;
 }
 
 export interface RuntimeBackendOptions {
@@ -102,7 +141,21 @@ export interface RuntimeBackendOptions {
   /** `ServerMetadata.name` / `.version` [abacus, 0.0.0]. */
   readonly serverName?: string;
   readonly serverVersion?: string;
+  /**
+   * Model control on (Triton's explicit mode, `abacus serve --model-control explicit`): the
+   * repository extension's load and unload work. Absent: they answer `forbidden` (the index stays).
+   */
+  readonly modelControl?: ModelControl;
 }
+
+/** Largest `parameters.config` of a load request, bytes of UTF-8 (a service entry is well under 1 KiB). */
+export const MAX_LOAD_CONFIG_BYTES = 16 * 1024;
+
+/** Parameters a load request may carry (Triton's `config`; never `file:…` contents). */
+export const LOAD_PARAMETERS: readonly string[] = ['config'];
+
+/** After this long waiting for an unloading model's requests to finish, `unloadModel` logs a warning (and keeps waiting), ms. */
+export const UNLOAD_DRAIN_MS = 30_000;
 
 /** The served version of every model. */
 export const MODEL_VERSION = '1';
@@ -116,6 +169,8 @@ interface InputPlan {
 }
 
 interface Served extends ServedModel {
+  /** Given in the config (else loaded at runtime from a load request's `config`). */
+  readonly configured: boolean;
   readonly inputs: readonly InputPlan[];
   readonly outputs: readonly TensorMetadata[];
   readonly metadata: ModelMetadata;
@@ -154,7 +209,7 @@ interface FusedExecution {
  * Extensions this server implements, as named in `ServerMetadata.extensions` (Triton's names:
  * https://github.com/triton-inference-server/server/blob/main/docs/protocol/README.md).
  */
-export const SERVER_EXTENSIONS: readonly string[] = ['binary_tensor_data', 'model_configuration', 'statistics'];
+export const SERVER_EXTENSIONS: readonly string[] = ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics'];
 
 /** The `model_config.proto` `DataType` of a v2 datatype: `TYPE_` + the name, `TYPE_STRING` for BYTES. */
 export function configDataType(t: V2Datatype): ConfigDataType {
@@ -219,6 +274,11 @@ export class RuntimeBackend implements InferenceBackend {
   private readonly timings = new Map<string, Timing>();
   private readonly fused = new Map<string, FusedExecution>();
   private readonly stats: ModelStatsRecorder;
+  /** State and reason of every known model (`ModelState`); `unloaded`: UNAVAILABLE because a request unloaded it. */
+  private readonly states = new Map<string, { state: ModelState; reason: string; unloaded: boolean }>();
+  /** Load or unload in progress per model: the next one waits for it. */
+  private readonly control = new Map<string, Promise<unknown>>();
+  private readonly modelControl: ModelControl | undefined;
 
   /** @throws RangeError for no models, a name listed twice, or bad QoS / batch settings. */
   constructor(options: RuntimeBackendOptions) {
@@ -226,37 +286,51 @@ export class RuntimeBackend implements InferenceBackend {
     this.platform = options.platform;
     this.logger = options.logger;
     this.metrics = options.metrics;
+    this.modelControl = options.modelControl;
     this.server = { name: options.serverName ?? 'abacus', version: options.serverVersion ?? '0.0.0', extensions: SERVER_EXTENSIONS };
     for (const m of options.models) {
       if (this.models.has(m.name)) throw new RangeError(`RuntimeBackend: model '${m.name}' is listed twice`);
-      if (!(m.qosTargetMs > 0) || !(m.maxQosMs >= m.qosTargetMs)) throw new RangeError(`RuntimeBackend: model '${m.name}' needs 0 < qosTargetMs ≤ maxQosMs, got ${m.qosTargetMs} and ${m.maxQosMs}`);
-      if (m.batchSizes.length === 0) throw new RangeError(`RuntimeBackend: model '${m.name}' has no batch sizes`);
-      const inputs = m.spec.inputs.map((t) => ({ spec: t, datatype: v2Datatype(t.dataType) }));
-      const outputs = m.spec.outputs.map((t) => ({ name: t.name, datatype: v2Datatype(t.dataType), shape: metadataShape(t) }));
-      const fixedBatch = fixedBatchOf(m.spec);
-      this.models.set(m.name, {
-        ...m,
-        inputs,
-        outputs,
-        config: modelConfigOf(m, this.platform, fixedBatch),
-        fixedBatch,
-        maxSeqLen: m.spec.maxSeqLen ?? MAX_SEQ_LEN,
-        metadata: {
-          name: m.name,
-          versions: [MODEL_VERSION],
-          platform: this.platform,
-          inputs: inputs.map((i) => ({ name: i.spec.name, datatype: i.datatype, shape: metadataShape(i.spec) })),
-          outputs,
-        },
-      });
+      this.models.set(m.name, this.prepare(m, true));
+      this.states.set(m.name, { state: 'LOADING', reason: 'the server is starting', unloaded: false });
     }
     this.stats = new ModelStatsRecorder(this.modelNames, MODEL_VERSION);
     this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), refinement: () => this.engine?.controller.refinement });
   }
 
-  /** Served model names, in configuration order. */
+  /** @throws RangeError for bad QoS / batch settings. */
+  private prepare(m: ServedModel, configured: boolean): Served {
+    if (!(m.qosTargetMs > 0) || !(m.maxQosMs >= m.qosTargetMs)) throw new RangeError(`RuntimeBackend: model '${m.name}' needs 0 < qosTargetMs ≤ maxQosMs, got ${m.qosTargetMs} and ${m.maxQosMs}`);
+    if (m.batchSizes.length === 0) throw new RangeError(`RuntimeBackend: model '${m.name}' has no batch sizes`);
+    const inputs = m.spec.inputs.map((t) => ({ spec: t, datatype: v2Datatype(t.dataType) }));
+    const outputs = m.spec.outputs.map((t) => ({ name: t.name, datatype: v2Datatype(t.dataType), shape: metadataShape(t) }));
+    const fixedBatch = fixedBatchOf(m.spec);
+    return {
+      ...m,
+      configured,
+      inputs,
+      outputs,
+      config: modelConfigOf(m, this.platform, fixedBatch),
+      fixedBatch,
+      maxSeqLen: m.spec.maxSeqLen ?? MAX_SEQ_LEN,
+      metadata: {
+        name: m.name,
+        versions: [MODEL_VERSION],
+        platform: this.platform,
+        inputs: inputs.map((i) => ({ name: i.spec.name, datatype: i.datatype, shape: metadataShape(i.spec) })),
+        outputs,
+      },
+    };
+  }
+
+  /** Known model names (configured, then loaded at runtime), in that order, whatever their state. */
   get modelNames(): string[] {
     return [...this.models.keys()];
+  }
+
+  /** State of a known model (undefined for an unknown name). */
+  modelState(name: string): { state: ModelState; reason: string } | undefined {
+    const s = this.states.get(name);
+    return s === undefined ? undefined : { state: s.state, reason: s.reason };
   }
 
   serverMetadata(): ServerMetadata {
@@ -267,21 +341,185 @@ export class RuntimeBackend implements InferenceBackend {
     return !this.closed;
   }
 
+  /** Start-up finished (every model that can load is READY), at least one model is READY, and not shutting down. */
   isReady(): boolean {
-    return this.ready && !this.closing;
+    return this.ready && !this.closing && [...this.states.values()].some((s) => s.state === 'READY');
   }
 
+  /** True only while the model is READY (and the server is not shutting down). */
   modelReady(name: string, version?: string): boolean {
-    this.lookup(name, version);
-    return this.isReady();
+    const m = this.lookup(name, version);
+    return this.ready && !this.closing && this.states.get(m.name)?.state === 'READY';
   }
 
+  /** The v2 metadata plus the model's `state` and `reason`. */
   modelMetadata(name: string, version?: string): ModelMetadata {
-    return this.lookup(name, version).metadata;
+    const m = this.lookup(name, version);
+    const s = this.states.get(m.name)!;
+    return { ...m.metadata, state: s.state, reason: s.reason };
   }
 
   modelList(): string[] {
-    return this.modelNames;
+    return this.modelNames.filter((n) => this.states.get(n)?.state === 'READY');
+  }
+
+  repositoryIndex(readyOnly = false): RepositoryIndexEntry[] {
+    const out: RepositoryIndexEntry[] = [];
+    for (const name of this.modelNames) {
+      const s = this.states.get(name)!;
+      if (readyOnly && s.state !== 'READY') continue;
+      out.push({ name, version: MODEL_VERSION, state: s.state, reason: s.reason });
+    }
+    return out;
+  }
+
+  async loadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
+    this.checkControl('load', name);
+    const config = loadConfigParameter(name, parameters);
+    const known = this.models.get(name);
+    if (known === undefined && config === undefined) {
+      throw new ServeError('bad_request', `load '${name}': no such model in the config; give its service settings as parameters.config (a JSON string: {"model": "<zoo or imported model name>", "qosTargetMs": …})`);
+    }
+    if (known !== undefined && known.configured && config !== undefined) {
+      throw new ServeError('bad_request', `load '${name}': parameters.config: '${name}' is a model of the config file; its settings come from there (load it without parameters to re-load it)`);
+    }
+    await this.serialized(name, async () => {
+      const engine = this.requireStarted(name);
+      let model = this.models.get(name);
+      if (model === undefined || (!model.configured && config !== undefined)) {
+        const resolved = await this.modelControl!.resolve(name, config!);
+        if (resolved.name !== name) throw new ServeError('bad_request', `load '${name}': parameters.config.name: '${resolved.name}' differs from the model name in the request`);
+        try {
+          model = this.prepare(resolved, false);
+        } catch (err) {
+          throw new ServeError('bad_request', `load '${name}': parameters.config: ${describeError(err)}`, { cause: err });
+        }
+      }
+      if (this.states.get(name)?.state === 'READY') await this.takeDown(engine, name, 'being re-loaded');
+      this.models.set(name, model);
+      this.stats.add(name);
+      this.metrics?.addModel(name);
+      const reason = await this.bringUp(engine, model);
+      if (reason !== undefined) throw new ServeError('device_failure', `load '${name}': the model failed to load and is UNAVAILABLE: ${reason}`);
+    });
+  }
+
+  async unloadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
+    this.checkControl('unload', name);
+    for (const key of Object.keys(parameters ?? {})) {
+      if (key !== 'unload_dependents') throw new ServeError('bad_request', `unload '${name}': parameters.${key}: unknown parameter (accepted: unload_dependents, which changes nothing here: models have no dependents)`);
+    }
+    if (!this.models.has(name)) throw new ServeError('model_not_found', `unload '${name}': no such model (known: ${this.modelNames.join(', ')})`);
+    // refuse new requests at once (not after a turn of the event loop) when nothing else is in progress for it
+    if (!this.control.has(name) && this.ready && !this.closing && this.states.get(name)?.state === 'READY') this.setState(name, 'UNLOADING', 'unloaded');
+    await this.serialized(name, async () => {
+      const engine = this.requireStarted(name);
+      const s = this.states.get(name)!;
+      if (s.state === 'READY' || s.state === 'UNLOADING') await this.takeDown(engine, name, 'unloaded');
+      this.setState(name, 'UNAVAILABLE', 'unloaded', true);
+    });
+  }
+
+  /** Bad name or model control off: throw before anything happens. */
+  private checkControl(what: 'load' | 'unload', name: string): void {
+    if (typeof name !== 'string' || !MODEL_NAME_PATTERN.test(name)) {
+      throw new ServeError('bad_request', `${what}: model name ${describeValue(name)} is not a model name: 1–64 letters, digits, '_', '.', '-', starting with a letter or digit (never a path)`);
+    }
+    if (this.modelControl === undefined) {
+      throw new ServeError('forbidden', `${what} '${name}': model control is off; start the server with --model-control explicit to load and unload models (the repository index is always available)`);
+    }
+  }
+
+  private requireStarted(name: string): BackendEngine {
+    if (this.engine === undefined || this.runtime === undefined || !this.ready || this.closing) {
+      throw new ServeError('not_ready', `not_ready: model '${name}': the server is ${this.closing ? 'shutting down' : 'starting'}; retry ${this.closing ? 'on another replica' : 'shortly'}`);
+    }
+    return this.engine;
+  }
+
+  /** Run `fn` after any load or unload of `name` in progress. */
+  private async serialized(name: string, fn: () => Promise<void>): Promise<void> {
+    const before = this.control.get(name) ?? Promise.resolve();
+    const mine = before.catch(() => undefined).then(fn);
+    this.control.set(name, mine);
+    try {
+      await mine;
+    } finally {
+      if (this.control.get(name) === mine) this.control.delete(name);
+    }
+  }
+
+  private setState(name: string, state: ModelState, reason: string, unloaded = false): void {
+    this.states.set(name, { state, reason, unloaded });
+    if (state !== 'LOADING' && state !== 'UNLOADING') this.logger?.info({ model: name, state, reason }, 'model state');
+  }
+
+  /**
+   * Load `model` on the device, add it to the runtime and warm it up: READY. On any failure it
+   * is UNAVAILABLE with the reason (returned), and nothing of it is left on the device or in
+   * the runtime.
+   */
+  private async bringUp(engine: BackendEngine, model: Served): Promise<string | undefined> {
+    const runtime = this.runtime!;
+    this.setState(model.name, 'LOADING', 'loading on the device');
+    let loaded = false;
+    let added = false;
+    try {
+      await (engine.loadModel?.(model.name) ?? Promise.resolve());
+      loaded = true;
+      runtime.addService({ name: model.name, spec: model.spec, qosTargetMs: model.qosTargetMs, maxQueueLength: model.maxQueueLength, ...(model.batching === undefined ? {} : { batching: model.batching }) });
+      added = true;
+      this.setState(model.name, 'LOADING', 'warming up');
+      for (const batch of model.fixedBatch !== undefined ? [model.fixedBatch] : model.batchSizes) {
+        const o = await runtime.submit({ service: model.name, batch, qosTargetMs: WARM_UP_QOS_MS });
+        if (this.closing) {
+          this.setState(model.name, 'UNAVAILABLE', 'the server is shutting down');
+          return 'the server is shutting down';
+        }
+        if (!o.ok) throw new Error(`warm-up at batch ${batch} failed (${o.reason}): ${o.message}`);
+      }
+      this.setState(model.name, 'READY', '');
+      return undefined;
+    } catch (err) {
+      const reason = describeError(err);
+      this.logger?.error({ model: model.name, err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'model failed to load');
+      if (added) {
+        await within(runtime.serviceDrained(model.name), UNLOAD_DRAIN_MS);
+        try {
+          runtime.removeService(model.name);
+        } catch (e) {
+          this.logger?.warn({ model: model.name, err: describeError(e) }, 'could not take the failed model out of the runtime');
+        }
+      }
+      if (loaded) await this.unloadFromDevice(engine, model.name);
+      this.setState(model.name, 'UNAVAILABLE', reason);
+      return reason;
+    }
+  }
+
+  /**
+   * READY → UNLOADING: refuse new requests, let the waiting and running ones finish (each ends:
+   * completed, or rejected by the controller at its QoS deadline; a warning is logged when that
+   * takes longer than `UNLOAD_DRAIN_MS`), then free the device.
+   */
+  private async takeDown(engine: BackendEngine, name: string, why: string): Promise<void> {
+    const runtime = this.runtime!;
+    this.setState(name, 'UNLOADING', why);
+    const drained = runtime.serviceDrained(name);
+    if (!(await within(drained, UNLOAD_DRAIN_MS))) {
+      this.logger?.warn({ model: name, pending: runtime.queueLength(name), afterMs: UNLOAD_DRAIN_MS }, 'unload: still waiting for the model\'s requests to finish');
+      await drained;
+    }
+    runtime.removeService(name);
+    await this.unloadFromDevice(engine, name);
+  }
+
+  private async unloadFromDevice(engine: BackendEngine, name: string): Promise<void> {
+    try {
+      await (engine.unloadModel !== undefined ? engine.unloadModel(name) : (engine.device.unload?.(name) ?? Promise.resolve()));
+    } catch (err) {
+      this.logger?.warn({ model: name, err: describeError(err) }, 'unloading from the device failed');
+    }
   }
 
   modelConfig(name: string, version?: string): ModelConfig {
@@ -308,25 +546,31 @@ export class RuntimeBackend implements InferenceBackend {
   async start(engine: BackendEngine): Promise<void> {
     if (this.runtime !== undefined || this.closing) throw new Error('RuntimeBackend.start: already started or shut down');
     this.engine = engine;
+    for (const m of this.models.values()) {
+      // checked before anything loads: settings the runtime refuses are a config error, not a model failure
+      new ServingRuntime({ clock: engine.clock, device: engine.device, controller: engine.controller, services: [{ name: m.name, spec: m.spec, qosTargetMs: m.qosTargetMs, maxQueueLength: m.maxQueueLength, ...(m.batching === undefined ? {} : { batching: m.batching }) }] });
+    }
     const runtime = new ServingRuntime({
       clock: engine.clock,
       device: engine.device,
       controller: engine.controller,
-      services: [...this.models.values()].map((m) => ({ name: m.name, spec: m.spec, qosTargetMs: m.qosTargetMs, maxQueueLength: m.maxQueueLength, ...(m.batching === undefined ? {} : { batching: m.batching }) })),
+      services: [],
+      allowNoServices: true,
       keepRecords: false,
       onGroupEnd: (record) => this.groupEnded(record),
     });
     this.runtime = runtime;
     const t0 = performance.now();
+    const failed: string[] = [];
     for (const m of this.models.values()) {
-      for (const batch of m.fixedBatch !== undefined ? [m.fixedBatch] : m.batchSizes) {
-        const o = await runtime.submit({ service: m.name, batch, qosTargetMs: WARM_UP_QOS_MS });
-        if (this.closing) return; // shut down while warming up: not an error
-        if (!o.ok) throw new Error(`warm-up of model '${m.name}' at batch ${batch} failed (${o.reason}): ${o.message}`);
-      }
+      const reason = await this.bringUp(engine, m);
+      if (this.closing) return; // shut down while warming up: not an error
+      if (reason !== undefined) failed.push(`${m.name}: ${reason}`);
     }
+    // with model control on, the server stays up (not ready) so that models can be loaded later
+    if (failed.length === this.models.size && this.modelControl === undefined) throw new Error(`no model could be loaded: ${failed.join('; ')}`);
     this.ready = true;
-    this.logger?.info({ models: this.modelNames, warmUpMs: Math.round(performance.now() - t0) }, 'backend ready');
+    this.logger?.info({ models: this.modelList(), unavailable: failed, warmUpMs: Math.round(performance.now() - t0) }, 'backend ready');
   }
 
   /**
@@ -375,7 +619,7 @@ export class RuntimeBackend implements InferenceBackend {
       return response;
     } catch (err) {
       const e = this.toServeError(err, request);
-      const outcome: RequestOutcome = err instanceof CancelledError ? 'cancelled' : err instanceof DeviceRefusedError ? 'device_refused' : e.code;
+      const outcome: RequestOutcome = err instanceof CancelledError ? 'cancelled' : err instanceof DeviceRefusedError ? 'device_refused' : e.code === 'forbidden' ? 'bad_request' : e.code;
       const rejectedQueueMs = err instanceof RejectedError ? err.queueMs : undefined;
       this.metrics?.request(name, outcome, rejectedQueueMs !== undefined ? { queueMs: rejectedQueueMs } : {});
       if (e.code !== 'model_not_found') this.stats.fail(name, performance.now() - t0, rejectedQueueMs);
@@ -401,8 +645,13 @@ export class RuntimeBackend implements InferenceBackend {
   private async run(request: InferRequest): Promise<{ response: InferResponse; queueMs: number | undefined; sample: Omit<SuccessSample, 'latencyMs'>; late: boolean }> {
     const model = this.lookup(request.modelName, request.modelVersion);
     const runtime = this.runtime;
-    if (runtime === undefined || !this.isReady()) {
+    if (runtime === undefined || !this.ready || this.closing) {
       throw new ServeError('not_ready', `not_ready: model '${model.name}': the server is ${this.closing ? 'shutting down' : 'warming up'}; retry ${this.closing ? 'on another replica' : 'shortly'}`);
+    }
+    const state = this.states.get(model.name)!;
+    if (state.state !== 'READY') {
+      if (state.unloaded) throw new ServeError('model_not_found', `model '${model.name}' is unloaded (load it with POST /v2/repository/models/${model.name}/load)`);
+      throw new ServeError('not_ready', `not_ready: model '${model.name}' is ${state.state}: ${state.reason}`);
     }
     const plan = this.validate(model, request);
     if (request.signal?.aborted === true) throw new CancelledError(`model '${model.name}': the client disconnected before the request was queued`);
@@ -635,4 +884,25 @@ class CancelledError extends RejectedError {
   constructor(message: string, queueMs?: number) {
     super('bad_request', `cancelled: ${message}`, queueMs);
   }
+}
+
+/**
+ * The `config` of a load request's parameters (undefined when none), after the security checks:
+ * only `config` is accepted (a `file:…` parameter — Triton's model files sent in the request —
+ * and anything else is refused), a string of at most `MAX_LOAD_CONFIG_BYTES`.
+ * @throws ServeError bad_request naming the parameter.
+ */
+export function loadConfigParameter(name: string, parameters: Readonly<Record<string, unknown>> | undefined): string | undefined {
+  if (parameters === undefined || parameters === null) return undefined;
+  if (typeof parameters !== 'object' || Array.isArray(parameters)) throw new ServeError('bad_request', `load '${name}': parameters must be an object`);
+  for (const key of Object.keys(parameters)) {
+    if (key.startsWith('file:')) throw new ServeError('bad_request', `load '${name}': parameters.${key.slice(0, 80)}: model files are never accepted in a load request; a load names a zoo or imported model already in the server's model repository (parameters.config.model)`);
+    if (!LOAD_PARAMETERS.includes(key)) throw new ServeError('bad_request', `load '${name}': parameters.${key.slice(0, 80)}: unknown parameter (accepted: ${LOAD_PARAMETERS.join(', ')})`);
+  }
+  const config: unknown = parameters['config'];
+  if (config === undefined) return undefined;
+  if (typeof config !== 'string') throw new ServeError('bad_request', `load '${name}': parameters.config must be a string (JSON text of one service entry), got ${describeValue(config)}`);
+  const bytes = Buffer.byteLength(config, 'utf8');
+  if (bytes > MAX_LOAD_CONFIG_BYTES) throw new ServeError('bad_request', `load '${name}': parameters.config is ${bytes} bytes; at most ${MAX_LOAD_CONFIG_BYTES}`);
+  return config;
 }

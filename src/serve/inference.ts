@@ -44,6 +44,30 @@ export interface ModelMetadata {
   readonly platform: string;
   readonly inputs: readonly TensorMetadata[];
   readonly outputs: readonly TensorMetadata[];
+  /**
+   * The model's state now and why (`RepositoryIndexEntry`); additions of this server to the
+   * v2 metadata (HTTP only: the gRPC `ModelMetadataResponse` has no such fields).
+   */
+  readonly state?: ModelState;
+  readonly reason?: string;
+}
+
+/**
+ * A model's state, with the names of Triton's repository index
+ * (https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_model_repository.md):
+ * `LOADING` (being loaded on the device and warmed up), `READY` (serving), `UNLOADING` (being
+ * unloaded: running requests finish, new ones are refused), `UNAVAILABLE` (not serving; the
+ * reason says why: it failed to load or warm up, or it was unloaded).
+ */
+export type ModelState = 'LOADING' | 'READY' | 'UNLOADING' | 'UNAVAILABLE';
+
+/** One entry of the repository index (`POST /v2/repository/index`, gRPC `RepositoryIndex`). */
+export interface RepositoryIndexEntry {
+  readonly name: string;
+  readonly version: string;
+  readonly state: ModelState;
+  /** Why it is not READY; empty when READY. */
+  readonly reason: string;
 }
 
 /**
@@ -205,9 +229,10 @@ export interface InferResponse {
  * bad_request 400 / INVALID_ARGUMENT; model_not_found 404 / NOT_FOUND; qos_violation 504 /
  * DEADLINE_EXCEEDED (no node can meet the deadline any more: not to be retried); overloaded
  * (with `Retry-After`), not_ready, device_failure 503 / UNAVAILABLE (retryable, the device is
- * still usable); internal 500 / INTERNAL (a bug; the message is generic, the log has the detail).
+ * still usable); forbidden 403 / PERMISSION_DENIED (model load/unload while model control is
+ * off); internal 500 / INTERNAL (a bug; the message is generic, the log has the detail).
  */
-export type ServeErrorCode = 'bad_request' | 'model_not_found' | 'qos_violation' | 'overloaded' | 'not_ready' | 'device_failure' | 'internal';
+export type ServeErrorCode = 'bad_request' | 'model_not_found' | 'qos_violation' | 'overloaded' | 'not_ready' | 'device_failure' | 'forbidden' | 'internal';
 
 /**
  * Header (HTTP, `abacus-error-code: qos_violation`) and trailing-metadata key (gRPC) by which a
@@ -246,14 +271,40 @@ export interface InferenceBackend {
   serverMetadata(): ServerMetadata;
   /** The process is up (true until closed). */
   isLive(): boolean;
-  /** Every service is loaded and warmed up and the server is not shutting down. */
+  /**
+   * Start-up is over (every model that can load is loaded and warmed up; the others are
+   * UNAVAILABLE), at least one model is READY, and the server is not shutting down.
+   */
   isReady(): boolean;
   /** @throws ServeError model_not_found for an unknown model or version. */
   modelReady(name: string, version?: string): boolean;
   /** @throws ServeError model_not_found for an unknown model or version. */
   modelMetadata(name: string, version?: string): ModelMetadata;
-  /** Served model names, in configuration order (KServe's `GET /v2/models`). */
+  /** Names of the models that are READY now, in configuration then load order (KServe's `GET /v2/models`). */
   modelList(): string[];
+  /**
+   * Every model this server knows (configured, or loaded at runtime) with its state and reason
+   * (Triton's repository index); `readyOnly`: the READY ones only.
+   */
+  repositoryIndex(readyOnly?: boolean): RepositoryIndexEntry[];
+  /**
+   * Load (or re-load) a model (Triton's `RepositoryModelLoad`). A model of the config is loaded
+   * with its config settings; a new one takes them from `parameters.config` (a JSON string: one
+   * config-file service entry). Resolves once it is READY.
+   * @throws ServeError forbidden when model control is off; bad_request naming the field for a
+   *   bad name or parameters (a path, `file:` contents, an oversized or invalid config);
+   *   device_failure when the model fails to load or warm up (it is then UNAVAILABLE with the
+   *   reason); not_ready during start-up or shutdown.
+   */
+  loadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void>;
+  /**
+   * Unload a model (Triton's `RepositoryModelUnload`): new requests are refused at once, the
+   * ones waiting or running finish, then the device frees it. Resolves once it is UNAVAILABLE.
+   * @throws ServeError forbidden when model control is off; bad_request for a bad name or
+   *   parameters; model_not_found for a model this server does not know; not_ready during
+   *   start-up or shutdown.
+   */
+  unloadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void>;
   /** @throws ServeError model_not_found for an unknown model or version. */
   modelConfig(name: string, version?: string): ModelConfig;
   /**

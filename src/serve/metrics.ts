@@ -18,7 +18,7 @@
  * | `abacus_predictor_guard_active` | gauge | guard | with online refinement on: 1 while the predictor is out of calibration and the guard acts, else 0; `guard="inflate_quantile"`: it inflates the predictions of overlapped groups by a quantile of the recent measured ÷ predicted ratios (`predict/refine.ts` "Guard"); no series otherwise |
  * | `abacus_predictor_guard_factor` | gauge | guard | with online refinement on: the factor (≥ 1) the guard multiplies the prediction of an overlapped group by, 1 while calibrated; no series otherwise |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
- * | `abacus_ready` | gauge | | 1 when every service is warmed up and the server is not shutting down |
+ * | `abacus_ready` | gauge | | 1 when every service that can load is warmed up (at least one READY) and the server is not shutting down |
  * | `process_*`, `nodejs_*` | | | prom-client's default process metrics (RSS, event-loop lag, …) |
  *
  * `model` is a served model name; requests naming no served model count under `model="unknown"`
@@ -77,7 +77,7 @@ export interface ServeMetricsOptions {
 
 export class ServeMetrics {
   readonly registry: Registry;
-  private readonly models: ReadonlySet<string>;
+  private readonly models: Set<string>;
   private readonly requests: Counter<'model' | 'outcome'>;
   private readonly late: Counter<'model'>;
   private readonly latency: Histogram<'model'>;
@@ -102,7 +102,7 @@ export class ServeMetrics {
     this.latency = new Histogram({ name: 'abacus_request_duration_seconds', help: 'End-to-end latency of successful inference requests, seconds (bucket edges around each QoS target)', labelNames: ['model'], buckets: latencyBuckets, registers });
     this.queue = new Histogram({ name: 'abacus_request_queue_seconds', help: 'Time from arrival to the first operator group launched, seconds', labelNames: ['model'], buckets: latencyBuckets, registers });
     const depthOf = (m: string): number => this.queueDepthOf(m);
-    const modelNames = [...this.models];
+    const modelNames = this.models;
     new Gauge({
       name: 'abacus_queue_depth',
       help: 'Queries waiting or running in the service queue',
@@ -115,7 +115,7 @@ export class ServeMetrics {
     const readyOf = (): boolean => this.readyOf();
     new Gauge({
       name: 'abacus_ready',
-      help: '1 when every service is warmed up and the server is not shutting down',
+      help: '1 when every service that can load is warmed up (at least one READY) and the server is not shutting down',
       registers,
       collect() {
         this.set(readyOf() ? 1 : 0);
@@ -161,14 +161,27 @@ export class ServeMetrics {
     this.batchSize = new Histogram({ name: 'abacus_executed_batch_size', help: 'Samples per launched segment (the executed batch: a request alone, or the requests fused into one dynamic batch)', labelNames: ['model'], buckets: BATCH_SIZE_BUCKETS, registers });
     this.predictorError = new Histogram({ name: 'abacus_predictor_absolute_error_seconds', help: 'Absolute error of the predicted operator group latency, seconds', buckets: ERROR_BUCKETS_S, registers });
     this.busy = new Counter({ name: 'abacus_device_busy_seconds_total', help: 'Time the device had at least one operator group running, seconds', registers });
-    for (const model of this.models) {
-      for (const outcome of REQUEST_OUTCOMES) this.requests.inc({ model, outcome }, 0);
-      this.late.inc({ model }, 0);
-      this.latency.zero({ model });
-      this.queue.zero({ model });
-      this.batchSize.zero({ model });
-    }
+    for (const model of this.models) this.zeroSeries(model);
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /**
+   * Count a model loaded at runtime (`abacus serve --model-control explicit`) under its own
+   * label from now on; its series start at 0. No-op for a model already counted. Its latency
+   * buckets are those made at start (around the configured services' QoS targets).
+   */
+  addModel(name: string): void {
+    if (this.models.has(name)) return;
+    this.models.add(name);
+    this.zeroSeries(name);
+  }
+
+  private zeroSeries(model: string): void {
+    for (const outcome of REQUEST_OUTCOMES) this.requests.inc({ model, outcome }, 0);
+    this.late.inc({ model }, 0);
+    this.latency.zero({ model });
+    this.queue.zero({ model });
+    this.batchSize.zero({ model });
   }
 
   /** The label for a model name: itself when served, else `unknown`. */

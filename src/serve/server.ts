@@ -4,9 +4,10 @@
  * shutdown that loses no request.
  *
  * Start (`startServer`): listen on HTTP (and gRPC) at once — live, not ready, so probes and
- * metadata answer while the slow part runs — then open the engine (predictor, device with every
- * model loaded, controller), warm up every service (`RuntimeBackend.start`), and only then
- * report ready (`ready` resolves; `/v2/health/ready` turns 200).
+ * metadata answer while the slow part runs — then open the engine (predictor, device,
+ * controller), load and warm up every model one at a time (`RuntimeBackend.start`: a model that
+ * cannot load or warm up is UNAVAILABLE with its reason, the others serve), and only then report
+ * ready (`ready` resolves; `/v2/health/ready` turns 200 when at least one model is READY).
  *
  * Shutdown (`shutdown(graceMs)`): not ready at once (new inference requests: 503 `not_ready`;
  * responses carry `Connection: close`); listeners stop accepting; queued requests run for up to
@@ -30,7 +31,7 @@ export type GrpcServerFactory = (backend: InferenceBackend, options: GrpcServerO
 export interface ServerOptions {
   /** Constructed, not started: `startServer` starts it on the engine. */
   readonly backend: RuntimeBackend;
-  /** Opens the engine: predictor, device with every served model loaded, controller (may take minutes: profiling, model builds). */
+  /** Opens the engine: predictor, device, controller, and the per-model load/unload the backend calls (may take minutes: profiling, model builds). */
   readonly openEngine: () => Promise<BackendEngine>;
   readonly logger: Logger;
   readonly metrics?: ServeMetrics;
@@ -124,7 +125,11 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
         return;
       }
       await backend.start(engine);
-      announce(`ready: ${backend.modelNames.join(', ')} (${Math.round(performance.now() - t0)} ms to load and warm up)`);
+      const down = backend.repositoryIndex().filter((m) => m.state !== 'READY');
+      const unavailable = down.length === 0 ? '' : `; UNAVAILABLE: ${down.map((m) => `${m.name} (${m.reason})`).join('; ')}`;
+      const ms = Math.round(performance.now() - t0);
+      if (backend.isReady()) announce(`ready: ${backend.modelList().join(', ')} (${ms} ms to load and warm up)${unavailable}`);
+      else announce(`started, not ready: no model could be loaded${unavailable}`);
     } catch (err) {
       logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'start-up failed');
       await shutdown(1000);

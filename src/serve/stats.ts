@@ -90,9 +90,13 @@ export class ModelStatsRecorder {
   constructor(models: readonly string[], version: string, now: () => number = Date.now) {
     this.version = version;
     this.now = now;
-    for (const m of models) {
-      this.rows.set(m, { lastInferenceMs: 0, inferenceCount: 0, executionCount: 0, success: { count: 0, ms: 0 }, fail: { count: 0, ms: 0 }, queue: { count: 0, ms: 0 }, computeInfer: { count: 0, ms: 0 }, batches: new Map() });
-    }
+    for (const m of models) this.add(m);
+  }
+
+  /** Start counting `model` (a model loaded at runtime); no-op when it is counted already (its counts are kept across unload and load). */
+  add(model: string): void {
+    if (this.rows.has(model)) return;
+    this.rows.set(model, { lastInferenceMs: 0, inferenceCount: 0, executionCount: 0, success: { count: 0, ms: 0 }, fail: { count: 0, ms: 0 }, queue: { count: 0, ms: 0 }, computeInfer: { count: 0, ms: 0 }, batches: new Map() });
   }
 
   /** Record a successful request of `model`; unknown models are ignored. */

@@ -54,6 +54,7 @@ export const CASE = {
   release: 'releaseQuery frees kept state and is idempotent',
   releaseOwner: "releaseQuery with another service's name throws RangeError naming the owner and keeps the state",
   freshStartOwner: "'tensors' or 'synthetic' for a query whose state another service keeps throws BadRequestError naming the owner and keeps the state",
+  unload: 'unload frees one service (its kept states lost, later use a RangeError), the others keep serving, and it loads again',
   close: 'close is idempotent and runGroup after close rejects with device_unavailable',
 } as const;
 
@@ -324,6 +325,23 @@ export function describeDeviceConformance(name: string, factory: () => Promise<C
       // Nothing was dropped: the query resumes on its own service.
       const done = okResult((await run([seg(b, q, 1, nOps(b), { kind: 'resume' })])).segments[0]);
       expect(done.outputs).toBeDefined();
+    });
+
+    test(CASE.unload, async () => {
+      if (device.unload === undefined) throw new Error(`${name} does not implement Device.unload`);
+      const kept = qid('unload-kept');
+      okResult((await run([seg(b, kept, 0, 1, { kind: 'synthetic', seed: 5 })])).segments[0]);
+      await device.unload(b.name);
+      await expect(run([seg(b, qid('unload-after'), 0, nOps(b), { kind: 'synthetic', seed: 6 })])).rejects.toThrow(RangeError);
+      await expect(device.releaseQuery(b.name, kept)).rejects.toThrow(RangeError);
+      await expect(device.unload(b.name)).rejects.toThrow(new RegExp(`service '${b.name}' is not loaded`));
+      expect(okResult((await run([seg(a, qid('unload-other'), 0, nOps(a), { kind: 'synthetic', seed: 7 })])).segments[0]).outputs).toBeDefined();
+      await device.load([b]);
+      expect(okResult((await run([seg(b, qid('unload-again'), 0, nOps(b), { kind: 'synthetic', seed: 8 })])).segments[0]).outputs).toBeDefined();
+      // the state kept before the unload is gone: resuming it is a device_failure result
+      const resumed = (await run([seg(b, kept, 1, nOps(b), { kind: 'resume' })])).segments[0]!;
+      expect(resumed.ok).toBe(false);
+      if (!resumed.ok) expect(resumed.error.code).toBe('device_failure');
     });
 
     test(CASE.close, async () => {

@@ -45,7 +45,7 @@ async function failure(request: InferRequest): Promise<ServeError> {
 
 describe('RuntimeBackend: metadata and success', () => {
   it('serves metadata with -1 for dynamic dims and v2 datatypes', () => {
-    expect(backend.serverMetadata()).toEqual({ name: 'abacus', version: '0.1.0', extensions: ['binary_tensor_data', 'model_configuration', 'statistics'] });
+    expect(backend.serverMetadata()).toEqual({ name: 'abacus', version: '0.1.0', extensions: ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics'] });
     expect(backend.modelMetadata('bert')).toEqual({
       name: 'bert',
       versions: ['1'],
@@ -55,6 +55,8 @@ describe('RuntimeBackend: metadata and success', () => {
         { name: 'attention_mask', datatype: 'INT64', shape: [-1, -1] },
       ],
       outputs: [{ name: 'last_hidden_state', datatype: 'FP32', shape: [-1, -1, 256] }],
+      state: 'READY',
+      reason: '',
     });
     expect(backend.modelReady('resnet', '1')).toBe(true);
     expect(() => backend.modelMetadata('nope')).toThrow(/model 'nope' is not served here \(served: resnet, bert\)/);

@@ -19,7 +19,7 @@
  * latency `FAKE_LATENCY_MS`, queue 0.25 ms, compute 1.5 ms, one execution of its own batch;
  * each failure of a known model with latency `FAKE_LATENCY_MS`. `last_inference` is 1000.
  */
-import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelMetadata, type ModelStatistics, type ServeErrorCode, type ServerMetadata, type V2Datatype } from '../../src/serve/inference.ts';
+import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelMetadata, type ModelStatistics, type RepositoryIndexEntry, type ServeErrorCode, type ServerMetadata, type V2Datatype } from '../../src/serve/inference.ts';
 import { ModelStatsRecorder } from '../../src/serve/stats.ts';
 import { configDataType } from '../../src/serve/backend.ts';
 import type { HostTensor, TensorMap } from '../../src/tensor.ts';
@@ -158,6 +158,15 @@ export class FakeBackend implements InferenceBackend {
       return this.stats.snapshot(this.modelList());
     }
     return this.stats.snapshot([this.model(name, version).name]);
+  }
+  repositoryIndex(readyOnly = false): RepositoryIndexEntry[] {
+    return readyOnly && !this.ready ? [] : FAKE_MODELS.map((m) => ({ name: m.name, version: '1', state: this.ready ? 'READY' : 'LOADING', reason: '' }));
+  }
+  loadModel(name: string): Promise<void> {
+    return Promise.reject(new ServeError('forbidden', `load '${name}': model control is off`));
+  }
+  unloadModel(name: string): Promise<void> {
+    return Promise.reject(new ServeError('forbidden', `unload '${name}': model control is off`));
   }
   /** A promise for the next request this backend receives. */
   nextRequest(): Promise<InferRequest> {

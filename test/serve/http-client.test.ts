@@ -11,7 +11,7 @@ import { ServeError, type InferInput } from '../../src/serve/inference.ts';
 import type { HostTensor } from '../../src/tensor.ts';
 import { BIG_INT64, FAKE_MODELS, FakeBackend } from './fake-backend.ts';
 
-const STATUS = { bad_request: 400, model_not_found: 404, qos_violation: 504, overloaded: 503, not_ready: 503, device_failure: 503, internal: 500 } as const;
+const STATUS = { bad_request: 400, model_not_found: 404, qos_violation: 504, overloaded: 503, not_ready: 503, device_failure: 503, forbidden: 403, internal: 500 } as const;
 
 interface Stub {
   server: Server;

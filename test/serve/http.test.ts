@@ -46,12 +46,12 @@ describe('KServe v2 HTTP: health and metadata', () => {
   it('GET /v2, live, ready, model metadata and readiness (with and without versions)', async () => {
     const meta = await app.inject({ method: 'GET', url: '/v2' });
     expect(meta.statusCode).toBe(200);
-    expect(meta.json()).toEqual({ name: 'abacus', version: '0.1.0', extensions: ['binary_tensor_data', 'model_configuration', 'statistics'] });
+    expect(meta.json()).toEqual({ name: 'abacus', version: '0.1.0', extensions: ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics'] });
     expect((await app.inject('/v2/health/live')).json()).toEqual({ live: true });
     const ready = await app.inject('/v2/health/ready');
     expect([ready.statusCode, ready.json()]).toEqual([200, { ready: true }]);
     const model = await app.inject('/v2/models/resnet');
-    expect(model.json()).toEqual({ name: 'resnet', versions: ['1'], platform: 'abacus_sim', inputs: [{ name: 'input', datatype: 'FP32', shape: [-1, 3, 64, 64] }], outputs: [{ name: 'logits', datatype: 'FP32', shape: [-1, 1000] }] });
+    expect(model.json()).toEqual({ name: 'resnet', versions: ['1'], platform: 'abacus_sim', inputs: [{ name: 'input', datatype: 'FP32', shape: [-1, 3, 64, 64] }], outputs: [{ name: 'logits', datatype: 'FP32', shape: [-1, 1000] }], state: 'READY', reason: '' });
     expect((await app.inject('/v2/models/resnet/versions/1')).json()).toEqual(model.json());
     expect((await app.inject('/v2/models/bert/ready')).json()).toEqual({ name: 'bert', ready: true });
     expect((await app.inject('/v2/models/bert/versions/1/ready')).statusCode).toBe(200);
@@ -275,6 +275,15 @@ class EchoBackend implements InferenceBackend {
   }
   modelStatistics(): ModelStatistics[] {
     return [];
+  }
+  repositoryIndex() {
+    return [];
+  }
+  loadModel(): Promise<void> {
+    return Promise.reject(new ServeError('forbidden', 'model control is off'));
+  }
+  unloadModel(): Promise<void> {
+    return Promise.reject(new ServeError('forbidden', 'model control is off'));
   }
   infer(request: InferRequest): Promise<InferResponse> {
     this.last = request;

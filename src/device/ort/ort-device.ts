@@ -471,6 +471,23 @@ export class OrtDevice implements Device {
   }
 
   /**
+   * Unload one service (`Device.unload`): its executor process is ended (SIGTERM, then SIGKILL
+   * after `CLOSE_GRACE_MS`), segments still running there get `device_unavailable` error
+   * results, the states its queries kept are lost. The name may then be loaded again.
+   * @throws RangeError for a service that is not loaded (or still loading); DeviceUnavailableError after close().
+   */
+  async unload(service: string): Promise<void> {
+    if (this.closing) throw new DeviceUnavailableError(`${this.id} is closed`);
+    const handle = this.handles.get(service);
+    if (!handle) throw new RangeError(`service '${service}' is not loaded on ${this.id} (loaded: ${this.services.join(', ') || 'none'})`);
+    this.handles.delete(service);
+    this.specs.delete(service);
+    this.book.loseKept(service, 'the service was unloaded');
+    await handle.close();
+    this.log.info({ service }, 'service unloaded');
+  }
+
+  /**
    * Terminate every executor, including those a `load` in progress is starting, and free all
    * state. Idempotent; later runGroup/load reject.
    */

@@ -340,6 +340,23 @@ export class SimDevice implements Device {
   }
 
   /**
+   * Unload one service (`Device.unload`): its reserved memory is freed and its queries' kept
+   * states are lost. The caller stops sending its segments first (a segment of it still
+   * running finishes on the simulated executor, which stays in the engine, idle).
+   * @throws RangeError for a service that is not loaded; DeviceUnavailableError after close().
+   */
+  unload(service: string): Promise<void> {
+    if (this.closed) return Promise.reject(new DeviceUnavailableError(`${this.id} is closed`));
+    const h = this.hosted.get(service);
+    if (h === undefined) return Promise.reject(new RangeError(`service '${service}' is not loaded on ${this.id} (loaded: ${this.services.join(', ') || 'none'})`));
+    this.hosted.delete(service);
+    this.specs.delete(service);
+    this.reservedBytes -= h.reservedBytes;
+    this.book.loseKept(service, 'the service was unloaded');
+    return Promise.resolve();
+  }
+
+  /**
    * Stop: segments still running get `device_unavailable` error results (their groups resolve
    * now), every state is dropped, no timer is left on the clock. Idempotent.
    */
@@ -412,17 +429,23 @@ export class SimDevice implements Device {
   private segmentDone(g: PendingGroup, i: number, startMs: number, endMs: number): void {
     const seg = g.segments[i]!;
     const { queryId, service } = seg;
-    const hosted = this.hosted.get(service)!;
-    const n = hosted.spec.operators.length;
-    const latencyMs = endMs - startMs;
-    if (seg.end < n) {
-      this.book.finishKept(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
-      g.results[i] = { ok: true, queryId, service, latencyMs };
+    const hosted = this.hosted.get(service);
+    if (hosted === undefined) {
+      // unloaded while the segment ran
+      this.book.finishFailed(queryId, service);
+      g.results[i] = { ok: false, queryId, service, error: new DeviceUnavailableError(`service ${service} was unloaded while segment [${seg.start}, ${seg.end}) of query ${queryId} ran`) };
     } else {
-      this.book.finishDone(queryId);
-      const outputs: TensorMap = {};
-      for (const o of hosted.spec.outputs) outputs[o.name] = lazyZeroTensor(o.dataType, resolveShape(hosted.spec, o, seg.batchSize, seg.seqLen));
-      g.results[i] = { ok: true, queryId, service, latencyMs, outputs };
+      const n = hosted.spec.operators.length;
+      const latencyMs = endMs - startMs;
+      if (seg.end < n) {
+        this.book.finishKept(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
+        g.results[i] = { ok: true, queryId, service, latencyMs };
+      } else {
+        this.book.finishDone(queryId);
+        const outputs: TensorMap = {};
+        for (const o of hosted.spec.outputs) outputs[o.name] = lazyZeroTensor(o.dataType, resolveShape(hosted.spec, o, seg.batchSize, seg.seqLen));
+        g.results[i] = { ok: true, queryId, service, latencyMs, outputs };
+      }
     }
     if (endMs > g.lastEndMs) g.lastEndMs = endMs;
     if (--g.remaining > 0) return;

@@ -266,6 +266,7 @@ export interface GrpcErrorStatus {
  *   trailing metadata `grpc-retry-pushback-ms: -1` (`NO_RETRY_PUSHBACK`), by which gRFC A6
  *   tells a client whose own policy lists DEADLINE_EXCEEDED not to retry.
  * - `not_ready` and `device_failure` stay UNAVAILABLE (another replica may serve it).
+ * - `forbidden` (model load/unload while model control is off) is PERMISSION_DENIED.
  */
 export const GRPC_STATUS_BY_CODE: Readonly<Record<ServeErrorCode, GrpcStatus>> = {
   bad_request: GrpcStatus.INVALID_ARGUMENT,
@@ -274,6 +275,7 @@ export const GRPC_STATUS_BY_CODE: Readonly<Record<ServeErrorCode, GrpcStatus>> =
   overloaded: GrpcStatus.UNAVAILABLE,
   not_ready: GrpcStatus.UNAVAILABLE,
   device_failure: GrpcStatus.UNAVAILABLE,
+  forbidden: GrpcStatus.PERMISSION_DENIED,
   internal: GrpcStatus.INTERNAL,
 };
 
@@ -290,7 +292,8 @@ export const INTERNAL_MESSAGE = 'internal error; see the server log';
  * details of the statuses several codes share (UNAVAILABLE, DEADLINE_EXCEEDED) start with the
  * code once (`qos_violation: …`; a message that already starts with it is not prefixed again),
  * so the reason survives the shared status; anything else, and `internal`, is INTERNAL with a
- * generic message. The code also travels as trailing metadata `abacus-error-code`.
+ * generic message. The code also travels as trailing metadata `abacus-error-code`. An error
+ * carrying the request's `id` (`ServeError.withId`) ends with ` (request id "…")`.
  */
 export function grpcStatusOf(error: unknown): GrpcErrorStatus {
   const code: ServeErrorCode = error instanceof ServeError ? error.code : 'internal';
@@ -302,5 +305,7 @@ export function grpcStatusOf(error: unknown): GrpcErrorStatus {
   if (code === 'internal' || !(error instanceof ServeError)) details = INTERNAL_MESSAGE;
   else if (grpcCode === GrpcStatus.UNAVAILABLE || grpcCode === GrpcStatus.DEADLINE_EXCEEDED) details = error.message.startsWith(`${code}:`) ? error.message : `${code}: ${error.message}`;
   else details = error.message;
+  // the request's own `id`, as the HTTP error body carries it
+  if (error instanceof ServeError && error.id !== undefined) details = `${details} (request id ${JSON.stringify(error.id.slice(0, 200))})`;
   return { code: grpcCode, details, metadata };
 }

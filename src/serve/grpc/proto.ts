@@ -145,6 +145,19 @@ export interface ModelStatisticsMessage {
 }
 export interface ModelStatisticsResponseMessage { model_stats?: ModelStatisticsMessage[] }
 
+/** `ModelRepositoryParameter` (decoded: `parameter_choice` names the member set). */
+export interface ModelRepositoryParameterMessage {
+  bool_param?: boolean;
+  int64_param?: Int64Wire;
+  string_param?: string;
+  bytes_param?: Buffer;
+  parameter_choice?: 'bool_param' | 'int64_param' | 'string_param' | 'bytes_param';
+}
+export interface RepositoryIndexRequestMessage { repository_name?: string; ready?: boolean }
+export interface RepositoryIndexResponseMessage { models?: { name: string; version: string; state: string; reason: string }[] }
+/** `RepositoryModelLoadRequest` and `RepositoryModelUnloadRequest` (the same fields). */
+export interface RepositoryModelRequestMessage { repository_name?: string; model_name?: string; parameters?: Record<string, ModelRepositoryParameterMessage> }
+
 /** The loaded service: its definition (for `Server.addService`) and a client constructor. */
 export interface LoadedInferenceService {
   readonly definition: grpc.ServiceDefinition;

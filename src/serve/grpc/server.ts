@@ -8,6 +8,10 @@
  *   name; NOT_FOUND for an unknown model or version.
  * - ModelStatistics (Triton statistics extension): empty `name` is every model; NOT_FOUND for
  *   an unknown model or version. Counts and ns as uint64.
+ * - RepositoryIndex / RepositoryModelLoad / RepositoryModelUnload (Triton model repository
+ *   extension): index with state and reason; load and unload answer once the model is READY /
+ *   unloaded; PERMISSION_DENIED unless model control is on; `file:…` and `bytes_param`
+ *   parameters INVALID_ARGUMENT.
  * - ModelInfer: typed `contents` or `raw_input_contents` (all inputs or none); parameters as plain
  *   values (`qos_ms` a number); `outputs` selection; `id` echoed. Outputs are returned in
  *   `raw_output_contents` by default, as Triton does (little-endian row-major bytes, one entry per
@@ -16,7 +20,8 @@
  *   `executed_batch_size` (int64).
  * - Status mapping (`codec.ts` `GRPC_STATUS_BY_CODE`): bad_request INVALID_ARGUMENT,
  *   model_not_found NOT_FOUND, qos_violation DEADLINE_EXCEEDED (not retried; pushback -1),
- *   overloaded / not_ready / device_failure UNAVAILABLE (retryable); details `code: reason`,
+ *   overloaded / not_ready / device_failure UNAVAILABLE (retryable); forbidden PERMISSION_DENIED;
+ *   details `code: reason` (ending with ` (request id "…")` when the request gave an `id`),
  *   internal and anything that is not a `ServeError` INTERNAL with a generic message (logged).
  *   The `ServeErrorCode` also travels as trailing metadata `abacus-error-code`. A message above
  *   `maxReceiveMessageBytes` is RESOURCE_EXHAUSTED (grpc-js); bytes that are not a valid request
@@ -44,6 +49,9 @@ import {
   type ModelReadyResponseMessage,
   type ModelStatisticsRequestMessage,
   type ModelStatisticsResponseMessage,
+  type RepositoryIndexRequestMessage,
+  type RepositoryIndexResponseMessage,
+  type RepositoryModelRequestMessage,
   type ServerLiveResponseMessage,
   type ServerMetadataResponseMessage,
   type ServerReadyResponseMessage,
@@ -123,6 +131,36 @@ function tolerantDefinition(definition: grpc.ServiceDefinition): grpc.ServiceDef
   return out;
 }
 
+/**
+ * The parameters of a load/unload request as plain values (`bool_param` → boolean, `int64_param`
+ * → number, `string_param` → string); `bytes_param` is refused (this server takes no bytes in a
+ * load or unload request: `file:…` contents are Triton's way of sending model files).
+ * @throws ServeError bad_request naming the parameter.
+ */
+function repositoryParameters(action: 'load' | 'unload', request: RepositoryModelRequestMessage): Record<string, unknown> | undefined {
+  const entries = Object.entries(request.parameters ?? {});
+  if (entries.length === 0) return undefined;
+  const out: Record<string, unknown> = {};
+  for (const [key, p] of entries) {
+    const where = `${action} '${String(request.model_name ?? '').slice(0, 80)}': parameters.${key.slice(0, 80)}`;
+    if (key.startsWith('file:')) throw new ServeError('bad_request', `${where}: model files are never accepted in a load request; a load names a zoo or imported model already in the server's model repository (parameters.config.model)`);
+    switch (p.parameter_choice) {
+      case 'bool_param':
+        out[key] = p.bool_param;
+        break;
+      case 'int64_param':
+        out[key] = Number(p.int64_param);
+        break;
+      case 'string_param':
+        out[key] = p.string_param;
+        break;
+      default:
+        throw new ServeError('bad_request', `${where}: ${p.parameter_choice ?? 'an empty parameter'} is not accepted (config is a string_param)`);
+    }
+  }
+  return out;
+}
+
 /** The INVALID_ARGUMENT status for an undecodable `rpc` request message. */
 function malformedStatus(rpc: string, reason: string): Partial<grpc.StatusObject> {
   return grpcStatusOf(new ServeError('bad_request', `the ${rpc} request message is not valid protobuf for inference.GRPCInferenceService (${reason.slice(0, 200)})`));
@@ -182,7 +220,8 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
         logger?.debug({ requestId, model: call.request.model_name }, 'grpc infer ok');
         return;
       }
-      const st = grpcStatusOf(error);
+      const id = call.request.id;
+      const st = grpcStatusOf(typeof id === 'string' && id !== '' && error instanceof ServeError && error.id === undefined ? error.withId(id) : error);
       if (st.code === grpc.status.INTERNAL) logger?.error({ err: error, requestId, model: call.request.model_name }, 'grpc infer failed with an internal error');
       else logger?.debug({ requestId, model: call.request.model_name, code: st.code, details: st.details }, 'grpc infer failed');
       callback(st);
@@ -206,6 +245,32 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
       (error: unknown) => answer(error),
     );
   };
+
+  /** An asynchronous handler body; a rejection becomes the mapped status. */
+  function unaryAsync<Req, Res>(rpc: string, body: (request: Req) => Promise<Res>): grpc.handleUnaryCall<Req, Res> {
+    return (call, callback) => {
+      const malformed = malformedReason(call.request);
+      if (malformed !== undefined) {
+        callback(malformedStatus(rpc, malformed));
+        return;
+      }
+      let pending: Promise<Res>;
+      try {
+        pending = body(call.request);
+      } catch (error) {
+        pending = Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      }
+      pending.then(
+        (response) => callback(null, response),
+        (error: unknown) => {
+          const st = grpcStatusOf(error);
+          if (st.code === grpc.status.INTERNAL) logger?.error({ err: error, rpc }, 'grpc call failed with an internal error');
+          else logger?.debug({ rpc, code: st.code, details: st.details }, 'grpc call failed');
+          callback(st);
+        },
+      );
+    };
+  }
 
   const handlers: grpc.UntypedServiceImplementation = {
     ServerLive: unary<EmptyMessage, ServerLiveResponseMessage>('ServerLive', () => ({ live: backend.isLive() })),
@@ -246,6 +311,17 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
     ModelStatistics: unary<ModelStatisticsRequestMessage, ModelStatisticsResponseMessage>('ModelStatistics', (request) => ({
       model_stats: backend.modelStatistics(request.name ?? '', request.version === '' ? undefined : request.version).map((m) => ({ ...m, inference_stats: { ...m.inference_stats }, batch_stats: m.batch_stats.map((b) => ({ ...b })) })),
     })),
+    RepositoryIndex: unary<RepositoryIndexRequestMessage, RepositoryIndexResponseMessage>('RepositoryIndex', (request) => ({
+      models: backend.repositoryIndex(request.ready === true).map((m) => ({ ...m })),
+    })),
+    RepositoryModelLoad: unaryAsync<RepositoryModelRequestMessage, EmptyMessage>('RepositoryModelLoad', async (request) => {
+      await backend.loadModel(request.model_name ?? '', repositoryParameters('load', request));
+      return {};
+    }),
+    RepositoryModelUnload: unaryAsync<RepositoryModelRequestMessage, EmptyMessage>('RepositoryModelUnload', async (request) => {
+      await backend.unloadModel(request.model_name ?? '', repositoryParameters('unload', request));
+      return {};
+    }),
   };
   server.addService(tolerantDefinition(definition), handlers);
 

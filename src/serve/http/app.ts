@@ -5,15 +5,17 @@
  *
  * | route | answer |
  * |---|---|
- * | `GET /v2` | server metadata (`extensions`: `binary_tensor_data`, `model_configuration`, `statistics`) |
+ * | `GET /v2` | server metadata (`extensions`: `binary_tensor_data`, `model_configuration`, `model_repository`, `statistics`) |
  * | `GET /v2/health/live` | 200 `{"live": true}` while the process serves |
- * | `GET /v2/health/ready` | 200 `{"ready": true}` once every model is warmed up; 400 `{"ready": false}` before and during shutdown (the spec: "4xx indicates false") |
- * | `GET /v2/models/{m}[/versions/{v}]` | model metadata; 404 unknown model or version |
- * | `GET /v2/models/{m}[/versions/{v}]/ready` | 200 / 400 `{"name", "ready"}`; 404 unknown |
+ * | `GET /v2/health/ready` | 200 `{"ready": true}` once every model that can load is warmed up (at least one READY); 400 `{"ready": false}` before, with no READY model, and during shutdown (the spec: "4xx indicates false") |
+ * | `GET /v2/models/{m}[/versions/{v}]` | model metadata, plus its `state` and `reason`; 404 unknown model or version |
+ * | `GET /v2/models/{m}[/versions/{v}]/ready` | 200 `{"name", "ready": true}` only while the model is READY, else 400; 404 unknown |
  * | `POST /v2/models/{m}[/versions/{v}]/infer` | inference (`codec.ts`: JSON, binary tensor data extension) |
- * | `GET /v2/models` | KServe's model list `{"models": [names]}` |
+ * | `GET /v2/models` | KServe's model list `{"models": [names]}`: the READY models |
  * | `GET /v2/models/{m}[/versions/{v}]/config` | Triton model configuration (`ModelConfig`); 404 unknown |
  * | `GET /v2/models[/{m}[/versions/{v}]]/stats` | Triton statistics `{"model_stats": [ModelStatistics]}`; 404 unknown. `/v2/models/stats` is every model's statistics, never a model named `stats` (as in Triton) |
+ * | `POST /v2/repository/index` | Triton repository index `[{"name", "version", "state", "reason"}]`; body `{"ready": true}` (optional): READY models only |
+ * | `POST /v2/repository/models/{m}/load` / `…/unload` | Triton explicit model control (`--model-control explicit`; else 403); body `{"parameters": {"config": "<JSON service entry>"}}` (optional); 200 `{}` once READY / unloaded |
  * | `GET /metrics` | Prometheus text (when `metrics` is given) |
  *
  * Request bodies may be compressed (`Content-Encoding: gzip | x-gzip | deflate`; a stream that
@@ -22,7 +24,7 @@
  * Errors: body `{"error": "..."}` (plus the request's `"id"` when it gave one), `Content-Type:
  * application/json` exactly (every JSON answer: no `charset` parameter); status by
  * `ServeError.code` (`STATUS_OF`): bad_request 400, model_not_found 404, qos_violation 504 (not
- * to be retried), overloaded 503 with `Retry-After: 1`, not_ready / device_failure 503, internal
+ * to be retried), overloaded 503 with `Retry-After: 1`, not_ready / device_failure 503, forbidden 403, internal
  * 500 with a generic message (the log has the detail; never a stack trace). fastify's own
  * errors (body too large 413, malformed request 400, bad percent-encoding in the path 400, a
  * model name or version over 100 characters 414, …) keep their 4xx status with the same body
@@ -63,6 +65,7 @@ export const STATUS_OF: Readonly<Record<ServeErrorCode, number>> = {
   overloaded: 503,
   not_ready: 503,
   device_failure: 503,
+  forbidden: 403,
   internal: 500,
 };
 
@@ -185,7 +188,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     request.log.error({ err: err.stack ?? err.message }, 'unexpected error');
     return sendError(request, reply, 500, GENERIC_500);
   });
-  app.setNotFoundHandler((request, reply) => sendError(request, reply, 404, `no route ${request.method} ${request.url.slice(0, 200)} (KServe v2: /v2, /v2/health/{live,ready}, /v2/models, /v2/models/{name}[/versions/{v}][/ready|/infer|/config|/stats], /v2/models/stats; /metrics)`));
+  app.setNotFoundHandler((request, reply) => sendError(request, reply, 404, `no route ${request.method} ${request.url.slice(0, 200)} (KServe v2: /v2, /v2/health/{live,ready}, /v2/models, /v2/models/{name}[/versions/{v}][/ready|/infer|/config|/stats], /v2/models/stats, /v2/repository/index, /v2/repository/models/{name}/load|unload; /metrics)`));
 
   app.get('/v2', () => backend.serverMetadata());
   app.get('/v2/health/live', (_req, reply) => {
@@ -245,6 +248,30 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   app.get('/v2/models/stats', stats);
   app.get('/v2/models/:name/stats', stats);
   app.get('/v2/models/:name/versions/:version/stats', stats);
+  // Triton's model repository extension. Load and unload take the model name from the rest of
+  // the path, so that a name with slashes (`../x`, `%2F`-encoded) is a 400 naming it, not a 404.
+  app.post('/v2/repository/index', (request) => {
+    const body = jsonObjectBody(request, 'the repository index request');
+    const ready = body?.['ready'];
+    if (ready !== undefined && typeof ready !== 'boolean') throw new ServeError('bad_request', `ready must be true or false, got ${JSON.stringify(ready).slice(0, 40)}`);
+    return backend.repositoryIndex(ready === true);
+  });
+  app.post('/v2/repository/models/*', async (request, reply) => {
+    const rest = (request.params as Record<string, unknown>)['*'];
+    const m = typeof rest === 'string' ? /^(.*)\/(load|unload)$/s.exec(rest) : null;
+    if (m === null) return sendError(request, reply, 404, `no route ${request.method} ${request.url.slice(0, 200)} (repository extension: POST /v2/repository/index, /v2/repository/models/{name}/load, /v2/repository/models/{name}/unload)`);
+    const name = m[1]!;
+    const action = m[2] as 'load' | 'unload';
+    const body = jsonObjectBody(request, `the ${action} request`);
+    const unknown = Object.keys(body ?? {}).filter((k) => k !== 'parameters');
+    if (unknown.length > 0) throw new ServeError('bad_request', `${action} '${name.slice(0, 80)}': unknown field(s) ${unknown.map((k) => `'${k.slice(0, 40)}'`).join(', ')} (a ${action} request has only "parameters")`);
+    const parameters: unknown = body?.['parameters'];
+    if (parameters !== undefined && (typeof parameters !== 'object' || parameters === null || Array.isArray(parameters))) throw new ServeError('bad_request', `${action} '${name.slice(0, 80)}': parameters must be an object`);
+    const params = parameters as Record<string, unknown> | undefined;
+    if (action === 'load') await backend.loadModel(name, params);
+    else await backend.unloadModel(name, params);
+    return reply.code(200).send({});
+  });
   if (metrics !== undefined) {
     app.get('/metrics', async (_req, reply) => reply.type(metrics.contentType).send(await metrics.text()));
   }
@@ -296,6 +323,23 @@ function decodedBody(header: string | undefined, payload: Readable): Readable {
   });
   payload.pipe(inflate).pipe(out);
   return out;
+}
+
+/**
+ * A request body that is a JSON object; undefined for an empty body.
+ * @throws ServeError bad_request when it is not valid JSON or not an object.
+ */
+function jsonObjectBody(request: FastifyRequest, what: string): Record<string, unknown> | undefined {
+  const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+  if (body.byteLength === 0) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    throw new ServeError('bad_request', `${what}: the body is not valid JSON (${(err as Error).message})`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ServeError('bad_request', `${what}: the body must be a JSON object`);
+  return value as Record<string, unknown>;
 }
 
 function isInferRoute(request: FastifyRequest): boolean {
