@@ -10,6 +10,7 @@ import { InvalidConfigError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { ModelRepository } from '../model/repository.ts';
 import { maxQosMsOf, type ServingConfig } from '../runtime/config.ts';
+import { RecordFeed } from '../runtime/feed.ts';
 import { createController, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
 import { RuntimeBackend, type BackendEngine, type ServedModel } from '../serve/backend.ts';
 import { ServeMetrics } from '../serve/metrics.ts';
@@ -39,6 +40,8 @@ export interface ServingAssembly {
   readonly hosted: Hosted;
   readonly backend: RuntimeBackend;
   readonly metrics: ServeMetrics;
+  /** Every group and query record as it ends (observed by the dashboard; free while unobserved). */
+  readonly feed: RecordFeed;
   readonly openEngine: () => Promise<BackendEngine>;
 }
 
@@ -76,7 +79,8 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
     return { name: s.name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(c), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
   });
   const metrics = new ServeMetrics({ models: models.map((m) => m.name), qosTargetsMs: models.map((m) => m.qosTargetMs) });
-  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion });
+  const feed = new RecordFeed((err) => logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'a record observer failed and was removed'));
+  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed });
   const openEngine = async (): Promise<BackendEngine> => {
     const file = options.predictorFile ?? config.predictor;
     const predictor = policyNeedsPredictor(config.policy.name)
@@ -102,5 +106,5 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
       },
     };
   };
-  return { hosted, backend, metrics, openEngine };
+  return { hosted, backend, metrics, feed, openEngine };
 }

@@ -49,8 +49,9 @@ import type { Logger } from '../log.ts';
 import { fixedBatchOf, parseDimExpression, resolveShape } from '../model/boundary.ts';
 import type { ModelSpec, TensorSpec } from '../model/spec.ts';
 import { metQos, type GroupRecord, type RejectionReason } from '../runtime/records.ts';
+import type { RecordFeed } from '../runtime/feed.ts';
 import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
-import type { BatchingLimits, QueryController } from '../schedule/controller.ts';
+import type { BatchingLimits, QueryController, RefinementStatus } from '../schedule/controller.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { elementCount } from '../tensor.ts';
 import { ServeError, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
@@ -102,6 +103,8 @@ export interface RuntimeBackendOptions {
   /** `ServerMetadata.name` / `.version` [abacus, 0.0.0]. */
   readonly serverName?: string;
   readonly serverVersion?: string;
+  /** Where every group and query record goes as it ends (the live dashboard observes it); absent: nowhere. */
+  readonly feed?: RecordFeed;
 }
 
 /** The served version of every model. */
@@ -219,6 +222,7 @@ export class RuntimeBackend implements InferenceBackend {
   private readonly timings = new Map<string, Timing>();
   private readonly fused = new Map<string, FusedExecution>();
   private readonly stats: ModelStatsRecorder;
+  private readonly feed: RecordFeed | undefined;
 
   /** @throws RangeError for no models, a name listed twice, or bad QoS / batch settings. */
   constructor(options: RuntimeBackendOptions) {
@@ -226,6 +230,7 @@ export class RuntimeBackend implements InferenceBackend {
     this.platform = options.platform;
     this.logger = options.logger;
     this.metrics = options.metrics;
+    this.feed = options.feed;
     this.server = { name: options.serverName ?? 'abacus', version: options.serverVersion ?? '0.0.0', extensions: SERVER_EXTENSIONS };
     for (const m of options.models) {
       if (this.models.has(m.name)) throw new RangeError(`RuntimeBackend: model '${m.name}' is listed twice`);
@@ -257,6 +262,26 @@ export class RuntimeBackend implements InferenceBackend {
   /** Served model names, in configuration order. */
   get modelNames(): string[] {
     return [...this.models.keys()];
+  }
+
+  /** Queries waiting in `model`'s queue now (0 before `start` and for an unknown model). */
+  queueLength(model: string): number {
+    return this.models.has(model) ? (this.runtime?.queueLength(model) ?? 0) : 0;
+  }
+
+  /** The controller's online predictor refinement, while it refines (abacus with `refine`); else undefined. */
+  get refinement(): RefinementStatus | undefined {
+    return this.engine?.controller.refinement;
+  }
+
+  /** The runtime's clock now, ms (the time base of every record); undefined before `start`. */
+  clockNowMs(): number | undefined {
+    return this.engine?.clock.now();
+  }
+
+  /** Served models with their QoS targets, ms, in configuration order. */
+  servedModels(): { readonly name: string; readonly qosTargetMs: number }[] {
+    return [...this.models.values()].map((m) => ({ name: m.name, qosTargetMs: m.qosTargetMs }));
   }
 
   serverMetadata(): ServerMetadata {
@@ -315,6 +340,7 @@ export class RuntimeBackend implements InferenceBackend {
       services: [...this.models.values()].map((m) => ({ name: m.name, spec: m.spec, qosTargetMs: m.qosTargetMs, maxQueueLength: m.maxQueueLength, ...(m.batching === undefined ? {} : { batching: m.batching }) })),
       keepRecords: false,
       onGroupEnd: (record) => this.groupEnded(record),
+      ...(this.feed === undefined ? {} : { onQueryEnd: this.feed.query.bind(this.feed) }),
     });
     this.runtime = runtime;
     const t0 = performance.now();
@@ -474,6 +500,7 @@ export class RuntimeBackend implements InferenceBackend {
   private groupEnded(record: GroupRecord): void {
     const endMs = this.engine?.clock.now() ?? record.launchMs;
     this.metrics?.group(record, endMs);
+    this.feed?.group(record, endMs);
     for (const s of record.segments) {
       // a fused batch runs under its own id: its members are the requests
       for (const id of s.members ?? [s.queryId]) {

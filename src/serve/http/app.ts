@@ -15,6 +15,7 @@
  * | `GET /v2/models/{m}[/versions/{v}]/config` | Triton model configuration (`ModelConfig`); 404 unknown |
  * | `GET /v2/models[/{m}[/versions/{v}]]/stats` | Triton statistics `{"model_stats": [ModelStatistics]}`; 404 unknown. `/v2/models/stats` is every model's statistics, never a model named `stats` (as in Triton) |
  * | `GET /metrics` | Prometheus text (when `metrics` is given) |
+ * | `GET /dashboard[/…]` | the live dashboard and its event stream (when `dashboard` is given; `../dashboard/routes.ts`) |
  *
  * Request bodies may be compressed (`Content-Encoding: gzip | x-gzip | deflate`; a stream that
  * does not inflate is a 400 saying so, another encoding 415); the body limit counts inflated bytes.
@@ -43,6 +44,8 @@ import { createGunzip, createInflate } from 'node:zlib';
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from '../../log.ts';
 import { ServeError, type InferenceBackend, type ServeErrorCode } from '../inference.ts';
+import type { DashboardHub } from '../dashboard/hub.ts';
+import { registerDashboardRoutes } from '../dashboard/routes.ts';
 import type { ServeMetrics } from '../metrics.ts';
 import { decodeInferBody, encodeInferResponse, INFERENCE_HEADER } from './codec.ts';
 
@@ -88,6 +91,8 @@ export interface HttpAppOptions {
   readonly maxBodyBytes?: number;
   /** True while the server shuts down: responses then carry `Connection: close`. */
   readonly closing?: () => boolean;
+  /** The live dashboard's hub: serves `/dashboard` and `/dashboard/events`; absent: no dashboard routes. */
+  readonly dashboard?: DashboardHub;
 }
 
 interface ModelParams {
@@ -248,6 +253,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   if (metrics !== undefined) {
     app.get('/metrics', async (_req, reply) => reply.type(metrics.contentType).send(await metrics.text()));
   }
+  if (options.dashboard !== undefined) registerDashboardRoutes(app, options.dashboard);
   return app;
 }
 
