@@ -58,7 +58,8 @@ const fmt = (x: number | null | undefined, digits = 1): string => (x === null ||
 
 interface BarMeta {
   readonly group: DashboardGroup;
-  readonly label: string;
+  /** The full label, then shorter ones for narrow bars. */
+  readonly labels: readonly string[];
 }
 
 /** Draws the group outlines, predicted ends and bar labels on top of the bars. */
@@ -87,10 +88,11 @@ const timelineOverlay: Plugin<'bar'> = {
         const top = by - height / 2;
         const bottom = by + height / 2;
         groupBoxes.set(m.group, box === undefined ? { top, bottom } : { top: Math.min(box.top, top), bottom: Math.max(box.bottom, bottom) });
-        const w = ctx.measureText(m.label).width;
-        if (width > w + 6) {
+        // the full label when it fits, else the operators and batch, else the query alone
+        const text = m.labels.find((l) => ctx.measureText(l).width + 6 < width);
+        if (text !== undefined) {
           ctx.fillStyle = '#111';
-          ctx.fillText(m.label, left + 3, by);
+          ctx.fillText(text, left + 3, by);
         }
       });
     });
@@ -137,7 +139,7 @@ const timeline = new Chart($<HTMLCanvasElement>('timeline'), {
             const m = ((item.chart.options.plugins as { abacusMeta?: BarMeta[][] }).abacusMeta ?? [])[item.datasetIndex]?.[item.dataIndex];
             if (m === undefined) return '';
             const g = m.group;
-            return `${m.label} — group #${g.index}: measured ${fmt(g.measuredMs, 2)} ms, predicted ${fmt(g.predictedMs, 2)} ms`;
+            return `${m.labels[0]} — group #${g.index}: measured ${fmt(g.measuredMs, 2)} ms, predicted ${fmt(g.predictedMs, 2)} ms`;
           },
         },
       },
@@ -161,7 +163,8 @@ function drawTimeline(): void {
         if (seg.service !== s.name) continue;
         const endMs = g.launchMs + (g.measuredMs ?? g.predictedMs ?? 0);
         data.push({ x: [g.launchMs, endMs], y: s.name });
-        meta.push({ group: g, label: `${seg.queryId}${seg.members > 1 ? `(${seg.members}q)` : ''} [${seg.start},${seg.end}) ×${seg.batch}` });
+        const q = `${seg.queryId}${seg.members > 1 ? `+${seg.members - 1}` : ''}`;
+        meta.push({ group: g, labels: [`${q} [${seg.start},${seg.end}) ×${seg.batch}`, `${q} [${seg.start},${seg.end})`, `[${seg.start},${seg.end})`, q] });
       }
     }
     datasets.push({ label: s.name, data, backgroundColor: `${colourOf(s.name)}cc`, borderColor: colourOf(s.name), borderWidth: 1, grouped: false, barPercentage: 0.7, categoryPercentage: 1 });

@@ -14,6 +14,15 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startChildServer, writeConfig, type ChildServer } from './serve/child-serve.ts';
 
+/** The page's DOM as the `page.evaluate` callbacks below use it (the test project has no DOM lib). */
+interface Cell {
+  readonly textContent: string | null;
+}
+interface Row {
+  querySelectorAll(selector: 'td'): Iterable<Cell>;
+}
+declare const document: { body: { dataset: Record<string, string | undefined> }; querySelectorAll(selector: string): { length: number } };
+
 const CHROMIUM = process.env['ABACUS_CHROMIUM'] ?? '/usr/bin/chromium';
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
 const SKIP_REASON = `skipped: no chromium at ${CHROMIUM} (apt-get install chromium, or set ABACUS_CHROMIUM)`;
@@ -99,7 +108,7 @@ describe('dashboard end to end (abacus serve + chromium)', () => {
     await page.waitForFunction(() => Number(document.body.dataset['groups'] ?? 0) > 10, undefined, { timeout: 30_000 });
     expect(await dataset(page, 'lanes')).toBe('resnet,vgg');
     expect(Number(await dataset(page, 'shownGroups'))).toBeGreaterThan(0);
-    const rows = async (): Promise<string[][]> => page.$$eval('#qos-table tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+    const rows = async (): Promise<string[][]> => page.$$eval('#qos-table tbody tr', (trs) => (trs as unknown as Row[]).map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
     const first = await rows();
     expect(first.map((r) => r[0])).toEqual(['resnet', 'vgg']);
     expect(first.map((r) => r[1])).toEqual(['40', '60']);
@@ -114,7 +123,7 @@ describe('dashboard end to end (abacus serve + chromium)', () => {
     await page.waitForFunction((g) => Number(document.body.dataset['groups'] ?? 0) > g, groups1, { timeout: 30_000 });
     await page.waitForFunction(() => document.querySelectorAll('#rejections tbody tr').length > 0, undefined, { timeout: 30_000 });
     expect(Number(await dataset(page, 'updates'))).toBeGreaterThan(updates1);
-    const rejection = await page.$eval('#rejections tbody tr', (tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? ''));
+    const rejection = await page.$eval('#rejections tbody tr', (tr) => [...(tr as unknown as Row).querySelectorAll('td')].map((td) => td.textContent ?? ''));
     expect(rejection[1]).toBe('resnet');
     expect(rejection[2]).toBe('qos_violation');
     const second = await rows();
