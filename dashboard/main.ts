@@ -73,7 +73,7 @@ const timelineOverlay: Plugin<'bar'> = {
     const metas = (chart.options.plugins as { abacusMeta?: BarMeta[][] }).abacusMeta ?? [];
     const groupBoxes = new Map<DashboardGroup, { top: number; bottom: number }>();
     ctx.save();
-    ctx.font = '11px system-ui, sans-serif';
+    ctx.font = '10px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
     chart.data.datasets.forEach((_ds, di) => {
       const meta = chart.getDatasetMeta(di);
@@ -240,7 +240,7 @@ function drawTables(): void {
     p.source === null ? '(no predictions: the policy does not predict)' : `${fmt(p.rollingMapePct)} % over ${p.groups} groups${p.source === 'refinement' ? ` (online refinement; guard ${p.guardActive === true ? `ON ×${fmt(p.guardFactor, 2)}` : 'off'})` : ' (predicted vs measured, kept groups)'}`;
   $('rejections').querySelector('tbody')!.innerHTML = [...state.rejections]
     .reverse()
-    .map((r) => `<tr><td>${(r.atMs / 1000).toFixed(2)}</td><td><span class="swatch" style="background:${colourOf(r.service)}"></span>${esc(r.service)}</td><td class="reason">${esc(r.reason)}</td><td>${fmt(r.waitedMs)}</td><td class="detail" title="${esc(r.detail)}">${esc(r.detail)}</td></tr>`)
+    .map((r) => `<tr><td>${(r.atMs / 1000).toFixed(2)}</td><td><span class="swatch" style="background:${colourOf(r.service)}"></span>${esc(r.service)}</td><td class="reason">${esc(r.reason)}</td><td>${fmt(r.waitedMs)}</td><td class="detail" title="${esc(r.detail)}">${esc(r.detail.length > 44 ? `${r.detail.slice(0, 43)}…` : r.detail)}</td></tr>`)
     .join('');
   $('counts').textContent = `${state.updates} updates · ${state.groups.length} groups kept${u.skippedGroups > 0 ? ` · ${u.skippedGroups} skipped (rate bound)` : ''}`;
 }

@@ -103,8 +103,9 @@ class Ring<T> {
     return { items, skipped: Math.max(0, from - after - 1) };
   }
 
-  *all(): Generator<T> {
-    for (let s = this.first; s <= this.seq; s++) yield this.items[s % this.capacity]!;
+  /** Call `f` on every item held, oldest first. */
+  forEach(f: (item: T) => void): void {
+    for (let s = this.first; s <= this.seq; s++) f(this.items[s % this.capacity]!);
   }
 }
 
@@ -125,10 +126,11 @@ interface Page {
 
 const DEFAULTS = { flushMs: 200, windowMs: 10_000, keepGroups: 600, keepRejections: 200, keepOutcomes: 8192, maxGroupsPerUpdate: 200, maxBufferedBytes: 1 << 20, dropAfterMs: 10_000 };
 
-/** Nearest-rank percentile `p` ∈ (0, 1] of `xs` (sorted in place); undefined when empty. */
-export function nearestRank(xs: number[], p: number): number | undefined {
+/** Nearest-rank percentile `p` ∈ (0, 1] of `xs` (sorted in place, numerically); undefined when empty. */
+export function nearestRank(xs: number[] | Float64Array, p: number): number | undefined {
   if (xs.length === 0) return undefined;
-  xs.sort((a, b) => a - b);
+  if (xs instanceof Float64Array) xs.sort();
+  else xs.sort((a, b) => a - b);
   return xs[Math.min(xs.length - 1, Math.max(0, Math.ceil(p * xs.length) - 1))];
 }
 
@@ -147,6 +149,8 @@ export class DashboardHub {
   private timer: NodeJS.Timeout | undefined;
   private lastEventMs: number | undefined;
   private finished = false;
+  /** Latencies of one service's window, for its p99 (reused by every flush). */
+  private scratch: Float64Array | undefined;
   private closed = false;
 
   /** @throws RangeError for a non-positive or non-integer bound. */
@@ -292,29 +296,31 @@ export class DashboardHub {
   private stats(): Pick<DashboardUpdate, 'nowMs' | 'status' | 'services' | 'predictor'> {
     const nowMs = this.mode === 'replay' ? (this.lastEventMs ?? null) : (this.source.clockNowMs() ?? this.lastEventMs ?? null);
     const status: DashboardUpdate['status'] = this.finished ? 'done' : this.closed ? 'closing' : this.source.isReady() ? 'ready' : 'not_ready';
+    this.scratch ??= new Float64Array(this.o.keepOutcomes);
+    const scratch = this.scratch;
     const services: DashboardServiceStats[] = this.source.servedModels().map((s) => {
-      const latencies: number[] = [];
+      let completed = 0;
       let ended = 0;
       let late = 0;
       let rejected = 0;
       const from = (nowMs ?? Infinity) - this.o.windowMs;
-      for (const o of this.outcomes.get(s.name)?.all() ?? []) {
-        if (o.endMs < from) continue;
+      this.outcomes.get(s.name)?.forEach((o) => {
+        if (o.endMs < from) return;
         ended++;
         if (o.latencyMs === undefined) rejected++;
         else {
-          latencies.push(o.latencyMs);
+          scratch[completed++] = o.latencyMs;
           if (o.late) late++;
         }
-      }
+      });
       return {
         service: s.name,
         qosTargetMs: s.qosTargetMs,
         ended,
-        completed: latencies.length,
+        completed,
         late,
         rejected,
-        p99Ms: nearestRank(latencies, 0.99) ?? null,
+        p99Ms: nearestRank(scratch.subarray(0, completed), 0.99) ?? null,
         violationRatio: ended === 0 ? null : (late + rejected) / ended,
         queueDepth: this.source.queueLength(s.name),
       };
@@ -327,11 +333,11 @@ export class DashboardHub {
     if (r !== undefined) return { source: 'refinement', rollingMapePct: r.observedGroups === 0 ? null : r.rollingMape * 100, groups: r.observedGroups, guardActive: r.guardActive, guardFactor: r.guardFactor };
     let n = 0;
     let sum = 0;
-    for (const g of this.groups.all()) {
-      if (g.predictedMs === null || g.measuredMs === null || !(g.measuredMs > 0)) continue;
+    this.groups.forEach((g) => {
+      if (g.predictedMs === null || g.measuredMs === null || !(g.measuredMs > 0)) return;
       n++;
       sum += Math.abs(g.predictedMs - g.measuredMs) / g.measuredMs;
-    }
+    });
     return n === 0 ? { source: null, rollingMapePct: null, groups: 0 } : { source: 'records', rollingMapePct: (sum / n) * 100, groups: n };
   }
 }
