@@ -70,9 +70,11 @@ export interface DashboardHubOptions {
   readonly maxBufferedBytes?: number;
   /** A page skipped for longer than this is disconnected, wall ms [10 000]. */
   readonly dropAfterMs?: number;
-  /** `replay`: a simulation replayed at `speed` × wall pace (`replay.ts`) [live, 1]. */
+  /** `replay`: a simulation replayed at `speed` × wall pace (`replay.ts`, which is then the source) [live, 1]. */
   readonly mode?: 'live' | 'replay';
   readonly speed?: number;
+  /** Called after a page connected (and got its history), with the number of pages now. */
+  readonly onPage?: (pages: number) => void;
 }
 
 /** A fixed-capacity ring; items carry their sequence number (1-based, increasing). */
@@ -141,6 +143,7 @@ export class DashboardHub {
   private readonly o: typeof DEFAULTS;
   private readonly mode: 'live' | 'replay';
   private readonly speed: number;
+  private readonly onPage: ((pages: number) => void) | undefined;
   private readonly groups: Ring<DashboardGroup>;
   private readonly rejections: Ring<DashboardRejection>;
   private readonly outcomes = new Map<string, Ring<Outcome>>();
@@ -167,6 +170,7 @@ export class DashboardHub {
     }
     this.mode = options.mode ?? 'live';
     this.speed = options.speed ?? 1;
+    this.onPage = options.onPage;
     if (!(this.speed > 0)) throw new RangeError(`DashboardHub: speed must be > 0, got ${this.speed}`);
     this.groups = new Ring(this.o.keepGroups);
     this.rejections = new Ring(this.o.keepRejections);
@@ -200,6 +204,7 @@ export class DashboardHub {
     this.sendUpdate(page, this.stats());
     this.unsubscribe ??= this.feed.subscribe((e) => this.observe(e));
     this.timer ??= setInterval(() => this.flush(), this.o.flushMs);
+    this.onPage?.(this.pages.size);
     return () => this.detach(page);
   }
 
@@ -294,7 +299,7 @@ export class DashboardHub {
   }
 
   private stats(): Pick<DashboardUpdate, 'nowMs' | 'status' | 'services' | 'predictor'> {
-    const nowMs = this.mode === 'replay' ? (this.lastEventMs ?? null) : (this.source.clockNowMs() ?? this.lastEventMs ?? null);
+    const nowMs = this.source.clockNowMs() ?? this.lastEventMs ?? null;
     const status: DashboardUpdate['status'] = this.finished ? 'done' : this.closed ? 'closing' : this.source.isReady() ? 'ready' : 'not_ready';
     this.scratch ??= new Float64Array(this.o.keepOutcomes);
     const scratch = this.scratch;
