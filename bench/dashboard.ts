@@ -20,6 +20,15 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { CliContext } from '../src/cli/context.ts';
+import { cachedPredictor } from '../src/deployment/predictor-cache.ts';
+import { artifactAt } from '../src/model/artifact.ts';
+import { resolveModelSpec } from '../src/model/catalog.ts';
+import { ModelRepository } from '../src/model/repository.ts';
+import { simEnv } from '../src/reproduce/colocation.ts';
+import { runExperiment, type ExperimentService } from '../src/runtime/experiment.ts';
+import { RecordFeed } from '../src/runtime/feed.ts';
+import { DashboardHub } from '../src/serve/dashboard/hub.ts';
 import { median } from '../src/stats.ts';
 
 const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'abacus.js');
@@ -43,6 +52,77 @@ export interface DashboardBenchResult {
   readonly dashboardUpdates: number;
   /** Non-200 answers, by status, over all phases. */
   readonly otherStatuses: Readonly<Record<string, number>>;
+}
+
+export interface DashboardInProcessResult {
+  readonly queries: number;
+  /** Simulated queries per wall second of each run, in order. */
+  readonly withoutQps: readonly number[];
+  readonly withQps: readonly number[];
+  /** median(with) ÷ median(without). */
+  readonly ratio: number;
+  /** Updates the hub sent over all "with" runs. */
+  readonly updates: number;
+}
+
+/**
+ * The same question without HTTP and without the machine's noise in the way as much: the whole
+ * serving path (load generator, runtime, abacus controller with its MLP predictor, sim:a100) on
+ * the virtual clock, as fast as one core runs it, with the record feed unobserved vs observed
+ * by a `DashboardHub` with one page (a sink that serializes and counts). The hub's flush runs
+ * every 200 ms of wall time, as when serving. A simulation ends far more queries per wall
+ * second than a server does, so the hub's per-record share here is an upper bound of its share
+ * when serving. Runs alternate ABBA.
+ */
+export async function benchDashboardInProcess(opts: { log?: (s: string) => void; queries?: number; pairs?: number } = {}): Promise<DashboardInProcessResult> {
+  const log = opts.log ?? (() => undefined);
+  const queries = opts.queries ?? 40_000;
+  const pairs = opts.pairs ?? 3;
+  const repo = new ModelRepository();
+  const specs = [await resolveModelSpec(repo, 'resnet50-small'), await resolveModelSpec(repo, 'vgg19-small')];
+  const ctx: CliContext = { out: log, err: log, cacheOptions: () => ({}) };
+  const batchSizes = [1];
+  const { predictor } = await cachedPredictor(ctx, repo, { deviceId: 'sim:a100', models: specs.map((sp) => artifactAt('/nonexistent', sp)), batchSizes, seqLens: [], maxGroupSize: 2, samples: 1000 });
+  const services: ExperimentService[] = specs.map((spec) => ({ name: spec.name, spec, qosTargetMs: 40, maxQueueLength: 10_000, batchSizes }));
+  let updates = 0;
+  const run = async (observed: boolean): Promise<number> => {
+    const feed = new RecordFeed();
+    let clockNow = 0;
+    const hub = new DashboardHub({ feed, source: { servedModels: () => services.map((x) => ({ name: x.name, qosTargetMs: x.qosTargetMs })), queueLength: () => 0, refinement: undefined, clockNowMs: () => clockNow, isReady: () => true } });
+    if (observed) {
+      hub.attach({ send: (event, data) => (event === 'update' ? (updates++, data.length) : 0), bufferedBytes: () => 0, end: () => undefined });
+      // the hub's own timer cannot fire inside a synchronous simulation: flush on the same wall cadence from the feed
+      let last = performance.now();
+      feed.subscribe((e) => {
+        clockNow = e.kind === 'group' ? e.endMs : (e.record.endMs ?? clockNow);
+        const t = performance.now();
+        if (t - last >= 200) {
+          last = t;
+          hub.flush();
+        }
+      });
+    }
+    const t0 = performance.now();
+    await runExperiment(simEnv('sim:a100', services, predictor, 1), { services, policy: 'abacus', rateQps: 150, queries, seed: 1, feed });
+    const qps = (queries * 1000) / (performance.now() - t0);
+    hub.close('done');
+    return qps;
+  };
+  log(`dashboard in process: ${queries.toLocaleString('en-US')} simulated queries per run, ${pairs} × (without, with) …\n`);
+  await run(false); // warm-up
+  const withoutQps: number[] = [];
+  const withQps: number[] = [];
+  for (let p = 0; p < pairs; p++) {
+    if (p % 2 === 0) {
+      withoutQps.push(await run(false));
+      withQps.push(await run(true));
+    } else {
+      withQps.push(await run(true));
+      withoutQps.push(await run(false));
+    }
+    log(`  pair ${p + 1}: without ${withoutQps[p]!.toFixed(0)} q/s, with ${withQps[p]!.toFixed(0)} q/s\n`);
+  }
+  return { queries, withoutQps, withQps, ratio: median(withQps) / median(withoutQps), updates };
 }
 
 export async function benchDashboard(opts: { log?: (s: string) => void; clients?: number; phaseMs?: number; pairs?: number } = {}): Promise<DashboardBenchResult> {

@@ -23,7 +23,7 @@ import { benchRuntimeSpeed } from './runtime-speed.ts';
 import { benchIdleGap } from './idle-gap.ts';
 import { benchRejection } from './rejection.ts';
 import { benchServeOverload } from './serve-overload.ts';
-import { benchDashboard } from './dashboard.ts';
+import { benchDashboard, benchDashboardInProcess } from './dashboard.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
@@ -50,7 +50,10 @@ if (opts.only === 'runtime') out['runtimeSpeed'] = await benchRuntimeSpeed({ log
 if (opts.only === 'idle-gap') out['idleGap'] = await benchIdleGap({ log, ...(opts.queries === undefined ? {} : { ortQueries: opts.queries }), ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
 if (opts.only === 'rejection') out['rejection'] = await benchRejection({ log, ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
 if (opts.only === 'serve-overload') out['serveOverload'] = await benchServeOverload({ log });
-if (opts.only === 'dashboard') out['dashboard'] = await benchDashboard({ log });
+if (opts.only === 'dashboard') {
+  out['dashboardInProcess'] = await benchDashboardInProcess({ log });
+  out['dashboard'] = await benchDashboard({ log });
+}
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
@@ -132,6 +135,14 @@ if (opts.json) {
       `abacus serve under 10× overload (sim:a100, wall clock; goal: 503s answered in p99 ≤ 5 ms on the server), load average ${so503.loadAverage1m.toFixed(2)} at the end:\n` +
         `  capacity ${so503.capacityQps.toFixed(0)} q/s, offered ${so503.offeredQps.toFixed(0)} q/s for ${so503.durationMs / 1000} s: ${so503.requests} requests, by status ${JSON.stringify(so503.byStatus)}\n` +
         `  503 on the server: ${f(so503.server503Ms)}\n  503 at the client:  ${f(so503.client503Ms)}\n`,
+    );
+  }
+  const dip = out['dashboardInProcess'] as Awaited<ReturnType<typeof benchDashboardInProcess>> | undefined;
+  if (dip) {
+    process.stdout.write(
+      `Serving path in process (sim:a100 virtual clock, abacus, resnet50-small + vgg19-small, ${dip.queries.toLocaleString('en-US')} queries per run) with the record feed unobserved vs observed by a dashboard hub with one page (goal: ratio ≥ 0.97):\n` +
+        `  without: ${dip.withoutQps.map((x) => x.toFixed(0)).join(', ')} simulated q/s\n  with:    ${dip.withQps.map((x) => x.toFixed(0)).join(', ')} simulated q/s (${dip.updates} updates sent)\n` +
+        `  ratio median(with) / median(without): ${dip.ratio.toFixed(3)}, load average ${os.loadavg()[0]!.toFixed(2)}\n`,
     );
   }
   const dash = out['dashboard'] as Awaited<ReturnType<typeof benchDashboard>> | undefined;

@@ -23,7 +23,7 @@ Chart.register(BarController, BarElement, CategoryScale, LinearScale, LineContro
 const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
 /** Groups kept in the page (for pause / replay). */
 const KEEP_GROUPS = 2000;
-/** Points kept per time series (at 5 updates/s: 60 s). */
+/** Points kept per time series (at 4 updates/s: 75 s). */
 const KEEP_POINTS = 300;
 const KEEP_REJECTIONS = 40;
 

@@ -8,8 +8,11 @@
  * - Memory: rings of the last `keepGroups` groups, `keepRejections` rejections and, per
  *   service, `keepOutcomes` query outcomes (for the sliding-window statistics); a page holds no
  *   queue of its own, only how far it has been sent.
- * - Rate: one update per `flushMs` (200 ms) per page, with at most `maxGroupsPerUpdate` groups
+ * - Rate: one update per `flushMs` (250 ms) per page, with at most `maxGroupsPerUpdate` groups
  *   and as many rejections (the newest; the rest is counted in `skippedGroups`).
+ * - CPU: the window statistics (a sort of the window's latencies per service) and the
+ *   predictor's error are recomputed at most every `statsEveryMs` (1 s); an update between
+ *   two reuses them with fresh queue depths.
  * - Slow pages: while a page's connection holds more than `maxBufferedBytes` unsent bytes it is
  *   skipped (it gets the newest groups, and the count it missed, once it catches up); one backed
  *   up for longer than `dropAfterMs` is disconnected.
@@ -54,8 +57,10 @@ export interface DashboardHubOptions {
   readonly feed: RecordFeed;
   readonly source: DashboardSource;
   readonly logger?: Logger;
-  /** Period of updates, wall ms [200]. */
+  /** Period of updates, wall ms [250]. */
   readonly flushMs?: number;
+  /** The window statistics and predictor error are recomputed at most this often, wall ms [1000] (queue depths: every update). */
+  readonly statsEveryMs?: number;
   /** Sliding window of the statistics, runtime-clock ms [10 000]. */
   readonly windowMs?: number;
   /** Groups kept (and sent to a page that connects) [600]. */
@@ -126,7 +131,7 @@ interface Page {
   backedUpSince: number | undefined;
 }
 
-const DEFAULTS = { flushMs: 200, windowMs: 10_000, keepGroups: 600, keepRejections: 200, keepOutcomes: 8192, maxGroupsPerUpdate: 200, maxBufferedBytes: 1 << 20, dropAfterMs: 10_000 };
+const DEFAULTS = { flushMs: 250, statsEveryMs: 1000, windowMs: 10_000, keepGroups: 600, keepRejections: 200, keepOutcomes: 8192, maxGroupsPerUpdate: 200, maxBufferedBytes: 1 << 20, dropAfterMs: 10_000 };
 
 /** Nearest-rank percentile `p` ∈ (0, 1] of `xs` (sorted in place, numerically); undefined when empty. */
 export function nearestRank(xs: number[] | Float64Array, p: number): number | undefined {
@@ -154,6 +159,8 @@ export class DashboardHub {
   private finished = false;
   /** Latencies of one service's window, for its p99 (reused by every flush). */
   private scratch: Float64Array | undefined;
+  /** The last window statistics, and when (wall ms) they were computed. */
+  private cached: { atWallMs: number; services: DashboardServiceStats[]; predictor: DashboardPredictor } | undefined;
   private closed = false;
 
   /** @throws RangeError for a non-positive or non-integer bound. */
@@ -203,7 +210,7 @@ export class DashboardHub {
     sink.send('hello', JSON.stringify(hello));
     this.sendUpdate(page, this.stats());
     this.unsubscribe ??= this.feed.subscribe((e) => this.observe(e));
-    this.timer ??= setInterval(() => this.flush(), this.o.flushMs);
+    this.timer ??= setInterval(() => this.send(false), this.o.flushMs);
     this.onPage?.(this.pages.size);
     return () => this.detach(page);
   }
@@ -235,10 +242,14 @@ export class DashboardHub {
     }
   }
 
-  /** Send every page its update now (the timer calls this every `flushMs`). */
+  /** Send every page its update now, with fresh statistics (the timer sends one every `flushMs`). */
   flush(): void {
+    this.send(true);
+  }
+
+  private send(freshStats: boolean): void {
     if (this.pages.size === 0) return;
-    const stats = this.stats();
+    const stats = this.stats(freshStats);
     const wallNow = Date.now();
     for (const page of [...this.pages]) {
       if (page.sink.bufferedBytes() > this.o.maxBufferedBytes) {
@@ -298,9 +309,21 @@ export class DashboardHub {
     }
   }
 
-  private stats(): Pick<DashboardUpdate, 'nowMs' | 'status' | 'services' | 'predictor'> {
+  /**
+   * The update's statistics. Queue depths, time and status are read fresh; the window statistics
+   * and the predictor's error are recomputed when `fresh`, else at most every `statsEveryMs`
+   * (they move slowly: a 10-second window; this keeps the hub's cost per update to the groups).
+   */
+  private stats(fresh = true): Pick<DashboardUpdate, 'nowMs' | 'status' | 'services' | 'predictor'> {
     const nowMs = this.source.clockNowMs() ?? this.lastEventMs ?? null;
     const status: DashboardUpdate['status'] = this.finished ? 'done' : this.closed ? 'closing' : this.source.isReady() ? 'ready' : 'not_ready';
+    const wallNow = Date.now();
+    if (fresh || this.cached === undefined || wallNow - this.cached.atWallMs >= this.o.statsEveryMs) this.cached = { atWallMs: wallNow, ...this.windowStats(nowMs) };
+    const { services, predictor } = this.cached;
+    return { nowMs, status, services: services.map((s) => ({ ...s, queueDepth: this.source.queueLength(s.service) })), predictor };
+  }
+
+  private windowStats(nowMs: number | null): { services: DashboardServiceStats[]; predictor: DashboardPredictor } {
     this.scratch ??= new Float64Array(this.o.keepOutcomes);
     const scratch = this.scratch;
     const services: DashboardServiceStats[] = this.source.servedModels().map((s) => {
@@ -327,10 +350,10 @@ export class DashboardHub {
         rejected,
         p99Ms: nearestRank(scratch.subarray(0, completed), 0.99) ?? null,
         violationRatio: ended === 0 ? null : (late + rejected) / ended,
-        queueDepth: this.source.queueLength(s.name),
+        queueDepth: 0,
       };
     });
-    return { nowMs, status, services, predictor: this.predictor() };
+    return { services, predictor: this.predictor() };
   }
 
   private predictor(): DashboardPredictor {

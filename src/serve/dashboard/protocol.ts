@@ -7,7 +7,7 @@
  * Events, in order on one connection:
  * - `hello` (`DashboardHello`), once, first;
  * - `update` (`DashboardUpdate`), the first one carrying the kept history, then one per flush
- *   period (~200 ms) while something changed, at least one per second;
+ *   period (250 ms);
  * - `bye` (`{ reason }`), when the server shuts down or a replay ended and the stream closes.
  */
 
