@@ -163,7 +163,7 @@ function drawTimeline(): void {
         if (seg.service !== s.name) continue;
         const endMs = g.launchMs + (g.measuredMs ?? g.predictedMs ?? 0);
         data.push({ x: [g.launchMs, endMs], y: s.name });
-        const q = `${seg.queryId}${seg.members > 1 ? `+${seg.members - 1}` : ''}`;
+        const q = seg.members > 1 ? `${seg.members}q·${seg.queryId}` : seg.queryId;
         meta.push({ group: g, labels: [`${q} [${seg.start},${seg.end}) ×${seg.batch}`, `${q} [${seg.start},${seg.end})`, `[${seg.start},${seg.end})`, q] });
       }
     }
