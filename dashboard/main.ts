@@ -281,7 +281,7 @@ function onHello(h: DashboardHello): void {
   state.groups = [];
   state.rejections = [];
   state.series = [];
-  $('mode').textContent = h.mode === 'replay' ? `replay of a simulation at ${h.speed}× wall-clock pace` : 'live';
+  $('mode').textContent = h.mode === 'replay' ? `replay at ${h.speed}×` : 'live';
 }
 
 function onUpdate(u: DashboardUpdate): void {
