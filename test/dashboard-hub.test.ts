@@ -14,6 +14,15 @@ import { dashboardAssetUrl, registerDashboardRoutes } from '../src/serve/dashboa
 import { createHttpApp } from '../src/serve/http/app.ts';
 import { buildDashboardBundle } from '../scripts/dashboard-bundle.ts';
 import { FakeBackend } from './serve/fake-backend.ts';
+import { WallClock } from '../src/clock/index.ts';
+import { SimDevice } from '../src/device/sim/index.ts';
+import { artifactAt } from '../src/model/artifact.ts';
+import { resolveModelSpec } from '../src/model/catalog.ts';
+import { ModelRepository } from '../src/model/repository.ts';
+import { createController } from '../src/schedule/index.ts';
+import { RuntimeBackend } from '../src/serve/backend.ts';
+import type { FeedEvent } from '../src/runtime/feed.ts';
+import { fixedPredictor } from './helpers/fixed-predictor.ts';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -90,6 +99,38 @@ describe('RecordFeed', () => {
     off();
     expect(feed.watched).toBe(false);
   });
+});
+
+describe('RuntimeBackend → RecordFeed', () => {
+  it('passes every group and every query outcome (with its rejection reason) to the feed', async () => {
+    const spec = await resolveModelSpec(new ModelRepository(), 'resnet50-small');
+    const clock = new WallClock();
+    const device = await SimDevice.create({ clock, id: 'sim:a100', seed: 1 });
+    await device.load([{ name: 'resnet', model: artifactAt('/nonexistent', spec) }]);
+    const feed = new RecordFeed();
+    const backend = new RuntimeBackend({ models: [{ name: 'resnet', spec, qosTargetMs: 500, maxQosMs: 5000, batchSizes: [1], maxQueueLength: 10 }], platform: 'abacus_sim', feed });
+    await backend.start({ clock, device, controller: createController('fcfs', { drop: true }, fixedPredictor([spec.name], 0.05)) });
+    try {
+      const events: FeedEvent[] = [];
+      feed.subscribe((e) => events.push(e));
+      const input = { name: 'input', datatype: 'FP32', shape: [1, 3, 64, 64], data: { kind: 'raw' as const, bytes: new Uint8Array(3 * 64 * 64 * 4) } };
+      await backend.infer({ modelName: 'resnet', requestId: 'a', inputs: [input] });
+      await expect(backend.infer({ modelName: 'resnet', requestId: 'b', inputs: [input], parameters: { qos_ms: 0.001 } })).rejects.toThrow(/qos_violation/);
+      const groups = events.filter((e) => e.kind === 'group');
+      const queries = events.flatMap((e) => (e.kind === 'query' ? [e.record] : []));
+      expect(groups.length).toBeGreaterThanOrEqual(1);
+      expect(groups[0]!.record.segments[0]!.service).toBe('resnet');
+      expect(queries.map((q) => [q.outcome, q.reason])).toEqual([
+        ['completed', undefined],
+        ['rejected', 'qos_violation'],
+      ]);
+      expect(backend.queueLength('resnet')).toBe(0);
+      expect(backend.clockNowMs()).toBeGreaterThan(0);
+      expect(backend.servedModels()).toEqual([{ name: 'resnet', qosTargetMs: 500 }]);
+    } finally {
+      await backend.shutdown(1000);
+    }
+  }, 60_000);
 });
 
 describe('DashboardHub', () => {
