@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.cache/**', 'dist/**', 'bin/**', 'eslint.config.js', 'src/device/ort/*.js'] },
+  { ignores: ['node_modules/**', '.cache/**', 'dist/**', 'bin/**', 'eslint.config.js', 'src/device/ort/*.js', 'src/serve/dashboard/assets/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -59,7 +59,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['test/**/*.ts', 'bench/**/*.ts', '*.config.ts', 'eslint.config.js'],
+    files: ['test/**/*.ts', 'bench/**/*.ts', 'scripts/**/*.ts', '*.config.ts', 'eslint.config.js'],
     rules: {
       '@typescript-eslint/no-unsafe-assignment': 'off',
       '@typescript-eslint/no-unsafe-member-access': 'off',

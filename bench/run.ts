@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload]`: the foundation
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
  * `--only sim` runs the simulator speed benchmark (issue 3) alone, `--only schedule` the
  * scheduling decision latency (issue 5) alone, `--only predictor [-- --data FILE.csv]` the
@@ -8,7 +8,8 @@
  * [-- --skip-ort]` the device's idle time between groups at saturation, deciding ahead vs only
  * when idle, on sim:a100 and on this CPU, `--only rejection [-- --skip-ort]` how long after its
  * arrival a hopeless query is answered on the wall clock, deciding ahead vs only when idle,
- * `--only serve-overload` how fast `abacus serve` answers 503 under a 10× overload.
+ * `--only serve-overload` how fast `abacus serve` answers 503 under a 10× overload, `--only dashboard`
+ * the serving throughput with and without an open dashboard stream.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -22,19 +23,20 @@ import { benchRuntimeSpeed } from './runtime-speed.ts';
 import { benchIdleGap } from './idle-gap.ts';
 import { benchRejection } from './rejection.ts';
 import { benchServeOverload } from './serve-overload.ts';
+import { benchDashboard, benchDashboardInProcess } from './dashboard.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload')
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | dashboard')
   .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000)', (v) => Number(v))
   .option('--skip-ort', 'idle-gap, rejection: the sim:a100 rows only')
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
 const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean }>();
-if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor, runtime, idle-gap, rejection or serve-overload, got '${opts.only}'`);
+if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor, runtime, idle-gap, rejection, serve-overload or dashboard, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
 };
@@ -48,6 +50,10 @@ if (opts.only === 'runtime') out['runtimeSpeed'] = await benchRuntimeSpeed({ log
 if (opts.only === 'idle-gap') out['idleGap'] = await benchIdleGap({ log, ...(opts.queries === undefined ? {} : { ortQueries: opts.queries }), ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
 if (opts.only === 'rejection') out['rejection'] = await benchRejection({ log, ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
 if (opts.only === 'serve-overload') out['serveOverload'] = await benchServeOverload({ log });
+if (opts.only === 'dashboard') {
+  out['dashboardInProcess'] = await benchDashboardInProcess({ log });
+  out['dashboard'] = await benchDashboard({ log });
+}
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
@@ -129,6 +135,24 @@ if (opts.json) {
       `abacus serve under 10× overload (sim:a100, wall clock; goal: 503s answered in p99 ≤ 5 ms on the server), load average ${so503.loadAverage1m.toFixed(2)} at the end:\n` +
         `  capacity ${so503.capacityQps.toFixed(0)} q/s, offered ${so503.offeredQps.toFixed(0)} q/s for ${so503.durationMs / 1000} s: ${so503.requests} requests, by status ${JSON.stringify(so503.byStatus)}\n` +
         `  503 on the server: ${f(so503.server503Ms)}\n  503 at the client:  ${f(so503.client503Ms)}\n`,
+    );
+  }
+  const dip = out['dashboardInProcess'] as Awaited<ReturnType<typeof benchDashboardInProcess>> | undefined;
+  if (dip) {
+    process.stdout.write(
+      `Serving path in process (sim:a100 virtual clock, abacus, resnet50-small + vgg19-small, ${dip.queries.toLocaleString('en-US')} queries per run) with the record feed unobserved vs observed by a dashboard hub with one page (goal: ratio ≥ 0.97):\n` +
+        `  without: ${dip.withoutQps.map((x) => x.toFixed(0)).join(', ')} simulated q/s\n  with:    ${dip.withQps.map((x) => x.toFixed(0)).join(', ')} simulated q/s (${dip.updates} updates sent)\n` +
+        `  ratio median(with) / median(without): ${dip.ratio.toFixed(3)}, load average ${os.loadavg()[0]!.toFixed(2)}\n`,
+    );
+  }
+  const dash = out['dashboard'] as Awaited<ReturnType<typeof benchDashboard>> | undefined;
+  if (dash) {
+    const qps = (xs: readonly number[]): string => xs.map((x) => x.toFixed(0)).join(', ');
+    process.stdout.write(
+      `abacus serve with and without an open dashboard stream (sim:a100, 2 services, ${dash.clients} closed-loop HTTP clients, phases of ${dash.phaseMs / 1000} s; goal: ratio ≥ 0.97), load average ${dash.loadAverage1m.toFixed(2)} at the end:\n` +
+        `  without: ${qps(dash.withoutQps)} q/s\n  with:    ${qps(dash.withQps)} q/s (the stream sent ${dash.dashboardUpdates} updates, ${(dash.dashboardBytes / 1024).toFixed(0)} KiB)\n` +
+        `  ratio median(with) / median(without): ${dash.ratio.toFixed(3)}; median of the pairs' with / without: ${dash.pairRatio.toFixed(3)}${Object.keys(dash.otherStatuses).length > 0 ? `; other statuses ${JSON.stringify(dash.otherStatuses)}` : ''}\n` +
+        `  server CPU per completed request: without ${dash.serverCpuMsPerRequest.without.toFixed(3)} ms, with ${dash.serverCpuMsPerRequest.with.toFixed(3)} ms (ratio ${(dash.serverCpuMsPerRequest.with / dash.serverCpuMsPerRequest.without).toFixed(3)})\n`,
     );
   }
   const pred = out['predictor'] as Awaited<ReturnType<typeof benchPredictor>> | undefined;

@@ -40,6 +40,11 @@ import { positiveInt } from './models.ts';
 import { sampleLoad } from '../deployment/load-conditions.ts';
 import { AUTO_PROFILE, ensurePredictor, openEnv, profileThreadRules, resolveServices, runThreadRules, warnThreadMismatch } from '../deployment/services.ts';
 import { UsageError } from './usage.ts';
+import { RecordFeed } from '../runtime/feed.ts';
+import { DashboardHub } from '../serve/dashboard/hub.ts';
+import type { DashboardService } from '../serve/dashboard/protocol.ts';
+import { DashboardReplay } from '../serve/dashboard/replay.ts';
+import { startDashboardServer } from '../serve/dashboard/server.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AbacusError } from '../errors.ts';
 import { createInferenceClient, InferenceClientError, type InferenceClient } from '../serve/client/index.ts';
@@ -75,6 +80,11 @@ export interface ExperimentCliOptions {
   refine?: boolean;
   drop: boolean;
   findPeak?: boolean;
+  /** After the runs, replay the first run on the dashboard (`--dashboard`), at `dashboardSpeed` × its pace, on `dashboardPort`. */
+  dashboard?: boolean;
+  dashboardSpeed?: number;
+  dashboardPort?: number;
+  dashboardHost?: string;
   profileSamples?: number;
   threads?: number;
   /**
@@ -228,6 +238,14 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
       },
     )
     .option('--json', 'print {"runs": [...]} as JSON')
+    .option('--dashboard', 'after the runs, replay the first one on the live dashboard at http://HOST:PORT/dashboard until Ctrl-C (docs/dashboard.md)')
+    .option('--dashboard-speed <x>', 'with --dashboard: replay speed, run-clock ms per wall ms (default 1: the run\'s own pace)', positiveNumber('--dashboard-speed'))
+    .option('--dashboard-port <port>', 'with --dashboard: HTTP port (default 8000; 0: any free port, printed)', (v: string) => {
+      const x = Number(v);
+      if (!/^\s*\d+\s*$/.test(v) || x > 65_535) throw new InvalidArgumentError(`--dashboard-port expects a port in [0, 65535], got '${v}'`);
+      return x;
+    })
+    .option('--dashboard-host <addr>', 'with --dashboard: interface to bind (default 127.0.0.1)')
     .addHelpText('after', policyHelpText());
 }
 
@@ -338,6 +356,7 @@ export function runJson(r: RunSummary, peak?: { peakGoodputQps: number; peakRate
 export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliOptions, mode: { virtual: boolean; defaultDevice: string }): Promise<ExperimentJson> {
   if (opts.target !== undefined) return runRemoteBenchCommand(ctx, opts);
   if (opts.sendQos === true || opts.timeoutMs !== undefined) throw new UsageError('--send-qos and --timeout-ms go with --target');
+  if (opts.dashboard === true && opts.findPeak === true) throw new UsageError('--dashboard replays one run: it does not go with --find-peak');
   const config = await servingConfigOf(ctx, opts, mode.defaultDevice);
   if (mode.virtual && !config.device.startsWith('sim')) throw new InvalidConfigError(`abacus simulate needs a simulated device (sim:a100, …), got '${config.device}'; use abacus bench for real devices`);
   const repo = new ModelRepository(ctx.cacheOptions());
@@ -394,6 +413,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   const env = await openEnv(hosted, predictor, { virtual: mode.virtual, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }), threadRules });
   const wideEnv = widePolicies.length > 0 ? await openEnv(hosted, wide?.predictor ?? predictor, { virtual: false, seed: opts.seed, threads: wideThreads }) : undefined;
   const runs: RunJson[] = [];
+  let replayed: { readonly policy: string; readonly records: NonNullable<ExperimentResult['records']> } | undefined;
   const label = (policy: string, n: number): string => `${policy} (${n} thread${n === 1 ? '' : 's'})`;
   type Variant = { policy: string; env: ExperimentEnv; label: string | undefined; threads: number };
   const variants = policies.flatMap((policy): Variant[] =>
@@ -407,7 +427,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   try {
     for (const { policy, env: runEnv, label: runLabel, threads: runThreads } of variants) {
       const name = runLabel ?? policy;
-      const base = { services: hosted.services, policy, policyParams: policyParams(policy, config, opts), queries: opts.queries, seed: opts.seed, arrivals: arrivals.create };
+      const base = { services: hosted.services, policy, policyParams: policyParams(policy, config, opts), queries: opts.queries, seed: opts.seed, arrivals: arrivals.create, ...(opts.dashboard === true && replayed === undefined ? { keepRecords: true } : {}) };
       const rule = parseControllerParams(policy, base.policyParams)['threads'];
       const ruleTag = typeof rule === 'string' && rule !== 'device' ? { threads: rule } : {};
       const tag = (run: RunJson): RunJson => (hosted.isSim ? { ...run, ...ruleTag } : { ...run, ...(runLabel === undefined ? {} : { label: runLabel }), threadsPerExecutor: runThreads, ...ruleTag });
@@ -420,7 +440,9 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
         const at = peak.atPeak ?? (await runExperiment(runEnv, { ...base, rateQps: opts.rate }));
         runs.push(tag(runJson(at, { peakGoodputQps: peak.peakGoodputQps, peakRateQps: peak.peakRateQps })));
       } else {
-        runs.push(tag(runJson(await runExperiment(runEnv, { ...base, rateQps: opts.rate }))));
+        const result = await runExperiment(runEnv, { ...base, rateQps: opts.rate });
+        if (opts.dashboard === true && replayed === undefined && result.records !== undefined) replayed = { policy: name, records: result.records };
+        runs.push(tag(runJson(result)));
       }
       const last = runs.at(-1)!;
       const failed = Object.entries(last.rejectedBy).filter(([reason]) => reason !== 'qos_violation' && reason !== 'overloaded');
@@ -431,12 +453,35 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
     await wideEnv?.close();
   }
   const json: ExperimentJson = { device: config.device, predictor: source, queries: opts.queries, arrivals: formatArrivalSpec(arrivals.spec), runs };
-  if (opts.json) {
-    ctx.out(JSON.stringify(json, null, 2) + '\n');
-    return json;
+  if (opts.json) ctx.out(JSON.stringify(json, null, 2) + '\n');
+  else printRuns(ctx, `${config.device}, ${hosted.services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries per run${shape}, predictor ${source}`, hosted.services.map((s) => s.name), runs, opts.findPeak === true);
+  if (replayed !== undefined) {
+    await serveReplay(ctx, { services: hosted.services.map((s) => ({ name: s.name, qosTargetMs: s.qosTargetMs })), ...replayed, command: mode.virtual ? 'simulate' : 'bench', speed: opts.dashboardSpeed ?? 1, host: opts.dashboardHost ?? '127.0.0.1', port: opts.dashboardPort ?? 8000, toStderr: opts.json === true });
   }
-  printRuns(ctx, `${config.device}, ${hosted.services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries per run${shape}, predictor ${source}`, hosted.services.map((s) => s.name), runs, opts.findPeak === true);
   return json;
+}
+
+/**
+ * `--dashboard`: serve the replay of one run's records at `/dashboard` (`serve/dashboard/replay.ts`),
+ * starting when the first page connects, until SIGINT / SIGTERM.
+ */
+async function serveReplay(
+  ctx: CliContext,
+  r: { services: DashboardService[]; policy: string; records: NonNullable<ExperimentResult['records']>; command: string; speed: number; host: string; port: number; toStderr: boolean },
+): Promise<void> {
+  const replay = new DashboardReplay(r.services, r.records, r.speed);
+  const hub = new DashboardHub({ feed: new RecordFeed(), source: replay, mode: 'replay', speed: r.speed, onPage: () => replay.start(hub) });
+  const server = await startDashboardServer(hub, { host: r.host, port: r.port });
+  const say = (line: string): void => (r.toStderr ? ctx.err(line) : ctx.out(line));
+  say(`abacus ${r.command}: dashboard at ${server.url}/dashboard — replays the ${r.policy} run (${r.records.groups.length} groups, ${(replay.spanMs / 1000).toFixed(1)} s of its clock) at ${r.speed}× once the page opens; Ctrl-C to stop\n`);
+  const signal = await new Promise<string>((resolve) => {
+    process.once('SIGINT', () => resolve('SIGINT'));
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+  });
+  replay.stop();
+  hub.close(`abacus ${r.command} stopped (${signal})`);
+  await server.close();
+  say(`abacus ${r.command}: dashboard stopped\n`);
 }
 
 /** The results table of `bench` / `simulate` (stdout). */
@@ -472,6 +517,7 @@ const IN_PROCESS_ONLY_FLAGS: readonly [keyof ExperimentCliOptions, string][] = [
   ['profileSamples', '--profile-samples'],
   ['threads', '--threads'],
   ['threadRule', '--thread-rule'],
+  ['dashboard', '--dashboard (the server serves its own at /dashboard)'],
 ];
 
 /** How long `bench --target` waits for the server to report ready, ms. */

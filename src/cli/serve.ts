@@ -1,7 +1,8 @@
 /**
  * `abacus serve --config FILE [--host 127.0.0.1] [--http-port 8000] [--grpc-port 8001 | --no-grpc]
- * [--grace-ms 10000] [--max-body-bytes N] [--predictor FILE] [--model-control none|explicit]` (issue 6): serve the config's
- * services over KServe v2 HTTP (and gRPC) with Prometheus metrics at `/metrics`.
+ * [--grace-ms 10000] [--max-body-bytes N] [--predictor FILE] [--model-control none|explicit] [--no-dashboard]`
+ * (issue 6): serve the config's services over KServe v2 HTTP (and gRPC) with Prometheus metrics at
+ * `/metrics` and the live dashboard at `/dashboard` (issue 18, docs/dashboard.md).
  *
  * The config becomes a device, predictor and services through the assembly layer
  * (`deployment/serving.ts`, on `deployment/services.ts` as `bench` uses it), except that dynamic
@@ -37,6 +38,7 @@ import { loadServingConfig } from '../runtime/config.ts';
 import { policyHelpText } from './policies.ts';
 import { createGrpcServer } from '../serve/grpc/server.ts';
 import { DEFAULT_MAX_BODY_BYTES } from '../serve/http/app.ts';
+import { DashboardHub } from '../serve/dashboard/hub.ts';
 import { startServer, type GrpcServerFactory, type RunningServer } from '../serve/server.ts';
 import { assembleServing, MODEL_CONTROL_MODES, type ModelControlMode } from '../deployment/serving.ts';
 import type { CliContext } from './context.ts';
@@ -56,6 +58,8 @@ export interface ServeCliOptions {
   profileSamples?: number;
   threads?: number;
   seed: number;
+  /** Serve the live dashboard at `/dashboard` (false with --no-dashboard). */
+  dashboard: boolean;
   /** Stop when the parent process goes (`--exit-with-parent` / `--no-exit-with-parent`); absent: `exitsWithParentByDefault`. */
   exitWithParent?: boolean;
   /** `--model-control none|explicit` (Triton's term): `explicit` lets clients load and unload models. */
@@ -110,7 +114,7 @@ function packageVersion(): string {
 export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions): Promise<RunningServer> {
   const config = await loadServingConfig(opts.config);
   const logger = createLogger({ defaultLevel: 'info' });
-  const { backend, metrics, openEngine } = await assembleServing(ctx, config, {
+  const { backend, metrics, feed, openEngine } = await assembleServing(ctx, config, {
     logger,
     serverVersion: packageVersion(),
     seed: opts.seed,
@@ -120,6 +124,7 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
     modelControl: opts.modelControl,
   });
+  const dashboard = opts.dashboard ? new DashboardHub({ feed, source: backend, logger }) : undefined;
   const grpc: { port: number; factory: GrpcServerFactory } | undefined = opts.grpc ? { port: opts.grpcPort, factory: createGrpcServer } : undefined;
   return startServer({
     backend,
@@ -130,6 +135,7 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
     httpPort: opts.httpPort,
     maxBodyBytes: opts.maxBodyBytes,
     ...(grpc === undefined ? {} : { grpc }),
+    ...(dashboard === undefined ? {} : { dashboard }),
     announce: (line) => ctx.out(`abacus serve: ${line}\n`),
   });
 }
@@ -175,6 +181,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--http-port <port>', 'HTTP port (0: any free port; the bound address is printed)', port('--http-port'), 8000)
     .option('--grpc-port <port>', 'gRPC port (0: any free port)', port('--grpc-port'), 8001)
     .option('--no-grpc', 'serve HTTP only')
+    .option('--no-dashboard', 'do not serve the live dashboard at /dashboard (docs/dashboard.md)')
     .option('--grace-ms <ms>', 'on SIGTERM/SIGINT: finish or answer every request within this many ms, then exit 0', positiveInt('--grace-ms'), 10_000)
     .option('--max-body-bytes <n>', 'largest HTTP request body / gRPC message, bytes', positiveInt('--max-body-bytes'), DEFAULT_MAX_BODY_BYTES)
     .option('--predictor <file>', "predictor.json (abacus train); default: the config's, else profile and train one (cached)")

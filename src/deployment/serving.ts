@@ -13,6 +13,7 @@ import { maxQosMsOf, parseServiceConfig, type ServingConfig } from '../runtime/c
 import type { ModelArtifact } from '../model/artifact.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { parseModelRef } from '../model/catalog.ts';
+import { RecordFeed } from '../runtime/feed.ts';
 import { createController, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
 import { RuntimeBackend, type BackendEngine, type ModelControl, type ServedModel } from '../serve/backend.ts';
 import { ServeError } from '../serve/inference.ts';
@@ -58,6 +59,8 @@ export interface ServingAssembly {
   readonly hosted: Hosted;
   readonly backend: RuntimeBackend;
   readonly metrics: ServeMetrics;
+  /** Every group and query record as it ends (observed by the dashboard; free while unobserved). */
+  readonly feed: RecordFeed;
   readonly openEngine: () => Promise<BackendEngine>;
 }
 
@@ -99,7 +102,8 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   const artifacts = new Map(hosted.services.map((s) => [s.name, hosted.artifacts.get(config.services.find((c) => c.name === s.name)!.model)!]));
   const modelControl: ModelControl | undefined =
     options.modelControl === 'explicit' ? { resolve: (name, text) => resolveLoadedModel(ctx, repo, config, hosted.isSim, name, text, artifacts) } : undefined;
-  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, ...(modelControl === undefined ? {} : { modelControl }) });
+  const feed = new RecordFeed((err) => logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'a record observer failed and was removed'));
+  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, ...(modelControl === undefined ? {} : { modelControl }) });
   const openEngine = async (): Promise<BackendEngine> => {
     const file = options.predictorFile ?? config.predictor;
     const predictorFor = async (h: Hosted) =>
@@ -156,7 +160,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
       },
     };
   };
-  return { hosted, backend, metrics, openEngine };
+  return { hosted, backend, metrics, feed, openEngine };
 }
 
 /**

@@ -20,6 +20,7 @@ import type { DecisionStats, QueryController, ScheduleInput } from '../schedule/
 import { poissonArrivals, type ArrivalProcess } from '../workload/arrivals.ts';
 import { LoadGenerator, type GeneratorReport, type ServiceLoad } from '../workload/generator.ts';
 import { ServingRuntime, type QueryOutcome, type RuntimeService } from './runtime.ts';
+import type { RecordFeed } from './feed.ts';
 import type { GroupRecord, QueryRecord } from './records.ts';
 
 /** A service of an experiment: the runtime's view plus the shape of its load. */
@@ -53,6 +54,8 @@ export interface ExperimentOptions {
   readonly keepRecords?: boolean;
   /** `RuntimeOptions.decideAhead` [true]; false is the idle-gap benchmark's baseline. */
   readonly decideAhead?: boolean;
+  /** Where every query and group record goes as it ends (a dashboard observes it); absent: nowhere. */
+  readonly feed?: RecordFeed;
 }
 
 /** Summary of one run. */
@@ -138,6 +141,7 @@ export async function runExperiment(env: ExperimentEnv, options: ExperimentOptio
   const { controller, totals } = counting(createController(options.policy, options.policyParams ?? {}, env.predictor));
   const opened = await env.open();
   const { clock, device } = opened;
+  const feed = options.feed;
   try {
     // Statistics accumulate as queries end, so a million-query simulation keeps no records
     // unless asked to (`keepRecords`).
@@ -154,8 +158,12 @@ export async function runExperiment(env: ExperimentEnv, options: ExperimentOptio
       onQueryEnd: (q) => {
         overall.add(q);
         perService.get(q.service)?.add(q);
+        feed?.query(q);
       },
-      onGroupEnd: (g) => groupStats.add(g),
+      onGroupEnd: (g) => {
+        groupStats.add(g);
+        feed?.group(g, clock.now());
+      },
     });
     const arrivals = (options.arrivals ?? poissonArrivals)(options.rateQps);
     const generator = new LoadGenerator({ clock, arrivals, services: serviceLoads(options.services), seed: options.seed, maxQueries: options.queries });

@@ -63,8 +63,9 @@ import type { Logger } from '../log.ts';
 import { fixedBatchOf, parseDimExpression, resolveShape } from '../model/boundary.ts';
 import type { ModelSpec, TensorSpec } from '../model/spec.ts';
 import { metQos, type GroupRecord, type RejectionReason } from '../runtime/records.ts';
+import type { RecordFeed } from '../runtime/feed.ts';
 import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
-import type { BatchingLimits, QueryController } from '../schedule/controller.ts';
+import type { BatchingLimits, QueryController, RefinementStatus } from '../schedule/controller.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { elementCount } from '../tensor.ts';
 import { MODEL_NAME_PATTERN } from '../model/repository.ts';
@@ -146,6 +147,8 @@ export interface RuntimeBackendOptions {
    * repository extension's load and unload work. Absent: they answer `forbidden` (the index stays).
    */
   readonly modelControl?: ModelControl;
+  /** Where every group and query record goes as it ends (the live dashboard observes it); absent: nowhere. */
+  readonly feed?: RecordFeed;
 }
 
 /** Largest `parameters.config` of a load request, bytes of UTF-8 (a service entry is well under 1 KiB). */
@@ -279,6 +282,7 @@ export class RuntimeBackend implements InferenceBackend {
   /** Load or unload in progress per model: the next one waits for it. */
   private readonly control = new Map<string, Promise<unknown>>();
   private readonly modelControl: ModelControl | undefined;
+  private readonly feed: RecordFeed | undefined;
 
   /** @throws RangeError for no models, a name listed twice, or bad QoS / batch settings. */
   constructor(options: RuntimeBackendOptions) {
@@ -287,6 +291,7 @@ export class RuntimeBackend implements InferenceBackend {
     this.logger = options.logger;
     this.metrics = options.metrics;
     this.modelControl = options.modelControl;
+    this.feed = options.feed;
     this.server = { name: options.serverName ?? 'abacus', version: options.serverVersion ?? '0.0.0', extensions: SERVER_EXTENSIONS };
     for (const m of options.models) {
       if (this.models.has(m.name)) throw new RangeError(`RuntimeBackend: model '${m.name}' is listed twice`);
@@ -331,6 +336,26 @@ export class RuntimeBackend implements InferenceBackend {
   modelState(name: string): { state: ModelState; reason: string } | undefined {
     const s = this.states.get(name);
     return s === undefined ? undefined : { state: s.state, reason: s.reason };
+  }
+
+  /** Queries waiting in `model`'s queue now (0 before `start` and for an unknown model). */
+  queueLength(model: string): number {
+    return this.models.has(model) ? (this.runtime?.queueLength(model) ?? 0) : 0;
+  }
+
+  /** The controller's online predictor refinement, while it refines (abacus with `refine`); else undefined. */
+  get refinement(): RefinementStatus | undefined {
+    return this.engine?.controller.refinement;
+  }
+
+  /** The runtime's clock now, ms (the time base of every record); undefined before `start`. */
+  clockNowMs(): number | undefined {
+    return this.engine?.clock.now();
+  }
+
+  /** Served models with their QoS targets, ms, in configuration order. */
+  servedModels(): { readonly name: string; readonly qosTargetMs: number }[] {
+    return [...this.models.values()].map((m) => ({ name: m.name, qosTargetMs: m.qosTargetMs }));
   }
 
   serverMetadata(): ServerMetadata {
@@ -558,6 +583,7 @@ export class RuntimeBackend implements InferenceBackend {
       allowNoServices: true,
       keepRecords: false,
       onGroupEnd: (record) => this.groupEnded(record),
+      ...(this.feed === undefined ? {} : { onQueryEnd: this.feed.query.bind(this.feed) }),
     });
     this.runtime = runtime;
     const t0 = performance.now();
@@ -723,6 +749,7 @@ export class RuntimeBackend implements InferenceBackend {
   private groupEnded(record: GroupRecord): void {
     const endMs = this.engine?.clock.now() ?? record.launchMs;
     this.metrics?.group(record, endMs);
+    this.feed?.group(record, endMs);
     for (const s of record.segments) {
       // a fused batch runs under its own id: its members are the requests
       for (const id of s.members ?? [s.queryId]) {

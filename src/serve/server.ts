@@ -18,6 +18,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../log.ts';
 import { within, type BackendEngine, type RuntimeBackend } from './backend.ts';
+import type { DashboardHub } from './dashboard/hub.ts';
 import type { GrpcInferenceServer, GrpcServerOptions } from './grpc/server.ts';
 import { createHttpApp } from './http/app.ts';
 import type { InferenceBackend } from './inference.ts';
@@ -43,6 +44,8 @@ export interface ServerOptions {
   readonly maxBodyBytes?: number;
   /** gRPC front end: its port (0: a free one) and the factory; absent: HTTP only. */
   readonly grpc?: { readonly port: number; readonly factory: GrpcServerFactory };
+  /** The live dashboard (`/dashboard`); absent: none. */
+  readonly dashboard?: DashboardHub;
   /** One line per event for the operator (`abacus serve: …`); the CLI prints them on stdout. */
   readonly announce?: (line: string) => void;
 }
@@ -72,7 +75,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const { backend, logger } = options;
   const announce = options.announce ?? (() => undefined);
   let closing = false;
-  const http = createHttpApp(backend, { logger, ...(options.metrics === undefined ? {} : { metrics: options.metrics }), ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }), closing: () => closing });
+  const http = createHttpApp(backend, { logger, ...(options.metrics === undefined ? {} : { metrics: options.metrics }), ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }), closing: () => closing, ...(options.dashboard === undefined ? {} : { dashboard: options.dashboard }) });
   let grpc: GrpcInferenceServer | undefined;
   let grpcPort: number | undefined;
   let httpUrl: string;

@@ -17,6 +17,7 @@
  * | `POST /v2/repository/index` | Triton repository index `[{"name", "version", "state", "reason"}]`; body `{"ready": true}` (optional): READY models only |
  * | `POST /v2/repository/models/{m}/load` / `…/unload` | Triton explicit model control (`--model-control explicit`; else 403); body `{"parameters": {"config": "<JSON service entry>"}}` (optional); 200 `{}` once READY / unloaded |
  * | `GET /metrics` | Prometheus text (when `metrics` is given) |
+ * | `GET /dashboard[/…]` | the live dashboard and its event stream (when `dashboard` is given; `../dashboard/routes.ts`) |
  *
  * Request bodies may be compressed (`Content-Encoding: gzip | x-gzip | deflate`; a stream that
  * does not inflate is a 400 saying so, another encoding 415); the body limit counts inflated bytes.
@@ -45,6 +46,8 @@ import { createGunzip, createInflate } from 'node:zlib';
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from '../../log.ts';
 import { ServeError, type InferenceBackend, type ServeErrorCode } from '../inference.ts';
+import type { DashboardHub } from '../dashboard/hub.ts';
+import { registerDashboardRoutes } from '../dashboard/routes.ts';
 import type { ServeMetrics } from '../metrics.ts';
 import { decodeInferBody, encodeInferResponse, INFERENCE_HEADER } from './codec.ts';
 
@@ -91,6 +94,8 @@ export interface HttpAppOptions {
   readonly maxBodyBytes?: number;
   /** True while the server shuts down: responses then carry `Connection: close`. */
   readonly closing?: () => boolean;
+  /** The live dashboard's hub: serves `/dashboard` and `/dashboard/events`; absent: no dashboard routes. */
+  readonly dashboard?: DashboardHub;
 }
 
 interface ModelParams {
@@ -275,6 +280,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   if (metrics !== undefined) {
     app.get('/metrics', async (_req, reply) => reply.type(metrics.contentType).send(await metrics.text()));
   }
+  if (options.dashboard !== undefined) registerDashboardRoutes(app, options.dashboard);
   return app;
 }
 
