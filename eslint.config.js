@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.cache/**', 'dist/**', 'bin/**', 'eslint.config.js', 'src/device/ort/*.js'] },
+  { ignores: ['node_modules/**', '.cache/**', 'dist/**', 'bin/**', 'eslint.config.js', 'src/device/ort/*.js', 'deploy/**/*.mjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
