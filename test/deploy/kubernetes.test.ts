@@ -24,7 +24,7 @@ import { ServeMetrics } from '../../src/serve/metrics.ts';
 
 const DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'deploy', 'kubernetes');
 
-type Obj = Record<string, unknown> & { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> } };
+type Obj = Record<string, unknown> & { apiVersion: string; kind: string; spec?: unknown; data?: unknown; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> } };
 
 function load(file: string): Obj[] {
   return parseAllDocuments(fs.readFileSync(path.join(DIR, file), 'utf8')).map((d) => {
