@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import { DEFAULT_HAPROXY_BIN, startLocalCluster } from '../deployment/cluster.ts';
-import { DEFAULT_HAPROXY_BUFSIZE_BYTES, haproxyConfig, replayableRequestBytes, type HaproxyNode } from '../deployment/haproxy.ts';
+import { DEFAULT_HAPROXY_BUFSIZE_BYTES, haproxyConfig, MIN_HAPROXY_BUFSIZE_BYTES, replayableRequestBytes, type HaproxyNode } from '../deployment/haproxy.ts';
 import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
 import { port } from './serve.ts';
@@ -58,6 +58,7 @@ function nonNegativeInt(flag: string): (value: string) => number {
 }
 
 async function runCluster(ctx: CliContext, opts: ClusterCliOptions): Promise<void> {
+  if (opts.bufsizeBytes < MIN_HAPROXY_BUFSIZE_BYTES) throw new UsageError(`--bufsize-bytes must be ≥ ${MIN_HAPROXY_BUFSIZE_BYTES} (HAProxy needs it for HTTP/2), got ${opts.bufsizeBytes}`);
   const haproxyOptions = { bufsizeBytes: opts.bufsizeBytes, retries: opts.retries };
   if (opts.printHaproxyConfig === true) {
     if (opts.node.length === 0) throw new UsageError('--print-haproxy-config needs at least one --node HOST:HTTP_PORT[:GRPC_PORT]');

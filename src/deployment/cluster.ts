@@ -12,7 +12,9 @@
  *
  * Every process is a child of this one: `stop()` sends SIGTERM to the nodes (graceful: they
  * answer what they hold) and to HAProxy, and SIGKILL to any that has not exited after the
- * grace period.
+ * grace period. Nodes run with `--exit-with-parent`, so they also shut down if this process
+ * dies without stopping them (SIGKILL); HAProxy does not watch its parent and would keep
+ * running then (`kill` its pid, printed by `abacus cluster`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
@@ -109,13 +111,17 @@ interface Child {
 function track(child: ChildProcess): Child {
   const exit = new Promise<number | null>((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
-    else child.once('exit', (code) => resolve(code));
+    else {
+      child.once('exit', (code) => resolve(code));
+      // a process that could not be spawned (ENOENT) emits 'error' and may never emit 'exit'
+      child.once('error', () => resolve(child.exitCode));
+    }
   });
   return { child, exit };
 }
 
 async function stopChild(c: Child, graceMs: number): Promise<void> {
-  if (c.child.exitCode !== null || c.child.signalCode !== null) return;
+  if (c.child.exitCode !== null || c.child.signalCode !== null || c.child.pid === undefined) return;
   c.child.kill('SIGTERM');
   const timer = setTimeout(() => c.child.kill('SIGKILL'), graceMs);
   try {
@@ -128,13 +134,13 @@ async function stopChild(c: Child, graceMs: number): Promise<void> {
 async function startNode(name: string, options: LocalClusterOptions, logFile: string): Promise<ClusterNode & Child> {
   const log = await fs.open(logFile, 'w');
   const grpcFlags = options.grpcPort === undefined ? ['--no-grpc'] : ['--grpc-port', '0'];
-  const child = spawn(process.execPath, [ABACUS_ENTRY, 'serve', '--config', options.config, '--host', '127.0.0.1', '--http-port', '0', ...grpcFlags, '--no-exit-with-parent', ...(options.serveFlags ?? [])], {
+  const child = spawn(process.execPath, [ABACUS_ENTRY, 'serve', '--config', options.config, '--host', '127.0.0.1', '--http-port', '0', ...grpcFlags, '--exit-with-parent', ...(options.serveFlags ?? [])], {
     env: options.env ?? process.env,
     // stderr (pino logs) to a file: a pipe nobody drains would stall the node's event loop
     stdio: ['ignore', 'pipe', log.fd],
   });
-  await log.close();
   const tracked = track(child);
+  await log.close();
   let out = '';
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
   const deadline = Date.now() + (options.readyTimeoutMs ?? 600_000);
@@ -167,11 +173,12 @@ async function startNode(name: string, options: LocalClusterOptions, logFile: st
   };
 }
 
-/** Poll `url` until it answers 200 or `deadline` (ms since the epoch) passes. */
-async function waitFor200(url: string, deadline: number, what: string): Promise<void> {
+/** Poll `url` until it answers 200, `deadline` (ms since the epoch) passes, or `stop` is aborted. */
+async function waitFor200(url: string, deadline: number, what: string, stop: AbortSignal): Promise<void> {
   for (;;) {
+    if (stop.aborted) throw new Error(`${what}: stopped waiting for ${url}`);
     try {
-      const r = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      const r = await fetch(url, { signal: AbortSignal.any([AbortSignal.timeout(1000), stop]) });
       await r.arrayBuffer();
       if (r.status === 200) return;
     } catch {
@@ -185,11 +192,18 @@ async function waitFor200(url: string, deadline: number, what: string): Promise<
 /**
  * Start `options.nodes` nodes and HAProxy in front of them; resolves when every node is ready
  * and HAProxy answers ready on its HTTP frontend.
- * @throws RangeError for fewer than one node; Error with the node's output when a node exits
+ * @throws RangeError for fewer than one node; Error naming the binary when HAProxy is not an
+ *   executable file (before any node starts); Error with the node's output when a node exits
  *   or does not get ready in time, or when HAProxy refuses its config (all children stopped).
  */
 export async function startLocalCluster(options: LocalClusterOptions): Promise<LocalCluster> {
   if (!Number.isInteger(options.nodes) || options.nodes < 1) throw new RangeError(`nodes must be an integer ≥ 1, got ${options.nodes}`);
+  const haproxyBin = options.haproxyBin ?? DEFAULT_HAPROXY_BIN;
+  try {
+    await fs.access(haproxyBin, fs.constants.X_OK);
+  } catch (err) {
+    throw new Error(`haproxy: ${haproxyBin} is not an executable file (${(err as NodeJS.ErrnoException).code ?? String(err)}); install HAProxy (Debian: apt-get install haproxy) or pass its path`, { cause: err });
+  }
   await fs.mkdir(options.workDir, { recursive: true });
   const say = options.onLine ?? (() => undefined);
   const started: (ClusterNode & Child)[] = [];
@@ -223,18 +237,26 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     const configFile = path.join(options.workDir, 'haproxy.cfg');
     await fs.writeFile(configFile, text);
     const haproxyLog = await fs.open(path.join(options.workDir, 'haproxy.log'), 'w');
-    const hp = spawn(options.haproxyBin ?? DEFAULT_HAPROXY_BIN, ['-db', '-f', configFile], { stdio: ['ignore', haproxyLog.fd, haproxyLog.fd] });
-    await haproxyLog.close();
+    const hp = spawn(haproxyBin, ['-db', '-f', configFile], { stdio: ['ignore', haproxyLog.fd, haproxyLog.fd] });
+    // listen for 'error' before any await: a failed spawn emits it on the next tick
     const haproxy = track(hp);
     children.push(haproxy);
     const spawnError = new Promise<never>((_, reject) => hp.once('error', reject));
     spawnError.catch(() => undefined);
+    await haproxyLog.close();
     const host = bindHost === '0.0.0.0' ? '127.0.0.1' : bindHost;
     const exited = haproxy.exit.then(async (code): Promise<never> => {
       throw new Error(`haproxy exited ${code} before it served: ${await fs.readFile(path.join(options.workDir, 'haproxy.log'), 'utf8').catch(() => '')}`);
     });
     exited.catch(() => undefined);
-    await Promise.race([spawnError, exited, waitFor200(`http://${host}:${httpPort}/v2/health/ready`, Date.now() + 30_000, 'haproxy')]);
+    const giveUp = new AbortController();
+    const served = waitFor200(`http://${host}:${httpPort}/v2/health/ready`, Date.now() + 30_000, 'haproxy', giveUp.signal);
+    served.catch(() => undefined);
+    try {
+      await Promise.race([spawnError, exited, served]);
+    } finally {
+      giveUp.abort();
+    }
     if (hp.pid === undefined) throw new Error('haproxy did not start');
     say(`haproxy: HTTP http://${host}:${httpPort}${grpcPort === undefined ? '' : `, gRPC ${host}:${grpcPort}`}${statsPort === undefined ? '' : `, stats http://${host}:${statsPort}/stats`} (config ${configFile})`);
     return {

@@ -12,6 +12,7 @@
  */
 import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -177,4 +178,34 @@ describe.skipIf(!HAVE_HAPROXY)(`3 abacus serve nodes behind HAProxy (${HAVE_HAPR
       await Promise.all(Object.values(clients).map((cl) => cl.close()));
     }
   }, 180_000);
+
+  it('a missing HAProxy fails at once, naming it; a HAProxy that refuses its config stops the nodes started', async () => {
+    const env = { ...process.env, ABACUS_CACHE_DIR: path.join(tmp, 'cache'), ABACUS_LOG_LEVEL: 'warn' };
+    await expect(startLocalCluster({ config, nodes: 1, workDir: path.join(tmp, 'missing'), httpPort: 0, haproxyBin: path.join(tmp, 'no-such-haproxy'), env })).rejects.toThrow(/no-such-haproxy is not an executable file \(ENOENT\)/);
+    // a port HAProxy cannot bind (held by a socket without SO_REUSEPORT): it exits, and the node goes too
+    const workDir = path.join(tmp, 'refused');
+    const sockets = new Set<net.Socket>();
+    const holder = net.createServer((socket) => void sockets.add(socket));
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const taken = (holder.address() as net.AddressInfo).port;
+    let started: LocalCluster | undefined;
+    try {
+      const outcome = await startLocalCluster({ config, nodes: 1, workDir, httpPort: taken, env }).then(
+        (c) => ((started = c), 'started'),
+        (e: unknown) => (e as Error).message,
+      );
+      expect(outcome).toMatch(/haproxy exited/);
+    } finally {
+      await started?.stop(2000);
+      for (const socket of sockets) socket.destroy();
+      await new Promise((r) => holder.close(r));
+    }
+    const clusterPids = new Set(cluster!.nodes.map((n) => String(n.pid)));
+    const leftovers: string[] = [];
+    for (const pid of (await fs.readdir('/proc')).filter((d) => /^\d+$/.test(d))) {
+      const cmd = (await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).replaceAll('\0', ' ');
+      if (cmd.includes(workDir) || (cmd.includes('abacus.js serve') && cmd.includes(config) && !clusterPids.has(pid))) leftovers.push(`${pid}: ${cmd}`);
+    }
+    expect(leftovers).toEqual([]);
+  }, 120_000);
 });

@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_HAPROXY_BIN } from '../../src/deployment/cluster.ts';
 import { haproxyConfig, replayableRequestBytes, type HaproxyNode } from '../../src/deployment/haproxy.ts';
+import { runAbacus } from '../helpers/cli.ts';
 
 const run = promisify(execFile);
 const HAVE_HAPROXY = existsSync(DEFAULT_HAPROXY_BIN);
@@ -85,6 +86,32 @@ describe('haproxyConfig', () => {
       expect(stdout).toMatch(/Configuration file is valid/);
       await fs.writeFile(file, `${text}\nbackend broken\n  retry-on sometimes\n`);
       await expect(run(DEFAULT_HAPROXY_BIN, ['-c', '-f', file])).rejects.toThrow();
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('abacus cluster --print-haproxy-config', () => {
+  it('prints the config for the --node list (HTTP-only nodes left out of gRPC), and refuses bad nodes with a usage error', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-cluster-cli-'));
+    try {
+      const ok = await runAbacus(['cluster', '--print-haproxy-config', '--node', '10.0.0.11:8000:8001', '--node', 'node-b.local:8000', '--http-port', '9000', '--bufsize-bytes', '65536'], { cacheDir: dir });
+      expect(ok.code, ok.stderr).toBe(0);
+      expect(ok.stdout).toContain('server node1 10.0.0.11:8000 check');
+      expect(ok.stdout).toContain('server node2 node-b.local:8000 check');
+      expect(ok.stdout).toContain('bind 127.0.0.1:9000');
+      expect(ok.stdout).toContain('tune.bufsize 65536');
+      expect(section(ok.stdout, 'backend abacus_grpc_nodes').filter((l) => l.startsWith('server '))).toEqual(['server node1 10.0.0.11:8001 proto h2 check inter 1000ms fall 2 rise 2 port 8000 check-proto h1']);
+      const bad = await runAbacus(['cluster', '--print-haproxy-config', '--node', '10.0.0.11'], { cacheDir: dir });
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/--node expects HOST:HTTP_PORT\[:GRPC_PORT\], got '10\.0\.0\.11'/);
+      const none = await runAbacus(['cluster', '--print-haproxy-config'], { cacheDir: dir });
+      expect(none.code).toBe(2);
+      expect(none.stderr).toMatch(/needs at least one --node/);
+      const small = await runAbacus(['cluster', '--print-haproxy-config', '--node', 'h:1', '--bufsize-bytes', '1000'], { cacheDir: dir });
+      expect(small.code).toBe(2);
+      expect(small.stderr).toMatch(/--bufsize-bytes must be ≥ 16384/);
     } finally {
       await fs.rm(dir, { recursive: true, force: true });
     }
