@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.cache/**', 'dist/**', 'bin/**', 'eslint.config.js', 'src/device/ort/*.js', 'src/serve/dashboard/assets/**'] },
+  { ignores: ['node_modules/**', '.cache/**', 'dist/**', 'bin/**', 'eslint.config.js', 'src/device/ort/*.js', 'src/serve/dashboard/assets/**', 'deploy/**/*.mjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

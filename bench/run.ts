@@ -24,19 +24,23 @@ import { benchIdleGap } from './idle-gap.ts';
 import { benchRejection } from './rejection.ts';
 import { benchServeOverload } from './serve-overload.ts';
 import { benchDashboard, benchDashboardInProcess } from './dashboard.ts';
+import { benchClusterRealtime } from './cluster-realtime.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | dashboard')
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | dashboard | cluster-realtime')
   .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000)', (v) => Number(v))
   .option('--skip-ort', 'idle-gap, rejection: the sim:a100 rows only')
+  .option('--minutes <n>', 'cluster-realtime: trace minutes replayed (default 20)', (v) => Number(v))
+  .option('--nodes <n>', 'cluster-realtime: nodes (default 3)', (v) => Number(v))
+  .option('--node-qps <x>', 'cluster-realtime: mean offered load per node, queries/s (default 25, at most one node\'s simulated peak)', (v) => Number(v))
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean }>();
-if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor, runtime, idle-gap, rejection, serve-overload or dashboard, got '${opts.only}'`);
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number }>();
+if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor, runtime, idle-gap, rejection, serve-overload, dashboard or cluster-realtime, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
 };
@@ -54,6 +58,7 @@ if (opts.only === 'dashboard') {
   out['dashboardInProcess'] = await benchDashboardInProcess({ log });
   out['dashboard'] = await benchDashboard({ log });
 }
+if (opts.only === 'cluster-realtime') out['clusterRealtime'] = await benchClusterRealtime({ log, ...(opts.minutes === undefined ? {} : { minutes: opts.minutes }), ...(opts.nodes === undefined ? {} : { nodes: opts.nodes }), ...(opts.nodeQps === undefined ? {} : { maxNodeQps: opts.nodeQps }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
@@ -153,6 +158,15 @@ if (opts.json) {
         `  without: ${qps(dash.withoutQps)} q/s\n  with:    ${qps(dash.withQps)} q/s (the stream sent ${dash.dashboardUpdates} updates, ${(dash.dashboardBytes / 1024).toFixed(0)} KiB)\n` +
         `  ratio median(with) / median(without): ${dash.ratio.toFixed(3)}; median of the pairs' with / without: ${dash.pairRatio.toFixed(3)}${Object.keys(dash.otherStatuses).length > 0 ? `; other statuses ${JSON.stringify(dash.otherStatuses)}` : ''}\n` +
         `  server CPU per completed request: without ${dash.serverCpuMsPerRequest.without.toFixed(3)} ms, with ${dash.serverCpuMsPerRequest.with.toFixed(3)} ms (ratio ${(dash.serverCpuMsPerRequest.with / dash.serverCpuMsPerRequest.without).toFixed(3)})\n`,
+    );
+  }
+  const crt = out['clusterRealtime'] as Awaited<ReturnType<typeof benchClusterRealtime>> | undefined;
+  if (crt) {
+    const st = crt.settings;
+    process.stdout.write(
+      `§7.6 cluster trace, ${st.nodes} nodes × ${st.services.join(', ')} on ${st.device} (QoS ${st.qosMs} ms), ${st.minutes} trace minutes × ${st.minuteMs} ms, load × ${st.scale.toFixed(5)} (${st.nodeQps.toFixed(1)} q/s per node on average; one simulated node peaks at ${st.nodePeakQps.toFixed(1)}); goodput in trace units:\n` +
+        formatTable(['run', 'nodes', 'offered', 'goodput q/s', 'violations %', 'p99 ms'], crt.rows.map((r) => [r.run, r.policy, r.offered, r.goodputQps.toFixed(0), (r.violationRatio * 100).toFixed(2), r.p99Ms.toFixed(1)])) +
+        `\nabacus ÷ clockwork-style goodput: real time ${crt.ratios.realtime.toFixed(3)}, simulated ${crt.ratios.simulated.toFixed(3)} (16 simulated nodes, whole trace, abacus reproduce cluster: 1.281, docs/reproduction.md)\n`,
     );
   }
   const pred = out['predictor'] as Awaited<ReturnType<typeof benchPredictor>> | undefined;

@@ -13,6 +13,7 @@ import { registerTrainCommand } from './train.ts';
 import { registerExperimentCommands } from './experiment.ts';
 import { registerReproduceCommand } from './reproduce.ts';
 import { registerServeCommand } from './serve.ts';
+import { registerClusterCommand } from './cluster.ts';
 import { UsageError } from './usage.ts';
 import type { CliContext } from './context.ts';
 
@@ -42,6 +43,7 @@ export function buildProgram(given: CliContext): Command {
   registerExperimentCommands(program, simulate, ctx);
   registerReproduceCommand(program, ctx);
   registerServeCommand(program, ctx);
+  registerClusterCommand(program, ctx);
   return program;
 }
 

@@ -93,7 +93,8 @@ export function watchParent(onGone: (parentPid: number) => void, pollMs = LAUNCH
   return () => clearInterval(timer);
 }
 
-function port(flag: string): (value: string) => number {
+/** A commander parser for a port flag: an integer in [0, 65535] (0: any free port). */
+export function port(flag: string): (value: string) => number {
   return (value: string) => {
     const x = Number(value);
     if (!/^\s*\d+\s*$/.test(value) || x > 65_535) throw new InvalidArgumentError(`${flag} expects a port in [0, 65535] (0: any free port), got '${value}'`);

@@ -11,6 +11,7 @@
  * | `abacus_request_duration_seconds` | histogram | model | end-to-end latency of successful requests (arrival in the backend → outputs ready) |
  * | `abacus_request_queue_seconds` | histogram | model | arrival → first operator group launched, for requests that ran |
  * | `abacus_queue_depth` | gauge | model | queries waiting or running in the service's queue, read at scrape time |
+ * | `abacus_violation_ratio` | gauge | model | the autoscaling signal (docs/deploy.md "Autoscaling"): over the last `VIOLATION_WINDOW_S` seconds, (late completions + `qos_violation` + `overloaded`) ÷ (successes + `qos_violation` + `overloaded`); 0 with no such request in the window. Other outcomes (bad requests, not ready, cancelled, …) say nothing about capacity and are left out |
  * | `abacus_operator_group_size` | histogram | | segments (queries) per launched operator group |
  * | `abacus_executed_batch_size` | histogram | model | samples per launched segment of the model: a request alone counts its own batch, a dynamic batch the total of the requests fused into it (`_sum / _count` is the mean executed batch) |
  * | `abacus_predictor_absolute_error_seconds` | histogram | | \|predicted − measured\| group latency, groups with a prediction |
@@ -61,6 +62,52 @@ export function latencyBucketsS(qosTargetsMs: readonly number[]): number[] {
   }
   return [...edges].sort((a, b) => a - b);
 }
+/** Window of `abacus_violation_ratio`, s: long enough to smooth bursts, short enough for an autoscaler (KEDA polls every 30 s by default). */
+export const VIOLATION_WINDOW_S = 60;
+
+/**
+ * Counts in a sliding window of `windowS` one-second slots (per key): `add` at a time, `sums`
+ * of the slots younger than `windowS` at a later time. Times in ms on any monotonic clock.
+ */
+export class SlidingCounts {
+  private readonly slots = new Map<string, { second: number; hits: number; of: number }[]>();
+  constructor(private readonly windowS: number) {
+    if (!(Number.isInteger(windowS) && windowS >= 1)) throw new RangeError(`windowS must be an integer ≥ 1, got ${windowS}`);
+  }
+
+  /** Count one event of `key` at `nowMs`: `of` += 1, and `hits` += 1 when `hit`. */
+  add(key: string, nowMs: number, hit: boolean): void {
+    const second = Math.floor(nowMs / 1000);
+    let ring = this.slots.get(key);
+    if (ring === undefined) this.slots.set(key, (ring = []));
+    let slot = ring.at(-1);
+    if (slot === undefined || slot.second !== second) ring.push((slot = { second, hits: 0, of: 0 }));
+    slot.of += 1;
+    if (hit) slot.hits += 1;
+    this.expire(ring, second);
+  }
+
+  /** `{ hits, of }` of `key` over the window ending at `nowMs` (zeros when none). */
+  sums(key: string, nowMs: number): { hits: number; of: number } {
+    const ring = this.slots.get(key);
+    if (ring === undefined) return { hits: 0, of: 0 };
+    this.expire(ring, Math.floor(nowMs / 1000));
+    let hits = 0;
+    let of = 0;
+    for (const s of ring) {
+      hits += s.hits;
+      of += s.of;
+    }
+    return { hits, of };
+  }
+
+  private expire(ring: { second: number }[], second: number): void {
+    let drop = 0;
+    while (drop < ring.length && ring[drop]!.second <= second - this.windowS) drop++;
+    if (drop > 0) ring.splice(0, drop);
+  }
+}
+
 const ERROR_BUCKETS_S = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1];
 const GROUP_SIZE_BUCKETS = [1, 2, 3, 4, 5, 6, 8];
 /** Powers of two, 1 … 1024: Triton's and Clockwork's batch sizes are powers of two (the default maxBatchSize is 16). */
@@ -73,6 +120,8 @@ export interface ServeMetricsOptions {
   readonly processMetrics?: boolean;
   /** The services' QoS targets, ms: the latency histograms get bucket edges around each (`latencyBucketsS`). */
   readonly qosTargetsMs?: readonly number[];
+  /** Monotonic clock of `abacus_violation_ratio`'s window, ms [performance.now]. */
+  readonly nowMs?: () => number;
 }
 
 export class ServeMetrics {
@@ -91,10 +140,13 @@ export class ServeMetrics {
   private refinementOf: () => RefinementStatus | undefined = () => undefined;
   /** End of the latest group interval counted as busy, ms on the backend's clock. */
   private busyUntilMs = Number.NEGATIVE_INFINITY;
+  private readonly violations = new SlidingCounts(VIOLATION_WINDOW_S);
+  private readonly nowMs: () => number;
 
   constructor(options: ServeMetricsOptions) {
     this.registry = new Registry();
     this.models = new Set(options.models);
+    this.nowMs = options.nowMs ?? (() => performance.now());
     const registers = [this.registry];
     this.requests = new Counter({ name: 'abacus_requests_total', help: 'Inference requests answered, by model and outcome', labelNames: ['model', 'outcome'], registers });
     this.late = new Counter({ name: 'abacus_late_completions_total', help: 'Successful inference requests that completed after their QoS target; QoS violations = this + abacus_requests_total{outcome="qos_violation"}', labelNames: ['model'], registers });
@@ -110,6 +162,19 @@ export class ServeMetrics {
       registers,
       collect() {
         for (const model of modelNames) this.set({ model }, depthOf(model));
+      },
+    });
+    const violationRatioOf = (m: string): number => {
+      const { hits, of } = this.violations.sums(m, this.nowMs());
+      return of === 0 ? 0 : hits / of;
+    };
+    new Gauge({
+      name: 'abacus_violation_ratio',
+      help: `Autoscaling signal: (late + qos_violation + overloaded) / (success + qos_violation + overloaded) over the last ${VIOLATION_WINDOW_S} s; 0 when there were none`,
+      labelNames: ['model'],
+      registers,
+      collect() {
+        for (const model of modelNames) this.set({ model }, violationRatioOf(model));
       },
     });
     const readyOf = (): boolean => this.readyOf();
@@ -204,6 +269,7 @@ export class ServeMetrics {
     const label = this.modelLabel(model);
     this.requests.inc({ model: label, outcome });
     if (timing.late === true && outcome === 'success') this.late.inc({ model: label });
+    if (outcome === 'success' || outcome === 'qos_violation' || outcome === 'overloaded') this.violations.add(label, this.nowMs(), outcome !== 'success' || timing.late === true);
     if (timing.latencyMs !== undefined && outcome === 'success') this.latency.observe({ model: label }, timing.latencyMs / 1000);
     if (timing.queueMs !== undefined) this.queue.observe({ model: label }, Math.max(0, timing.queueMs) / 1000);
   }
