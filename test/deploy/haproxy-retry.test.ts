@@ -54,6 +54,15 @@ class StubBackend implements InferenceBackend {
   modelStatistics(): ModelStatistics[] {
     return [];
   }
+  repositoryIndex() {
+    return [];
+  }
+  loadModel(): Promise<void> {
+    return Promise.reject(new ServeError('forbidden', 'model control is off'));
+  }
+  unloadModel(): Promise<void> {
+    return Promise.reject(new ServeError('forbidden', 'model control is off'));
+  }
   async infer(request: InferRequest): Promise<InferResponse> {
     this.ids.push(request.id ?? '');
     await Promise.resolve();
