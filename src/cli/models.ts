@@ -10,6 +10,7 @@ import { ModelRepository } from '../model/repository.ts';
 import { isZooModelName, ZOO_MODEL_NAMES } from '../model/zoo/index.ts';
 import { parseModelRef, resolveModelArtifact, resolveModelSpec, zooCatalog } from '../model/catalog.ts';
 import { evalCost } from '../model/cost.ts';
+import { boundaryBytes, tensorSpecIndex } from '../model/boundary.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { ModelArtifact } from '../model/artifact.ts';
 import { operatorFileName, SPEC_FILE } from '../model/artifact.ts';
@@ -270,16 +271,24 @@ function printSpec(ctx: CliContext, spec: ModelSpec, batch: number, seqLen: numb
     ctx.out(JSON.stringify(spec, null, 2) + '\n');
     return;
   }
-  const rows = spec.operators.map((op) => [
-    op.index,
-    op.name,
-    round(evalCost(op.gflops, batch, seqLen), 4),
-    op.params,
-    round(evalCost(op.inputBytes, batch, seqLen) / 1e6, 3),
-    round(evalCost(op.outputBytes, batch, seqLen) / 1e6, 3),
-    op.nodeCount,
-  ]);
+  const index = tensorSpecIndex(spec);
+  const rows = spec.operators.map((op) => {
+    // Boundary op.index + 1 (what crosses after this operator); none after the last one.
+    const crossing = op.index + 1 < spec.operators.length ? boundaryBytes(spec, op.index + 1, batch, seqLen, index) : undefined;
+    return [
+      op.index,
+      op.name,
+      round(evalCost(op.gflops, batch, seqLen), 4),
+      op.params,
+      round(evalCost(op.inputBytes, batch, seqLen) / 1e6, 3),
+      round(evalCost(op.outputBytes, batch, seqLen) / 1e6, 3),
+      crossing === undefined ? '-' : round(crossing.activationBytes / 1e6, 3),
+      crossing === undefined ? '-' : round(crossing.constantBytes / 1e6, 3),
+      op.nodeCount,
+    ];
+  });
   ctx.out(`${spec.name}: ${spec.operators.length} operators, ${spec.params.toLocaleString('en-US')} parameters; batch ${batch}${spec.defaultSeqLen > 0 ? `, seq ${seqLen}` : ''}\n`);
-  ctx.out(formatTable(['#', 'operator', 'GFLOP', 'params', 'in MB', 'out MB', 'ONNX nodes'], rows));
+  ctx.out(formatTable(['#', 'operator', 'GFLOP', 'params', 'in MB', 'out MB', 'cross act MB', 'cross const MB', 'ONNX nodes'], rows));
+  ctx.out('cross: bytes carried to the next operator (its inputs and passthrough), activations and constants\n');
   ctx.out(`total GFLOP ${round(totalGflops(spec, batch, seqLen), 3)}\n`);
 }

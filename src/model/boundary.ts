@@ -8,6 +8,7 @@
  */
 import { BadRequestError } from '../errors.ts';
 import type { ModelSpec, TensorSpec } from './spec.ts';
+import { BYTES_PER_ELEMENT } from '../tensor.ts';
 import type { TensorDataType } from '../tensor.ts';
 
 /** A tensor spec with every dim resolved to a number, e.g. `[2, 3, 224, 224]`. */
@@ -261,4 +262,32 @@ export function batchFusionBlocker(spec: ModelSpec): string | undefined {
     }
   }
   return undefined;
+}
+
+/** Bytes of the tensors on one boundary, split into activations and constants (`TensorSpec.constant`). */
+export interface BoundaryBytes {
+  readonly activationBytes: number;
+  readonly constantBytes: number;
+}
+
+/**
+ * Bytes crossing boundary `k` (between operators k − 1 and k, 1 ≤ k ≤ N − 1) for a query of
+ * `batch` samples of length `seqLen`: the tensors operator k reads or carries, as
+ * `resolvedBoundary` gives them, split into activations and constants. An import folds its
+ * constants into initializers (`model/onnx/constants.ts`), so its `constantBytes` is 0 unless
+ * a constant could not be folded.
+ * @throws RangeError when k is outside [1, N − 1]; BadRequestError as `resolvedBoundary`.
+ */
+export function boundaryBytes(spec: ModelSpec, k: number, batch: number, seqLen: number, index: Map<string, TensorSpec> = tensorSpecIndex(spec)): BoundaryBytes {
+  if (!Number.isInteger(k) || k < 1 || k >= spec.operators.length) throw new RangeError(`boundary ${k} of ${spec.name} must be an integer in [1, ${spec.operators.length - 1}]`);
+  let activationBytes = 0;
+  let constantBytes = 0;
+  for (const t of resolvedBoundary(spec, k, batch, seqLen, index)) {
+    let n = 1;
+    for (const d of t.dims) n *= d;
+    const bytes = n * BYTES_PER_ELEMENT[t.dataType];
+    if (index.get(t.name)?.constant === true) constantBytes += bytes;
+    else activationBytes += bytes;
+  }
+  return { activationBytes, constantBytes };
 }

@@ -46,6 +46,13 @@ export interface TensorSpec {
   readonly name: string;
   readonly dataType: TensorDataType;
   readonly shape: readonly (number | string)[];
+  /**
+   * True for a tensor computed from initializers and `Constant` nodes only (no model input,
+   * no random op): a weight, not an activation. Absent for activations. Imports fold such
+   * tensors into initializers (`model/onnx/constants.ts`), so on a boundary it marks one that
+   * could not be folded (e.g. an op of another domain) and is carried on every query.
+   */
+  readonly constant?: true;
 }
 
 /** Metadata of one operator (one contiguous piece of the model). */

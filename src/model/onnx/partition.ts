@@ -23,7 +23,9 @@ import type { GraphStructure, ModelCosts } from './analysis.ts';
 import { elementCount } from '../../tensor.ts';
 import { boundaryDataType, elementBytes, isFloatType } from './dtypes.ts';
 import { defaultOpsetVersion, detectDynamicAxes, isTopologicallySorted, pruneDeadNodes, sortModelTopologically, toNumber } from './graph.ts';
+import { foldConstants, RANDOM_OPS } from './constants.ts';
 import { hasExternalData, readOnnxFile } from './load.ts';
+import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
 import { buildOperatorModel, checkAssignment, computeCuts, subgraphInitializers } from './split.ts';
 import type { OperatorCut } from './split.ts';
@@ -91,6 +93,7 @@ function checkSeqLen(axes: DynamicAxes, defaultSeqLen: number, what: string): vo
 export function assemblePartition(structure: GraphStructure, costs: ModelCosts, cuts: readonly OperatorCut[], input: PartitionInput): PartitionResult {
   const { index, what } = structure;
   const symbolic = costs.shapes.symbolic;
+  const inputDependent = inputDependentValues(index, structure.order);
   const tensorSpec = (name: string): TensorSpec => {
     const s = symbolic.get(name);
     const unresolved = costs.shapes.unresolved.get(name);
@@ -100,7 +103,7 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
       );
     }
     if (!s) throw new InvalidModelError(`${what}: the type and shape of tensor '${name}' are unknown`);
-    return { name, dataType: boundaryDataType(s.elemType, name, what), shape: s.shape };
+    return { name, dataType: boundaryDataType(s.elemType, name, what), shape: s.shape, ...(inputDependent.has(name) ? {} : { constant: true as const }) };
   };
 
   const owner = new Map<string, number>();
@@ -164,6 +167,22 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
     opset: defaultOpsetVersion(structure.model),
   };
   return { spec, operatorModels };
+}
+
+/**
+ * Values whose content depends on a graph input or on a random op (RandomNormal, …): the
+ * activations. Every other node output is computed from initializers and `Constant` nodes only
+ * (`TensorSpec.constant`).
+ */
+function inputDependentValues(index: GraphIndex, order: readonly number[]): Set<string> {
+  const dependent = new Set<string>(index.inputs);
+  for (const i of order) {
+    const node = index.nodes[i]!;
+    const reads = index.reads[i]!;
+    const isConstant = (node.opType === 'Constant' && reads.length === 0) || (reads.length > 0 && !RANDOM_OPS.has(node.opType ?? '') && reads.every((r) => !dependent.has(r)));
+    if (!isConstant) for (const o of index.writes[i]!) dependent.add(o);
+  }
+  return dependent;
 }
 
 function tensorElements(t: OnnxTypes.ITensorProto): number {
@@ -320,7 +339,9 @@ export interface ImportResult {
  * Import an ONNX file as a model of N operators.
  *
  * Steps: `readOnnxFile` (external data loaded); index + topological sort (stable); drop nodes
- * that reach no graph output; dynamic axes from the inputs (`detectDynamicAxes`: batch = dim
+ * that reach no graph output; `Constant` nodes and the constant-only subgraphs they feed become
+ * initializers (`foldConstants`: copied into every operator that reads them, never carried
+ * across a boundary; node counts are those of the folded graph); dynamic axes from the inputs (`detectDynamicAxes`: batch = dim
  * 0 of the inputs when symbolic, a second symbolic dim = seq); FLOP-balanced contiguous split
  * (`splitBalanced`, at the default sequence length); `assemblePartition`. The spec's source
  * records the absolute file path and the SHA-256 of the `.onnx` file (not of external data).
@@ -342,7 +363,8 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
   const abs = path.resolve(file);
   const { model: raw, sha256 } = await readOnnxFile(abs);
   const what = file;
-  const model = pruneDeadNodes(sortModelTopologically(raw, what), what);
+  const sorted = pruneDeadNodes(sortModelTopologically(raw, what), what);
+  const { model } = await foldConstants(sorted, what);
   const structure = analyzeStructure(model, what);
   if (structure.index.nodes.length === 0) throw new InvalidModelError(`${what}: the graph has no nodes that contribute to its outputs, nothing to partition`);
   checkOperatorCount(opts.operators, structure.index.nodes.length, what);
