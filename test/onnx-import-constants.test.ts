@@ -169,5 +169,16 @@ describe('Constant-weighted models', () => {
       expect(Number(row[col])).toBe(0); // no weight does
     }
     expect(rows[3]![col]).toBe('-');
+
+    // Another file under the taken name is refused; --force replaces it.
+    const other = path.join(dir, 'other.onnx');
+    await writeFile(other, onnx.ModelProto.encode(buildInceptionGraph().model).finish());
+    const refused = await sandbox.abacus('models', 'import', other, '--operators', '2', '--name', 'paddle-cli');
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/already taken.*--force/);
+    const forced = await sandbox.abacus('models', 'import', other, '--operators', '2', '--name', 'paddle-cli', '--force', '--json');
+    expect(forced.code, forced.stderr).toBe(0);
+    const list = JSON.parse((await sandbox.abacus('models', '--json')).stdout) as { name: string; operators: number }[];
+    expect(list.filter((m) => m.name === 'paddle-cli').map((m) => m.operators)).toEqual([2]);
   });
 });

@@ -216,13 +216,15 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     .requiredOption('--operators <n>', 'number of operators N (1 ≤ N ≤ node count)', positiveInt('--operators'))
     .option('--default-seq-len <n>', 'sequence length for metadata when the model has a sequence axis (default 128)', positiveInt('--default-seq-len'))
     .option('--name <name>', 'model name (default: file name without .onnx)')
+    .option('--force', 'replace a different model already imported under this name (every operator count of it)')
     .option('--json', 'print the ModelSpec as JSON')
-    .action(async (file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; json?: boolean }) => {
+    .action(async (file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; force?: boolean; json?: boolean }) => {
       const repo = new ModelRepository(ctx.cacheOptions());
       const { artifact, built } = await repo.importModel(file, {
         operators: opts.operators,
         ...(opts.name === undefined ? {} : { name: opts.name }),
         ...(opts.defaultSeqLen === undefined ? {} : { defaultSeqLen: opts.defaultSeqLen }),
+        ...(opts.force === true ? { force: true } : {}),
       });
       if (!opts.json) ctx.out(`${artifact.spec.name}: ${built ? 'imported' : 'already imported'} into ${artifact.dir}\n`);
       printSpec(ctx, artifact.spec, 1, artifact.spec.defaultSeqLen, opts.json === true);

@@ -94,7 +94,16 @@ export interface ModelSpec {
   /** Model name as served (`resnet50`, or the name given at import). */
   readonly name: string;
   /** Where it came from: a zoo builder or an imported file. */
-  readonly source: { readonly kind: 'zoo'; readonly options: Record<string, number | string> } | { readonly kind: 'import'; readonly file: string; readonly sha256: string };
+  readonly source:
+    | { readonly kind: 'zoo'; readonly options: Record<string, number | string> }
+    | {
+        readonly kind: 'import';
+        readonly file: string;
+        /** SHA-256 (hex) of the `.onnx` file. */
+        readonly sha256: string;
+        /** SHA-256 (hex) of the `.onnx` file and its external data files (the repository's identity of an import); absent in older entries. */
+        readonly contentSha256?: string;
+      };
   readonly inputs: readonly TensorSpec[];
   readonly outputs: readonly TensorSpec[];
   readonly dynamicAxes: DynamicAxes;

@@ -6,9 +6,9 @@
  *
  * Boundary semantics: `model/spec.ts` header and `split.ts`. Cost conventions: `flops.ts`
  * (FLOP), `analysis.ts` (per-sample polynomials in seqLen). Parameter accounting:
- * - `OperatorSpec.params` counts the elements of the floating-point initializers of the
- *   operator's sub-model that are not in `nonTrainable` (integer initializers are never
- *   parameters); an initializer read by several operators is copied into each sub-model but
+ * - `OperatorSpec.params` counts the elements of the floating-point and quantized-integer
+ *   initializers (`isParameterType`: a quantized model's uint8 weights count, int64 shapes and
+ *   bool masks do not) of the operator's sub-model that are not in `nonTrainable`; an initializer read by several operators is copied into each sub-model but
  *   its elements are counted only in the FIRST operator that reads it, so the operators' params
  *   sum to `ModelSpec.params` (each distinct parameter counted once, like torchvision's numel sum).
  * - `OperatorSpec.paramBytes` counts the bytes of every initializer held by the sub-model
@@ -21,7 +21,7 @@ import type { DynamicAxes, ModelSpec, OperatorSpec, PerSampleCost, TensorSpec } 
 import { analyzeCosts, analyzeStructure, bytesCost, costAt } from './analysis.ts';
 import type { GraphStructure, ModelCosts } from './analysis.ts';
 import { elementCount } from '../../tensor.ts';
-import { boundaryDataType, elementBytes, isFloatType } from './dtypes.ts';
+import { boundaryDataType, elementBytes, isParameterType } from './dtypes.ts';
 import { defaultOpsetVersion, detectDynamicAxes, isTopologicallySorted, pruneDeadNodes, sortModelTopologically, toNumber } from './graph.ts';
 import { foldConstants, RANDOM_OPS } from './constants.ts';
 import { hasExternalData, readOnnxFile } from './load.ts';
@@ -108,7 +108,7 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
 
   const owner = new Map<string, number>();
   for (const cut of cuts) for (const c of cut.constants) if (!owner.has(c)) owner.set(c, cut.index);
-  const isParam = (t: OnnxTypes.ITensorProto): boolean => isFloatType(t.dataType ?? 0) && !(t.name && input.nonTrainable?.has(t.name));
+  const isParam = (t: OnnxTypes.ITensorProto): boolean => isParameterType(t.dataType ?? 0) && !(t.name && input.nonTrainable?.has(t.name));
 
   const operators: OperatorSpec[] = [];
   const operatorModels: OnnxTypes.ModelProto[] = [];
