@@ -8,7 +8,7 @@
  */
 import { BadRequestError } from '../errors.ts';
 import type { ModelSpec, TensorSpec } from './spec.ts';
-import { BYTES_PER_ELEMENT } from '../tensor.ts';
+import { bytesPerElement } from '../tensor.ts';
 import type { TensorDataType } from '../tensor.ts';
 
 /** A tensor spec with every dim resolved to a number, e.g. `[2, 3, 224, 224]`. */
@@ -285,7 +285,7 @@ export function boundaryBytes(spec: ModelSpec, k: number, batch: number, seqLen:
   for (const t of resolvedBoundary(spec, k, batch, seqLen, index)) {
     let n = 1;
     for (const d of t.dims) n *= d;
-    const bytes = n * BYTES_PER_ELEMENT[t.dataType];
+    const bytes = n * bytesPerElement(t.dataType);
     if (index.get(t.name)?.constant === true) constantBytes += bytes;
     else activationBytes += bytes;
   }

@@ -1,8 +1,9 @@
 /**
  * Seeded synthetic tensors for `{ kind: 'synthetic' }` segments (profiling at any start).
  *
- * Values: floats uniform in [-1, 1); integer types (int64/int32/uint8/int8) uniform in
- * [0, SYNTHETIC_MAX_ID) — valid small token ids for BERT-like `input_ids`; bool 0/1.
+ * Values: floats uniform in [-1, 1); integer types (int64/int32/uint8/int8, and the
+ * uint16/int16/uint32/uint64 of imports) uniform in [0, SYNTHETIC_MAX_ID) — valid small token
+ * ids for BERT-like `input_ids`; bool 0/1; strings `s<id>`.
  * Masks: a tensor whose name matches `MASK_NAME` (/mask/i, e.g. BERT's `attention_mask`) is all
  * ones whatever its type (1 = attend to every position: random 0/1 or ids would mask out
  * arbitrary positions and make attention degenerate; for an additive float mask, a constant
@@ -83,6 +84,21 @@ function onesTensor(spec: ResolvedTensorSpec): HostTensor {
     case 'int8':
       data = new Int8Array(n).fill(1);
       break;
+    case 'uint16':
+      data = new Uint16Array(n).fill(1);
+      break;
+    case 'int16':
+      data = new Int16Array(n).fill(1);
+      break;
+    case 'uint32':
+      data = new Uint32Array(n).fill(1);
+      break;
+    case 'uint64':
+      data = new BigUint64Array(n).fill(1n);
+      break;
+    case 'string':
+      data = new Array<string>(n).fill('1');
+      break;
   }
   return { dataType: spec.dataType, dims: [...spec.dims], data };
 }
@@ -141,6 +157,26 @@ export function syntheticTensor(spec: ResolvedTensorSpec, seed: number): HostTen
     case 'bool': {
       const d = new Uint8Array(n);
       for (let i = 0; i < n; i++) d[i] = next() & 1;
+      data = d;
+      break;
+    }
+    case 'uint16':
+    case 'int16':
+    case 'uint32': {
+      const d = spec.dataType === 'uint16' ? new Uint16Array(n) : spec.dataType === 'int16' ? new Int16Array(n) : new Uint32Array(n);
+      for (let i = 0; i < n; i++) d[i] = id();
+      data = d;
+      break;
+    }
+    case 'uint64': {
+      const d = new BigUint64Array(n);
+      for (let i = 0; i < n; i++) d[i] = BigInt(id());
+      data = d;
+      break;
+    }
+    case 'string': {
+      const d = new Array<string>(n);
+      for (let i = 0; i < n; i++) d[i] = `s${id()}`;
       data = d;
       break;
     }

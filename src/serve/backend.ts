@@ -526,7 +526,6 @@ export class RuntimeBackend implements InferenceBackend {
       const name = plan.spec.name;
       const datatype: unknown = input.datatype;
       if (typeof datatype !== 'string' || !isV2Datatype(datatype)) throw bad(`input '${name}': unknown datatype ${describeValue(datatype)} (v2 datatypes: ${V2_DATATYPES.join(', ')})`);
-      if (datatype === 'BYTES') throw bad(`input '${name}': BYTES tensors are not served (the input is ${plan.datatype})`);
       if (datatype !== plan.datatype) throw bad(`input '${name}': datatype ${datatype} does not match the model's ${plan.datatype}`);
       const shape: unknown = input.shape;
       if (!Array.isArray(shape)) throw bad(`input '${name}': shape must be a list of dims`);

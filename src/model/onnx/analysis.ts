@@ -17,7 +17,8 @@
  */
 import { InvalidModelError } from '../../errors.ts';
 import type { DynamicAxes, PerSampleCost } from '../spec.ts';
-import { elementCount } from '../../tensor.ts';
+import { elementCount, NOMINAL_STRING_BYTES } from '../../tensor.ts';
+import { onnx } from './proto.ts';
 import { elementBytes } from './dtypes.ts';
 import { nodeFlops } from './flops.ts';
 import { indexGraph, requireGraph, topologicalOrder } from './graph.ts';
@@ -112,11 +113,14 @@ export function fitCost(xs: readonly number[], ys: readonly number[]): PerSample
   return { c0: y1 - d1 * x1 + d2 * x1 * x2, c1: d1 - d2 * (x1 + x2), c2: d2 };
 }
 
-/** Bytes of a value in a shape table; undefined when its shape or element size is unknown. */
+/**
+ * Bytes of a value in a shape table; undefined when its shape or element size is unknown. A
+ * STRING value counts `NOMINAL_STRING_BYTES` per element (its real size depends on its data).
+ */
 export function valueBytes(table: ShapeTable, name: string): number | undefined {
   const s = table.get(name);
   if (!s) return undefined;
-  const size = elementBytes(s.elemType);
+  const size = s.elemType === (onnx.TensorProto.DataType.STRING as number) ? NOMINAL_STRING_BYTES : elementBytes(s.elemType);
   if (size === undefined) return undefined;
   return elementCount(s.dims) * size;
 }
