@@ -7,7 +7,7 @@
  * the executor builds synthetic inputs with them. Pure functions over plain data.
  */
 import { BadRequestError } from '../errors.ts';
-import type { ModelSpec, TensorSpec } from './spec.ts';
+import type { InputDomain, ModelSpec, TensorSpec } from './spec.ts';
 import { bytesPerElement } from '../tensor.ts';
 import type { TensorDataType } from '../tensor.ts';
 
@@ -16,6 +16,8 @@ export interface ResolvedTensorSpec {
   readonly name: string;
   readonly dataType: TensorDataType;
   readonly dims: readonly number[];
+  /** The input's valid values (`TensorSpec.domain`), when it has them. */
+  readonly domain?: InputDomain;
 }
 
 /**
@@ -242,7 +244,7 @@ function noSeqError(spec: ModelSpec, tensor: TensorSpec, i: number, d: string): 
 
 /** `boundarySpecs` with every shape resolved for a query. @throws as `boundarySpecs`/`resolveShape`. */
 export function resolvedBoundary(spec: ModelSpec, start: number, batch: number, seqLen: number, index?: Map<string, TensorSpec>): ResolvedTensorSpec[] {
-  return boundarySpecs(spec, start, index).map((t) => ({ name: t.name, dataType: t.dataType, dims: resolveShape(spec, t, batch, seqLen) }));
+  return boundarySpecs(spec, start, index).map((t) => ({ name: t.name, dataType: t.dataType, dims: resolveShape(spec, t, batch, seqLen), ...(t.domain === undefined ? {} : { domain: t.domain }) }));
 }
 
 /**

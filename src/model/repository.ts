@@ -31,9 +31,10 @@ import { ensureDir } from '../fs.ts';
 
 /**
  * Bump when a zoo builder or the partitioner changes what it emits: old cache entries are then
- * simply not found (and can be deleted by hand).
+ * simply not found (and can be deleted by hand). 4: input domains (`TensorSpec.domain`, BERT's
+ * vocabulary) in the spec.
  */
-export const ZOO_BUILD_VERSION = 3;
+export const ZOO_BUILD_VERSION = 4;
 
 /**
  * Bump when the importer changes what it emits for the same file (4: Constant nodes folded

@@ -53,7 +53,20 @@ export interface TensorSpec {
    * could not be folded (e.g. an op of another domain) and is carried on every query.
    */
   readonly constant?: true;
+  /**
+   * Values a model input accepts (on model inputs only; absent: any value of its type): given
+   * in the serving config (`services[i].inputs`), or implied by the graph (an input used as the
+   * indices of a Gather over a table of V rows accepts [0, V − 1]). Warm-up and profiling feed
+   * values from it; the server answers a request outside it with 400.
+   */
+  readonly domain?: InputDomain;
 }
+
+/**
+ * The valid values of one model input: an explicit set (`{ values: [16000] }`) or an inclusive
+ * range (`{ range: [0, 30521] }`), compared as numbers (bool: 0/1).
+ */
+export type InputDomain = { readonly values: readonly number[] } | { readonly range: readonly [number, number] };
 
 /** Metadata of one operator (one contiguous piece of the model). */
 export interface OperatorSpec {

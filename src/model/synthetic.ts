@@ -12,7 +12,8 @@
  * ~1 ns/element), fast enough for [32, 64, 112, 112] activations.
  */
 import type { HostTensor, TensorData, TensorMap } from '../tensor.ts';
-import { elementCount } from '../tensor.ts';
+import { elementCount, zeroTensorData } from '../tensor.ts';
+import type { InputDomain } from './spec.ts';
 import type { ResolvedTensorSpec } from './boundary.ts';
 
 /** Exclusive upper bound of synthetic integer values (token ids in [0, 100)). */
@@ -103,8 +104,35 @@ function onesTensor(spec: ResolvedTensorSpec): HostTensor {
   return { dataType: spec.dataType, dims: [...spec.dims], data };
 }
 
-/** One synthetic tensor shaped `spec.dims` (all ones when the name matches `MASK_NAME`). */
+/**
+ * A tensor of values drawn from `domain` (seeded like `syntheticTensor`): each element one of
+ * its `values`, or uniform in its `range` (integers for integer types; bool 0/1).
+ */
+function domainTensor(spec: ResolvedTensorSpec, domain: InputDomain, seed: number): HostTensor {
+  const n = elementCount(spec.dims);
+  const next = mulberry32(hashSeed(seed, spec.name));
+  const integer = spec.dataType !== 'float32' && spec.dataType !== 'float64' && spec.dataType !== 'float16';
+  const draw = (): number => {
+    if ('values' in domain) return domain.values[next() % domain.values.length]!;
+    const [lo, hi] = domain.range;
+    const u = next() / 0x100000000; // [0, 1)
+    return integer ? Math.min(hi, Math.floor(lo + u * (hi - lo + 1))) : lo + u * (hi - lo);
+  };
+  const data = zeroTensorData(spec.dataType, n);
+  if (data instanceof BigInt64Array || data instanceof BigUint64Array) for (let i = 0; i < n; i++) data[i] = BigInt(draw());
+  else if (Array.isArray(data)) for (let i = 0; i < n; i++) data[i] = String(draw());
+  else if (spec.dataType === 'float16') for (let i = 0; i < n; i++) data[i] = toHalfBits(draw());
+  else for (let i = 0; i < n; i++) data[i] = draw();
+  return { dataType: spec.dataType, dims: [...spec.dims], data };
+}
+
+/**
+ * One synthetic tensor shaped `spec.dims`: values from its domain when it has one
+ * (`TensorSpec.domain`: valid warm-up and profiling inputs), else all ones when the name
+ * matches `MASK_NAME`, else seeded random values (file header).
+ */
 export function syntheticTensor(spec: ResolvedTensorSpec, seed: number): HostTensor {
+  if (spec.domain !== undefined) return domainTensor(spec, spec.domain, seed);
   if (MASK_NAME.test(spec.name)) return onesTensor(spec);
   const n = elementCount(spec.dims);
   const next = mulberry32(hashSeed(seed, spec.name));

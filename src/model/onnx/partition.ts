@@ -24,6 +24,7 @@ import { elementCount } from '../../tensor.ts';
 import { boundaryDataType, elementBytes, isParameterType } from './dtypes.ts';
 import { defaultOpsetVersion, detectDynamicAxes, isTopologicallySorted, pruneDeadNodes, sortModelTopologically, toNumber } from './graph.ts';
 import { foldConstants, RANDOM_OPS } from './constants.ts';
+import { impliedInputDomains } from './domains.ts';
 import { hasExternalData, readOnnxFile } from './load.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
@@ -94,6 +95,7 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
   const { index, what } = structure;
   const symbolic = costs.shapes.symbolic;
   const inputDependent = inputDependentValues(index, structure.order);
+  const domains = impliedInputDomains(index);
   const tensorSpec = (name: string): TensorSpec => {
     const s = symbolic.get(name);
     const unresolved = costs.shapes.unresolved.get(name);
@@ -103,7 +105,8 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
       );
     }
     if (!s) throw new InvalidModelError(`${what}: the type and shape of tensor '${name}' are unknown`);
-    return { name, dataType: boundaryDataType(s.elemType, name, what), shape: s.shape, ...(inputDependent.has(name) ? {} : { constant: true as const }) };
+    const domain = domains.get(name);
+    return { name, dataType: boundaryDataType(s.elemType, name, what), shape: s.shape, ...(inputDependent.has(name) ? {} : { constant: true as const }), ...(domain === undefined ? {} : { domain }) };
   };
 
   const owner = new Map<string, number>();
