@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { artifactAt, MODEL_FILE, operatorFileName, SPEC_FILE, type ModelArtifact } from './artifact.ts';
 import { onnx, type OnnxTypes } from './onnx/proto.ts';
 import { importOnnxModel, partitionModel, type PartitionInput } from './onnx/partition.ts';
+import type { ProbeInputs } from './onnx/shapes.ts';
 import { decodeOnnxModel, hasExternalData } from './onnx/load.ts';
 import { buildZooModel, isReservedZooName, isZooModelName, parseZooOptions, ZOO_MODEL_NAMES, type ZooBuild, type ZooModelName } from './zoo/index.ts';
 import type { ModelSpec } from './spec.ts';
@@ -115,7 +116,7 @@ export class ModelRepository {
    * @throws InvalidModelError for unreadable/invalid models; RangeError for a bad `operators`,
    *   a bad name, or a name taken by another file without `force` (naming `--force`).
    */
-  async importModel(file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; force?: boolean }): Promise<ArtifactResult> {
+  async importModel(file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; force?: boolean; probe?: ProbeInputs }): Promise<ArtifactResult> {
     const defaultName = path.basename(file).replace(/\.onnx$/i, '');
     const name = checkModelName(opts.name ?? defaultName, opts.name === undefined ? `the model name taken from the file name (give one with --name)` : 'name');
     let contentHash: string;
@@ -132,13 +133,18 @@ export class ModelRepository {
         `name '${name}' is already taken by an import of a different file (${from}, ${other.spec.operators.length} operators); choose another --name, or give --force to replace every operator count of '${name}'`,
       );
     }
-    const dir = path.join(this.cacheDir, `${name}-${hashKey({ contentHash, operators: opts.operators, name, defaultSeqLen: opts.defaultSeqLen ?? null, version: ZOO_BUILD_VERSION, importVersion: IMPORT_BUILD_VERSION })}`);
+    const dir = path.join(this.cacheDir, `${name}-${hashKey({ contentHash, operators: opts.operators, name, defaultSeqLen: opts.defaultSeqLen ?? null, version: ZOO_BUILD_VERSION, importVersion: IMPORT_BUILD_VERSION, ...(opts.probe === undefined ? {} : { probe: opts.probe }) })}`);
     const cached = await readEntryOrDiscard(dir);
     if (cached && other === undefined) return { artifact: artifactAt(dir, cached), built: false };
     let artifact: ModelArtifact;
     if (cached) artifact = artifactAt(dir, cached);
     else {
-      const { spec, model, operatorModels } = await importOnnxModel(file, { operators: opts.operators, name, ...(opts.defaultSeqLen === undefined ? {} : { defaultSeqLen: opts.defaultSeqLen }) });
+      const { spec, model, operatorModels } = await importOnnxModel(file, {
+        operators: opts.operators,
+        name,
+        ...(opts.defaultSeqLen === undefined ? {} : { defaultSeqLen: opts.defaultSeqLen }),
+        ...(opts.probe === undefined ? {} : { probe: opts.probe }),
+      });
       const source = spec.source.kind === 'import' ? { ...spec.source, contentSha256: contentHash } : spec.source;
       artifact = await this.writeEntry(dir, { ...spec, source }, model, operatorModels);
     }

@@ -25,7 +25,7 @@ import { indexGraph, requireGraph, topologicalOrder } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
 import { dimBinding, fixedBatchSize, resolveShapes } from './shapes.ts';
-import type { DimBinding, ResolvedShapes, ShapeTable } from './shapes.ts';
+import type { DimBinding, ProbeInputs, ResolvedShapes, ShapeTable } from './shapes.ts';
 
 /** Structure of a graph: index plus a topological order. */
 export interface GraphStructure {
@@ -74,7 +74,7 @@ export function seqSamplePoints(defaultSeqLen: number): number[] {
  * Shapes and per-node FLOP.
  * @throws InvalidModelError when shapes are not annotated and onnxruntime cannot infer them.
  */
-export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes, defaultSeqLen: number): Promise<ModelCosts> {
+export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes, defaultSeqLen: number, probe: ProbeInputs = {}): Promise<ModelCosts> {
   const binding = dimBinding(structure.index, axes);
   const seqPoints = axes.seq === undefined ? [0] : seqSamplePoints(defaultSeqLen);
   const shapes = await resolveShapes(
@@ -83,6 +83,7 @@ export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes,
     binding,
     seqPoints.map((seqLen) => ({ batch: 1, seqLen })),
     structure.what,
+    probe,
   );
   const fixed = fixedBatchSize(structure.index);
   const samplesPerRun = fixed !== undefined && fixed > 0 ? fixed : 1;

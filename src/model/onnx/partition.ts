@@ -24,6 +24,8 @@ import { elementCount } from '../../tensor.ts';
 import { boundaryDataType, elementBytes, isParameterType } from './dtypes.ts';
 import { defaultOpsetVersion, detectDynamicAxes, isTopologicallySorted, pruneDeadNodes, sortModelTopologically, toNumber } from './graph.ts';
 import { foldConstants, RANDOM_OPS } from './constants.ts';
+import { checkProbeInputs, declaredValueInfos, dimBinding, probeSeqLen } from './shapes.ts';
+import type { ProbeInputs } from './shapes.ts';
 import { impliedInputDomains } from './domains.ts';
 import { hasExternalData, readOnnxFile } from './load.ts';
 import type { GraphIndex } from './graph.ts';
@@ -328,6 +330,11 @@ export interface ImportOptions {
   readonly name?: string;
   /** Default sequence length for a model with a seq axis (default 128); ignored without one. */
   readonly defaultSeqLen?: number;
+  /**
+   * Shapes and values for the shape probe (`ProbeInputs`); a size given for the sequence axis
+   * is also the default sequence length unless `defaultSeqLen` is given.
+   */
+  readonly probe?: ProbeInputs;
 }
 
 /** What `importOnnxModel` returns. */
@@ -373,8 +380,12 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
   checkOperatorCount(opts.operators, structure.index.nodes.length, what);
 
   const dynamicAxes = detectDynamicAxes(model);
-  const defaultSeqLen = dynamicAxes.seq === undefined ? 0 : (opts.defaultSeqLen ?? DEFAULT_IMPORT_SEQ_LEN);
-  const costs = await analyzeCosts(structure, dynamicAxes, defaultSeqLen);
+  const probe = opts.probe ?? {};
+  const binding = dimBinding(structure.index, dynamicAxes);
+  checkProbeInputs(structure.index, declaredValueInfos(structure.index.graph), binding, probe, what);
+  const probedSeq = probeSeqLen(structure.index, binding, probe);
+  const defaultSeqLen = dynamicAxes.seq === undefined ? 0 : (opts.defaultSeqLen ?? probedSeq ?? DEFAULT_IMPORT_SEQ_LEN);
+  const costs = await analyzeCosts(structure, dynamicAxes, defaultSeqLen, probe);
   const operatorOfNode = splitBalanced(nodeWeights(costs, defaultSeqLen), opts.operators);
 
   const input: PartitionInput = {
