@@ -8,9 +8,10 @@
  * (FLOP), `analysis.ts` (per-sample polynomials in seqLen). Parameter accounting:
  * - `OperatorSpec.params` counts the elements of the floating-point and quantized-integer
  *   initializers (`isParameterType`: a quantized model's uint8 weights count, int64 shapes and
- *   bool masks do not) of the operator's sub-model that are not in `nonTrainable`; an initializer read by several operators is copied into each sub-model but
- *   its elements are counted only in the FIRST operator that reads it, so the operators' params
- *   sum to `ModelSpec.params` (each distinct parameter counted once, like torchvision's numel sum).
+ *   bool masks do not) of the operator's sub-model that are not in `nonTrainable`; an
+ *   initializer read by several operators is copied into each sub-model but its elements are
+ *   counted only in the FIRST operator that reads it, so the operators' params sum to
+ *   `ModelSpec.params` (each distinct parameter counted once, like torchvision's numel sum).
  * - `OperatorSpec.paramBytes` counts the bytes of every initializer held by the sub-model
  *   (shared ones in each operator holding them: what that sub-model loads), including those in
  *   subgraphs of If/Loop nodes.
@@ -351,8 +352,9 @@ export interface ImportResult {
  * Steps: `readOnnxFile` (external data loaded); index + topological sort (stable); drop nodes
  * that reach no graph output; `Constant` nodes and the constant-only subgraphs they feed become
  * initializers (`foldConstants`: copied into every operator that reads them, never carried
- * across a boundary; node counts are those of the folded graph); dynamic axes from the inputs (`detectDynamicAxes`: batch = dim
- * 0 of the inputs when symbolic, a second symbolic dim = seq); FLOP-balanced contiguous split
+ * across a boundary; node counts are those of the folded graph); dynamic axes from the inputs
+ * (`detectDynamicAxes`: batch = dim 0 of the inputs when symbolic, a second symbolic dim =
+ * seq); probe inputs checked (`checkProbeInputs`); FLOP-balanced contiguous split
  * (`splitBalanced`, at the default sequence length); `assemblePartition`. The spec's source
  * records the absolute file path and the SHA-256 of the `.onnx` file (not of external data).
  * No file is written.
@@ -382,7 +384,7 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
   const dynamicAxes = detectDynamicAxes(model);
   const probe = opts.probe ?? {};
   const binding = dimBinding(structure.index, dynamicAxes);
-  checkProbeInputs(structure.index, declaredValueInfos(structure.index.graph), binding, probe, what);
+  checkProbeInputs(structure.index, declaredValueInfos(structure.index.graph), probe, what);
   const probedSeq = probeSeqLen(structure.index, binding, probe);
   const defaultSeqLen = dynamicAxes.seq === undefined ? 0 : (opts.defaultSeqLen ?? probedSeq ?? DEFAULT_IMPORT_SEQ_LEN);
   const costs = await analyzeCosts(structure, dynamicAxes, defaultSeqLen, probe);

@@ -336,7 +336,7 @@ async function probeShapes(
   what: string,
   probe: ProbeInputs,
 ): Promise<Map<string, TensorShape>[]> {
-  checkProbeInputs(index, infos, binding, probe, what);
+  checkProbeInputs(index, infos, probe, what);
   const graph = index.graph;
   const outputs: OnnxTypes.IValueInfoProto[] = [...(graph.output ?? [])];
   const listed = new Set(outputs.map((o) => o.name));
@@ -397,7 +397,7 @@ async function probeShapes(
  *   has another rank than declared or differs from a fixed declared dim, or a value is given
  *   for a string input.
  */
-export function checkProbeInputs(index: GraphIndex, infos: ReadonlyMap<string, OnnxTypes.IValueInfoProto>, binding: DimBinding, probe: ProbeInputs, what: string): void {
+export function checkProbeInputs(index: GraphIndex, infos: ReadonlyMap<string, OnnxTypes.IValueInfoProto>, probe: ProbeInputs, what: string): void {
   const inputs = new Set(index.inputs);
   const unknown = (flag: string, name: string): RangeError => new RangeError(`${flag} ${name}=…: '${name}' is not an input of ${what} (its inputs: ${index.inputs.join(', ')})`);
   for (const [name, dims] of Object.entries(probe.shapes ?? {})) {
@@ -416,7 +416,6 @@ export function checkProbeInputs(index: GraphIndex, infos: ReadonlyMap<string, O
       throw new RangeError(`--probe-value ${name}=…: '${name}' is a ${elemType === (onnx.TensorProto.DataType.STRING as number) ? 'string' : 'float16'} input; probe values apply to the other numeric types`);
     }
   }
-  void binding;
 }
 
 /**
