@@ -4,10 +4,24 @@
  * clone; intermediate activations never leave their executor.
  */
 
-/** Element types used by the served models (ONNX names lower-cased as ORT's `Tensor.type`). */
-export type TensorDataType = 'float32' | 'int64' | 'int32' | 'bool' | 'float16' | 'uint8' | 'int8' | 'float64';
+/**
+ * Element types a tensor may have: every ONNX element type onnxruntime-node can hold, named as
+ * ORT's `Tensor.type` (ONNX FLOAT → `float32`, STRING → `string`, …). BFLOAT16 and the complex
+ * types are absent: onnxruntime-node's JS API has no tensor type for them.
+ */
+export type TensorDataType = 'float32' | 'int64' | 'int32' | 'bool' | 'float16' | 'uint8' | 'int8' | 'float64' | 'uint16' | 'int16' | 'uint32' | 'uint64' | 'string';
 
-export type TensorData = Float32Array | BigInt64Array | Int32Array | Uint8Array | Int8Array | Float64Array | Uint16Array;
+/** The element types with a fixed size (all but `string`). */
+export type NumericDataType = Exclude<TensorDataType, 'string'>;
+
+/**
+ * Data of a tensor: a typed array (float16 as raw Uint16 bits, bool as Uint8 0/1), or for
+ * `string` an array of strings (what onnxruntime-node's string tensors hold).
+ */
+export type TensorData = Float32Array | BigInt64Array | BigUint64Array | Int32Array | Uint32Array | Int16Array | Uint8Array | Int8Array | Float64Array | Uint16Array | string[];
+
+/** Typed-array data (every type but `string`). */
+export type NumericTensorData = Exclude<TensorData, string[]>;
 
 /** A dense tensor in host memory, row-major. `data.length` equals the product of `dims`. */
 export interface HostTensor {
@@ -26,8 +40,8 @@ export function elementCount(dims: readonly number[]): number {
   return n;
 }
 
-/** Bytes per element of each data type. */
-export const BYTES_PER_ELEMENT: Readonly<Record<TensorDataType, number>> = {
+/** Bytes per element of each fixed-size data type (`string` has none: see `tensorBytes`). */
+export const BYTES_PER_ELEMENT: Readonly<Record<NumericDataType, number>> = {
   float32: 4,
   int64: 8,
   int32: 4,
@@ -36,9 +50,39 @@ export const BYTES_PER_ELEMENT: Readonly<Record<TensorDataType, number>> = {
   uint8: 1,
   int8: 1,
   float64: 8,
+  uint16: 2,
+  int16: 2,
+  uint32: 4,
+  uint64: 8,
 };
 
-/** A typed array of `n` zeros for `dataType` (float16 as raw Uint16 bits, bool as Uint8). */
+/**
+ * Nominal bytes per element of a string tensor where its size must be known before its data is
+ * (cost metadata, cache budgets): a pointer's worth. Real string data is measured (`tensorBytes`).
+ */
+export const NOMINAL_STRING_BYTES = 8;
+
+/** Bytes per element of a data type; `NOMINAL_STRING_BYTES` for `string`. */
+export function bytesPerElement(dataType: TensorDataType): number {
+  return dataType === 'string' ? NOMINAL_STRING_BYTES : BYTES_PER_ELEMENT[dataType];
+}
+
+/** True for `string`. */
+export function isStringType(dataType: TensorDataType): dataType is 'string' {
+  return dataType === 'string';
+}
+
+/** Bytes a tensor's data holds: the typed array's length in bytes, or for strings their UTF-8 bytes. */
+export function tensorBytes(t: HostTensor): number {
+  if (Array.isArray(t.data)) {
+    let n = 0;
+    for (const s of t.data) n += Buffer.byteLength(s, 'utf8');
+    return n;
+  }
+  return t.data.byteLength;
+}
+
+/** A typed array of `n` zeros for `dataType` (float16 as raw Uint16 bits, bool as Uint8; `n` empty strings for `string`). */
 export function zeroTensorData(dataType: TensorDataType, n: number): TensorData {
   switch (dataType) {
     case 'float32':
@@ -56,6 +100,16 @@ export function zeroTensorData(dataType: TensorDataType, n: number): TensorData 
     case 'uint8':
     case 'bool':
       return new Uint8Array(n);
+    case 'uint16':
+      return new Uint16Array(n);
+    case 'int16':
+      return new Int16Array(n);
+    case 'uint32':
+      return new Uint32Array(n);
+    case 'uint64':
+      return new BigUint64Array(n);
+    case 'string':
+      return new Array<string>(n).fill('');
   }
 }
 
@@ -100,7 +154,8 @@ export function concatBatch(maps: readonly TensorMap[]): TensorMap {
     let at = 0;
     for (const m of maps) {
       const src = m[name]!.data;
-      (data as { set(a: ArrayLike<number | bigint>, offset: number): void }).set(src, at);
+      if (Array.isArray(data)) for (let i = 0; i < src.length; i++) data[at + i] = (src as string[])[i]!;
+      else (data as { set(a: ArrayLike<number | bigint>, offset: number): void }).set(src as ArrayLike<number | bigint>, at);
       at += src.length;
     }
     out[name] = { dataType: head.dataType, dims: [rows, ...head.dims.slice(1)], data };

@@ -185,3 +185,38 @@ export function boundaryViolations(spec: ModelSpec): string[] {
   if (!eq(last, names(spec.outputs))) out.push(`boundary N: {${last.join(',')}} vs outputs {${names(spec.outputs).join(',')}}`);
   return out;
 }
+
+/**
+ * A graph whose tensors have element types beyond float: inputs `words` STRING [batch, 4] and
+ * `x` FLOAT [batch, 4]; w1 = Identity(words) (STRING), eq = Equal(w1, "7") (BOOL), neq = Not(eq),
+ * u = Cast(neq → UINT32), u2 = u + u (UINT32), y = x · float(u2); outputs y (FLOAT), words_out =
+ * Identity(w1) (STRING), u2 (UINT32) and neq (BOOL). Eight nodes; opset 19 (Equal on strings).
+ * Every value annotated, so no probe run is needed.
+ */
+export function buildTypedGraph(): OnnxTypes.ModelProto {
+  const DT = onnx.TensorProto.DataType;
+  const AT = onnx.AttributeProto.AttributeType;
+  const info = (name: string, elemType: number): OnnxTypes.IValueInfoProto => ({ name, type: { tensorType: { elemType, shape: { dim: [{ dimParam: 'batch' }, { dimValue: 4 }] } } } });
+  const cast = (to: number): OnnxTypes.IAttributeProto[] => [{ name: 'to', type: AT.INT, i: to }];
+  return onnx.ModelProto.create({
+    irVersion: 9,
+    opsetImport: [{ domain: '', version: 19 }],
+    graph: {
+      name: 'typed',
+      input: [info('words', DT.STRING), info('x', DT.FLOAT)],
+      initializer: [{ name: 'seven', dataType: DT.STRING, dims: [], stringData: [new TextEncoder().encode('7')] }],
+      node: [
+        { opType: 'Identity', input: ['words'], output: ['w1'], name: 'id_words' },
+        { opType: 'Equal', input: ['w1', 'seven'], output: ['eq'], name: 'eq' },
+        { opType: 'Not', input: ['eq'], output: ['neq'], name: 'not' },
+        { opType: 'Cast', input: ['neq'], output: ['u'], name: 'to_u32', attribute: cast(DT.UINT32) },
+        { opType: 'Add', input: ['u', 'u'], output: ['u2'], name: 'twice' },
+        { opType: 'Cast', input: ['u2'], output: ['uf'], name: 'to_f32', attribute: cast(DT.FLOAT) },
+        { opType: 'Mul', input: ['x', 'uf'], output: ['y'], name: 'mul' },
+        { opType: 'Identity', input: ['w1'], output: ['words_out'], name: 'id_out' },
+      ],
+      valueInfo: [info('w1', DT.STRING), info('eq', DT.BOOL), info('u', DT.UINT32), info('uf', DT.FLOAT)],
+      output: [info('y', DT.FLOAT), info('words_out', DT.STRING), info('u2', DT.UINT32), info('neq', DT.BOOL)],
+    },
+  });
+}

@@ -70,16 +70,24 @@ describe('ModelRepository', () => {
     expect(await exists(fresh)).toBe(true); // maybe another process's build in progress
   });
 
-  it('one import per (name, operators): importing changed content under the same name replaces it', async () => {
+  it('one model per name: another file under a taken name is refused unless forced, which replaces every operator count', async () => {
     const a = (await repo.zooArtifact('resnet50', SMALL_VARIANTS.resnet50)).artifact;
     const b = (await repo.zooArtifact('resnet50', { ...SMALL_VARIANTS.resnet50, seed: 7 })).artifact;
     const file = path.join(tmp, 'mine.onnx');
     await fs.copyFile(a.modelPath, file);
     const first = await repo.importModel(file, { operators: 3 });
+    const firstFour = await repo.importModel(file, { operators: 4 });
+    expect(firstFour.built).toBe(true);
+    // the same file again: found, not rebuilt
+    expect((await repo.importModel(file, { operators: 3 })).built).toBe(false);
     await fs.copyFile(b.modelPath, file); // same name, other weights
-    const second = await repo.importModel(file, { operators: 3 });
+    await expect(repo.importModel(file, { operators: 3 })).rejects.toThrow(/name 'mine' is already taken by an import of a different file.*--force/);
+    expect((await repo.listImported()).map((x) => x.dir)).toEqual([first.artifact.dir, firstFour.artifact.dir]);
+    const second = await repo.importModel(file, { operators: 3, force: true });
     expect(second.built).toBe(true);
     expect(second.artifact.dir).not.toBe(first.artifact.dir);
+    // the 4-operator entry of the old file is gone too
+    expect((await repo.listImported()).map((x) => [x.spec.name, x.spec.operators.length, x.dir])).toEqual([['mine', 3, second.artifact.dir]]);
     const four = await repo.importModel(file, { operators: 4 });
     const listed = await repo.listImported();
     expect(listed.map((x) => [x.spec.name, x.spec.operators.length, x.dir])).toEqual([

@@ -26,6 +26,16 @@ function arrayOf(dataType: TensorDataType, values: readonly (number | bigint)[])
     case 'uint8':
     case 'bool':
       return Uint8Array.from(nums());
+    case 'uint16':
+      return Uint16Array.from(nums());
+    case 'int16':
+      return Int16Array.from(nums());
+    case 'uint32':
+      return Uint32Array.from(nums());
+    case 'uint64':
+      return BigUint64Array.from(values.map((v) => BigInt(v)));
+    case 'string':
+      return values.map((v) => `s${String(v)}`);
   }
 }
 
@@ -83,6 +93,37 @@ const ROWS: Record<TensorDataType, readonly (readonly (number | bigint)[])[]> = 
     [1, 1, 1, 1, 1, 1],
     [0, 1, 0, 1, 0, 1],
   ],
+  uint16: [
+    [65535, 32768, 0, 1, 300, 7],
+    [1, 2, 3, 4, 5, 6],
+    [7, 8, 9, 10, 11, 12],
+    [101, 102, 103, 104, 105, 106],
+  ],
+  int16: [
+    [32767, -32768, 0, -1, 300, 7],
+    [1, 2, 3, 4, 5, 6],
+    [-7, 8, -9, 10, -11, 12],
+    [101, 102, 103, 104, 105, 106],
+  ],
+  uint32: [
+    [4294967295, 2147483648, 0, 1, 70000, 7],
+    [1, 2, 3, 4, 5, 6],
+    [7, 8, 9, 10, 11, 12],
+    [101, 102, 103, 104, 105, 106],
+  ],
+  uint64: [
+    [2n ** 64n - 1n, 2n ** 63n, 0n, 1n, 9007199254740993n, 7n],
+    [1n, 2n, 3n, 4n, 5n, 6n],
+    [7n, 8n, 9n, 10n, 11n, 12n],
+    [101n, 102n, 103n, 104n, 105n, 106n],
+  ],
+  // strings `s<value>`
+  string: [
+    [0, 1, 2, 3, 4, 5],
+    [10, 11, 12, 13, 14, 15],
+    [20, 21, 22, 23, 24, 25],
+    [30, 31, 32, 33, 34, 35],
+  ],
 };
 
 const DTYPES = Object.keys(ROWS) as TensorDataType[];
@@ -94,7 +135,8 @@ function tensorOf(dataType: TensorDataType, rows: readonly (readonly (number | b
 
 /** Elements as comparable strings: bigint exactly, floats by their bits (so NaN and −0 compare). */
 function bitsOf(t: HostTensor): string[] {
-  if (t.data instanceof BigInt64Array) return [...t.data].map(String);
+  if (Array.isArray(t.data)) return [...t.data];
+  if (t.data instanceof BigInt64Array || t.data instanceof BigUint64Array) return [...t.data].map(String);
   if (t.data instanceof Float32Array) return [...new Uint32Array(t.data.buffer, t.data.byteOffset, t.data.length)].map(String);
   if (t.data instanceof Float64Array) return [...new BigUint64Array(t.data.buffer, t.data.byteOffset, t.data.length)].map(String);
   return Array.from(t.data as ArrayLike<number>, String);

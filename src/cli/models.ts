@@ -10,7 +10,9 @@ import { ModelRepository } from '../model/repository.ts';
 import { isZooModelName, ZOO_MODEL_NAMES } from '../model/zoo/index.ts';
 import { parseModelRef, resolveModelArtifact, resolveModelSpec, zooCatalog } from '../model/catalog.ts';
 import { evalCost } from '../model/cost.ts';
+import { boundaryBytes, tensorSpecIndex } from '../model/boundary.ts';
 import type { ModelSpec } from '../model/spec.ts';
+import type { ProbeInputs } from '../model/onnx/shapes.ts';
 import type { ModelArtifact } from '../model/artifact.ts';
 import { operatorFileName, SPEC_FILE } from '../model/artifact.ts';
 import { ensureDir, isDirectory } from '../fs.ts';
@@ -215,18 +217,56 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     .requiredOption('--operators <n>', 'number of operators N (1 ≤ N ≤ node count)', positiveInt('--operators'))
     .option('--default-seq-len <n>', 'sequence length for metadata when the model has a sequence axis (default 128)', positiveInt('--default-seq-len'))
     .option('--name <name>', 'model name (default: file name without .onnx)')
+    .option('--force', 'replace a different model already imported under this name (every operator count of it)')
+    .option('--probe-shape <name=DxD>', 'shape of an input for the shape probe, e.g. audio=1x16000 (repeatable; a sequence-axis size is also the default sequence length)', collectProbe('--probe-shape'), [])
+    .option('--probe-value <name=V>', 'value every element of an input holds in the shape probe, e.g. sr=16000 (repeatable; default 0)', collectProbe('--probe-value'), [])
     .option('--json', 'print the ModelSpec as JSON')
-    .action(async (file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; json?: boolean }) => {
+    .action(async (file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; force?: boolean; probeShape: [string, string][]; probeValue: [string, string][]; json?: boolean }) => {
+      const probe = probeInputsOf(opts.probeShape, opts.probeValue);
       const repo = new ModelRepository(ctx.cacheOptions());
       const { artifact, built } = await repo.importModel(file, {
         operators: opts.operators,
         ...(opts.name === undefined ? {} : { name: opts.name }),
         ...(opts.defaultSeqLen === undefined ? {} : { defaultSeqLen: opts.defaultSeqLen }),
+        ...(opts.force === true ? { force: true } : {}),
+        ...(probe === undefined ? {} : { probe }),
       });
       if (!opts.json) ctx.out(`${artifact.spec.name}: ${built ? 'imported' : 'already imported'} into ${artifact.dir}\n`);
       printSpec(ctx, artifact.spec, 1, artifact.spec.defaultSeqLen, opts.json === true);
     });
 
+}
+
+/** Commander collector of repeated `NAME=VALUE` flags. */
+function collectProbe(flag: string): (value: string, previous: [string, string][]) => [string, string][] {
+  return (value, previous) => {
+    const eq = value.indexOf('=');
+    if (eq <= 0 || eq === value.length - 1) throw new InvalidArgumentError(`${flag} expects NAME=VALUE (e.g. ${flag === '--probe-shape' ? 'audio=1x16000' : 'sr=16000'}), got '${value}'`);
+    return [...previous, [value.slice(0, eq), value.slice(eq + 1)]];
+  };
+}
+
+/**
+ * Probe inputs from `--probe-shape NAME=DxD…` and `--probe-value NAME=V` pairs; undefined when none.
+ * @throws InvalidArgumentError naming the flag for a malformed shape or value or a name given twice.
+ */
+export function probeInputsOf(shapes: readonly [string, string][], values: readonly [string, string][]): ProbeInputs | undefined {
+  if (shapes.length === 0 && values.length === 0) return undefined;
+  const shapeOf: Record<string, number[]> = {};
+  for (const [name, text] of shapes) {
+    if (name in shapeOf) throw new InvalidArgumentError(`--probe-shape gives '${name}' twice`);
+    const dims = text.split('x').map((d) => (/^\d+$/.test(d.trim()) ? Number(d) : Number.NaN));
+    if (dims.some((d) => !Number.isSafeInteger(d) || d < 1)) throw new InvalidArgumentError(`--probe-shape ${name}=${text}: dims must be integers ≥ 1 joined by 'x' (e.g. 1x16000)`);
+    shapeOf[name] = dims;
+  }
+  const valueOf: Record<string, number> = {};
+  for (const [name, text] of values) {
+    if (name in valueOf) throw new InvalidArgumentError(`--probe-value gives '${name}' twice`);
+    const v = Number(text);
+    if (text.trim() === '' || !Number.isFinite(v)) throw new InvalidArgumentError(`--probe-value ${name}=${text}: the value must be a finite number`);
+    valueOf[name] = v;
+  }
+  return { shapes: shapeOf, values: valueOf };
 }
 
 /**
@@ -270,16 +310,24 @@ function printSpec(ctx: CliContext, spec: ModelSpec, batch: number, seqLen: numb
     ctx.out(JSON.stringify(spec, null, 2) + '\n');
     return;
   }
-  const rows = spec.operators.map((op) => [
-    op.index,
-    op.name,
-    round(evalCost(op.gflops, batch, seqLen), 4),
-    op.params,
-    round(evalCost(op.inputBytes, batch, seqLen) / 1e6, 3),
-    round(evalCost(op.outputBytes, batch, seqLen) / 1e6, 3),
-    op.nodeCount,
-  ]);
+  const index = tensorSpecIndex(spec);
+  const rows = spec.operators.map((op) => {
+    // Boundary op.index + 1 (what crosses after this operator); none after the last one.
+    const crossing = op.index + 1 < spec.operators.length ? boundaryBytes(spec, op.index + 1, batch, seqLen, index) : undefined;
+    return [
+      op.index,
+      op.name,
+      round(evalCost(op.gflops, batch, seqLen), 4),
+      op.params,
+      round(evalCost(op.inputBytes, batch, seqLen) / 1e6, 3),
+      round(evalCost(op.outputBytes, batch, seqLen) / 1e6, 3),
+      crossing === undefined ? '-' : round(crossing.activationBytes / 1e6, 3),
+      crossing === undefined ? '-' : round(crossing.constantBytes / 1e6, 3),
+      op.nodeCount,
+    ];
+  });
   ctx.out(`${spec.name}: ${spec.operators.length} operators, ${spec.params.toLocaleString('en-US')} parameters; batch ${batch}${spec.defaultSeqLen > 0 ? `, seq ${seqLen}` : ''}\n`);
-  ctx.out(formatTable(['#', 'operator', 'GFLOP', 'params', 'in MB', 'out MB', 'ONNX nodes'], rows));
+  ctx.out(formatTable(['#', 'operator', 'GFLOP', 'params', 'in MB', 'out MB', 'cross act MB', 'cross const MB', 'ONNX nodes'], rows));
+  ctx.out('cross: bytes carried to the next operator (its inputs and passthrough), activations and constants\n');
   ctx.out(`total GFLOP ${round(totalGflops(spec, batch, seqLen), 3)}\n`);
 }

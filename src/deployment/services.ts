@@ -17,6 +17,7 @@ import { InvalidConfigError } from '../errors.ts';
 import { createLogger } from '../log.ts';
 import { artifactAt, type ModelArtifact } from '../model/artifact.ts';
 import { fixedBatchOf } from '../model/boundary.ts';
+import { withInputDomains } from '../model/input-domain.ts';
 import { resolveModelArtifact, resolveModelSpec } from '../model/catalog.ts';
 import type { ModelRepository } from '../model/repository.ts';
 import { MAX_BATCH_SIZE, type ModelSpec } from '../model/spec.ts';
@@ -89,6 +90,27 @@ export async function resolveServices(ctx: DeploymentContext, repo: ModelReposit
       const long = (s.seqLens ?? []).find((l) => l > spec.maxSeqLen!);
       if (long !== undefined) throw new InvalidConfigError(`${field(i, 'seqLens')}: sequence length ${long} exceeds ${s.model}'s maximum ${spec.maxSeqLen}`);
     }
+  }
+  // Declared input domains replace the implied ones; services sharing a model must agree.
+  const declared = new Map<string, { index: number; text: string }>();
+  for (const [i, s] of config.services.entries()) {
+    if (s.inputs === undefined) continue;
+    const text = JSON.stringify(Object.entries(s.inputs).sort(([a], [b]) => a.localeCompare(b)));
+    const prev = declared.get(s.model);
+    if (prev !== undefined) {
+      if (prev.text !== text) throw new InvalidConfigError(`${config.source}: services[${i}].inputs: services[${prev.index}] declares other inputs for the same model ${s.model}; give them the same inputs`);
+      continue;
+    }
+    declared.set(s.model, { index: i, text });
+    let spec: ModelSpec;
+    try {
+      spec = withInputDomains(specs.get(s.model)!, s.inputs);
+    } catch (err) {
+      if (err instanceof RangeError) throw new InvalidConfigError(`${config.source}: services[${i}].inputs: ${err.message}`, { cause: err });
+      throw err;
+    }
+    specs.set(s.model, spec);
+    artifacts.set(s.model, artifactAt(artifacts.get(s.model)!.dir, spec));
   }
   const batching = new Map(config.services.map((s, i) => [s.name, resolveBatching(config, i, specs.get(s.model)!, options.batchingByDefault === true)]));
   const services: ExperimentService[] = config.services.map((s) => {

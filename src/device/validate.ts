@@ -61,6 +61,11 @@ const TYPED_ARRAY: Readonly<Record<TensorDataType, { readonly name: string; read
   uint8: { name: 'Uint8Array', is: (d) => d instanceof Uint8Array },
   int8: { name: 'Int8Array', is: (d) => d instanceof Int8Array },
   bool: { name: 'Uint8Array', is: (d) => d instanceof Uint8Array },
+  uint16: { name: 'Uint16Array', is: (d) => d instanceof Uint16Array },
+  int16: { name: 'Int16Array', is: (d) => d instanceof Int16Array },
+  uint32: { name: 'Uint32Array', is: (d) => d instanceof Uint32Array },
+  uint64: { name: 'BigUint64Array', is: (d) => d instanceof BigUint64Array },
+  string: { name: 'an array of strings', is: (d) => Array.isArray(d) && d.every((s) => typeof s === 'string') },
 };
 
 function isObject(v: unknown): v is Record<string, unknown> {

@@ -7,7 +7,8 @@
  * the executor builds synthetic inputs with them. Pure functions over plain data.
  */
 import { BadRequestError } from '../errors.ts';
-import type { ModelSpec, TensorSpec } from './spec.ts';
+import type { InputDomain, ModelSpec, TensorSpec } from './spec.ts';
+import { bytesPerElement } from '../tensor.ts';
 import type { TensorDataType } from '../tensor.ts';
 
 /** A tensor spec with every dim resolved to a number, e.g. `[2, 3, 224, 224]`. */
@@ -15,6 +16,8 @@ export interface ResolvedTensorSpec {
   readonly name: string;
   readonly dataType: TensorDataType;
   readonly dims: readonly number[];
+  /** The input's valid values (`TensorSpec.domain`), when it has them. */
+  readonly domain?: InputDomain;
 }
 
 /**
@@ -241,7 +244,7 @@ function noSeqError(spec: ModelSpec, tensor: TensorSpec, i: number, d: string): 
 
 /** `boundarySpecs` with every shape resolved for a query. @throws as `boundarySpecs`/`resolveShape`. */
 export function resolvedBoundary(spec: ModelSpec, start: number, batch: number, seqLen: number, index?: Map<string, TensorSpec>): ResolvedTensorSpec[] {
-  return boundarySpecs(spec, start, index).map((t) => ({ name: t.name, dataType: t.dataType, dims: resolveShape(spec, t, batch, seqLen) }));
+  return boundarySpecs(spec, start, index).map((t) => ({ name: t.name, dataType: t.dataType, dims: resolveShape(spec, t, batch, seqLen), ...(t.domain === undefined ? {} : { domain: t.domain }) }));
 }
 
 /**
@@ -261,4 +264,32 @@ export function batchFusionBlocker(spec: ModelSpec): string | undefined {
     }
   }
   return undefined;
+}
+
+/** Bytes of the tensors on one boundary, split into activations and constants (`TensorSpec.constant`). */
+export interface BoundaryBytes {
+  readonly activationBytes: number;
+  readonly constantBytes: number;
+}
+
+/**
+ * Bytes crossing boundary `k` (between operators k − 1 and k, 1 ≤ k ≤ N − 1) for a query of
+ * `batch` samples of length `seqLen`: the tensors operator k reads or carries, as
+ * `resolvedBoundary` gives them, split into activations and constants. An import folds its
+ * constants into initializers (`model/onnx/constants.ts`), so its `constantBytes` is 0 unless
+ * a constant could not be folded.
+ * @throws RangeError when k is outside [1, N − 1]; BadRequestError as `resolvedBoundary`.
+ */
+export function boundaryBytes(spec: ModelSpec, k: number, batch: number, seqLen: number, index: Map<string, TensorSpec> = tensorSpecIndex(spec)): BoundaryBytes {
+  if (!Number.isInteger(k) || k < 1 || k >= spec.operators.length) throw new RangeError(`boundary ${k} of ${spec.name} must be an integer in [1, ${spec.operators.length - 1}]`);
+  let activationBytes = 0;
+  let constantBytes = 0;
+  for (const t of resolvedBoundary(spec, k, batch, seqLen, index)) {
+    let n = 1;
+    for (const d of t.dims) n *= d;
+    const bytes = n * bytesPerElement(t.dataType);
+    if (index.get(t.name)?.constant === true) constantBytes += bytes;
+    else activationBytes += bytes;
+  }
+  return { activationBytes, constantBytes };
 }

@@ -9,7 +9,8 @@
  * crash or a failed build never leaves a half-written entry, and a second run never rebuilds.
  * Only directories named like entries are ever read, and only an entry looked up by its exact
  * key is ever discarded (when broken); anything else in the cache directory is left alone.
- * One import per (name, operator count): importing again under that name replaces it.
+ * One model per import name: another file under a taken name is refused unless forced (then it
+ * replaces every operator count of the name); one entry per (name, operator count).
  *
  * Cache directory: `--cache-dir`, else `$ABACUS_CACHE_DIR`, else `<project>/.cache/models`.
  */
@@ -22,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { artifactAt, MODEL_FILE, operatorFileName, SPEC_FILE, type ModelArtifact } from './artifact.ts';
 import { onnx, type OnnxTypes } from './onnx/proto.ts';
 import { importOnnxModel, partitionModel, type PartitionInput } from './onnx/partition.ts';
+import type { ProbeInputs } from './onnx/shapes.ts';
 import { decodeOnnxModel, hasExternalData } from './onnx/load.ts';
 import { buildZooModel, isReservedZooName, isZooModelName, parseZooOptions, ZOO_MODEL_NAMES, type ZooBuild, type ZooModelName } from './zoo/index.ts';
 import type { ModelSpec } from './spec.ts';
@@ -30,9 +32,16 @@ import { ensureDir } from '../fs.ts';
 
 /**
  * Bump when a zoo builder or the partitioner changes what it emits: old cache entries are then
- * simply not found (and can be deleted by hand).
+ * simply not found (and can be deleted by hand). 4: input domains (`TensorSpec.domain`, BERT's
+ * vocabulary) in the spec.
  */
-export const ZOO_BUILD_VERSION = 3;
+export const ZOO_BUILD_VERSION = 4;
+
+/**
+ * Bump when the importer changes what it emits for the same file (4: Constant nodes folded
+ * into initializers, issue 16): old import entries are then not found and are re-imported.
+ */
+export const IMPORT_BUILD_VERSION = 4;
 
 /** Default cache directory: `<project root>/.cache/models`. */
 export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {
@@ -98,9 +107,16 @@ export class ModelRepository {
   /**
    * Import an ONNX file, partition it into `operators` operators and cache the result under
    * `imports`. Nothing is written unless the whole import succeeds.
-   * @throws InvalidModelError for unreadable/invalid models; RangeError for a bad `operators`.
+   *
+   * One model per name: importing a different file (other content of the `.onnx` file or of its
+   * external data) under a name some import already has is refused unless `force`, which then
+   * removes every entry of that name (every operator count) once the new one is written, so no
+   * operator count keeps serving the old model. The same file under the same name at another
+   * operator count or default sequence length adds an entry; at the same count it replaces it.
+   * @throws InvalidModelError for unreadable/invalid models; RangeError for a bad `operators`,
+   *   a bad name, or a name taken by another file without `force` (naming `--force`).
    */
-  async importModel(file: string, opts: { operators: number; name?: string; defaultSeqLen?: number }): Promise<ArtifactResult> {
+  async importModel(file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; force?: boolean; probe?: ProbeInputs }): Promise<ArtifactResult> {
     const defaultName = path.basename(file).replace(/\.onnx$/i, '');
     const name = checkModelName(opts.name ?? defaultName, opts.name === undefined ? `the model name taken from the file name (give one with --name)` : 'name');
     let contentHash: string;
@@ -109,16 +125,35 @@ export class ModelRepository {
     } catch (err) {
       throw new InvalidModelError(`cannot read ONNX file ${file}: ${(err as Error).message}`, { cause: err });
     }
-    const dir = path.join(this.cacheDir, `${name}-${hashKey({ contentHash, operators: opts.operators, name, defaultSeqLen: opts.defaultSeqLen ?? null, version: ZOO_BUILD_VERSION })}`);
-    const cached = await readEntryOrDiscard(dir);
-    if (cached) return { artifact: artifactAt(dir, cached), built: false };
-    const { spec, model, operatorModels } = await importOnnxModel(file, { operators: opts.operators, name, ...(opts.defaultSeqLen === undefined ? {} : { defaultSeqLen: opts.defaultSeqLen }) });
-    const artifact = await this.writeEntry(dir, spec, model, operatorModels);
-    // One import per (name, operator count): the new entry replaces older ones.
-    for (const old of await this.listImported()) {
-      if (old.spec.name === name && old.spec.operators.length === spec.operators.length && old.dir !== artifact.dir) await discardEntry(old.dir);
+    const sameName = (await this.listImported()).filter((a) => a.spec.name === name);
+    const other = sameName.find((a) => !isSameContent(a.spec, contentHash));
+    if (other !== undefined && opts.force !== true) {
+      const from = other.spec.source.kind === 'import' ? other.spec.source.file : 'another file';
+      throw new RangeError(
+        `name '${name}' is already taken by an import of a different file (${from}, ${other.spec.operators.length} operators); choose another --name, or give --force to replace every operator count of '${name}'`,
+      );
     }
-    return { artifact, built: true };
+    const dir = path.join(this.cacheDir, `${name}-${hashKey({ contentHash, operators: opts.operators, name, defaultSeqLen: opts.defaultSeqLen ?? null, version: ZOO_BUILD_VERSION, importVersion: IMPORT_BUILD_VERSION, ...(opts.probe === undefined ? {} : { probe: opts.probe }) })}`);
+    const cached = await readEntryOrDiscard(dir);
+    if (cached && other === undefined) return { artifact: artifactAt(dir, cached), built: false };
+    let artifact: ModelArtifact;
+    if (cached) artifact = artifactAt(dir, cached);
+    else {
+      const { spec, model, operatorModels } = await importOnnxModel(file, {
+        operators: opts.operators,
+        name,
+        ...(opts.defaultSeqLen === undefined ? {} : { defaultSeqLen: opts.defaultSeqLen }),
+        ...(opts.probe === undefined ? {} : { probe: opts.probe }),
+      });
+      const source = spec.source.kind === 'import' ? { ...spec.source, contentSha256: contentHash } : spec.source;
+      artifact = await this.writeEntry(dir, { ...spec, source }, model, operatorModels);
+    }
+    // The new entry replaces: with force every entry of another file; always the same operator count.
+    for (const old of sameName) {
+      if (old.dir === artifact.dir) continue;
+      if (!isSameContent(old.spec, contentHash) || old.spec.operators.length === artifact.spec.operators.length) await discardEntry(old.dir);
+    }
+    return { artifact, built: cached === undefined };
   }
 
   /**
@@ -320,6 +355,12 @@ async function importContentHash(file: string): Promise<string> {
     }
   }
   return hash.digest('hex');
+}
+
+/** True when an imported entry was made from the file content `contentHash` (`importContentHash`). */
+function isSameContent(spec: ModelSpec, contentHash: string): boolean {
+  // Older entries lack contentSha256; without external data the content hash is the file's sha256.
+  return spec.source.kind === 'import' && (spec.source.contentSha256 ?? spec.source.sha256) === contentHash;
 }
 
 function externalDataLocations(model: OnnxTypes.IModelProto): string[] {

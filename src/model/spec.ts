@@ -46,7 +46,27 @@ export interface TensorSpec {
   readonly name: string;
   readonly dataType: TensorDataType;
   readonly shape: readonly (number | string)[];
+  /**
+   * True for a tensor computed from initializers and `Constant` nodes only (no model input,
+   * no random op): a weight, not an activation. Absent for activations. Imports fold such
+   * tensors into initializers (`model/onnx/constants.ts`), so on a boundary it marks one that
+   * could not be folded (e.g. an op of another domain) and is carried on every query.
+   */
+  readonly constant?: true;
+  /**
+   * Values a model input accepts (on model inputs only; absent: any value of its type): given
+   * in the serving config (`services[i].inputs`), or implied by the graph (an input used as the
+   * indices of a Gather over a table of V rows accepts [0, V − 1]). Warm-up and profiling feed
+   * values from it; the server answers a request outside it with 400.
+   */
+  readonly domain?: InputDomain;
 }
+
+/**
+ * The valid values of one model input: an explicit set (`{ values: [16000] }`) or an inclusive
+ * range (`{ range: [0, 30521] }`), compared as numbers (bool: 0/1).
+ */
+export type InputDomain = { readonly values: readonly number[] } | { readonly range: readonly [number, number] };
 
 /** Metadata of one operator (one contiguous piece of the model). */
 export interface OperatorSpec {
@@ -87,7 +107,16 @@ export interface ModelSpec {
   /** Model name as served (`resnet50`, or the name given at import). */
   readonly name: string;
   /** Where it came from: a zoo builder or an imported file. */
-  readonly source: { readonly kind: 'zoo'; readonly options: Record<string, number | string> } | { readonly kind: 'import'; readonly file: string; readonly sha256: string };
+  readonly source:
+    | { readonly kind: 'zoo'; readonly options: Record<string, number | string> }
+    | {
+        readonly kind: 'import';
+        readonly file: string;
+        /** SHA-256 (hex) of the `.onnx` file. */
+        readonly sha256: string;
+        /** SHA-256 (hex) of the `.onnx` file and its external data files (the repository's identity of an import); absent in older entries. */
+        readonly contentSha256?: string;
+      };
   readonly inputs: readonly TensorSpec[];
   readonly outputs: readonly TensorSpec[];
   readonly dynamicAxes: DynamicAxes;

@@ -1,8 +1,9 @@
 /**
  * Seeded synthetic tensors for `{ kind: 'synthetic' }` segments (profiling at any start).
  *
- * Values: floats uniform in [-1, 1); integer types (int64/int32/uint8/int8) uniform in
- * [0, SYNTHETIC_MAX_ID) — valid small token ids for BERT-like `input_ids`; bool 0/1.
+ * Values: floats uniform in [-1, 1); integer types (int64/int32/uint8/int8, and the
+ * uint16/int16/uint32/uint64 of imports) uniform in [0, SYNTHETIC_MAX_ID) — valid small token
+ * ids for BERT-like `input_ids`; bool 0/1; strings `s<id>`.
  * Masks: a tensor whose name matches `MASK_NAME` (/mask/i, e.g. BERT's `attention_mask`) is all
  * ones whatever its type (1 = attend to every position: random 0/1 or ids would mask out
  * arbitrary positions and make attention degenerate; for an additive float mask, a constant
@@ -11,7 +12,8 @@
  * ~1 ns/element), fast enough for [32, 64, 112, 112] activations.
  */
 import type { HostTensor, TensorData, TensorMap } from '../tensor.ts';
-import { elementCount } from '../tensor.ts';
+import { elementCount, zeroTensorData } from '../tensor.ts';
+import type { InputDomain } from './spec.ts';
 import type { ResolvedTensorSpec } from './boundary.ts';
 
 /** Exclusive upper bound of synthetic integer values (token ids in [0, 100)). */
@@ -83,12 +85,54 @@ function onesTensor(spec: ResolvedTensorSpec): HostTensor {
     case 'int8':
       data = new Int8Array(n).fill(1);
       break;
+    case 'uint16':
+      data = new Uint16Array(n).fill(1);
+      break;
+    case 'int16':
+      data = new Int16Array(n).fill(1);
+      break;
+    case 'uint32':
+      data = new Uint32Array(n).fill(1);
+      break;
+    case 'uint64':
+      data = new BigUint64Array(n).fill(1n);
+      break;
+    case 'string':
+      data = new Array<string>(n).fill('1');
+      break;
   }
   return { dataType: spec.dataType, dims: [...spec.dims], data };
 }
 
-/** One synthetic tensor shaped `spec.dims` (all ones when the name matches `MASK_NAME`). */
+/**
+ * A tensor of values drawn from `domain` (seeded like `syntheticTensor`): each element one of
+ * its `values`, or uniform in its `range` (integers for integer types; bool 0/1).
+ */
+function domainTensor(spec: ResolvedTensorSpec, domain: InputDomain, seed: number): HostTensor {
+  const n = elementCount(spec.dims);
+  const next = mulberry32(hashSeed(seed, spec.name));
+  const integer = spec.dataType !== 'float32' && spec.dataType !== 'float64' && spec.dataType !== 'float16';
+  const draw = (): number => {
+    if ('values' in domain) return domain.values[next() % domain.values.length]!;
+    const [lo, hi] = domain.range;
+    const u = next() / 0x100000000; // [0, 1)
+    return integer ? Math.min(hi, Math.floor(lo + u * (hi - lo + 1))) : lo + u * (hi - lo);
+  };
+  const data = zeroTensorData(spec.dataType, n);
+  if (data instanceof BigInt64Array || data instanceof BigUint64Array) for (let i = 0; i < n; i++) data[i] = BigInt(draw());
+  else if (Array.isArray(data)) for (let i = 0; i < n; i++) data[i] = String(draw());
+  else if (spec.dataType === 'float16') for (let i = 0; i < n; i++) data[i] = toHalfBits(draw());
+  else for (let i = 0; i < n; i++) data[i] = draw();
+  return { dataType: spec.dataType, dims: [...spec.dims], data };
+}
+
+/**
+ * One synthetic tensor shaped `spec.dims`: values from its domain when it has one
+ * (`TensorSpec.domain`: valid warm-up and profiling inputs), else all ones when the name
+ * matches `MASK_NAME`, else seeded random values (file header).
+ */
 export function syntheticTensor(spec: ResolvedTensorSpec, seed: number): HostTensor {
+  if (spec.domain !== undefined) return domainTensor(spec, spec.domain, seed);
   if (MASK_NAME.test(spec.name)) return onesTensor(spec);
   const n = elementCount(spec.dims);
   const next = mulberry32(hashSeed(seed, spec.name));
@@ -141,6 +185,26 @@ export function syntheticTensor(spec: ResolvedTensorSpec, seed: number): HostTen
     case 'bool': {
       const d = new Uint8Array(n);
       for (let i = 0; i < n; i++) d[i] = next() & 1;
+      data = d;
+      break;
+    }
+    case 'uint16':
+    case 'int16':
+    case 'uint32': {
+      const d = spec.dataType === 'uint16' ? new Uint16Array(n) : spec.dataType === 'int16' ? new Int16Array(n) : new Uint32Array(n);
+      for (let i = 0; i < n; i++) d[i] = id();
+      data = d;
+      break;
+    }
+    case 'uint64': {
+      const d = new BigUint64Array(n);
+      for (let i = 0; i < n; i++) d[i] = BigInt(id());
+      data = d;
+      break;
+    }
+    case 'string': {
+      const d = new Array<string>(n);
+      for (let i = 0; i < n; i++) d[i] = `s${id()}`;
       data = d;
       break;
     }

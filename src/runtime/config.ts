@@ -48,7 +48,7 @@ import { MAX_BATCH_SIZE } from '../model/spec.ts';
 import { InvalidConfigError } from '../errors.ts';
 import { batchFusionBlocker, fixedBatchOf } from '../model/boundary.ts';
 import { MODEL_NAME_PATTERN } from '../model/repository.ts';
-import type { ModelSpec } from '../model/spec.ts';
+import type { InputDomain, ModelSpec } from '../model/spec.ts';
 import type { BatchingLimits } from '../schedule/controller.ts';
 import { arrivalSpecOf, parseArrivalSpec, type ArrivalSpec } from '../workload/arrival-spec.ts';
 
@@ -76,6 +76,14 @@ const serviceSchema = z.strictObject({
   maxQueueLength: positiveInt.default(10_000),
   maxQosMs: z.number().positive().finite().optional(),
   dynamicBatching: z.union([z.boolean(), batchingSchema], { error: 'must be false (off), true (on with the defaults), or { maxBatchSize, maxQueueDelayMs, preferredBatchSizes }' }).optional(),
+  inputs: z
+    .record(
+      z.string(),
+      z.union([z.strictObject({ values: z.array(z.number().finite()).min(1) }), z.strictObject({ range: z.tuple([z.number().finite(), z.number().finite()]).refine(([lo, hi]) => lo <= hi, 'range [lo, hi] needs lo ≤ hi') })], {
+        error: 'must be { values: [v, …] } or { range: [lo, hi] }',
+      }),
+    )
+    .optional(),
 });
 
 /** `slack_ms` → `slackMs`: config keys are camelCase; DESIGN.md (after the paper) spells the parameters in snake case. */
@@ -122,6 +130,12 @@ export interface ServiceConfig {
    * decides the rest: `resolveBatching`.
    */
   readonly dynamicBatching?: BatchingLimits | false;
+  /**
+   * Valid values per model input (`TensorSpec.domain`), replacing those the graph implies:
+   * `inputs: { sr: { values: [16000] }, input_ids: { range: [0, 30521] } }`. Warm-up and
+   * profiling feed them; requests outside them are answered 400.
+   */
+  readonly inputs?: Readonly<Record<string, InputDomain>>;
 }
 
 /** `maxQosMs` when a service gives none, as a multiple of its QoS target. */
@@ -225,6 +239,7 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
       ...(s.seqLens === undefined ? {} : { seqLens: s.seqLens }),
       ...(s.maxQosMs === undefined ? {} : { maxQosMs: s.maxQosMs }),
       ...(dynamicBatching === undefined ? {} : { dynamicBatching }),
+      ...(s.inputs === undefined ? {} : { inputs: s.inputs }),
     };
   });
   return { source, device: c.device, policy, ...(arrivals === undefined ? {} : { arrivals }), services, warnings, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };

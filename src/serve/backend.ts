@@ -61,13 +61,14 @@ import { MAX_SEQ_LEN } from '../model/spec.ts';
 import { BadRequestError, describeError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { fixedBatchOf, parseDimExpression, resolveShape } from '../model/boundary.ts';
-import type { ModelSpec, TensorSpec } from '../model/spec.ts';
+import type { InputDomain, ModelSpec, TensorSpec } from '../model/spec.ts';
+import { describeDomain, inDomain } from '../model/input-domain.ts';
 import { metQos, type GroupRecord, type RejectionReason } from '../runtime/records.ts';
 import type { RecordFeed } from '../runtime/feed.ts';
 import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
 import type { BatchingLimits, QueryController, RefinementStatus } from '../schedule/controller.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
-import { elementCount } from '../tensor.ts';
+import { elementCount, halfToNumber } from '../tensor.ts';
 import { MODEL_NAME_PATTERN } from '../model/repository.ts';
 import { ServeError, type ModelState, type RepositoryIndexEntry, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
@@ -214,6 +215,19 @@ interface FusedExecution {
  */
 export const SERVER_EXTENSIONS: readonly string[] = ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics'];
 
+/** The first element of `tensor` outside `domain` (index and value), or undefined when all lie in it. */
+function firstOutside(tensor: HostTensor, domain: InputDomain): { index: number; value: string } | undefined {
+  const data = tensor.data;
+  if (Array.isArray(data)) return undefined; // strings have no numeric domain
+  const half = tensor.dataType === 'float16';
+  for (let i = 0; i < data.length; i++) {
+    const raw = data[i]!;
+    const v = half ? halfToNumber(Number(raw)) : Number(raw);
+    if (!inDomain(domain, v) || (typeof raw === 'bigint' && BigInt(v) !== raw)) return { index: i, value: String(raw) };
+  }
+  return undefined;
+}
+
 /** The `model_config.proto` `DataType` of a v2 datatype: `TYPE_` + the name, `TYPE_STRING` for BYTES. */
 export function configDataType(t: V2Datatype): ConfigDataType {
   return t === 'BYTES' ? 'TYPE_STRING' : `TYPE_${t}`;
@@ -321,7 +335,7 @@ export class RuntimeBackend implements InferenceBackend {
         name: m.name,
         versions: [MODEL_VERSION],
         platform: this.platform,
-        inputs: inputs.map((i) => ({ name: i.spec.name, datatype: i.datatype, shape: metadataShape(i.spec) })),
+        inputs: inputs.map((i) => ({ name: i.spec.name, datatype: i.datatype, shape: metadataShape(i.spec), ...(i.spec.domain === undefined ? {} : { parameters: { ...i.spec.domain } }) })),
         outputs,
       },
     };
@@ -802,7 +816,6 @@ export class RuntimeBackend implements InferenceBackend {
       const name = plan.spec.name;
       const datatype: unknown = input.datatype;
       if (typeof datatype !== 'string' || !isV2Datatype(datatype)) throw bad(`input '${name}': unknown datatype ${describeValue(datatype)} (v2 datatypes: ${V2_DATATYPES.join(', ')})`);
-      if (datatype === 'BYTES') throw bad(`input '${name}': BYTES tensors are not served (the input is ${plan.datatype})`);
       if (datatype !== plan.datatype) throw bad(`input '${name}': datatype ${datatype} does not match the model's ${plan.datatype}`);
       const shape: unknown = input.shape;
       if (!Array.isArray(shape)) throw bad(`input '${name}': shape must be a list of dims`);
@@ -865,7 +878,12 @@ export class RuntimeBackend implements InferenceBackend {
       const n = elementCount(dims);
       const data: unknown = input.data;
       if (typeof data !== 'object' || data === null) throw bad(`input '${plan.spec.name}': no data`);
-      tensors[plan.spec.name] = { dataType: plan.spec.dataType, dims, data: decodeInputData({ model: model.name, input: plan.spec.name }, plan.spec.dataType, dims, n, input.data) };
+      const tensor: HostTensor = { dataType: plan.spec.dataType, dims, data: decodeInputData({ model: model.name, input: plan.spec.name }, plan.spec.dataType, dims, n, input.data) };
+      if (plan.spec.domain !== undefined) {
+        const outside = firstOutside(tensor, plan.spec.domain);
+        if (outside !== undefined) throw bad(`input '${plan.spec.name}': element ${outside.index} is ${outside.value}, outside the input's valid values (${describeDomain(plan.spec.domain)})`);
+      }
+      tensors[plan.spec.name] = tensor;
     }
     return { model, batch: batchValue, seqLen, inputs: tensors, qosMs, outputs };
   }

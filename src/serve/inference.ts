@@ -25,6 +25,11 @@ export interface TensorMetadata {
   readonly name: string;
   readonly datatype: V2Datatype;
   readonly shape: readonly number[];
+  /**
+   * An input's valid values (`TensorSpec.domain`): `{ values: [...] }` or `{ range: [lo, hi] }`;
+   * absent when any value of its type is accepted. An extension of the v2 metadata (HTTP JSON).
+   */
+  readonly parameters?: Readonly<Record<string, unknown>>;
 }
 
 /** `GET /v2` / `ServerMetadata`. */

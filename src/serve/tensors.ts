@@ -16,8 +16,11 @@
  *   layer parses long integer literals losslessly), or in typed (gRPC) contents a decimal
  *   string. An integer-valued `number` beyond 2^53 is a bad request: its precision may already
  *   be lost. Other integer types: integers in the type's range. BOOL: `true`/`false` (binary: 0/1).
- * - FP16 only as binary data (JSON has no 16-bit float); BYTES is not served (no model here
- *   has string tensors).
+ * - FP16 only as binary data (JSON has no 16-bit float).
+ * - UINT64: like INT64 in [0, 2^64). INT16/UINT16/UINT32: integers in the type's range.
+ * - BYTES (ONNX STRING tensors): JSON strings; gRPC `bytes_contents` (UTF-8); binary data as
+ *   the binary extension defines it — each element a 4-byte little-endian length, then that many
+ *   bytes. Bytes that are not valid UTF-8 are a bad request (onnxruntime-node holds strings).
  *
  * Errors are `ServeError('bad_request')` whose message names the model, the input, and the
  * element index or field.
@@ -39,6 +42,11 @@ export const V2_DATATYPE_OF: Readonly<Record<TensorDataType, V2Datatype>> = {
   int8: 'INT8',
   uint8: 'UINT8',
   bool: 'BOOL',
+  uint16: 'UINT16',
+  int16: 'INT16',
+  uint32: 'UINT32',
+  uint64: 'UINT64',
+  string: 'BYTES',
 };
 
 /** Host data type of each v2 datatype a `HostTensor` can hold (`FP32` → `float32`; the inverse of `V2_DATATYPE_OF`). */
@@ -63,7 +71,12 @@ const INT_RANGE: Readonly<Partial<Record<TensorDataType, readonly [number, numbe
   int32: [-2_147_483_648, 2_147_483_647],
   int8: [-128, 127],
   uint8: [0, 255],
+  int16: [-32_768, 32_767],
+  uint16: [0, 65_535],
+  uint32: [0, 4_294_967_295],
 };
+const UINT64_MAX = 2n ** 64n - 1n;
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 
 /** A short description of a request value for error messages (strings quoted and cut at 40 characters). */
@@ -131,10 +144,44 @@ function writerFor(ctx: TensorContext, dataType: TensorDataType, out: TensorData
         arr[i] = x;
       };
     }
+    case 'uint64': {
+      const arr = out as BigUint64Array;
+      const expected = 'an integer in [0, 2^64)';
+      return (v, i) => {
+        let x: bigint;
+        if (typeof v === 'number') {
+          if (!Number.isSafeInteger(v)) {
+            if (Number.isInteger(v) && v > 0) throw bad(ctx, `element ${i} is ${v}, an integer beyond 2^53 whose precision may already be lost; send UINT64 values as exact integers (${typed ? 'uint64_contents as strings or Longs' : 'JSON integer literals, or binary data'})`);
+            throw element(i, v, expected);
+          }
+          x = BigInt(v);
+        } else if (typeof v === 'bigint') x = v;
+        else if (typed && typeof v === 'string' && /^\d{1,20}$/.test(v)) x = BigInt(v);
+        else throw element(i, v, expected);
+        if (x < 0n || x > UINT64_MAX) throw element(i, v, expected);
+        arr[i] = x;
+      };
+    }
+    case 'string': {
+      const arr = out as string[];
+      return (v, i) => {
+        if (typeof v === 'string') arr[i] = v;
+        else if (typed && v instanceof Uint8Array) {
+          try {
+            arr[i] = UTF8.decode(v);
+          } catch {
+            throw bad(ctx, `element ${i} of BYTES is not valid UTF-8`);
+          }
+        } else throw element(i, v, typed ? 'bytes (UTF-8)' : 'a string');
+      };
+    }
     case 'int32':
+    case 'int16':
+    case 'uint16':
+    case 'uint32':
     case 'int8':
     case 'uint8': {
-      const arr = out as Int32Array | Int8Array | Uint8Array;
+      const arr = out as Int32Array | Int16Array | Uint16Array | Uint32Array | Int8Array | Uint8Array;
       const [lo, hi] = INT_RANGE[dataType]!;
       const expected = `an integer in [${lo}, ${hi}]`;
       return (v, i) => {
@@ -229,8 +276,9 @@ export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, di
   switch (data.kind) {
     case 'raw': {
       const bytes = data.bytes;
-      const size = BYTES_PER_ELEMENT[dataType];
       if (!(bytes instanceof Uint8Array)) throw bad(ctx, 'raw data must be bytes');
+      if (dataType === 'string') return decodeBytesElements(ctx, bytes, dims, n);
+      const size = BYTES_PER_ELEMENT[dataType];
       if (bytes.byteLength !== n * size) {
         throw bad(ctx, `binary data has ${bytes.byteLength} bytes, but the shape [${dims.join(', ')}] of ${v2Datatype(dataType)} needs ${Number.isSafeInteger(n * size) ? `${n} × ${size} = ${n * size}` : `${countText(n)} × ${size} bytes`}`);
       }
@@ -273,6 +321,9 @@ export function jsonDataText(dataType: TensorDataType, data: TensorData): string
   const n = data.length;
   const parts = new Array<string>(n);
   switch (dataType) {
+    case 'string':
+      for (let i = 0; i < n; i++) parts[i] = JSON.stringify(data[i]);
+      break;
     case 'bool':
       for (let i = 0; i < n; i++) parts[i] = data[i] ? 'true' : 'false';
       break;
@@ -295,7 +346,47 @@ function floatText(x: number): string {
   return Number.isNaN(x) ? '"NaN"' : x > 0 ? '"Infinity"' : '"-Infinity"';
 }
 
-/** A tensor's bytes as the binary extension sends them (little-endian, row-major); a view, no copy on little-endian hosts. */
+/**
+ * A tensor's bytes as the binary extension sends them (little-endian, row-major); a view, no
+ * copy on little-endian hosts. Strings (BYTES): each element's UTF-8 bytes after its 4-byte
+ * little-endian length (a new buffer).
+ */
 export function rawBytes(data: TensorData): Uint8Array {
-  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (!Array.isArray(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  const encoded = data.map((s) => Buffer.from(s, 'utf8'));
+  const out = new Uint8Array(encoded.reduce((a, b) => a + 4 + b.byteLength, 0));
+  const view = new DataView(out.buffer);
+  let at = 0;
+  for (const b of encoded) {
+    view.setUint32(at, b.byteLength, true);
+    out.set(b, at + 4);
+    at += 4 + b.byteLength;
+  }
+  return out;
+}
+
+/**
+ * Decode BYTES binary data (each element: 4-byte little-endian length, then the bytes) into
+ * exactly `n` strings.
+ * @throws ServeError bad_request naming the element when the data is cut short, holds more or
+ *   fewer than `n` elements, or an element is not valid UTF-8.
+ */
+export function decodeBytesElements(ctx: TensorContext, bytes: Uint8Array, dims: readonly number[], n: number): string[] {
+  const out: string[] = [];
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  let at = 0;
+  while (at < bytes.byteLength) {
+    if (out.length >= n) throw bad(ctx, `binary BYTES data holds more than the ${countText(n)} elements of the shape [${dims.join(', ')}]`);
+    if (at + 4 > bytes.byteLength) throw bad(ctx, `binary BYTES data ends inside the 4-byte length of element ${out.length}`);
+    const len = view.getUint32(at, true);
+    if (at + 4 + len > bytes.byteLength) throw bad(ctx, `binary BYTES element ${out.length} has length ${len}, past the end of the data`);
+    try {
+      out.push(UTF8.decode(bytes.subarray(at + 4, at + 4 + len)));
+    } catch {
+      throw bad(ctx, `element ${out.length} of BYTES is not valid UTF-8`);
+    }
+    at += 4 + len;
+  }
+  if (out.length !== n) throw bad(ctx, `binary BYTES data holds ${out.length} elements, but the shape [${dims.join(', ')}] has ${countText(n)}`);
+  return out;
 }

@@ -51,7 +51,7 @@ describe('RuntimeBackend: metadata and success', () => {
       versions: ['1'],
       platform: 'abacus_sim',
       inputs: [
-        { name: 'input_ids', datatype: 'INT64', shape: [-1, -1] },
+        { name: 'input_ids', datatype: 'INT64', shape: [-1, -1], parameters: { range: [0, 30521] } }, // the vocabulary (issue 16 §4)
         { name: 'attention_mask', datatype: 'INT64', shape: [-1, -1] },
       ],
       outputs: [{ name: 'last_hidden_state', datatype: 'FP32', shape: [-1, -1, 256] }],
@@ -77,7 +77,8 @@ describe('RuntimeBackend: metadata and success', () => {
   });
 
   it('accepts nested JSON data, bigint INT64 values and safe integers', async () => {
-    const nested = [[1n, 2, 3, 9_007_199_254_740_993n]];
+    // input_ids are bounded by the vocabulary [0, 30521]; the mask is not
+    const nested = [[1n, 2, 3, 30_521n]];
     const r = await backend.infer(req('bert', [
       { name: 'input_ids', datatype: 'INT64', shape: [1, 4], data: { kind: 'json', values: nested } },
       { name: 'attention_mask', datatype: 'INT64', shape: [1, 4], data: { kind: 'typed', values: ['1', 1, 1n, '-9223372036854775808'] } },
@@ -94,7 +95,8 @@ describe('RuntimeBackend: validation (bad_request naming the field)', () => {
     ['no inputs', () => req('bert', []), /missing inputs 'input_ids', 'attention_mask'/],
     ['unknown datatype', () => req('resnet', [{ ...image(), datatype: 'FP99' }]), /input 'input': unknown datatype "FP99" \(v2 datatypes: BOOL,/],
     ['wrong datatype', () => req('resnet', [{ ...image(), datatype: 'FP64' }]), /input 'input': datatype FP64 does not match the model's FP32/],
-    ['BYTES', () => req('resnet', [{ ...image(), datatype: 'BYTES' }]), /BYTES tensors are not served/],
+    ['BYTES', () => req('resnet', [{ ...image(), datatype: 'BYTES' }]), /datatype BYTES does not match the model's FP32/],
+    ['id outside the vocabulary', () => req('bert', [{ name: 'input_ids', datatype: 'INT64', shape: [1, 2], data: { kind: 'json', values: [5, 9_007_199_254_740_993n] } }, { name: 'attention_mask', datatype: 'INT64', shape: [1, 2], data: { kind: 'json', values: [1, 1] } }]), /input 'input_ids': element 1 is 9007199254740993, outside the input's valid values \(in \[0, 30521\]\)/],
     ['rank', () => req('resnet', [{ ...image(), shape: [1, 3, 64] }]), /shape \[1, 3, 64\] has rank 3, the model's \[-1, 3, 64, 64\] has rank 4/],
     ['fixed dim', () => req('resnet', [{ ...image(), shape: [1, 3, 64, 65] }]), /input 'input': shape\[3\] is 65, the model needs 64/],
     ['negative dim', () => req('resnet', [{ ...image(), shape: [-1, 3, 64, 64] }]), /shape\[0\] must be a non-negative integer, got -1/],

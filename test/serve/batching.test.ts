@@ -143,7 +143,8 @@ afterAll(async () => {
 const inputsOf = (batch: number, seed: number): TensorMap => randomInputs(spec, batch, 0, seed);
 
 function v2Input(x: HostTensor): InferInput {
-  const bytes = new Uint8Array(x.data.buffer, x.data.byteOffset, x.data.byteLength);
+  const data = x.data as Float32Array;
+  const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
   return { name: 'x', datatype: 'FP32', shape: [...x.dims], data: { kind: 'raw', bytes } };
 }
 

@@ -92,7 +92,8 @@ async function startStub(sendCodeHeader: boolean): Promise<Stub> {
           const base = { name, datatype: response.outputDatatypes[name], shape: t.dims };
           const wantBinary = json.outputs?.find((o: JsonTensor) => o.name === name)?.parameters?.binary_data ?? binaryAll === true;
           if (!wantBinary) return { ...base, data: Array.from(t.data as ArrayLike<number | bigint>, Number) };
-          const bytes = Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+          const data = t.data as Exclude<HostTensor['data'], string[]>;
+          const bytes = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
           chunks.push(bytes);
           return { ...base, parameters: { binary_data_size: bytes.length } };
         });

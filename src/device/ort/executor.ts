@@ -27,7 +27,7 @@ import type { TensorSpec } from '../../model/spec.ts';
 import type { ModelSpec } from '../../model/spec.ts';
 import { toOrtTensor } from '../../ort-tensor.ts';
 import type { HostTensor, TensorDataType, TensorMap } from '../../tensor.ts';
-import { BYTES_PER_ELEMENT, elementCount } from '../../tensor.ts';
+import { bytesPerElement, elementCount } from '../../tensor.ts';
 import { describeError } from '../../errors.ts';
 import { resolvedBoundary, tensorSpecIndex } from '../../model/boundary.ts';
 import type { ChildMessage, LoadMessage, RunMessage, SessionConfig, WireError } from './protocol.ts';
@@ -74,18 +74,23 @@ export function sessionOptions(cfg: SessionConfig, intraOpThreads?: number): Inf
   };
 }
 
-const HOST_TYPES: ReadonlySet<string> = new Set<TensorDataType>(['float32', 'float64', 'float16', 'int64', 'int32', 'uint8', 'int8', 'bool']);
+const HOST_TYPES: ReadonlySet<string> = new Set<TensorDataType>(['float32', 'float64', 'float16', 'int64', 'int32', 'uint8', 'int8', 'bool', 'uint16', 'int16', 'uint32', 'uint64', 'string']);
 
 /**
  * Copy an ORT tensor out as a host tensor whose typed array owns exactly its bytes
- * (so structured clone does not drag a larger backing buffer along).
- * @throws Error for element types the project does not serve (string, uint16, …).
+ * (so structured clone does not drag a larger backing buffer along); a string tensor's array
+ * is copied.
+ * @throws Error for element types onnxruntime-node may return but `TensorDataType` lacks.
  */
 export function toHostTensor(name: string, t: Tensor): HostTensor {
   if (!HOST_TYPES.has(t.type)) throw new Error(`output '${name}' has element type '${t.type}', which is not supported`);
   const data = t.data;
+  if (t.type === 'string') {
+    if (!Array.isArray(data)) throw new Error(`output '${name}' is a string tensor without a string array`);
+    return { dataType: 'string', dims: [...t.dims], data: [...data] };
+  }
   if (typeof data === 'string' || Array.isArray(data) || !ArrayBuffer.isView(data)) throw new Error(`output '${name}' is not a dense numeric tensor`);
-  const view = data as HostTensor['data'];
+  const view = data;
   const owned = view.byteOffset === 0 && view.byteLength === view.buffer.byteLength ? view : view.slice();
   return { dataType: t.type as TensorDataType, dims: [...t.dims], data: owned };
 }
@@ -108,7 +113,7 @@ class SyntheticCache {
     let bytes = 0;
     for (const [name, t] of Object.entries(host)) {
       tensors.set(name, toOrtTensor(t));
-      bytes += elementCount(t.dims) * BYTES_PER_ELEMENT[t.dataType];
+      bytes += elementCount(t.dims) * bytesPerElement(t.dataType);
     }
     if (bytes <= this.budgetBytes) {
       this.entries.set(key, { tensors, bytes });

@@ -17,14 +17,15 @@
  */
 import { InvalidModelError } from '../../errors.ts';
 import type { DynamicAxes, PerSampleCost } from '../spec.ts';
-import { elementCount } from '../../tensor.ts';
+import { elementCount, NOMINAL_STRING_BYTES } from '../../tensor.ts';
+import { onnx } from './proto.ts';
 import { elementBytes } from './dtypes.ts';
 import { nodeFlops } from './flops.ts';
 import { indexGraph, requireGraph, topologicalOrder } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
 import { dimBinding, fixedBatchSize, resolveShapes } from './shapes.ts';
-import type { DimBinding, ResolvedShapes, ShapeTable } from './shapes.ts';
+import type { DimBinding, ProbeInputs, ResolvedShapes, ShapeTable } from './shapes.ts';
 
 /** Structure of a graph: index plus a topological order. */
 export interface GraphStructure {
@@ -73,7 +74,7 @@ export function seqSamplePoints(defaultSeqLen: number): number[] {
  * Shapes and per-node FLOP.
  * @throws InvalidModelError when shapes are not annotated and onnxruntime cannot infer them.
  */
-export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes, defaultSeqLen: number): Promise<ModelCosts> {
+export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes, defaultSeqLen: number, probe: ProbeInputs = {}): Promise<ModelCosts> {
   const binding = dimBinding(structure.index, axes);
   const seqPoints = axes.seq === undefined ? [0] : seqSamplePoints(defaultSeqLen);
   const shapes = await resolveShapes(
@@ -82,6 +83,7 @@ export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes,
     binding,
     seqPoints.map((seqLen) => ({ batch: 1, seqLen })),
     structure.what,
+    probe,
   );
   const fixed = fixedBatchSize(structure.index);
   const samplesPerRun = fixed !== undefined && fixed > 0 ? fixed : 1;
@@ -112,11 +114,14 @@ export function fitCost(xs: readonly number[], ys: readonly number[]): PerSample
   return { c0: y1 - d1 * x1 + d2 * x1 * x2, c1: d1 - d2 * (x1 + x2), c2: d2 };
 }
 
-/** Bytes of a value in a shape table; undefined when its shape or element size is unknown. */
+/**
+ * Bytes of a value in a shape table; undefined when its shape or element size is unknown. A
+ * STRING value counts `NOMINAL_STRING_BYTES` per element (its real size depends on its data).
+ */
 export function valueBytes(table: ShapeTable, name: string): number | undefined {
   const s = table.get(name);
   if (!s) return undefined;
-  const size = elementBytes(s.elemType);
+  const size = s.elemType === (onnx.TensorProto.DataType.STRING as number) ? NOMINAL_STRING_BYTES : elementBytes(s.elemType);
   if (size === undefined) return undefined;
   return elementCount(s.dims) * size;
 }

@@ -42,6 +42,11 @@ const ONNX_TYPE: Readonly<Record<TensorDataType, number>> = {
   bool: onnx.TensorProto.DataType.BOOL,
   float16: onnx.TensorProto.DataType.FLOAT16,
   float64: onnx.TensorProto.DataType.DOUBLE,
+  uint16: onnx.TensorProto.DataType.UINT16,
+  int16: onnx.TensorProto.DataType.INT16,
+  uint32: onnx.TensorProto.DataType.UINT32,
+  uint64: onnx.TensorProto.DataType.UINT64,
+  string: onnx.TensorProto.DataType.STRING,
 };
 
 /** ONNX TensorProto.DataType number of a data type. */

@@ -33,12 +33,25 @@ export function elementBytes(elemType: number): number | undefined {
   return ELEMENT_BYTES.get(elemType);
 }
 
-/** Floating-point element types: initializers of these types count as parameters. */
+/** Floating-point element types. */
 export function isFloatType(elemType: number): boolean {
   return FLOAT_TYPES.has(elemType);
 }
 
 const FLOAT_TYPES: ReadonlySet<number> = new Set<number>([DT.FLOAT, DT.FLOAT16, DT.DOUBLE, DT.BFLOAT16]);
+
+/**
+ * Element types whose initializers count as parameters: floating point, and the integer types
+ * quantized weights and biases use (INT8/UINT8 weights of QLinearConv/ConvInteger/MatMulInteger,
+ * INT32 biases; INT16/UINT16/UINT32 for wider quantization). INT64, UINT64, BOOL and STRING
+ * initializers are not parameters: the ONNX operator spec types shapes, axes, pads and indices
+ * (Reshape, Slice, Pad, Gather, …) as int64, and masks as bool.
+ */
+export function isParameterType(elemType: number): boolean {
+  return FLOAT_TYPES.has(elemType) || QUANTIZED_TYPES.has(elemType);
+}
+
+const QUANTIZED_TYPES: ReadonlySet<number> = new Set<number>([DT.INT8, DT.UINT8, DT.INT16, DT.UINT16, DT.INT32, DT.UINT32]);
 
 /** onnxruntime-node `Tensor.type` names ↔ ONNX element types (the types ORT's JS API can hold). */
 const ORT_TYPES: ReadonlyArray<readonly [string, number]> = [

@@ -6,11 +6,12 @@
  *
  * Boundary semantics: `model/spec.ts` header and `split.ts`. Cost conventions: `flops.ts`
  * (FLOP), `analysis.ts` (per-sample polynomials in seqLen). Parameter accounting:
- * - `OperatorSpec.params` counts the elements of the floating-point initializers of the
- *   operator's sub-model that are not in `nonTrainable` (integer initializers are never
- *   parameters); an initializer read by several operators is copied into each sub-model but
- *   its elements are counted only in the FIRST operator that reads it, so the operators' params
- *   sum to `ModelSpec.params` (each distinct parameter counted once, like torchvision's numel sum).
+ * - `OperatorSpec.params` counts the elements of the floating-point and quantized-integer
+ *   initializers (`isParameterType`: a quantized model's uint8 weights count, int64 shapes and
+ *   bool masks do not) of the operator's sub-model that are not in `nonTrainable`; an
+ *   initializer read by several operators is copied into each sub-model but its elements are
+ *   counted only in the FIRST operator that reads it, so the operators' params sum to
+ *   `ModelSpec.params` (each distinct parameter counted once, like torchvision's numel sum).
  * - `OperatorSpec.paramBytes` counts the bytes of every initializer held by the sub-model
  *   (shared ones in each operator holding them: what that sub-model loads), including those in
  *   subgraphs of If/Loop nodes.
@@ -21,9 +22,14 @@ import type { DynamicAxes, ModelSpec, OperatorSpec, PerSampleCost, TensorSpec } 
 import { analyzeCosts, analyzeStructure, bytesCost, costAt } from './analysis.ts';
 import type { GraphStructure, ModelCosts } from './analysis.ts';
 import { elementCount } from '../../tensor.ts';
-import { boundaryDataType, elementBytes, isFloatType } from './dtypes.ts';
+import { boundaryDataType, elementBytes, isParameterType } from './dtypes.ts';
 import { defaultOpsetVersion, detectDynamicAxes, isTopologicallySorted, pruneDeadNodes, sortModelTopologically, toNumber } from './graph.ts';
+import { foldConstants, RANDOM_OPS } from './constants.ts';
+import { checkProbeInputs, declaredValueInfos, dimBinding, probeSeqLen } from './shapes.ts';
+import type { ProbeInputs } from './shapes.ts';
+import { impliedInputDomains } from './domains.ts';
 import { hasExternalData, readOnnxFile } from './load.ts';
+import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
 import { buildOperatorModel, checkAssignment, computeCuts, subgraphInitializers } from './split.ts';
 import type { OperatorCut } from './split.ts';
@@ -91,6 +97,8 @@ function checkSeqLen(axes: DynamicAxes, defaultSeqLen: number, what: string): vo
 export function assemblePartition(structure: GraphStructure, costs: ModelCosts, cuts: readonly OperatorCut[], input: PartitionInput): PartitionResult {
   const { index, what } = structure;
   const symbolic = costs.shapes.symbolic;
+  const inputDependent = inputDependentValues(index, structure.order);
+  const domains = impliedInputDomains(index);
   const tensorSpec = (name: string): TensorSpec => {
     const s = symbolic.get(name);
     const unresolved = costs.shapes.unresolved.get(name);
@@ -100,12 +108,13 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
       );
     }
     if (!s) throw new InvalidModelError(`${what}: the type and shape of tensor '${name}' are unknown`);
-    return { name, dataType: boundaryDataType(s.elemType, name, what), shape: s.shape };
+    const domain = domains.get(name);
+    return { name, dataType: boundaryDataType(s.elemType, name, what), shape: s.shape, ...(inputDependent.has(name) ? {} : { constant: true as const }), ...(domain === undefined ? {} : { domain }) };
   };
 
   const owner = new Map<string, number>();
   for (const cut of cuts) for (const c of cut.constants) if (!owner.has(c)) owner.set(c, cut.index);
-  const isParam = (t: OnnxTypes.ITensorProto): boolean => isFloatType(t.dataType ?? 0) && !(t.name && input.nonTrainable?.has(t.name));
+  const isParam = (t: OnnxTypes.ITensorProto): boolean => isParameterType(t.dataType ?? 0) && !(t.name && input.nonTrainable?.has(t.name));
 
   const operators: OperatorSpec[] = [];
   const operatorModels: OnnxTypes.ModelProto[] = [];
@@ -164,6 +173,22 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
     opset: defaultOpsetVersion(structure.model),
   };
   return { spec, operatorModels };
+}
+
+/**
+ * Values whose content depends on a graph input or on a random op (RandomNormal, …): the
+ * activations. Every other node output is computed from initializers and `Constant` nodes only
+ * (`TensorSpec.constant`).
+ */
+function inputDependentValues(index: GraphIndex, order: readonly number[]): Set<string> {
+  const dependent = new Set<string>(index.inputs);
+  for (const i of order) {
+    const node = index.nodes[i]!;
+    const reads = index.reads[i]!;
+    const isConstant = (node.opType === 'Constant' && reads.length === 0) || (reads.length > 0 && !RANDOM_OPS.has(node.opType ?? '') && reads.every((r) => !dependent.has(r)));
+    if (!isConstant) for (const o of index.writes[i]!) dependent.add(o);
+  }
+  return dependent;
 }
 
 function tensorElements(t: OnnxTypes.ITensorProto): number {
@@ -306,6 +331,11 @@ export interface ImportOptions {
   readonly name?: string;
   /** Default sequence length for a model with a seq axis (default 128); ignored without one. */
   readonly defaultSeqLen?: number;
+  /**
+   * Shapes and values for the shape probe (`ProbeInputs`); a size given for the sequence axis
+   * is also the default sequence length unless `defaultSeqLen` is given.
+   */
+  readonly probe?: ProbeInputs;
 }
 
 /** What `importOnnxModel` returns. */
@@ -320,8 +350,11 @@ export interface ImportResult {
  * Import an ONNX file as a model of N operators.
  *
  * Steps: `readOnnxFile` (external data loaded); index + topological sort (stable); drop nodes
- * that reach no graph output; dynamic axes from the inputs (`detectDynamicAxes`: batch = dim
- * 0 of the inputs when symbolic, a second symbolic dim = seq); FLOP-balanced contiguous split
+ * that reach no graph output; `Constant` nodes and the constant-only subgraphs they feed become
+ * initializers (`foldConstants`: copied into every operator that reads them, never carried
+ * across a boundary; node counts are those of the folded graph); dynamic axes from the inputs
+ * (`detectDynamicAxes`: batch = dim 0 of the inputs when symbolic, a second symbolic dim =
+ * seq); probe inputs checked (`checkProbeInputs`); FLOP-balanced contiguous split
  * (`splitBalanced`, at the default sequence length); `assemblePartition`. The spec's source
  * records the absolute file path and the SHA-256 of the `.onnx` file (not of external data).
  * No file is written.
@@ -342,14 +375,19 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
   const abs = path.resolve(file);
   const { model: raw, sha256 } = await readOnnxFile(abs);
   const what = file;
-  const model = pruneDeadNodes(sortModelTopologically(raw, what), what);
+  const sorted = pruneDeadNodes(sortModelTopologically(raw, what), what);
+  const { model } = await foldConstants(sorted, what);
   const structure = analyzeStructure(model, what);
   if (structure.index.nodes.length === 0) throw new InvalidModelError(`${what}: the graph has no nodes that contribute to its outputs, nothing to partition`);
   checkOperatorCount(opts.operators, structure.index.nodes.length, what);
 
   const dynamicAxes = detectDynamicAxes(model);
-  const defaultSeqLen = dynamicAxes.seq === undefined ? 0 : (opts.defaultSeqLen ?? DEFAULT_IMPORT_SEQ_LEN);
-  const costs = await analyzeCosts(structure, dynamicAxes, defaultSeqLen);
+  const probe = opts.probe ?? {};
+  const binding = dimBinding(structure.index, dynamicAxes);
+  checkProbeInputs(structure.index, declaredValueInfos(structure.index.graph), probe, what);
+  const probedSeq = probeSeqLen(structure.index, binding, probe);
+  const defaultSeqLen = dynamicAxes.seq === undefined ? 0 : (opts.defaultSeqLen ?? probedSeq ?? DEFAULT_IMPORT_SEQ_LEN);
+  const costs = await analyzeCosts(structure, dynamicAxes, defaultSeqLen, probe);
   const operatorOfNode = splitBalanced(nodeWeights(costs, defaultSeqLen), opts.operators);
 
   const input: PartitionInput = {

@@ -45,6 +45,18 @@ export interface SymbolicShape {
   readonly shape: readonly (number | string)[];
 }
 
+/**
+ * What the user tells the shape probe about inputs it cannot guess (`abacus models import
+ * --probe-shape NAME=DxD… --probe-value NAME=V`): `shapes[name]` = a full shape for the input
+ * (its batch dim still follows the probe point; a dim bound to the sequence axis must equal the
+ * probe's sequence length, which the importer derives from it; every other dim is used as given
+ * instead of 1), `values[name]` = the value every element of the input holds (instead of 0).
+ */
+export interface ProbeInputs {
+  readonly shapes?: Readonly<Record<string, readonly number[]>>;
+  readonly values?: Readonly<Record<string, number>>;
+}
+
 /** Where shapes are evaluated: batch size and sequence length (ignored without a seq axis). */
 export interface ShapePoint {
   readonly batch: number;
@@ -174,7 +186,7 @@ function bindDim(d: number | string | undefined, binding: DimBinding, point: Sha
  * @throws InvalidModelError when annotations do not cover the graph and onnxruntime cannot run
  *   the model (e.g. initializers without data, an op the CPU provider lacks).
  */
-export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelProto, binding: DimBinding, points: readonly ShapePoint[], what: string): Promise<ResolvedShapes> {
+export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelProto, binding: DimBinding, points: readonly ShapePoint[], what: string, probe: ProbeInputs = {}): Promise<ResolvedShapes> {
   const infos = declaredValueInfos(index.graph);
   const names = valuesOf(index);
   const inits = initializerShapes(index);
@@ -213,7 +225,7 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
         ? []
         : [{ batch: first.batch, seqLen: further }];
   const all = [...points, ...extra];
-  const tables = await probeShapes(index, model, binding, all, infos, what);
+  const tables = await probeShapes(index, model, binding, all, infos, what, probe);
   for (const t of tables) for (const [k, v] of inits) t.set(k, v);
   const symbolic = new Map<string, SymbolicShape>();
   const unresolved = new Map<string, string>();
@@ -322,7 +334,9 @@ async function probeShapes(
   points: readonly ShapePoint[],
   infos: ReadonlyMap<string, OnnxTypes.IValueInfoProto>,
   what: string,
+  probe: ProbeInputs,
 ): Promise<Map<string, TensorShape>[]> {
+  checkProbeInputs(index, infos, probe, what);
   const graph = index.graph;
   const outputs: OnnxTypes.IValueInfoProto[] = [...(graph.output ?? [])];
   const listed = new Set(outputs.map((o) => o.name));
@@ -348,12 +362,20 @@ async function probeShapes(
     const tables: Map<string, TensorShape>[] = [];
     for (const point of points) {
       const feeds: Record<string, ort.Tensor> = {};
-      for (const name of index.inputs) feeds[name] = zeroTensor(infos.get(name), binding, point, name, what);
+      for (const name of index.inputs) feeds[name] = zeroTensor(infos.get(name), binding, point, name, what, probe);
       let results: ort.InferenceSession.ReturnType;
       try {
         results = await session.run(feeds);
       } catch (cause) {
-        throw new InvalidModelError(`${what}: onnxruntime failed to run it at batch ${point.batch}${binding.seqName ? `, ${binding.seqName} ${point.seqLen}` : ''} to infer value shapes: ${describeError(cause)}`, { cause });
+        const fed = Object.entries(feeds)
+          .map(([name, t]) => `${name} [${t.dims.join(', ')}] = ${probe.values?.[name] ?? (t.type === 'string' ? "''" : 0)}`)
+          .join('; ');
+        const example = index.inputs[0] ?? 'NAME';
+        throw new InvalidModelError(
+          `${what}: onnxruntime failed to run it at batch ${point.batch}${binding.seqName ? `, ${binding.seqName} ${point.seqLen}` : ''} to infer value shapes: ${describeError(cause)}. ` +
+            `The probe fed ${fed}. Tell it sizes and values the model accepts: --probe-shape NAME=DxD… (e.g. --probe-shape ${example}=${(feeds[example]?.dims ?? [1]).map((d, i) => (i === 0 ? 1 : d)).join('x')} with your sizes; a sequence-axis dim also sets the probe's sequence length) and --probe-value NAME=V for inputs read as sizes, rates or indices (e.g. a sample rate)`,
+          { cause },
+        );
       }
       const table = new Map<string, TensorShape>();
       for (const [name, t] of Object.entries(feeds)) table.set(name, { elemType: elemTypeOfOrt(t.type) ?? 0, dims: [...t.dims] });
@@ -369,16 +391,72 @@ async function probeShapes(
   }
 }
 
-/** An all-zero input tensor for a probe run. */
-function zeroTensor(info: OnnxTypes.IValueInfoProto | undefined, binding: DimBinding, point: ShapePoint, name: string, what: string): ort.Tensor {
+/**
+ * Check the user's probe inputs against the graph.
+ * @throws RangeError naming the option and the input when a name is not a graph input, a shape
+ *   has another rank than declared or differs from a fixed declared dim, or a value is given
+ *   for a string input.
+ */
+export function checkProbeInputs(index: GraphIndex, infos: ReadonlyMap<string, OnnxTypes.IValueInfoProto>, probe: ProbeInputs, what: string): void {
+  const inputs = new Set(index.inputs);
+  const unknown = (flag: string, name: string): RangeError => new RangeError(`${flag} ${name}=…: '${name}' is not an input of ${what} (its inputs: ${index.inputs.join(', ')})`);
+  for (const [name, dims] of Object.entries(probe.shapes ?? {})) {
+    if (!inputs.has(name)) throw unknown('--probe-shape', name);
+    const declared = annotation(infos.get(name))?.dims;
+    if (declared === undefined) continue;
+    if (declared.length !== dims.length) throw new RangeError(`--probe-shape ${name}=${dims.join('x')}: '${name}' has rank ${declared.length} ([${declared.map((d) => d ?? '?').join(', ')}]), not ${dims.length}`);
+    declared.forEach((d, i) => {
+      if (typeof d === 'number' && d !== dims[i]) throw new RangeError(`--probe-shape ${name}=${dims.join('x')}: dim ${i} of '${name}' is fixed at ${d}`);
+    });
+  }
+  for (const name of Object.keys(probe.values ?? {})) {
+    if (!inputs.has(name)) throw unknown('--probe-value', name);
+    const elemType = infos.get(name)?.type?.tensorType?.elemType;
+    if (elemType === (onnx.TensorProto.DataType.STRING as number) || elemType === (onnx.TensorProto.DataType.FLOAT16 as number)) {
+      throw new RangeError(`--probe-value ${name}=…: '${name}' is a ${elemType === (onnx.TensorProto.DataType.STRING as number) ? 'string' : 'float16'} input; probe values apply to the other numeric types`);
+    }
+  }
+}
+
+/**
+ * The sequence length `probe.shapes` implies: the size given for a dim bound to the sequence
+ * axis (or an anonymous later dim, which the probe treats as that axis); undefined when none.
+ * @throws RangeError when two given shapes imply different lengths.
+ */
+export function probeSeqLen(index: GraphIndex, binding: DimBinding, probe: ProbeInputs): number | undefined {
+  if (binding.seqName === undefined) return undefined;
+  let found: { value: number; from: string } | undefined;
+  for (const [name, dims] of Object.entries(probe.shapes ?? {})) {
+    const declared = declaredDims(index, name) ?? [];
+    declared.forEach((d, i) => {
+      if (i === 0 || dims[i] === undefined) return;
+      const isSeq = d === undefined || (typeof d === 'string' && binding.seq.has(d));
+      if (!isSeq) return;
+      if (found !== undefined && found.value !== dims[i]) throw new RangeError(`--probe-shape: ${found.from} and ${name} give the sequence axis '${binding.seqName}' different sizes (${found.value}, ${dims[i]})`);
+      found = { value: dims[i], from: name };
+    });
+  }
+  return found?.value;
+}
+
+/** A probe input tensor: zeros (or `probe.values[name]`), shaped by the point and `probe.shapes[name]`. */
+function zeroTensor(info: OnnxTypes.IValueInfoProto | undefined, binding: DimBinding, point: ShapePoint, name: string, what: string, probe: ProbeInputs = {}): ort.Tensor {
   const a = annotation(info);
   const elemType = info?.type?.tensorType?.elemType ?? 0;
   const type = ortTypeOf(elemType);
   if (!a || type === undefined) throw new InvalidModelError(`${what}: graph input '${name}' is not a tensor of a type onnxruntime-node can feed`);
   // Unbound dims: dim 0 is the batch; an anonymous later dim is the seq axis when the model has
   // one (detectDynamicAxes names it so); anything else is 1.
-  const dims = a.dims.map((d, i) => bindDim(d, binding, point) ?? (i === 0 ? point.batch : d === undefined && binding.seqName !== undefined ? point.seqLen : 1));
+  const given = probe.shapes?.[name];
+  const dims = a.dims.map((d, i) => bindDim(d, binding, point) ?? (i === 0 ? point.batch : d === undefined && binding.seqName !== undefined ? point.seqLen : (given?.[i] ?? 1)));
   const n = elementCount(dims);
+  const value = probe.values?.[name];
+  if (value !== undefined && type !== 'string') {
+    const t = zeroTensor(info, binding, point, name, what, { shapes: probe.shapes ?? {} });
+    const data = t.data as unknown as { fill(v: number | bigint): void };
+    data.fill(type === 'int64' || type === 'uint64' ? BigInt(Math.trunc(value)) : type === 'bool' ? (value ? 1 : 0) : value);
+    return t;
+  }
   switch (type) {
     case 'float32':
       return new ort.Tensor('float32', new Float32Array(n), dims);

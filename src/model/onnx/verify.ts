@@ -124,9 +124,23 @@ function numbers(t: TensorLike): number[] {
   return Array.from(d as ArrayLike<number | bigint>, (v) => Number(v));
 }
 
-/** Largest |a − b| over two tensors of equal shape (Infinity when shapes or sizes differ, or a value is NaN). */
+/** True for a string tensor. */
+function isStringTensor(t: TensorLike): boolean {
+  return (isHostTensor(t) ? t.dataType : t.type) === 'string';
+}
+
+/**
+ * Largest |a − b| over two tensors of equal shape (Infinity when shapes or sizes differ, or a
+ * value is NaN). String tensors: 0 when every element is equal, else Infinity.
+ */
 export function maxAbsDiff(a: TensorLike, b: TensorLike): number {
   if (a.dims.length !== b.dims.length || a.dims.some((d, i) => d !== b.dims[i])) return Number.POSITIVE_INFINITY;
+  if (isStringTensor(a) || isStringTensor(b)) {
+    if (!isStringTensor(a) || !isStringTensor(b)) return Number.POSITIVE_INFINITY;
+    const x = a.data as readonly string[];
+    const y = b.data as readonly string[];
+    return x.length === y.length && x.every((s, i) => s === y[i]) ? 0 : Number.POSITIVE_INFINITY;
+  }
   const x = numbers(a);
   const y = numbers(b);
   if (x.length !== y.length) return Number.POSITIVE_INFINITY;
@@ -139,8 +153,9 @@ export function maxAbsDiff(a: TensorLike, b: TensorLike): number {
   return m;
 }
 
-/** Largest |v| of a tensor (NaN when a value is NaN, 0 for an empty tensor). */
+/** Largest |v| of a tensor (NaN when a value is NaN, 0 for an empty tensor or a string tensor). */
 export function maxAbs(t: TensorLike): number {
+  if (isStringTensor(t)) return 0;
   let m = 0;
   for (const v of numbers(t)) {
     if (Number.isNaN(v)) return Number.NaN;

@@ -3,7 +3,7 @@
  * data extension, gRPC raw contents), typed gRPC contents and JSON `data`.
  */
 import { BYTES_PER_ELEMENT, elementCount, zeroTensorData, type HostTensor } from '../../tensor.ts';
-import { HOST_DATATYPE_OF, rawBytes } from '../tensors.ts';
+import { decodeBytesElements, HOST_DATATYPE_OF, rawBytes } from '../tensors.ts';
 
 /**
  * A host tensor from little-endian bytes (copied into an aligned buffer).
@@ -13,6 +13,13 @@ export function hostTensorFromBytes(name: string, datatype: string, dims: readon
   const dataType = HOST_DATATYPE_OF[datatype];
   if (dataType === undefined) throw new RangeError(`output ${name}: datatype ${datatype} is not supported by this client`);
   const n = elementCount(dims);
+  if (dataType === 'string') {
+    try {
+      return { dataType, dims: [...dims], data: decodeBytesElements({ model: 'response', input: name }, bytes, dims, n) };
+    } catch (err) {
+      throw new RangeError(`output ${name}: ${(err as Error).message}`);
+    }
+  }
   const expected = n * BYTES_PER_ELEMENT[dataType];
   if (bytes.byteLength !== expected) throw new RangeError(`output ${name}: ${bytes.byteLength} bytes for shape [${dims.join(', ')}] of ${datatype} (expected ${expected})`);
   const data = zeroTensorData(dataType, n);
@@ -32,9 +39,18 @@ export function hostTensorFromValues(name: string, datatype: string, dims: reado
   const n = elementCount(dims);
   if (values.length !== n) throw new RangeError(`output ${name}: ${values.length} values for shape [${dims.join(', ')}]`);
   const data = zeroTensorData(dataType, n);
+  if (Array.isArray(data)) {
+    for (let i = 0; i < n; i++) {
+      const v = values[i];
+      if (typeof v === 'string') data[i] = v;
+      else if (v instanceof Uint8Array) data[i] = Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString('utf8');
+      else throw new RangeError(`output ${name}: element ${i} (${String(v)}) is not a string`);
+    }
+    return { dataType, dims: [...dims], data };
+  }
   for (let i = 0; i < n; i++) {
     const v = values[i];
-    if (data instanceof BigInt64Array) {
+    if (data instanceof BigInt64Array || data instanceof BigUint64Array) {
       if (typeof v === 'bigint') data[i] = v;
       else if ((typeof v === 'number' && Number.isInteger(v)) || (typeof v === 'string' && /^-?\d+$/.test(v))) data[i] = BigInt(v);
       else throw new RangeError(`output ${name}: element ${i} (${String(v)}) is not an integer`);
@@ -45,11 +61,12 @@ export function hostTensorFromValues(name: string, datatype: string, dims: reado
   return { dataType, dims: [...dims], data };
 }
 
-/** Flat JSON-able values of a host tensor: INT64 as bigint (serialize with `jsonStringify`), BOOL as booleans. */
+/** Flat JSON-able values of a host tensor: INT64/UINT64 as bigint (serialize with `jsonStringify`), BOOL as booleans, BYTES as strings. */
 export function hostTensorValues(tensor: HostTensor): unknown[] {
   const { data } = tensor;
   if (tensor.dataType === 'bool') return Array.from(data as Uint8Array, (v) => v !== 0);
-  if (data instanceof BigInt64Array) return Array.from(data);
+  if (Array.isArray(data)) return [...data];
+  if (data instanceof BigInt64Array || data instanceof BigUint64Array) return Array.from(data as ArrayLike<bigint>);
   return Array.from(data as ArrayLike<number>);
 }
 

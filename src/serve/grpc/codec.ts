@@ -6,6 +6,7 @@
  */
 import { status as GrpcStatus, Metadata } from '@grpc/grpc-js';
 import type { HostTensor } from '../../tensor.ts';
+import { rawBytes } from '../tensors.ts';
 import { SERVE_ERROR_CODE_KEY, ServeError, type InferInput, type InferInputData, type InferRequest, type InferRequestedOutput, type InferResponse, type ServeErrorCode } from '../inference.ts';
 import type {
   InferOutputTensorMessage,
@@ -184,17 +185,26 @@ export function inferRequestFromWire(message: ModelInferRequestMessage, requestI
   };
 }
 
-/** Little-endian row-major bytes of a host tensor (a view, no copy; the platform is little-endian). */
+/**
+ * Little-endian row-major bytes of a host tensor (a view, no copy; the platform is
+ * little-endian); BYTES (strings) length-prefixed as the binary extension defines (`rawBytes`).
+ */
 export function tensorBytes(tensor: HostTensor): Buffer {
-  const { data } = tensor;
-  return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  const bytes = rawBytes(tensor.data);
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 /** A host tensor as the `InferTensorContents` field of `datatype`; INT64/UINT64 as decimal strings. */
 export function tensorContents(tensor: HostTensor, datatype: string): InferTensorContentsMessage {
   const field = CONTENTS_FIELD_BY_DATATYPE[datatype];
-  if (field === undefined || field === 'bytes_contents') throw new ServeError('internal', `output datatype ${datatype} has no typed contents`);
+  if (field === undefined) throw new ServeError('internal', `output datatype ${datatype} has no typed contents`);
   const { data } = tensor;
+  if (Array.isArray(data)) {
+    if (field !== 'bytes_contents') throw new ServeError('internal', `output datatype ${datatype} does not hold strings`);
+    return { bytes_contents: data.map((s) => Buffer.from(s, 'utf8')) };
+  }
+  if (field === 'bytes_contents') throw new ServeError('internal', `output datatype ${datatype} holds no strings`);
+  if (data instanceof BigUint64Array) return { [field]: Array.from(data, (v) => v.toString()) };
   if (data instanceof BigInt64Array) return { [field]: Array.from(data, (v) => v.toString()) };
   if (field === 'bool_contents') return { bool_contents: Array.from(data as ArrayLike<number>, (v) => v !== 0) };
   if (field === 'int64_contents' || field === 'uint64_contents') return { [field]: Array.from(data as ArrayLike<number>, (v) => String(v)) };
@@ -204,17 +214,14 @@ export function tensorContents(tensor: HostTensor, datatype: string): InferTenso
 /**
  * Encode a response. `contents: 'raw'` (default, as Triton does) puts each output's bytes in
  * `raw_output_contents` (one entry per output, in order); `'typed'` fills each output's
- * `contents` instead, unless an output's datatype has no typed field (FP16, BF16, BYTES), in
+ * `contents` instead (BYTES as `bytes_contents`), unless an output's datatype has no typed field (FP16, BF16), in
  * which case the whole response goes raw (the spec forbids mixing the two).
  * Response parameters: `queue_ms`, `compute_ms` (double_param), `operator_groups`,
  * `executed_batch_size` (int64_param).
  * @throws ServeError internal when an output has no datatype in `outputDatatypes`.
  */
 export function inferResponseToWire(response: InferResponse, requested: 'raw' | 'typed' = 'raw'): ModelInferResponseMessage {
-  const typedPossible = Object.values(response.outputDatatypes).every((d) => {
-    const field = CONTENTS_FIELD_BY_DATATYPE[d];
-    return field !== undefined && field !== 'bytes_contents';
-  });
+  const typedPossible = Object.values(response.outputDatatypes).every((d) => CONTENTS_FIELD_BY_DATATYPE[d] !== undefined);
   const contents = requested === 'typed' && typedPossible ? 'typed' : 'raw';
   const outputs: InferOutputTensorMessage[] = [];
   const rawOutputs: Buffer[] = [];

@@ -192,7 +192,7 @@ function rawBinaryRequest(body: Uint8Array, metadata: ModelMetadata): DecodedInf
   const input = metadata.inputs[0];
   if (metadata.inputs.length !== 1 || input === undefined) throw bad(model, `a raw binary request (Inference-Header-Content-Length: 0) needs a model with one input; this one has ${metadata.inputs.length} (${metadata.inputs.map((i) => i.name).join(', ')})`);
   const dataType = HOST_DATATYPE_OF[input.datatype];
-  if (dataType === undefined) throw bad(model, `input '${input.name}': a raw binary request cannot carry ${input.datatype}`);
+  if (dataType === undefined || dataType === 'string') throw bad(model, `input '${input.name}': a raw binary request cannot carry ${input.datatype}`);
   const shape = input.shape.map((d, i) => (i === 0 && d === -1 ? 1 : d));
   const variable = shape.filter((d) => d === -1).length;
   if (variable > 1) throw bad(model, `input '${input.name}' has ${variable} variable dims besides the batch; a raw binary request can deduce at most one`);

@@ -1,0 +1,127 @@
+/**
+ * Issue 16 §2, probes given by the user: an audio-like model (reflect padding of 80 samples, a
+ * state input, a scalar sample-rate input that picks a row of a table) cannot be probed with
+ * the default zero inputs at sequence lengths 32–128 (the rate 0 picks no row; with a rate,
+ * the padding exceeds 32 samples); each error shows what the probe fed and names the flags.
+ * `--probe-shape audio=1x16000` fixes the padding (and sets the default sequence length);
+ * with `--probe-value sr=16000` too it imports at
+ * N = 1, 4, 8 and at its node count, and the operators in sequence equal the whole model at a
+ * length it was not probed at.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import * as ort from 'onnxruntime-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { probeInputsOf } from '../src/cli/models.ts';
+import { importOnnxModel } from '../src/model/onnx/partition.ts';
+import { onnx } from '../src/model/onnx/proto.ts';
+import type { ProbeInputs } from '../src/model/onnx/shapes.ts';
+import type { OnnxTypes } from '../src/model/onnx/proto.ts';
+import { compareOutputs, runOnnx, runOperatorsInSequence } from '../src/model/onnx/verify.ts';
+import { cliSandbox } from './helpers/cli.ts';
+import { boundaryViolations, randomTensor } from './onnx-fixtures.ts';
+
+const sandbox = cliSandbox('abacus-probe-cli-');
+
+let dir = '';
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'abacus-onnx-probe-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const DT = onnx.TensorProto.DataType;
+const probeOf = (...args: Parameters<typeof probeInputsOf>): ProbeInputs => probeInputsOf(...args) ?? {};
+const AT = onnx.AttributeProto.AttributeType;
+
+/**
+ * audio [batch, samples], state [batch, 4], sr int64 []: padded = Pad(audio, 80 each side,
+ * reflect); e = mean(padded², axis 1); coeff = table[sr / 1000 − 17] (a table of 16 rows: 16 kHz
+ * → the last row; sr = 0 → index −17, out of bounds); out = state · coeff + e; new_state =
+ * tanh(out). 9 nodes, no value_info (shapes must be probed).
+ */
+function audioModel(): OnnxTypes.ModelProto {
+  const tableData = Float32Array.from({ length: 64 }, (_, i) => (i % 7) / 7 - 0.4);
+  const i64 = (name: string, values: number[], dims: number[]): OnnxTypes.ITensorProto => ({ name, dataType: DT.INT64, dims, rawData: new Uint8Array(BigInt64Array.from(values.map(BigInt)).buffer) });
+  return onnx.ModelProto.create({
+    irVersion: 8,
+    opsetImport: [{ domain: '', version: 17 }],
+    graph: {
+      name: 'audio',
+      input: [
+        { name: 'audio', type: { tensorType: { elemType: DT.FLOAT, shape: { dim: [{ dimParam: 'batch' }, { dimParam: 'samples' }] } } } },
+        { name: 'state', type: { tensorType: { elemType: DT.FLOAT, shape: { dim: [{ dimParam: 'batch' }, { dimValue: 4 }] } } } },
+        { name: 'sr', type: { tensorType: { elemType: DT.INT64, shape: { dim: [] } } } },
+      ],
+      initializer: [i64('pads', [0, 80, 0, 80], [4]), i64('khz', [1000], []), i64('offset', [17], []), { name: 'table', dataType: DT.FLOAT, dims: [16, 4], rawData: new Uint8Array(tableData.buffer) }],
+      node: [
+        { opType: 'Pad', input: ['audio', 'pads'], output: ['padded'], name: 'pad', attribute: [{ name: 'mode', type: AT.STRING, s: new TextEncoder().encode('reflect') }] },
+        { opType: 'Mul', input: ['padded', 'padded'], output: ['sq'], name: 'sq' },
+        { opType: 'ReduceMean', input: ['sq'], output: ['e'], name: 'energy', attribute: [{ name: 'axes', type: AT.INTS, ints: [1] }] },
+        { opType: 'Div', input: ['sr', 'khz'], output: ['k'], name: 'khz' },
+        { opType: 'Sub', input: ['k', 'offset'], output: ['row'], name: 'row' },
+        { opType: 'Gather', input: ['table', 'row'], output: ['coeff'], name: 'coeff' },
+        { opType: 'Mul', input: ['state', 'coeff'], output: ['s2'], name: 'scale' },
+        { opType: 'Add', input: ['s2', 'e'], output: ['out'], name: 'add' },
+        { opType: 'Tanh', input: ['out'], output: ['new_state'], name: 'tanh' },
+      ],
+      output: [{ name: 'out' }, { name: 'new_state' }],
+    },
+  });
+}
+
+describe('shape probes given by the user', () => {
+  it('names --probe-shape and --probe-value when the automatic probe fails; with both it imports at N = 1, 4, 8, 9', async () => {
+    const model = audioModel();
+    const file = path.join(dir, 'audio.onnx');
+    await writeFile(file, onnx.ModelProto.encode(model).finish());
+
+    const bare = await importOnnxModel(file, { operators: 4 }).catch((e: unknown) => e);
+    expect(String(bare)).toMatch(/onnxruntime failed to run it at batch 1, samples \d+ to infer value shapes: .*The probe fed audio \[1, \d+\] = 0; state \[1, 4\] = 0; sr \[\] = 0\. .*--probe-shape NAME=DxD.*--probe-value NAME=V/s);
+
+    const valueOnly = await importOnnxModel(file, { operators: 4, probe: probeOf([], [['sr', '16000']]) }).catch((e: unknown) => e);
+    expect(String(valueOnly)).toMatch(/at batch 1, samples 32 .*Pad.*The probe fed audio \[1, 32\] = 0; state \[1, 4\] = 0; sr \[\] = 16000\. .*--probe-shape NAME=DxD/s);
+
+    const shapeOnly = await importOnnxModel(file, { operators: 4, probe: probeOf([['audio', '1x16000']], []) }).catch((e: unknown) => e);
+    expect(String(shapeOnly)).toMatch(/at batch 1, samples 4000 .*Gather.*The probe fed audio \[1, 4000\] = 0; state \[1, 4\] = 0; sr \[\] = 0\. .*--probe-value NAME=V/s);
+
+    const probe = probeOf([['audio', '1x16000']], [['sr', '16000']]);
+    const feeds = { audio: randomTensor([2, 12345], 'audio'), state: randomTensor([2, 4], 'state'), sr: new ort.Tensor('int64', BigInt64Array.from([16000n]), []) };
+    const expected = await runOnnx(model, feeds);
+    for (const operators of [1, 4, 8, 9]) {
+      const { spec, operatorModels } = await importOnnxModel(file, { operators, probe });
+      expect(spec.defaultSeqLen).toBe(16000);
+      expect(spec.dynamicAxes).toEqual({ batch: 'batch', seq: 'samples' });
+      expect(boundaryViolations(spec)).toEqual([]);
+      if (operators === 9) expect(spec.operators[1]!.inputs.find((t) => t.name === 'padded')?.shape).toEqual(['batch', 'samples+160']);
+      const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+      for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${c.name}`).toMatchObject({ ok: true });
+    }
+  });
+
+  it('refuses probe inputs that do not fit the model, naming the flag and the input', async () => {
+    const file = path.join(dir, 'audio2.onnx');
+    await writeFile(file, onnx.ModelProto.encode(audioModel()).finish());
+    await expect(importOnnxModel(file, { operators: 2, probe: probeOf([['mic', '1x100']], []) })).rejects.toThrow(/--probe-shape mic=…: 'mic' is not an input of .* \(its inputs: audio, state, sr\)/);
+    await expect(importOnnxModel(file, { operators: 2, probe: probeOf([['state', '1x5']], []) })).rejects.toThrow(/--probe-shape state=1x5: dim 1 of 'state' is fixed at 4/);
+    await expect(importOnnxModel(file, { operators: 2, probe: probeOf([['audio', '16000']], []) })).rejects.toThrow(/'audio' has rank 2/);
+    expect(() => probeInputsOf([['audio', '1xten']], [])).toThrow(/--probe-shape audio=1xten: dims must be integers ≥ 1/);
+    expect(() => probeInputsOf([], [['sr', 'fast']])).toThrow(/--probe-value sr=fast: the value must be a finite number/);
+  });
+
+  it('abacus models import takes --probe-shape and --probe-value (repeatable NAME=VALUE)', async () => {
+    const file = path.join(dir, 'audio3.onnx');
+    await writeFile(file, onnx.ModelProto.encode(audioModel()).finish());
+    const bare = await sandbox.abacus('models', 'import', file, '--operators', '3');
+    expect(bare.code).not.toBe(0);
+    expect(bare.stderr).toMatch(/--probe-shape NAME=DxD/);
+    const ok = await sandbox.abacus('models', 'import', file, '--operators', '3', '--probe-shape', 'audio=1x16000', '--probe-value', 'sr=16000', '--json');
+    expect(ok.code, ok.stderr).toBe(0);
+    expect((JSON.parse(ok.stdout) as { defaultSeqLen: number }).defaultSeqLen).toBe(16000);
+    const malformed = await sandbox.abacus('models', 'import', file, '--operators', '3', '--probe-value', 'sr');
+    expect(malformed.code).toBe(2);
+    expect(malformed.stderr).toMatch(/--probe-value expects NAME=VALUE/);
+  });
+});
