@@ -18,6 +18,9 @@
  *
  * Request bodies may be compressed (`Content-Encoding: gzip | x-gzip | deflate`; a stream that
  * does not inflate is a 400 saying so, another encoding 415); the body limit counts inflated bytes.
+ * Responses of 1 KiB or more are compressed when the request's `Accept-Encoding` asks for gzip or
+ * deflate (`compress.ts`; `Content-Encoding` and `Vary: Accept-Encoding` set), JSON, binary tensor
+ * data, errors and `/metrics` alike; without the header they are sent as they are.
  *
  * Errors: body `{"error": "..."}` (plus the request's `"id"` when it gave one), `Content-Type:
  * application/json` exactly (every JSON answer: no `charset` parameter); status by
@@ -45,6 +48,7 @@ import type { Logger } from '../../log.ts';
 import { ServeError, type InferenceBackend, type ServeErrorCode } from '../inference.ts';
 import type { ServeMetrics } from '../metrics.ts';
 import { decodeInferBody, encodeInferResponse, INFERENCE_HEADER } from './codec.ts';
+import { compressionHook, type CompressionOptions } from './compress.ts';
 
 /**
  * HTTP status of each `ServeErrorCode` (docs/serving.md "Status codes").
@@ -88,6 +92,8 @@ export interface HttpAppOptions {
   readonly maxBodyBytes?: number;
   /** True while the server shuts down: responses then carry `Connection: close`. */
   readonly closing?: () => boolean;
+  /** Response compression on `Accept-Encoding` (`compress.ts`); `false` turns it off [on, defaults there]. */
+  readonly compression?: CompressionOptions | false;
 }
 
 interface ModelParams {
@@ -159,6 +165,8 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     if (typeof type === 'string' && /^application\/json\s*;\s*charset=utf-8$/i.test(type)) void reply.header('content-type', 'application/json');
     done(null, payload);
   });
+  // after the content-type fix above: hooks run in the order they were added
+  if (options.compression !== false) app.addHook('onSend', compressionHook(options.compression ?? {}));
   app.addHook('onResponse', (request, reply, done) => {
     request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, responseTimeMs: Math.round(reply.elapsedTime * 1000) / 1000 }, 'request completed');
     done();
