@@ -224,6 +224,7 @@ export async function openEnv(
   }
   const device: Device = await OrtDevice.create({
     intraOpNumThreads: opts.threads ?? 1,
+    ...(hosted.config.executorMemoryLimitMb === undefined ? {} : { executorMemoryLimitMb: hosted.config.executorMemoryLimitMb }),
     // Sessions for every thread count the rules give groups of up to all services, created at load.
     ...threadDeviceOptions(opts.threadRules ?? [], hosted.services.length, os.availableParallelism()),
     logger: createLogger({ defaultLevel: 'warn' }),

@@ -58,6 +58,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   }
   const { logger } = options;
   for (const w of config.warnings) logger.warn(w);
+  if (config.device.startsWith('sim') && config.executorMemoryLimitMb !== undefined) logger.warn({ executorMemoryLimitMb: config.executorMemoryLimitMb }, 'executorMemoryLimitMb applies to ort executors; a simulated device has none, so it is ignored');
   if (config.arrivals !== undefined) logger.info({ arrivals: formatArrivalSpec(config.arrivals) }, 'arrivals is read by bench and simulate; serve answers the load its clients send');
   const repo = new ModelRepository(ctx.cacheOptions());
   const hosted = await resolveServices(ctx, repo, config, { batchingByDefault: true });

@@ -148,6 +148,13 @@ export interface Device {
    */
   releaseQuery(service: string, queryId: string): Promise<void>;
   /**
+   * Optional: the resident memory, bytes, of the process hosting each loaded service (a
+   * service's executor in `device/ort`), as last measured; services with no live process are
+   * absent. Devices with no per-service process (`device/sim`) leave it out. For gauges
+   * (`abacus_executor_rss_bytes`), not for decisions.
+   */
+  residentBytes?(): ReadonlyMap<string, number>;
+  /**
    * Stop executors and free everything, including what a `load` in progress was starting
    * (that `load` rejects with DeviceUnavailableError). Segments still running get
    * `device_unavailable` error results. Idempotent.

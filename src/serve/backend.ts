@@ -251,7 +251,7 @@ export class RuntimeBackend implements InferenceBackend {
       });
     }
     this.stats = new ModelStatsRecorder(this.modelNames, MODEL_VERSION);
-    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), refinement: () => this.engine?.controller.refinement });
+    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), refinement: () => this.engine?.controller.refinement, residentBytes: () => this.engine?.device.residentBytes?.() });
   }
 
   /** Served model names, in configuration order. */

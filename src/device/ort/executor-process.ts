@@ -4,6 +4,9 @@
  * strictly one after another in arrival order: two segments of the same service never use
  * the sessions at once, and a `release` takes effect after the runs sent before it.
  *
+ * Every `loaded` and `result` message carries the process's resident set size (`rssBytes`), which
+ * the parent shows as a gauge and holds against its memory limit (`ExecutorHandle`).
+ *
  * The process exits when the parent disconnects (parent gone or device closed), so executors
  * never outlive their device. Protocol: `protocol.ts`.
  */
@@ -30,7 +33,7 @@ async function probe(msg: ProbeMessage): Promise<ChildMessage> {
 }
 
 /** Run an armed fault after the first operator of a segment. */
-function injectFault(fault: FaultMessage['fault']): void {
+function injectFault(fault: Exclude<FaultMessage['fault'], 'hold-memory'>): void {
   switch (fault) {
     case 'exit-in-next-segment':
       process.exit(FAULT_EXIT_CODE);
@@ -54,7 +57,10 @@ function main(): void {
   };
 
   let executor: SegmentExecutor | undefined;
-  let armed: FaultMessage['fault'] | undefined;
+  let armed: Exclude<FaultMessage['fault'], 'hold-memory'> | undefined;
+  /** What 'hold-memory' faults allocated: kept referenced until the process ends. */
+  const held: Buffer[] = [];
+  const rssBytes = (): number => process.memoryUsage.rss();
   let queue: Promise<void> = Promise.resolve();
   const enqueue = (job: () => Promise<void>): void => {
     queue = queue.then(job).catch((err: unknown) => {
@@ -75,7 +81,7 @@ function main(): void {
         enqueue(async () => {
           try {
             executor = await SegmentExecutor.create(msg);
-            send({ t: 'loaded' });
+            send({ t: 'loaded', rssBytes: rssBytes() });
           } catch (err) {
             const error = err instanceof ExecutorLoadError ? err.wire : { code: 'invalid_model' as const, message: describeError(err) };
             send({ t: 'load-failed', error });
@@ -91,7 +97,8 @@ function main(): void {
           const fault = armed;
           armed = undefined;
           const hooks = fault ? { afterOperator: () => injectFault(fault) } : {};
-          send(await executor.run(msg, hooks));
+          const result = await executor.run(msg, hooks);
+          send({ ...result, rssBytes: rssBytes() });
         });
         break;
       case 'release':
@@ -109,7 +116,9 @@ function main(): void {
       case 'fault':
         // Queued like a run, so it arms the first segment sent after it.
         enqueue(() => {
-          armed = msg.fault;
+          // 'hold-memory' acts at once (filled, so every page is resident); the others arm the next segment
+          if (msg.fault === 'hold-memory') held.push(Buffer.alloc(msg.bytes ?? 0, 1));
+          else armed = msg.fault;
           return Promise.resolve();
         });
         break;

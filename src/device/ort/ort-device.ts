@@ -155,6 +155,14 @@ export interface OrtDeviceOptions {
    * the segment gets a DeviceFailureError "exceeded segmentTimeoutMs N ms".
    */
   readonly segmentTimeoutMs?: number;
+  /**
+   * Largest resident memory of one executor process, MiB [0 = none], in [0, 1048576]. Each
+   * executor reports its RSS with every segment result; above the limit it is killed and
+   * restarted, the segments it was running or had queued fail with a DeviceFailureError naming
+   * the limit, and later ones run on the fresh executor (`executor-handle.ts`). An executor
+   * above the limit right after loading fails `load`.
+   */
+  readonly executorMemoryLimitMb?: number;
   /** Most queries remembered as lost (their next resume gets an error result) [10000]; oldest forgotten first. */
   readonly maxLostQueries?: number;
   /** Most unfinished queries whose state is kept [10000]; beyond that the oldest is evicted (treated as lost). */
@@ -179,6 +187,7 @@ interface ResolvedOptions {
   readonly syntheticCacheBytes: number;
   readonly loadTimeoutMs: number;
   readonly segmentTimeoutMs: number;
+  readonly executorMemoryLimitMb: number;
   readonly maxLostQueries: number;
   readonly maxKeptQueries: number;
   readonly logger: Logger;
@@ -188,6 +197,15 @@ function intOption(name: string, value: number | undefined, fallback: number, mi
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw new RangeError(`OrtDeviceOptions.${name} ${String(value)} must be an integer in [${min}, ${max}]`);
+  }
+  return value;
+}
+
+/** `executorMemoryLimitMb`: a number in [0, 1048576] (MiB; fractions allowed), 0 when absent. */
+function memoryLimitOption(value: number | undefined): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > 1_048_576) {
+    throw new RangeError(`OrtDeviceOptions.executorMemoryLimitMb ${String(value)} must be a number of MiB in [0, 1048576] (0 = no limit)`);
   }
   return value;
 }
@@ -226,6 +244,7 @@ function resolveOptions(o: OrtDeviceOptions): ResolvedOptions {
     syntheticCacheBytes: intOption('syntheticCacheBytes', o.syntheticCacheBytes, DEFAULT_SYNTHETIC_CACHE_BYTES, 0, Number.MAX_SAFE_INTEGER),
     loadTimeoutMs: intOption('loadTimeoutMs', o.loadTimeoutMs, DEFAULT_LOAD_TIMEOUT_MS, 1, MAX_TIMER_MS),
     segmentTimeoutMs: intOption('segmentTimeoutMs', o.segmentTimeoutMs, 0, 0, MAX_TIMER_MS),
+    executorMemoryLimitMb: memoryLimitOption(o.executorMemoryLimitMb),
     maxLostQueries: intOption('maxLostQueries', o.maxLostQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER),
     maxKeptQueries: intOption('maxKeptQueries', o.maxKeptQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER),
     logger: o.logger ?? pino({ enabled: false }),
@@ -347,6 +366,7 @@ export class OrtDevice implements Device {
             preloadIntraOpThreads: this.options.preloadIntraOpThreads,
             loadTimeoutMs: this.options.loadTimeoutMs,
             segmentTimeoutMs: this.options.segmentTimeoutMs,
+            memoryLimitBytes: Math.round(this.options.executorMemoryLimitMb * 1024 * 1024),
             logger: this.log,
           },
           (reason) => this.onStateLost(s.name, reason),
@@ -421,12 +441,38 @@ export class OrtDevice implements Device {
    * 'exit-in-next-segment': the executor process exits after the first operator of the next
    * segment it starts; 'stall-in-next-segment': it hangs there instead (only
    * `segmentTimeoutMs` or `close()` ends it); 'kill': SIGKILL now. The device restarts it.
+   * `{ holdMemoryBytes }`: the executor allocates and keeps that many bytes (a leak; for
+   * `executorMemoryLimitMb` tests), once the messages sent before it are done.
    * @throws RangeError for an unknown service; DeviceFailureError when the executor is down.
    */
   async injectExecutorFault(service: string, fault: ExecutorFault): Promise<void> {
     const handle = this.handles.get(service);
     if (!handle) throw new RangeError(`service '${service}' is not loaded on ${this.id} (loaded: ${this.services.join(', ') || 'none'})`);
     await handle.injectFault(fault);
+  }
+
+  /**
+   * Resident set size of each loaded service's executor process, bytes, as it last reported
+   * (after its load and after each segment: it is not sampled between segments); a service whose
+   * executor is down or (re)starting is absent. See `Device.residentBytes`.
+   */
+  residentBytes(): ReadonlyMap<string, number> {
+    const out = new Map<string, number>();
+    for (const [service, handle] of this.handles) {
+      const rss = handle.rssBytes;
+      if (rss !== undefined) out.set(service, rss);
+    }
+    return out;
+  }
+
+  /**
+   * Executor restarts of a service caused by `executorMemoryLimitMb` since it was (last) loaded.
+   * @throws RangeError for an unknown service.
+   */
+  executorMemoryRestarts(service: string): number {
+    const handle = this.handles.get(service);
+    if (!handle) throw new RangeError(`service '${service}' is not loaded on ${this.id}`);
+    return handle.memoryRestarts;
   }
 
   /**

@@ -65,7 +65,9 @@ export interface ReleaseMessage {
  */
 export interface FaultMessage {
   readonly t: 'fault';
-  readonly fault: 'exit-in-next-segment' | 'stall-in-next-segment';
+  readonly fault: 'exit-in-next-segment' | 'stall-in-next-segment' | 'hold-memory';
+  /** 'hold-memory' only: bytes the child allocates, touches and keeps (a leak, for memory-limit tests). */
+  readonly bytes?: number;
 }
 
 /**
@@ -88,10 +90,11 @@ export interface ProbeMessage {
 export type ParentMessage = LoadMessage | RunMessage | ReleaseMessage | FaultMessage | StatsMessage | ProbeMessage;
 
 export type ChildMessage =
-  | { readonly t: 'loaded' }
+  /** `rssBytes`: the child's resident set size (`process.memoryUsage.rss()`) when it sent the message. */
+  | { readonly t: 'loaded'; readonly rssBytes?: number }
   | { readonly t: 'load-failed'; readonly error: WireError }
-  | { readonly t: 'result'; readonly reqId: number; readonly ok: true; readonly latencyMs: number; readonly outputs?: TensorMap }
-  | { readonly t: 'result'; readonly reqId: number; readonly ok: false; readonly error: WireError }
+  | { readonly t: 'result'; readonly reqId: number; readonly ok: true; readonly latencyMs: number; readonly outputs?: TensorMap; readonly rssBytes?: number }
+  | { readonly t: 'result'; readonly reqId: number; readonly ok: false; readonly error: WireError; readonly rssBytes?: number }
   | { readonly t: 'stats'; readonly reqId: number; readonly keptQueries: readonly string[]; readonly sessionThreads: readonly (readonly number[])[] }
   | { readonly t: 'probe-result'; readonly backends: readonly string[]; readonly error?: string };
 
