@@ -8,7 +8,9 @@
  * [-- --skip-ort]` the device's idle time between groups at saturation, deciding ahead vs only
  * when idle, on sim:a100 and on this CPU, `--only rejection [-- --skip-ort]` how long after its
  * arrival a hopeless query is answered on the wall clock, deciding ahead vs only when idle,
- * `--only serve-overload` how fast `abacus serve` answers 503 under a 10× overload.
+ * `--only serve-overload` how fast `abacus serve` answers 503 under a 10× overload,
+ * `--only event-loop [-- --duration-ms MS]` the server's event-loop delay while four clients
+ * stream 5 MB binary requests.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -22,19 +24,22 @@ import { benchRuntimeSpeed } from './runtime-speed.ts';
 import { benchIdleGap } from './idle-gap.ts';
 import { benchRejection } from './rejection.ts';
 import { benchServeOverload } from './serve-overload.ts';
+import { benchEventLoop } from './event-loop.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload')
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | event-loop')
   .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000)', (v) => Number(v))
   .option('--skip-ort', 'idle-gap, rejection: the sim:a100 rows only')
+  .option('--duration-ms <ms>', 'event-loop: length of the measured phase', (v) => Number(v))
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean }>();
-if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor, runtime, idle-gap, rejection or serve-overload, got '${opts.only}'`);
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; durationMs?: number }>();
+const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'event-loop'];
+if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
 };
@@ -48,6 +53,7 @@ if (opts.only === 'runtime') out['runtimeSpeed'] = await benchRuntimeSpeed({ log
 if (opts.only === 'idle-gap') out['idleGap'] = await benchIdleGap({ log, ...(opts.queries === undefined ? {} : { ortQueries: opts.queries }), ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
 if (opts.only === 'rejection') out['rejection'] = await benchRejection({ log, ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
 if (opts.only === 'serve-overload') out['serveOverload'] = await benchServeOverload({ log });
+if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
@@ -129,6 +135,16 @@ if (opts.json) {
       `abacus serve under 10× overload (sim:a100, wall clock; goal: 503s answered in p99 ≤ 5 ms on the server), load average ${so503.loadAverage1m.toFixed(2)} at the end:\n` +
         `  capacity ${so503.capacityQps.toFixed(0)} q/s, offered ${so503.offeredQps.toFixed(0)} q/s for ${so503.durationMs / 1000} s: ${so503.requests} requests, by status ${JSON.stringify(so503.byStatus)}\n` +
         `  503 on the server: ${f(so503.server503Ms)}\n  503 at the client:  ${f(so503.client503Ms)}\n`,
+    );
+  }
+  const loop = out['eventLoop'] as Awaited<ReturnType<typeof benchEventLoop>> | undefined;
+  if (loop) {
+    const d = (x: { p50: number; p99: number; max: number }): string => `p50 ${x.p50.toFixed(2)} ms, p99 ${x.p99.toFixed(2)} ms, max ${x.max.toFixed(2)} ms`;
+    process.stdout.write(
+      `abacus serve event-loop delay (sim:a100, monitorEventLoopDelay at 1 ms; goal: p99 ≤ 20 ms under load), load average ${loop.loadAverage1m.toFixed(2)} at the end:\n` +
+        `  idle (probe only):                         ${d(loop.idleDelayMs)}\n` +
+        `  ${loop.clients} clients × ${(loop.requestBytes / 1e6).toFixed(1)} MB binary requests, ${loop.durationMs / 1000} s: ${d(loop.loadDelayMs)} (p99 ${loop.p99Ratio.toFixed(2)}× idle)\n` +
+        `  ${loop.requests} requests (${JSON.stringify(loop.byStatus)}), ${loop.receivedMBps.toFixed(0)} MB/s in; GET /v2/health/live under load: p50 ${loop.liveProbeMs.p50.toFixed(2)} ms, p99 ${loop.liveProbeMs.p99.toFixed(2)} ms, max ${loop.liveProbeMs.max.toFixed(2)} ms (${loop.liveProbeMs.n})\n`,
     );
   }
   const pred = out['predictor'] as Awaited<ReturnType<typeof benchPredictor>> | undefined;
