@@ -49,6 +49,7 @@ import { ServeError, type InferenceBackend, type ServeErrorCode } from '../infer
 import type { ServeMetrics } from '../metrics.ts';
 import { decodeInferBody, encodeInferResponse, INFERENCE_HEADER } from './codec.ts';
 import { compressionHook, type CompressionOptions } from './compress.ts';
+import { readBody } from './body.ts';
 
 /**
  * HTTP status of each `ServeErrorCode` (docs/serving.md "Status codes").
@@ -150,7 +151,13 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     }
   });
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+  // read into one buffer placed for the binary part (`body.ts`): no whole-body concatenation on the loop
+  app.addContentTypeParser('*', (request, payload, done) => {
+    readBody(payload, request.headers, maxBodyBytes).then(
+      (body) => done(null, body),
+      (err: Error) => done(err, undefined),
+    );
+  });
 
   const closing = options.closing ?? (() => false);
   app.addHook('onRequest', (request, reply, done) => {

@@ -82,24 +82,39 @@ export function negotiateEncoding(header: string | undefined): ResponseEncoding 
  * that already carry a `Content-Encoding`, streams and empty bodies pass unchanged.
  * @throws RangeError for a `level` outside [0, 9] or a negative / non-integer `minBytes`.
  */
-export function compressionHook(options: CompressionOptions = {}): (request: FastifyRequest, reply: FastifyReply, payload: unknown) => Promise<unknown> {
+export function compressionHook(options: CompressionOptions = {}): (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: Error | null, payload?: unknown) => void) => void {
   const minBytes = options.minBytes ?? DEFAULT_COMPRESS_MIN_BYTES;
   const level = options.level ?? constants.Z_BEST_SPEED;
   if (!Number.isSafeInteger(minBytes) || minBytes < 0) throw new RangeError(`compression minBytes must be an integer ≥ 0, got ${minBytes}`);
   if (!Number.isInteger(level) || level < 0 || level > 9) throw new RangeError(`compression level must be an integer in [0, 9], got ${level}`);
-  return async (request, reply, payload) => {
-    if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return payload;
-    if (reply.getHeader('content-encoding') !== undefined) return payload;
-    const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
-    if (body.byteLength < Math.max(minBytes, 1)) return payload;
+  // A callback hook, answered synchronously when nothing is compressed: an async hook would
+  // defer every answer by a tick (and let a pipelined request's parse error overtake it).
+  return (request, reply, payload, done) => {
+    if ((typeof payload !== 'string' && !Buffer.isBuffer(payload)) || reply.getHeader('content-encoding') !== undefined) {
+      done(null, payload);
+      return;
+    }
+    const size = typeof payload === 'string' ? Buffer.byteLength(payload, 'utf8') : payload.byteLength;
+    if (size < Math.max(minBytes, 1)) {
+      done(null, payload);
+      return;
+    }
     void reply.header('vary', varyWith(reply.getHeader('vary')));
     const accept = request.headers['accept-encoding'];
     const encoding = negotiateEncoding(Array.isArray(accept) ? accept.join(',') : accept);
-    if (encoding === undefined) return payload;
-    const compressed = encoding === 'gzip' ? await gzipAsync(body, { level }) : await deflateAsync(body, { level });
-    void reply.header('content-encoding', encoding);
-    void reply.removeHeader('content-length');
-    return compressed;
+    if (encoding === undefined) {
+      done(null, payload);
+      return;
+    }
+    const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
+    (encoding === 'gzip' ? gzipAsync(body, { level }) : deflateAsync(body, { level })).then(
+      (compressed) => {
+        void reply.header('content-encoding', encoding);
+        void reply.removeHeader('content-length');
+        done(null, compressed);
+      },
+      (err: Error) => done(err),
+    );
   };
 }
 
