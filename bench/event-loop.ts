@@ -13,12 +13,18 @@
  * that GETs `/v2/health/live` every 20 ms.
  *
  * Measured on the server's loop with `monitorEventLoopDelay({ resolution: 1 })` (values
- * include the 1 ms sampling interval): first `idleMs` with only the probe (baseline), then
- * `durationMs` under the four streams. Reported: p50 / p99 / max delay of both phases and
- * their p99 ratio, requests answered and MB/s received, the probe's p99, and the load average
- * (other processes on the machine show up in both phases alike).
+ * include the 1 ms sampling interval), in three phases: `idleMs` with only the probe; then,
+ * as the baseline, `durationMs` of the same four streams sent to a bare `node:http` server in
+ * this process that drains each body and answers `{}` (the least any Node server does with
+ * these bytes: the machine's share of the delay — CPU contention from other processes, the
+ * kernel's socket work, the clients' worker — shows up there too); then `durationMs` against
+ * abacus serve. Reported: p50 / p99 / max delay of each phase, abacus ÷ drain p99 (the
+ * server's own share), requests answered and MB/s received, the live probe's latency under
+ * load, and the load average.
  */
 import fs from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -34,8 +40,11 @@ export interface EventLoopResult {
   readonly requestBytes: number;
   readonly durationMs: number;
   readonly idleDelayMs: Delay;
+  /** The same streams against a bare node:http server that drains the bodies (baseline). */
+  readonly drainDelayMs: Delay;
+  readonly drainMBps: number;
   readonly loadDelayMs: Delay;
-  /** p99 under load ÷ p99 idle. */
+  /** p99 against abacus serve ÷ p99 against the bare drain server. */
   readonly p99Ratio: number;
   readonly requests: number;
   readonly byStatus: Readonly<Record<string, number>>;
@@ -101,6 +110,23 @@ function quantiles(xs: readonly number[]): { p50: number; p99: number; max: numb
   return { p50: at(50), p99: at(99), max: at(100), n: s.length };
 }
 
+/** A bare node:http server on a free loopback port: drains every body, answers `{}`. */
+async function drainServer(): Promise<{ base: string; close: () => Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
 async function phase(base: string, mode: 'idle' | 'load', clients: number, durationMs: number): Promise<{ delay: Delay; report: WorkerReport }> {
   const headerJson = JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [BATCH, 3, 224, 224], parameters: { binary_data_size: BATCH * IMAGE * 4 } }] });
   const h = monitorEventLoopDelay({ resolution: 1 });
@@ -135,8 +161,15 @@ export async function benchEventLoop(opts: { log?: (s: string) => void; duration
     const server = await startServer({ backend, openEngine, logger, metrics, host: '127.0.0.1', httpPort: 0 });
     try {
       await server.ready;
-      log(`event loop: idle ${idleMs / 1000} s (probe only), then ${clients} clients streaming ${((BATCH * IMAGE * 4) / 1e6).toFixed(1)} MB requests for ${durationMs / 1000} s …\n`);
+      log(`event loop: idle ${idleMs / 1000} s (probe only), then (to a bare drain server, then to abacus serve) ${clients} clients streaming ${((BATCH * IMAGE * 4) / 1e6).toFixed(1)} MB requests for ${durationMs / 1000} s …\n`);
       const idle = await phase(server.httpUrl, 'idle', clients, idleMs);
+      const bare = await drainServer();
+      let drain: Awaited<ReturnType<typeof phase>>;
+      try {
+        drain = await phase(bare.base, 'load', clients, durationMs);
+      } finally {
+        await bare.close();
+      }
       const load = await phase(server.httpUrl, 'load', clients, durationMs);
       const byStatus: Record<string, number> = {};
       for (const r of load.report.results) byStatus[r.status] = (byStatus[r.status] ?? 0) + 1;
@@ -147,8 +180,10 @@ export async function benchEventLoop(opts: { log?: (s: string) => void; duration
         requestBytes: load.report.bodyBytes,
         durationMs,
         idleDelayMs: idle.delay,
+        drainDelayMs: drain.delay,
+        drainMBps: (drain.report.results.length * drain.report.bodyBytes) / 1e6 / (durationMs / 1000),
         loadDelayMs: load.delay,
-        p99Ratio: load.delay.p99 / idle.delay.p99,
+        p99Ratio: load.delay.p99 / drain.delay.p99,
         requests: load.report.results.length,
         byStatus,
         receivedMBps: (load.report.results.length * load.report.bodyBytes) / 1e6 / (durationMs / 1000),

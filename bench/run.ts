@@ -143,7 +143,8 @@ if (opts.json) {
     process.stdout.write(
       `abacus serve event-loop delay (sim:a100, monitorEventLoopDelay at 1 ms; goal: p99 ≤ 20 ms under load), load average ${loop.loadAverage1m.toFixed(2)} at the end:\n` +
         `  idle (probe only):                         ${d(loop.idleDelayMs)}\n` +
-        `  ${loop.clients} clients × ${(loop.requestBytes / 1e6).toFixed(1)} MB binary requests, ${loop.durationMs / 1000} s: ${d(loop.loadDelayMs)} (p99 ${loop.p99Ratio.toFixed(2)}× idle)\n` +
+        `  ${loop.clients} clients × ${(loop.requestBytes / 1e6).toFixed(1)} MB to a bare node:http drain (baseline), ${loop.durationMs / 1000} s: ${d(loop.drainDelayMs)}, ${loop.drainMBps.toFixed(0)} MB/s in\n` +
+        `  the same to abacus serve, ${loop.durationMs / 1000} s: ${d(loop.loadDelayMs)} (p99 ${loop.p99Ratio.toFixed(2)}× the drain's)\n` +
         `  ${loop.requests} requests (${JSON.stringify(loop.byStatus)}), ${loop.receivedMBps.toFixed(0)} MB/s in; GET /v2/health/live under load: p50 ${loop.liveProbeMs.p50.toFixed(2)} ms, p99 ${loop.liveProbeMs.p99.toFixed(2)} ms, max ${loop.liveProbeMs.max.toFixed(2)} ms (${loop.liveProbeMs.n})\n`,
     );
   }
