@@ -49,7 +49,7 @@ import { ServeError, type InferenceBackend, type ServeErrorCode } from '../infer
 import type { ServeMetrics } from '../metrics.ts';
 import { decodeInferBody, encodeInferResponse, INFERENCE_HEADER } from './codec.ts';
 import { compressionHook, type CompressionOptions } from './compress.ts';
-import { readBody } from './body.ts';
+import { BodyPool, readBody } from './body.ts';
 
 /**
  * HTTP status of each `ServeErrorCode` (docs/serving.md "Status codes").
@@ -93,6 +93,11 @@ export interface HttpAppOptions {
   readonly maxBodyBytes?: number;
   /** True while the server shuts down: responses then carry `Connection: close`. */
   readonly closing?: () => boolean;
+  /**
+   * Most bytes of request-body memory kept for reuse between requests (`body.ts` `BodyPool`)
+   * [`DEFAULT_POOL_BYTES` = 64 MiB]; 0 keeps none (every large body is a fresh allocation).
+   */
+  readonly bodyPoolBytes?: number;
   /** Response compression on `Accept-Encoding` (`compress.ts`); `false` turns it off [on, defaults there]. */
   readonly compression?: CompressionOptions | false;
 }
@@ -112,6 +117,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) throw new RangeError(`maxBodyBytes must be an integer ≥ 1, got ${maxBodyBytes}`);
   const prefix = randomBytes(3).toString('hex');
+  const pool = new BodyPool(options.bodyPoolBytes);
   let nextId = 0;
   const logger: FastifyBaseLogger | undefined = options.logger;
   const app = fastify({
@@ -153,7 +159,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   app.removeAllContentTypeParsers();
   // read into one buffer placed for the binary part (`body.ts`): no whole-body concatenation on the loop
   app.addContentTypeParser('*', (request, payload, done) => {
-    readBody(payload, request.headers, maxBodyBytes).then(
+    readBody(payload, request.headers, maxBodyBytes, pool).then(
       (body) => done(null, body),
       (err: Error) => done(err, undefined),
     );
@@ -217,11 +223,20 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     return reply.code(ready ? 200 : 400).send({ name: request.params.name, ready });
   };
   const infer = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
+    const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+    try {
+      return await inferBody(request, reply, body);
+    } finally {
+      // the backend keeps no reference to request data once infer settled (InferRequest docs);
+      // the answer is encoded: the body's memory can serve the next request
+      pool.give(body);
+    }
+  };
+  const inferBody = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply, body: Buffer) => {
     const { name, version } = request.params;
     let decoded;
     try {
       const meta = backend.modelMetadata(name, version);
-      const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const header = request.headers[INFERENCE_HEADER];
       decoded = decodeInferBody(body, Array.isArray(header) ? header.join(',') : header, meta);
     } catch (err) {
