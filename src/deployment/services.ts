@@ -209,7 +209,12 @@ export async function openEnv(
   predictor: Predictor | undefined,
   opts: { virtual: boolean; seed: number; threads?: number; threadRules?: readonly ThreadRule[] },
 ): Promise<ExperimentEnv & { close(): Promise<void> }> {
-  const deviceServices = hosted.services.map((s) => ({ name: s.name, model: hosted.artifacts.get(hosted.config.services.find((c) => c.name === s.name)!.model)! }));
+  // every shape the service serves (batch sizes × sequence lengths): ort warms each up until steady before ready
+  const deviceServices = hosted.services.map((s) => ({
+    name: s.name,
+    model: hosted.artifacts.get(hosted.config.services.find((c) => c.name === s.name)!.model)!,
+    warmupShapes: s.batchSizes.flatMap((batchSize) => (s.seqLens ?? [0]).map((seqLen) => ({ batchSize, seqLen }))),
+  }));
   if (hosted.isSim) {
     return {
       predictor,

@@ -19,6 +19,12 @@ import type { TensorMap } from '../tensor.ts';
 export interface DeviceService {
   readonly name: string;
   readonly model: ModelArtifact;
+  /**
+   * Optional: the shapes serving will run (batch size; sequence length, 0 for models without a
+   * sequence axis). A device may warm up at them before `load` resolves: `device/ort` runs
+   * every operator at each until its latency settles (`OrtDeviceOptions.warmupUntilSteady`).
+   */
+  readonly warmupShapes?: readonly { readonly batchSize: number; readonly seqLen: number }[];
 }
 
 /**

@@ -476,6 +476,8 @@ export class ExecutorHandle {
         operatorPaths: this.cfg.operatorPaths,
         session: this.cfg.session,
         warmupRuns: this.cfg.warmupRuns,
+        warmupShapes: this.cfg.warmupShapes,
+        warmupSettle: this.cfg.warmupSettle,
         syntheticCacheBytes: this.cfg.syntheticCacheBytes,
         preloadIntraOpThreads: this.cfg.preloadIntraOpThreads,
       };
@@ -540,6 +542,12 @@ export class ExecutorHandle {
     switch (m.t) {
       case 'loaded': {
         this.rss = m.rssBytes;
+        if (m.warmup !== undefined && m.warmup.shapes > 0) {
+          const w = m.warmup;
+          const fields = { service: this.cfg.service, shapes: w.shapes, runs: w.runs, unsettled: w.unsettled, skipped: w.skipped, warmupMs: Math.round(w.ms) };
+          if (w.skipped > 0) this.log.warn(fields, 'warm-up budget ran out before every operator was warmed at every serving shape (first requests at those shapes may be slow)');
+          else this.log.info(fields, 'executor warmed up at the serving shapes');
+        }
         const limit = this.cfg.memoryLimitBytes;
         if (limit > 0 && m.rssBytes !== undefined && m.rssBytes > limit) {
           this.loadWaiter?.reject(

@@ -81,7 +81,7 @@ function main(): void {
         enqueue(async () => {
           try {
             executor = await SegmentExecutor.create(msg);
-            send({ t: 'loaded', rssBytes: rssBytes() });
+            send({ t: 'loaded', rssBytes: rssBytes(), ...(executor.warmupReport === undefined ? {} : { warmup: executor.warmupReport }) });
           } catch (err) {
             const error = err instanceof ExecutorLoadError ? err.wire : { code: 'invalid_model' as const, message: describeError(err) };
             send({ t: 'load-failed', error });

@@ -111,7 +111,7 @@ import type { ModelSpec } from '../../model/spec.ts';
 import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from '../device.ts';
 import type { ExecutorFault } from './executor-handle.ts';
 import { ExecutorHandle, probeExecutionProvider } from './executor-handle.ts';
-import type { SessionConfig } from './protocol.ts';
+import type { SessionConfig, WarmupSettle } from './protocol.ts';
 import { QueryBook } from '../query-book.ts';
 import { validateGroup } from '../validate.ts';
 
@@ -142,6 +142,13 @@ export interface OrtDeviceOptions {
   readonly graphOptimizationLevel?: 'disabled' | 'basic' | 'extended' | 'all';
   /** Warm-up runs per operator at load, batch 1, default seq [1]. */
   readonly warmupRuns?: number;
+  /**
+   * After `warmupRuns`, warm every operator at each of a service's `DeviceService.warmupShapes`
+   * until its latency settles: `true` [default] with `DEFAULT_WARMUP_SETTLE`, or some of its
+   * fields, or `false` (no such warm-up). Counts in `loadTimeoutMs`; its `budgetMs` defaults to
+   * half of it (at most 60 s).
+   */
+  readonly warmupUntilSteady?: boolean | Partial<WarmupSettle>;
   /** Per-executor budget of the synthetic-input cache in bytes [268435456 = 256 MiB]; 0 disables it. */
   readonly syntheticCacheBytes?: number;
   /**
@@ -171,6 +178,15 @@ export interface OrtDeviceOptions {
   readonly logger?: Logger;
 }
 
+/**
+ * Settle rule of the warm-up at the serving shapes: three consecutive runs within 25 % of each
+ * other, at most 20 runs per operator and shape. Three because one run agreeing with the one
+ * before can be luck; 25 % because on a shared CPU run-to-run noise alone reaches 10–20 %
+ * (measured: `bench/warm-up.ts`), and the goal is the first requests within 1.5× the steady
+ * median, not a bit-exact steady state.
+ */
+export const DEFAULT_WARMUP_SETTLE: Omit<WarmupSettle, 'budgetMs'> = { window: 3, tolerance: 0.25, maxRuns: 20 };
+
 const DEFAULT_SYNTHETIC_CACHE_BYTES = 256 * 1024 * 1024;
 const DEFAULT_LOAD_TIMEOUT_MS = 120_000;
 const DEFAULT_MAX_QUERIES = 10_000;
@@ -184,6 +200,8 @@ interface ResolvedOptions {
   readonly maxIntraOpThreads: number;
   readonly preloadIntraOpThreads: readonly number[];
   readonly warmupRuns: number;
+  /** undefined: off. */
+  readonly warmupSettle: WarmupSettle | undefined;
   readonly syntheticCacheBytes: number;
   readonly loadTimeoutMs: number;
   readonly segmentTimeoutMs: number;
@@ -208,6 +226,19 @@ function memoryLimitOption(value: number | undefined): number {
     throw new RangeError(`OrtDeviceOptions.executorMemoryLimitMb ${String(value)} must be a number of MiB in [0, 1048576] (0 = no limit)`);
   }
   return value;
+}
+
+/** `warmupUntilSteady` resolved (undefined: off). @throws RangeError / TypeError naming the field. */
+function settleOption(value: boolean | Partial<WarmupSettle> | undefined, loadTimeoutMs: number): WarmupSettle | undefined {
+  if (value === false) return undefined;
+  if (value !== undefined && value !== true && (typeof value !== 'object' || value === null)) throw new TypeError('OrtDeviceOptions.warmupUntilSteady must be a boolean or an object');
+  const given = typeof value === 'object' ? value : {};
+  const window = intOption('warmupUntilSteady.window', given.window, DEFAULT_WARMUP_SETTLE.window, 1, 100);
+  const maxRuns = intOption('warmupUntilSteady.maxRuns', given.maxRuns, DEFAULT_WARMUP_SETTLE.maxRuns, window, 10_000);
+  const budgetMs = intOption('warmupUntilSteady.budgetMs', given.budgetMs, Math.min(60_000, Math.floor(loadTimeoutMs / 2)), 0, MAX_TIMER_MS);
+  const tolerance = given.tolerance ?? DEFAULT_WARMUP_SETTLE.tolerance;
+  if (typeof tolerance !== 'number' || !(tolerance >= 0 && tolerance <= 10)) throw new RangeError(`OrtDeviceOptions.warmupUntilSteady.tolerance ${String(tolerance)} must be a number in [0, 10]`);
+  return { window, tolerance, maxRuns, budgetMs };
 }
 
 /** @throws RangeError / TypeError naming the option and its valid values. */
@@ -241,6 +272,7 @@ function resolveOptions(o: OrtDeviceOptions): ResolvedOptions {
       graphOptimizationLevel: level,
     },
     warmupRuns: intOption('warmupRuns', o.warmupRuns, 1, 0, 100),
+    warmupSettle: settleOption(o.warmupUntilSteady, intOption('loadTimeoutMs', o.loadTimeoutMs, DEFAULT_LOAD_TIMEOUT_MS, 1, MAX_TIMER_MS)),
     syntheticCacheBytes: intOption('syntheticCacheBytes', o.syntheticCacheBytes, DEFAULT_SYNTHETIC_CACHE_BYTES, 0, Number.MAX_SAFE_INTEGER),
     loadTimeoutMs: intOption('loadTimeoutMs', o.loadTimeoutMs, DEFAULT_LOAD_TIMEOUT_MS, 1, MAX_TIMER_MS),
     segmentTimeoutMs: intOption('segmentTimeoutMs', o.segmentTimeoutMs, 0, 0, MAX_TIMER_MS),
@@ -337,6 +369,11 @@ export class OrtDevice implements Device {
       const n = s.model.spec.operators.length;
       if (n === 0) throw new InvalidModelError(`service ${s.name}: model ${s.model.spec.name} has no operators`);
       if (s.model.operatorPaths.length !== n) throw new InvalidModelError(`service ${s.name}: ${s.model.operatorPaths.length} operator files for ${n} operators`);
+      (s.warmupShapes ?? []).forEach((w, j) => {
+        if (!Number.isSafeInteger(w.batchSize) || w.batchSize < 1 || !Number.isSafeInteger(w.seqLen) || w.seqLen < 0) {
+          throw new RangeError(`services[${i}].warmupShapes[${j}] must have an integer batchSize ≥ 1 and seqLen ≥ 0, got ${JSON.stringify(w)}`);
+        }
+      });
     });
     // Reserve the names before the first await, so a concurrent load of the same name fails above.
     for (const name of names) this.reserved.add(name);
@@ -362,6 +399,8 @@ export class OrtDevice implements Device {
             operatorPaths: s.model.operatorPaths,
             session: this.options.session,
             warmupRuns: this.options.warmupRuns,
+            warmupShapes: this.options.warmupSettle === undefined ? [] : (s.warmupShapes ?? []),
+            warmupSettle: this.options.warmupSettle ?? { window: 1, tolerance: 0, maxRuns: 1, budgetMs: 0 },
             syntheticCacheBytes: this.options.syntheticCacheBytes,
             preloadIntraOpThreads: this.options.preloadIntraOpThreads,
             loadTimeoutMs: this.options.loadTimeoutMs,

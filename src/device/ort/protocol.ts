@@ -37,6 +37,13 @@ export interface LoadMessage {
   readonly session: SessionConfig;
   /** Warm-up runs per operator at batch 1, default seq (0 = none). */
   readonly warmupRuns: number;
+  /**
+   * Shapes serving will use (batch size, sequence length; 0 for models without a sequence
+   * axis): after the runs above, every operator runs at each of them until its latency settles
+   * (`WarmupSettle`). Empty: none.
+   */
+  readonly warmupShapes: readonly { readonly batchSize: number; readonly seqLen: number }[];
+  readonly warmupSettle: WarmupSettle;
   /** Byte budget of the synthetic-input cache (0 disables it). */
   readonly syntheticCacheBytes: number;
   /**
@@ -44,6 +51,29 @@ export interface LoadMessage {
    * warmed up at load; other counts a segment names get their sessions on first use.
    */
   readonly preloadIntraOpThreads: readonly number[];
+}
+
+/**
+ * When an operator's warm-up at one shape has settled: its last `window` runs lie within
+ * `tolerance` of each other (max ≤ (1 + tolerance) × min); it stops unsettled after `maxRuns`
+ * runs, and the whole settle phase stops after `budgetMs` (what is not warmed then is logged).
+ */
+export interface WarmupSettle {
+  readonly window: number;
+  readonly tolerance: number;
+  readonly maxRuns: number;
+  readonly budgetMs: number;
+}
+
+/** What the settle phase did (`loaded` message; logged by the parent). */
+export interface WarmupReport {
+  readonly shapes: number;
+  readonly runs: number;
+  /** (operator, shape) pairs that hit `maxRuns` without settling. */
+  readonly unsettled: number;
+  /** Pairs not warmed because `budgetMs` ran out. */
+  readonly skipped: number;
+  readonly ms: number;
 }
 
 /** Parent → child: run operators `[start, end)` of one query (a Segment; the child knows its service). */
@@ -91,7 +121,7 @@ export type ParentMessage = LoadMessage | RunMessage | ReleaseMessage | FaultMes
 
 export type ChildMessage =
   /** `rssBytes`: the child's resident set size (`process.memoryUsage.rss()`) when it sent the message. */
-  | { readonly t: 'loaded'; readonly rssBytes?: number }
+  | { readonly t: 'loaded'; readonly rssBytes?: number; readonly warmup?: WarmupReport }
   | { readonly t: 'load-failed'; readonly error: WireError }
   | { readonly t: 'result'; readonly reqId: number; readonly ok: true; readonly latencyMs: number; readonly outputs?: TensorMap; readonly rssBytes?: number }
   | { readonly t: 'result'; readonly reqId: number; readonly ok: false; readonly error: WireError; readonly rssBytes?: number }
