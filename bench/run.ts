@@ -10,7 +10,9 @@
  * arrival a hopeless query is answered on the wall clock, deciding ahead vs only when idle,
  * `--only serve-overload` how fast `abacus serve` answers 503 under a 10× overload,
  * `--only event-loop [-- --duration-ms MS]` the server's event-loop delay while four clients
- * stream 5 MB binary requests.
+ * stream 5 MB binary requests, `--only warm-up` the first 10 requests after ready ÷ the steady
+ * median on ort, with and without the warm-up at the serving shapes, `--only executor-memory
+ * [-- --queries N]` executor RSS growth over N requests (default 10,000) cycling shapes on ort.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -25,20 +27,22 @@ import { benchIdleGap } from './idle-gap.ts';
 import { benchRejection } from './rejection.ts';
 import { benchServeOverload } from './serve-overload.ts';
 import { benchEventLoop } from './event-loop.ts';
+import { benchWarmUp } from './warm-up.ts';
+import { benchExecutorMemory } from './executor-memory.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | event-loop')
-  .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000)', (v) => Number(v))
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | event-loop | warm-up | executor-memory')
+  .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000); executor-memory: requests (default 10,000)', (v) => Number(v))
   .option('--skip-ort', 'idle-gap, rejection: the sim:a100 rows only')
   .option('--duration-ms <ms>', 'event-loop: length of the measured phase', (v) => Number(v))
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
 const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; durationMs?: number }>();
-const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'event-loop'];
+const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'event-loop', 'warm-up', 'executor-memory'];
 if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
@@ -53,6 +57,8 @@ if (opts.only === 'runtime') out['runtimeSpeed'] = await benchRuntimeSpeed({ log
 if (opts.only === 'idle-gap') out['idleGap'] = await benchIdleGap({ log, ...(opts.queries === undefined ? {} : { ortQueries: opts.queries }), ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
 if (opts.only === 'rejection') out['rejection'] = await benchRejection({ log, ...(opts.skipOrt === true ? { skipOrt: true } : {}) });
 if (opts.only === 'serve-overload') out['serveOverload'] = await benchServeOverload({ log });
+if (opts.only === 'warm-up') out['warmUp'] = await benchWarmUp({ log });
+if (opts.only === 'executor-memory') out['executorMemory'] = await benchExecutorMemory({ log, ...(opts.queries === undefined ? {} : { requests: opts.queries }) });
 if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
@@ -146,6 +152,24 @@ if (opts.json) {
         `  ${loop.clients} clients × ${(loop.requestBytes / 1e6).toFixed(1)} MB to a bare node:http drain (baseline), ${loop.durationMs / 1000} s: ${d(loop.drainDelayMs)}, ${loop.drainMBps.toFixed(0)} MB/s in\n` +
         `  the same to abacus serve, ${loop.durationMs / 1000} s: ${d(loop.loadDelayMs)} (p99 ${loop.p99Ratio.toFixed(2)}× the drain's)\n` +
         `  ${loop.requests} requests (${JSON.stringify(loop.byStatus)}), ${loop.receivedMBps.toFixed(0)} MB/s in; GET /v2/health/live under load: p50 ${loop.liveProbeMs.p50.toFixed(2)} ms, p99 ${loop.liveProbeMs.p99.toFixed(2)} ms, max ${loop.liveProbeMs.max.toFixed(2)} ms (${loop.liveProbeMs.n})\n`,
+    );
+  }
+  const warm = out['warmUp'] as Awaited<ReturnType<typeof benchWarmUp>> | undefined;
+  if (warm) {
+    process.stdout.write(`First 10 requests after ready ÷ steady median at their batch size, ${warm.model} on ort (goal: all ≤ 1.5), load average ${warm.loadAverage1m.toFixed(2)}:\n`);
+    process.stdout.write(
+      formatTable(
+        ['warm-up', 'load → ready s', 'max ratio', 'median ratio', 'compute_ms max ratio', 'compute_ms median ratio', 'first 10 (batch: ratio)'],
+        warm.modes.map((m) => [m.mode === 'baseline' ? 'baseline (batch 1 once)' : 'until steady at every shape', (m.startMs / 1000).toFixed(1), m.maxRatio.toFixed(2), m.medianRatio.toFixed(2), m.maxComputeRatio.toFixed(2), m.medianComputeRatio.toFixed(2), m.first.map((f) => `${f.batch}: ${f.ratio.toFixed(2)}`).join(', ')]),
+      ) + '\n',
+    );
+  }
+  const mem = out['executorMemory'] as Awaited<ReturnType<typeof benchExecutorMemory>> | undefined;
+  if (mem) {
+    process.stdout.write(
+      `Executor RSS over ${mem.requests} requests cycling 9 shapes, ${mem.model} on ort (goal: growth ≤ 10 %), load average ${mem.loadAverage1m.toFixed(2)}:\n` +
+        `  after warm-up ${mem.afterWarmUpMiB.toFixed(1)} MiB, end ${mem.endMiB.toFixed(1)} MiB, max ${mem.maxMiB.toFixed(1)} MiB: growth ${(mem.growth * 100).toFixed(1)} %${mem.failed > 0 ? ` (${mem.failed} requests failed)` : ''}\n` +
+        `  samples (requests: MiB): ${mem.samples.map(([n, m]) => `${n}: ${m.toFixed(1)}`).join(', ')}\n`,
     );
   }
   const pred = out['predictor'] as Awaited<ReturnType<typeof benchPredictor>> | undefined;
