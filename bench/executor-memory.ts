@@ -6,11 +6,14 @@
  * the shape cycling request by request; the executor's RSS (`OrtDevice.residentBytes`: reported
  * by the executor with each result) is sampled after warm-up and every `sampleEvery` requests.
  *
- * Reported: RSS after warm-up, at the end and at its largest, growth end ÷ after-warm-up − 1,
- * with the ORT arena settings as they are (`enableCpuMemArena` / `enableMemPattern`: ORT's
- * defaults, on).
+ * Reported, for ORT's defaults (`enableCpuMemArena` and `enableMemPattern` on) and then with
+ * both off (`OrtDeviceOptions.cpuMemArena` / `memPattern`), each on a fresh executor: RSS after
+ * warm-up, at the end and at its largest, growth end ÷ after-warm-up − 1, the samples, and the
+ * median request latency (what turning the arena off costs).
  */
 import os from 'node:os';
+import { performance } from 'node:perf_hooks';
+import type { OrtDeviceOptions } from '../src/device/ort/index.ts';
 import { openOrtServing, syntheticRequest } from './ort-backend.ts';
 
 const BATCHES = [1, 2, 4];
@@ -19,9 +22,16 @@ const MIB = 1024 * 1024;
 
 export interface ExecutorMemoryResult {
   readonly model: string;
+  readonly loadAverage1m: number;
+  readonly runs: readonly ExecutorMemoryRun[];
+}
+
+export interface ExecutorMemoryRun {
+  readonly settings: 'ort defaults (arena, mem pattern on)' | 'arena and mem pattern off';
+  /** Median end-to-end request latency, ms. */
+  readonly medianMs: number;
   readonly requests: number;
   readonly failed: number;
-  readonly loadAverage1m: number;
   readonly afterWarmUpMiB: number;
   readonly endMiB: number;
   readonly maxMiB: number;
@@ -32,13 +42,20 @@ export interface ExecutorMemoryResult {
 }
 
 export async function benchExecutorMemory(opts: { log?: (s: string) => void; requests?: number; concurrency?: number; sampleEvery?: number } = {}): Promise<ExecutorMemoryResult> {
+  const model = 'bert-small';
+  const runs: ExecutorMemoryRun[] = [];
+  runs.push(await run(model, 'ort defaults (arena, mem pattern on)', {}, opts));
+  runs.push(await run(model, 'arena and mem pattern off', { cpuMemArena: false, memPattern: false }, opts));
+  return { model, loadAverage1m: os.loadavg()[0]!, runs };
+}
+
+async function run(model: string, settings: ExecutorMemoryRun['settings'], deviceOptions: OrtDeviceOptions, opts: { log?: (s: string) => void; requests?: number; concurrency?: number; sampleEvery?: number }): Promise<ExecutorMemoryRun> {
   const log = opts.log ?? (() => undefined);
   const requests = opts.requests ?? 10_000;
   const concurrency = opts.concurrency ?? 4;
   const sampleEvery = opts.sampleEvery ?? 500;
-  const model = 'bert-small';
-  log(`executor memory: ${model} on ort, batch ${BATCHES.join('/')} × seq ${SEQ_LENS.join('/')}, ${requests} requests, ${concurrency} at a time …\n`);
-  const serving = await openOrtServing(model, BATCHES, SEQ_LENS, {});
+  log(`executor memory: ${model} on ort (${settings}), batch ${BATCHES.join('/')} × seq ${SEQ_LENS.join('/')}, ${requests} requests, ${concurrency} at a time …\n`);
+  const serving = await openOrtServing(model, BATCHES, SEQ_LENS, deviceOptions);
   try {
     const rss = (): number => (serving.device.residentBytes().get('m') ?? Number.NaN) / MIB;
     const shapes = BATCHES.flatMap((b) => SEQ_LENS.map((s) => [b, s] as const));
@@ -47,12 +64,15 @@ export async function benchExecutorMemory(opts: { log?: (s: string) => void; req
     let next = 0;
     let done = 0;
     let failed = 0;
+    const latencies: number[] = [];
     const worker = async (): Promise<void> => {
       while (next < requests) {
         const i = next++;
         const [batch, seq] = shapes[i % shapes.length]!;
+        const t0 = performance.now();
         try {
           await serving.backend.infer(syntheticRequest(serving.spec, batch, seq, i));
+          latencies.push(performance.now() - t0);
         } catch {
           failed++;
         }
@@ -65,7 +85,8 @@ export async function benchExecutorMemory(opts: { log?: (s: string) => void; req
     };
     await Promise.all(Array.from({ length: concurrency }, worker));
     const end = rss();
-    return { model, requests, failed, loadAverage1m: os.loadavg()[0]!, afterWarmUpMiB: afterWarmUp, endMiB: end, maxMiB: Math.max(...samples.map((s) => s[1]), end), growth: end / afterWarmUp - 1, samples };
+    latencies.sort((a, b) => a - b);
+    return { settings, medianMs: latencies[Math.floor(latencies.length / 2)] ?? Number.NaN, requests, failed, afterWarmUpMiB: afterWarmUp, endMiB: end, maxMiB: Math.max(...samples.map((s) => s[1]), end), growth: end / afterWarmUp - 1, samples };
   } finally {
     await serving.close();
   }

@@ -166,11 +166,13 @@ if (opts.json) {
   }
   const mem = out['executorMemory'] as Awaited<ReturnType<typeof benchExecutorMemory>> | undefined;
   if (mem) {
-    process.stdout.write(
-      `Executor RSS over ${mem.requests} requests cycling 9 shapes, ${mem.model} on ort (goal: growth ≤ 10 %), load average ${mem.loadAverage1m.toFixed(2)}:\n` +
-        `  after warm-up ${mem.afterWarmUpMiB.toFixed(1)} MiB, end ${mem.endMiB.toFixed(1)} MiB, max ${mem.maxMiB.toFixed(1)} MiB: growth ${(mem.growth * 100).toFixed(1)} %${mem.failed > 0 ? ` (${mem.failed} requests failed)` : ''}\n` +
-        `  samples (requests: MiB): ${mem.samples.map(([n, m]) => `${n}: ${m.toFixed(1)}`).join(', ')}\n`,
-    );
+    process.stdout.write(`Executor RSS over requests cycling 9 shapes after warm-up, ${mem.model} on ort (goal: growth ≤ 10 %), load average ${mem.loadAverage1m.toFixed(2)}:\n`);
+    for (const r of mem.runs) {
+      process.stdout.write(
+        `  ${r.settings}, ${r.requests} requests: after warm-up ${r.afterWarmUpMiB.toFixed(1)} MiB, end ${r.endMiB.toFixed(1)} MiB, max ${r.maxMiB.toFixed(1)} MiB: growth ${(r.growth * 100).toFixed(1)} %; median request ${r.medianMs.toFixed(2)} ms${r.failed > 0 ? ` (${r.failed} requests failed)` : ''}\n` +
+          `    samples (requests: MiB): ${r.samples.map(([n, m]) => `${n}: ${m.toFixed(1)}`).join(', ')}\n`,
+      );
+    }
   }
   const pred = out['predictor'] as Awaited<ReturnType<typeof benchPredictor>> | undefined;
   if (pred) {

@@ -51,6 +51,13 @@ describe('OrtDevice executor memory (onnxruntime-node, cpu)', () => {
     await expect(OrtDevice.create({ executorMemoryLimitMb: Number.NaN })).rejects.toBeInstanceOf(RangeError);
   });
 
+  it('ORT arena and memory pattern can be turned off (the executor still serves); a non-boolean is refused', async () => {
+    await expect(OrtDevice.create({ cpuMemArena: 'no' as unknown as boolean })).rejects.toThrow('OrtDeviceOptions.cpuMemArena must be a boolean');
+    const device = track(await OrtDevice.create({ cpuMemArena: false, memPattern: false }));
+    await device.load([cnn]);
+    okResult((await device.runGroup([seg(cnn, 'no-arena', 0, 4, synth(9))])).segments[0]);
+  });
+
   it('a limit below what the executor needs after loading fails load, naming the limit', async () => {
     const device = track(await OrtDevice.create({ executorMemoryLimitMb: 1, loadTimeoutMs: 120_000 }));
     const p = device.load([cnn]);

@@ -68,6 +68,8 @@ export function sessionOptions(cfg: SessionConfig, intraOpThreads?: number): Inf
     interOpNumThreads: cfg.interOpNumThreads,
     executionMode: 'sequential',
     graphOptimizationLevel: cfg.graphOptimizationLevel,
+    enableCpuMemArena: cfg.cpuMemArena,
+    enableMemPattern: cfg.memPattern,
     // ORT joins nested keys with '.': session.intra_op.allow_spinning (js/node session_options_helper.cc).
     extra: { session: { intra_op: { allow_spinning: spin }, inter_op: { allow_spinning: spin } } },
     logSeverityLevel: 3,

@@ -138,6 +138,13 @@ export interface OrtDeviceOptions {
   readonly interOpNumThreads?: number;
   /** Let ORT pool threads spin while idle [false]; spinning burns the cores co-located services need. */
   readonly spinning?: boolean;
+  /**
+   * ORT's CPU memory arena (`enableCpuMemArena`) [true] and per-shape memory planning
+   * (`enableMemPattern`) [true] for every session. Off trades some speed for memory returned to
+   * the system between runs (`bench/executor-memory.ts` measures the RSS with both settings).
+   */
+  readonly cpuMemArena?: boolean;
+  readonly memPattern?: boolean;
   /** ORT graph optimization level ['all']. */
   readonly graphOptimizationLevel?: 'disabled' | 'basic' | 'extended' | 'all';
   /** Warm-up runs per operator at load, batch 1, default seq [1]. */
@@ -219,6 +226,12 @@ function intOption(name: string, value: number | undefined, fallback: number, mi
   return value;
 }
 
+function boolOption(name: string, value: boolean | undefined, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new TypeError(`OrtDeviceOptions.${name} must be a boolean`);
+  return value;
+}
+
 /** `executorMemoryLimitMb`: a number in [0, 1048576] (MiB; fractions allowed), 0 when absent. */
 function memoryLimitOption(value: number | undefined): number {
   if (value === undefined) return 0;
@@ -270,6 +283,8 @@ function resolveOptions(o: OrtDeviceOptions): ResolvedOptions {
       interOpNumThreads: intOption('interOpNumThreads', o.interOpNumThreads, 1, 0, 1024),
       spinning: o.spinning ?? false,
       graphOptimizationLevel: level,
+      cpuMemArena: boolOption('cpuMemArena', o.cpuMemArena, true),
+      memPattern: boolOption('memPattern', o.memPattern, true),
     },
     warmupRuns: intOption('warmupRuns', o.warmupRuns, 1, 0, 100),
     warmupSettle: settleOption(o.warmupUntilSteady, intOption('loadTimeoutMs', o.loadTimeoutMs, DEFAULT_LOAD_TIMEOUT_MS, 1, MAX_TIMER_MS)),

@@ -20,6 +20,10 @@ export interface SessionConfig {
   /** ORT `session.intra_op.allow_spinning` / `session.inter_op.allow_spinning`. */
   readonly spinning: boolean;
   readonly graphOptimizationLevel: 'disabled' | 'basic' | 'extended' | 'all';
+  /** ORT `enableCpuMemArena` (the CPU allocator's arena; ORT's default: on). */
+  readonly cpuMemArena: boolean;
+  /** ORT `enableMemPattern` (memory planned per input shape; ORT's default: on). */
+  readonly memPattern: boolean;
 }
 
 /** An error as it crosses the channel. */
