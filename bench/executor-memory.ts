@@ -6,10 +6,12 @@
  * the shape cycling request by request; the executor's RSS (`OrtDevice.residentBytes`: reported
  * by the executor with each result) is sampled after warm-up and every `sampleEvery` requests.
  *
- * Reported, for ORT's defaults (`enableCpuMemArena` and `enableMemPattern` on) and then with
- * both off (`OrtDeviceOptions.cpuMemArena` / `memPattern`), each on a fresh executor: RSS after
+ * Reported, each on a fresh executor, for the defaults (a full V8 GC in the executor every 50
+ * segments, `OrtDeviceOptions.gcEverySegments`; ORT's arena and memory pattern on) and for
+ * `gcEverySegments: 0` (the behaviour before: V8 decides when to collect), and with
+ * `arenaOff` also ORT's arena and memory pattern off (`cpuMemArena` / `memPattern`): RSS after
  * warm-up, at the end and at its largest, growth end ÷ after-warm-up − 1, the samples, and the
- * median request latency (what turning the arena off costs).
+ * median request latency (what each setting costs).
  */
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -27,7 +29,7 @@ export interface ExecutorMemoryResult {
 }
 
 export interface ExecutorMemoryRun {
-  readonly settings: 'ort defaults (arena, mem pattern on)' | 'arena and mem pattern off';
+  readonly settings: string;
   /** Median end-to-end request latency, ms. */
   readonly medianMs: number;
   readonly requests: number;
@@ -41,11 +43,12 @@ export interface ExecutorMemoryRun {
   readonly samples: readonly (readonly [number, number])[];
 }
 
-export async function benchExecutorMemory(opts: { log?: (s: string) => void; requests?: number; concurrency?: number; sampleEvery?: number } = {}): Promise<ExecutorMemoryResult> {
+export async function benchExecutorMemory(opts: { log?: (s: string) => void; requests?: number; concurrency?: number; sampleEvery?: number; arenaOff?: boolean } = {}): Promise<ExecutorMemoryResult> {
   const model = 'bert-small';
   const runs: ExecutorMemoryRun[] = [];
-  runs.push(await run(model, 'ort defaults (arena, mem pattern on)', {}, opts));
-  runs.push(await run(model, 'arena and mem pattern off', { cpuMemArena: false, memPattern: false }, opts));
+  runs.push(await run(model, 'defaults (a full GC every 50 segments; ORT arena and mem pattern on)', {}, opts));
+  runs.push(await run(model, 'gcEverySegments 0 (V8 decides: the behaviour before)', { gcEverySegments: 0 }, opts));
+  if (opts.arenaOff === true) runs.push(await run(model, 'ORT arena and mem pattern off, gcEverySegments 0', { cpuMemArena: false, memPattern: false, gcEverySegments: 0 }, opts));
   return { model, loadAverage1m: os.loadavg()[0]!, runs };
 }
 

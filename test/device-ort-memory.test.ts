@@ -53,6 +53,7 @@ describe('OrtDevice executor memory (onnxruntime-node, cpu)', () => {
 
   it('ORT arena and memory pattern can be turned off (the executor still serves); a non-boolean is refused', async () => {
     await expect(OrtDevice.create({ cpuMemArena: 'no' as unknown as boolean })).rejects.toThrow('OrtDeviceOptions.cpuMemArena must be a boolean');
+    await expect(OrtDevice.create({ gcEverySegments: -1 })).rejects.toThrow('OrtDeviceOptions.gcEverySegments -1 must be an integer in [0, 1000000]');
     const device = track(await OrtDevice.create({ cpuMemArena: false, memPattern: false }));
     await device.load([cnn]);
     okResult((await device.runGroup([seg(cnn, 'no-arena', 0, 4, synth(9))])).segments[0]);

@@ -99,7 +99,8 @@ const EXECUTOR_ENTRY = fileURLToPath(new URL('./executor-process.ts', import.met
 export function spawnExecutorProcess(): ChildProcess {
   const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
   return fork(EXECUTOR_ENTRY, [], {
-    execArgv: ['--import', loader],
+    // --expose-gc: the executor collects garbage every `gcEverySegments` segments (protocol.ts)
+    execArgv: ['--import', loader, '--expose-gc'],
     serialization: 'advanced',
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
@@ -477,6 +478,7 @@ export class ExecutorHandle {
         session: this.cfg.session,
         warmupRuns: this.cfg.warmupRuns,
         warmupShapes: this.cfg.warmupShapes,
+        gcEverySegments: this.cfg.gcEverySegments,
         warmupSettle: this.cfg.warmupSettle,
         syntheticCacheBytes: this.cfg.syntheticCacheBytes,
         preloadIntraOpThreads: this.cfg.preloadIntraOpThreads,

@@ -61,6 +61,10 @@ function main(): void {
   /** What 'hold-memory' faults allocated: kept referenced until the process ends. */
   const held: Buffer[] = [];
   const rssBytes = (): number => process.memoryUsage.rss();
+  /** `global.gc` (the child runs with --expose-gc); undefined without the flag. */
+  const gc = (globalThis as { gc?: () => void }).gc;
+  let gcEvery = 0;
+  let segmentsSinceGc = 0;
   let queue: Promise<void> = Promise.resolve();
   const enqueue = (job: () => Promise<void>): void => {
     queue = queue.then(job).catch((err: unknown) => {
@@ -81,6 +85,8 @@ function main(): void {
         enqueue(async () => {
           try {
             executor = await SegmentExecutor.create(msg);
+            gcEvery = msg.gcEverySegments;
+            if (gcEvery > 0) gc?.(); // warm-up's garbage: RSS after load is then the baseline
             send({ t: 'loaded', rssBytes: rssBytes(), ...(executor.warmupReport === undefined ? {} : { warmup: executor.warmupReport }) });
           } catch (err) {
             const error = err instanceof ExecutorLoadError ? err.wire : { code: 'invalid_model' as const, message: describeError(err) };
@@ -99,6 +105,11 @@ function main(): void {
           const hooks = fault ? { afterOperator: () => injectFault(fault) } : {};
           const result = await executor.run(msg, hooks);
           send({ ...result, rssBytes: rssBytes() });
+          // after the result is on its way: the collection delays the next segment, never this one
+          if (gcEvery > 0 && ++segmentsSinceGc >= gcEvery) {
+            segmentsSinceGc = 0;
+            gc?.();
+          }
         });
         break;
       case 'release':
