@@ -66,8 +66,31 @@ function main(): void {
   let gcEvery = 0;
   let segmentsSinceGc = 0;
   let queue: Promise<void> = Promise.resolve();
+  /** Jobs enqueued and not finished (the one running included). */
+  let queued = 0;
+  /**
+   * A due collection runs once the queue is empty: right after a segment's result was sent when
+   * nothing waits, else after the jobs queued behind it (a segment waiting to start is not
+   * delayed by it), at the latest after 4 × gcEvery segments.
+   */
+  const collectIfIdle = (): void => {
+    // under a queue that never empties, collect anyway after 4 × gcEvery segments
+    if (gcEvery > 0 && segmentsSinceGc >= gcEvery && (queued === 0 || segmentsSinceGc >= 4 * gcEvery)) {
+      segmentsSinceGc = 0;
+      gc?.();
+    }
+  };
   const enqueue = (job: () => Promise<void>): void => {
-    queue = queue.then(job).catch((err: unknown) => {
+    queued++;
+    const counted = async (): Promise<void> => {
+      try {
+        await job();
+      } finally {
+        queued--;
+      }
+      collectIfIdle();
+    };
+    queue = queue.then(counted).catch((err: unknown) => {
       // Defensive: jobs report their own errors; anything reaching here is a bug in the executor.
       process.exitCode = 1;
       throw err;
@@ -105,11 +128,7 @@ function main(): void {
           const hooks = fault ? { afterOperator: () => injectFault(fault) } : {};
           const result = await executor.run(msg, hooks);
           send({ ...result, rssBytes: rssBytes() });
-          // after the result is on its way: the collection delays the next segment, never this one
-          if (gcEvery > 0 && ++segmentsSinceGc >= gcEvery) {
-            segmentsSinceGc = 0;
-            gc?.();
-          }
+          segmentsSinceGc++; // collected once idle (collectIfIdle)
         });
         break;
       case 'release':

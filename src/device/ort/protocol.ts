@@ -49,8 +49,8 @@ export interface LoadMessage {
   readonly warmupShapes: readonly { readonly batchSize: number; readonly seqLen: number }[];
   readonly warmupSettle: WarmupSettle;
   /**
-   * Run a full V8 garbage collection after every this many segments (0 = never), and once after
-   * warm-up: ORT output tensors are freed only when the JS objects wrapping them are collected,
+   * Run a full V8 garbage collection after every this many segments (0 = never) — once no
+   * message waits, at the latest after 4 × as many — and once after warm-up: ORT output tensors are freed only when the JS objects wrapping them are collected,
    * which V8 does late for wrappers this small (`bench/executor-memory.ts`). Needs the child
    * started with `--expose-gc` (`ExecutorHandle` does).
    */
