@@ -187,8 +187,10 @@ export class SegmentExecutor {
    * item 7: the first requests after ready within 1.5× the steady median). ORT plans memory
    * and grows its arena per input shape on the first runs at it, so a fixed count at batch 1
    * leaves the other batch sizes cold; here each (operator, shape) runs until its last
-   * `window` latencies lie within `tolerance`, at most `maxRuns` times, within `budgetMs` in
-   * all. Default-thread sessions only.
+   * `window` latencies lie within `tolerance`, at most `maxRuns` times; then a whole query per
+   * shape through `run` (serving's code path) the same way; all within `budgetMs`.
+   * Default-thread sessions only. `unsettled` / `skipped` count (operator, shape) pairs and
+   * whole-query shapes alike.
    * @throws ExecutorLoadError naming the operator and shape when a run fails.
    */
   private async settle(): Promise<WarmupReport> {
@@ -228,6 +230,25 @@ export class SegmentExecutor {
           throw new ExecutorLoadError({ code: 'invalid_model', message: `${this.service}: warm-up of operator ${k} (${op.name}) at batch ${shape.batchSize}${shape.seqLen > 0 ? `, seq ${shape.seqLen}` : ''} failed: ${describeError(err)}` });
         }
       }
+    }
+    // then whole queries at each shape through `run`, the code path serving takes (its JS,
+    // input conversion, chained operator outputs, output copy), until their latency settles too
+    for (const [i, shape] of shapes.entries()) {
+      if (performance.now() - t0 > cfg.budgetMs) {
+        skipped += shapes.length - i;
+        break;
+      }
+      const last: number[] = [];
+      let settled = false;
+      for (let r = 0; r < cfg.maxRuns && !settled; r++) {
+        const result = await this.run({ t: 'run', reqId: 0, queryId: '\u0000warm-up', start: 0, end: this.spec.operators.length, batchSize: shape.batchSize, seqLen: shape.seqLen, input: { kind: 'synthetic', seed: 0 } }); // one cached input per shape
+        if (!result.ok) throw new ExecutorLoadError({ code: 'invalid_model', message: `${this.service}: warm-up query at batch ${shape.batchSize}${shape.seqLen > 0 ? `, seq ${shape.seqLen}` : ''} failed: ${result.error.message}` });
+        last.push(result.latencyMs);
+        runs++;
+        if (last.length > cfg.window) last.shift();
+        settled = last.length === cfg.window && Math.max(...last) <= (1 + cfg.tolerance) * Math.min(...last);
+      }
+      if (!settled) unsettled++;
     }
     return { shapes: shapes.length, runs, unsettled, skipped, ms: performance.now() - t0 };
   }
