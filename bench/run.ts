@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard]`: the foundation
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard|cluster-realtime|event-loop|warm-up|executor-memory]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
  * `--only sim` runs the simulator speed benchmark (issue 3) alone, `--only schedule` the
  * scheduling decision latency (issue 5) alone, `--only predictor [-- --data FILE.csv]` the
@@ -9,7 +9,12 @@
  * when idle, on sim:a100 and on this CPU, `--only rejection [-- --skip-ort]` how long after its
  * arrival a hopeless query is answered on the wall clock, deciding ahead vs only when idle,
  * `--only serve-overload` how fast `abacus serve` answers 503 under a 10× overload, `--only dashboard`
- * the serving throughput with and without an open dashboard stream.
+ * the serving throughput with and without an open dashboard stream,
+ * `--only cluster-realtime` the §7.6 trace through HAProxy to real-time sim nodes,
+ * `--only event-loop [-- --duration-ms MS]` the server's event-loop delay while four clients
+ * stream 5 MB binary requests, `--only warm-up` the first 10 requests after ready ÷ the steady
+ * median on ort, with and without the warm-up at the serving shapes, `--only executor-memory
+ * [-- --queries N]` executor RSS growth over N requests (default 10,000) cycling shapes on ort.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -25,22 +30,27 @@ import { benchRejection } from './rejection.ts';
 import { benchServeOverload } from './serve-overload.ts';
 import { benchDashboard, benchDashboardInProcess } from './dashboard.ts';
 import { benchClusterRealtime } from './cluster-realtime.ts';
+import { benchEventLoop } from './event-loop.ts';
+import { benchWarmUp } from './warm-up.ts';
+import { benchExecutorMemory } from './executor-memory.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | dashboard | cluster-realtime')
-  .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000)', (v) => Number(v))
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | dashboard | cluster-realtime | event-loop | warm-up | executor-memory')
+  .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000); executor-memory: requests (default 10,000)', (v) => Number(v))
   .option('--skip-ort', 'idle-gap, rejection: the sim:a100 rows only')
   .option('--minutes <n>', 'cluster-realtime: trace minutes replayed (default 20)', (v) => Number(v))
   .option('--nodes <n>', 'cluster-realtime: nodes (default 3)', (v) => Number(v))
   .option('--node-qps <x>', 'cluster-realtime: mean offered load per node, queries/s (default 25, at most one node\'s simulated peak)', (v) => Number(v))
+  .option('--duration-ms <ms>', 'event-loop: length of the measured phase', (v) => Number(v))
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number }>();
-if (opts.only !== undefined && !['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime'].includes(opts.only)) program.error(`--only must be split, overlap, sim, schedule, predictor, runtime, idle-gap, rejection, serve-overload, dashboard or cluster-realtime, got '${opts.only}'`);
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number }>();
+const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory'];
+if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
 };
@@ -59,6 +69,9 @@ if (opts.only === 'dashboard') {
   out['dashboard'] = await benchDashboard({ log });
 }
 if (opts.only === 'cluster-realtime') out['clusterRealtime'] = await benchClusterRealtime({ log, ...(opts.minutes === undefined ? {} : { minutes: opts.minutes }), ...(opts.nodes === undefined ? {} : { nodes: opts.nodes }), ...(opts.nodeQps === undefined ? {} : { maxNodeQps: opts.nodeQps }) });
+if (opts.only === 'warm-up') out['warmUp'] = await benchWarmUp({ log });
+if (opts.only === 'executor-memory') out['executorMemory'] = await benchExecutorMemory({ log, ...(opts.queries === undefined ? {} : { requests: opts.queries }) });
+if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
@@ -168,6 +181,37 @@ if (opts.json) {
         formatTable(['run', 'nodes', 'offered', 'goodput q/s', 'violations %', 'p99 ms'], crt.rows.map((r) => [r.run, r.policy, r.offered, r.goodputQps.toFixed(0), (r.violationRatio * 100).toFixed(2), r.p99Ms.toFixed(1)])) +
         `\nabacus ÷ clockwork-style goodput: real time ${crt.ratios.realtime.toFixed(3)}, simulated ${crt.ratios.simulated.toFixed(3)} (16 simulated nodes, whole trace, abacus reproduce cluster: 1.281, docs/reproduction.md)\n`,
     );
+  }
+  const loop = out['eventLoop'] as Awaited<ReturnType<typeof benchEventLoop>> | undefined;
+  if (loop) {
+    const d = (x: { p50: number; p99: number; max: number }): string => `p50 ${x.p50.toFixed(2)} ms, p99 ${x.p99.toFixed(2)} ms, max ${x.max.toFixed(2)} ms`;
+    process.stdout.write(
+      `abacus serve event-loop delay (sim:a100, monitorEventLoopDelay at 1 ms; goal: p99 ≤ 20 ms under load), load average ${loop.loadAverage1m.toFixed(2)} at the end:\n` +
+        `  idle (probe only):                         ${d(loop.idleDelayMs)}\n` +
+        `  ${loop.clients} clients × ${(loop.requestBytes / 1e6).toFixed(1)} MB to a bare node:http drain (baseline), ${loop.durationMs / 1000} s: ${d(loop.drainDelayMs)}, ${loop.drainMBps.toFixed(0)} MB/s in\n` +
+        `  the same to abacus serve, ${loop.durationMs / 1000} s: ${d(loop.loadDelayMs)} (p99 ${loop.p99Ratio.toFixed(2)}× the drain's)\n` +
+        `  ${loop.requests} requests (${JSON.stringify(loop.byStatus)}), ${loop.receivedMBps.toFixed(0)} MB/s in; GET /v2/health/live under load: p50 ${loop.liveProbeMs.p50.toFixed(2)} ms, p99 ${loop.liveProbeMs.p99.toFixed(2)} ms, max ${loop.liveProbeMs.max.toFixed(2)} ms (${loop.liveProbeMs.n})\n`,
+    );
+  }
+  const warm = out['warmUp'] as Awaited<ReturnType<typeof benchWarmUp>> | undefined;
+  if (warm) {
+    process.stdout.write(`First 10 requests after ready ÷ steady median at their batch size, ${warm.model} on ort (goal: all ≤ 1.5), load average ${warm.loadAverage1m.toFixed(2)}:\n`);
+    process.stdout.write(
+      formatTable(
+        ['warm-up', 'load → ready s', 'max ratio', 'median ratio', 'compute_ms max ratio', 'compute_ms median ratio', 'first 10 (batch: ratio)'],
+        warm.modes.map((m) => [m.mode === 'baseline' ? 'baseline (batch 1 once)' : 'until steady at every shape', (m.startMs / 1000).toFixed(1), m.maxRatio.toFixed(2), m.medianRatio.toFixed(2), m.maxComputeRatio.toFixed(2), m.medianComputeRatio.toFixed(2), m.first.map((f) => `${f.batch}: ${f.ratio.toFixed(2)}`).join(', ')]),
+      ) + '\n',
+    );
+  }
+  const mem = out['executorMemory'] as Awaited<ReturnType<typeof benchExecutorMemory>> | undefined;
+  if (mem) {
+    process.stdout.write(`Executor RSS over requests cycling 9 shapes after warm-up, ${mem.model} on ort (goal: growth ≤ 10 %), load average ${mem.loadAverage1m.toFixed(2)}:\n`);
+    for (const r of mem.runs) {
+      process.stdout.write(
+        `  ${r.settings}, ${r.requests} requests: after warm-up ${r.afterWarmUpMiB.toFixed(1)} MiB, end ${r.endMiB.toFixed(1)} MiB, max ${r.maxMiB.toFixed(1)} MiB: growth ${(r.growth * 100).toFixed(1)} %; median request ${r.medianMs.toFixed(2)} ms${r.failed > 0 ? ` (${r.failed} requests failed)` : ''}\n` +
+          `    samples (requests: MiB): ${r.samples.map(([n, m]) => `${n}: ${m.toFixed(1)}`).join(', ')}\n`,
+      );
+    }
   }
   const pred = out['predictor'] as Awaited<ReturnType<typeof benchPredictor>> | undefined;
   if (pred) {

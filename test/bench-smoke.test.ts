@@ -44,3 +44,11 @@ it('overlap reports group, both baselines and ratios', async () => {
   expect(r.soloMs).toHaveLength(2);
   for (const x of [r.groupMs, r.sequentialMs, r.sequentialAllCoresMs, r.ratio, r.ratioVsAllCores, ...r.soloMs]) positive(x);
 });
+
+it('event-loop reports the three phases (sim:a100, short)', async () => {
+  const { benchEventLoop } = await import('../bench/event-loop.ts');
+  const r = await benchEventLoop({ durationMs: 600, idleMs: 200, clients: 2, log: () => undefined });
+  for (const d of [r.idleDelayMs, r.drainDelayMs, r.loadDelayMs]) for (const x of [d.p50, d.p99, d.max]) positive(x);
+  positive(r.requests);
+  expect(Object.keys(r.byStatus)).toEqual(['200']);
+}, 120_000);

@@ -30,10 +30,10 @@ async function runWholeModel(modelPath: string, inputs: TensorMap): Promise<Tens
   const session = await InferenceSession.create(modelPath, { intraOpNumThreads: 1 });
   try {
     const feeds: Record<string, Tensor> = {};
-    for (const [name, t] of Object.entries(inputs)) feeds[name] = new Tensor(t.dataType, t.data as Float32Array, [...t.dims]);
+    for (const [name, t] of Object.entries(inputs)) feeds[name] = new Tensor(t.dataType, t.data, [...t.dims]);
     const out = await session.run(feeds);
     const result: TensorMap = {};
-    for (const [name, t] of Object.entries(out)) result[name] = { dataType: 'float32', dims: [...t.dims], data: t.data as Float32Array };
+    for (const [name, t] of Object.entries(out)) result[name] = { dataType: 'float32', dims: [...t.dims], data: t.data };
     return result;
   } finally {
     await session.release();

@@ -137,6 +137,12 @@ export interface ExperimentJson {
   /** The arrival process with every parameter spelled out (`formatArrivalSpec`): `poisson`, `bursty:onMs=500,offMs=1500,offRatio=0`, … */
   readonly arrivals: string;
   readonly runs: readonly RunJson[];
+  /**
+   * `bench --target` only: how late the load generator sent its queries behind their intended
+   * times, ms (mean, p99, max), and the offered rate it achieved, queries/s. A p99 near the
+   * latencies measured means the client machine, not the server, shaped the result.
+   */
+  readonly generator?: { readonly sendLatenessMs: { readonly mean: number; readonly p99: number; readonly max: number }; readonly offeredQps: number };
 }
 
 /**
@@ -607,11 +613,14 @@ async function runRemoteBenchCommand(ctx: CliContext, opts: ExperimentCliOptions
       const samples = failed.map(([reason]) => result.failureSamples[reason]?.[0]).filter((m) => m !== undefined);
       ctx.err(`warning: ${failed.map(([reason, n]) => `${n} queries failed as ${reason}`).join(', ')} — not QoS misses${samples.length > 0 ? ` (e.g. ${samples.join('; ')})` : ''}\n`);
     }
-    const json: ExperimentJson = { device: target, predictor: 'server', queries: opts.queries, arrivals: formatArrivalSpec(arrivals.spec), runs: [run] };
+    const lateness = result.generator.latenessMs;
+    const generator = { sendLatenessMs: { mean: lateness.mean, p99: lateness.p99, max: lateness.max }, offeredQps: result.generator.offeredQps };
+    const json: ExperimentJson = { device: target, predictor: 'server', queries: opts.queries, arrivals: formatArrivalSpec(arrivals.spec), runs: [run], generator };
     if (opts.json) ctx.out(JSON.stringify(json, null, 2) + '\n');
     else {
       const server = Number.isFinite(result.server.queueMs) ? `; server means: queue ${fmt(result.server.queueMs, 2)} ms, compute ${fmt(result.server.computeMs, 2)} ms, ${fmt(result.server.operatorGroups, 1)} groups per query` : '';
       printRuns(ctx, `${target}, ${services.map((s) => `${s.name} (QoS ${s.qosTargetMs} ms)`).join(' + ')}, ${opts.queries} queries${shape}, latency measured at the client${server}`, services.map((s) => s.name), [run], false);
+      ctx.out(`generator send lateness: mean ${fmt(lateness.mean, 2)} ms, p99 ${fmt(lateness.p99, 2)} ms, max ${fmt(lateness.max, 2)} ms behind the intended send times (offered ${fmt(generator.offeredQps, 1)} queries/s)\n`);
     }
     return json;
   } finally {

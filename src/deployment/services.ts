@@ -10,7 +10,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import type { Clock } from '../clock/clock.ts';
 import { VirtualClock, WallClock } from '../clock/index.ts';
-import type { Device } from '../device/device.ts';
+import type { Device, DeviceService } from '../device/device.ts';
 import { OrtDevice } from '../device/ort/index.ts';
 import { parseSimDeviceId, SimDevice } from '../device/sim/index.ts';
 import { InvalidConfigError } from '../errors.ts';
@@ -225,6 +225,19 @@ export function warnThreadMismatch(ctx: DeploymentContext, predictor: Predictor 
   }
 }
 
+/**
+ * The device service of hosted service `s`: its name, its model's artifact, and every shape it
+ * serves (batch sizes × sequence lengths; `seqLen` 0 for models without a sequence axis), which
+ * `ort` warms up until steady before the service is ready (issue 14, docs/serving.md "Warm-up").
+ */
+export function deviceServiceOf(hosted: Hosted, s: ExperimentService): DeviceService {
+  return {
+    name: s.name,
+    model: hosted.artifacts.get(hosted.config.services.find((c) => c.name === s.name)!.model)!,
+    warmupShapes: s.batchSizes.flatMap((batchSize) => (s.seqLens ?? [0]).map((seqLen) => ({ batchSize, seqLen }))),
+  };
+}
+
 /** An environment for `runExperiment`: a fresh simulated device per run, or one real device for all (exported for `abacus demo`). */
 export async function openEnv(
   hosted: Hosted,
@@ -233,7 +246,7 @@ export async function openEnv(
 ): Promise<ExperimentEnv & { close(): Promise<void> }> {
   // `loadServices: false` (abacus serve): the caller loads each service alone, so that one that fails takes no other down
   const load = opts.loadServices !== false;
-  const deviceServices = hosted.services.map((s) => ({ name: s.name, model: hosted.artifacts.get(hosted.config.services.find((c) => c.name === s.name)!.model)! }));
+  const deviceServices = hosted.services.map((s) => deviceServiceOf(hosted, s));
   if (hosted.isSim) {
     return {
       predictor,
@@ -248,6 +261,7 @@ export async function openEnv(
   }
   const device: Device = await OrtDevice.create({
     intraOpNumThreads: opts.threads ?? 1,
+    ...(hosted.config.executorMemoryLimitMb === undefined ? {} : { executorMemoryLimitMb: hosted.config.executorMemoryLimitMb }),
     // Sessions for every thread count the rules give groups of up to all services, created at load.
     ...threadDeviceOptions(opts.threadRules ?? [], hosted.services.length, os.availableParallelism()),
     logger: createLogger({ defaultLevel: 'warn' }),

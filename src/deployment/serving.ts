@@ -7,10 +7,10 @@
  * (`serve/server.ts` `startServer`).
  */
 import { describeError, InvalidConfigError } from '../errors.ts';
+import type { DeviceService } from '../device/device.ts';
 import type { Logger } from '../log.ts';
 import { ModelRepository } from '../model/repository.ts';
 import { maxQosMsOf, parseServiceConfig, type ServingConfig } from '../runtime/config.ts';
-import type { ModelArtifact } from '../model/artifact.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { parseModelRef } from '../model/catalog.ts';
 import { RecordFeed } from '../runtime/feed.ts';
@@ -20,7 +20,7 @@ import { ServeError } from '../serve/inference.ts';
 import { ServeMetrics } from '../serve/metrics.ts';
 import { formatArrivalSpec } from '../workload/arrival-spec.ts';
 import type { DeploymentContext } from './context.ts';
-import { ensurePredictor, openEnv, resolveServices, type Hosted } from './services.ts';
+import { deviceServiceOf, ensurePredictor, openEnv, resolveServices, type Hosted } from './services.ts';
 
 /** Options of `assembleServing`. */
 export interface ServingOptions {
@@ -80,6 +80,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   }
   const { logger } = options;
   for (const w of config.warnings) logger.warn(w);
+  if (config.device.startsWith('sim') && config.executorMemoryLimitMb !== undefined) logger.warn({ executorMemoryLimitMb: config.executorMemoryLimitMb }, 'executorMemoryLimitMb applies to ort executors; a simulated device has none, so it is ignored');
   if (config.arrivals !== undefined) logger.info({ arrivals: formatArrivalSpec(config.arrivals) }, 'arrivals is read by bench and simulate; serve answers the load its clients send');
   const repo = new ModelRepository(ctx.cacheOptions());
   const hosted = await resolveServices(ctx, repo, config, { batchingByDefault: true });
@@ -99,9 +100,9 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   });
   const metrics = new ServeMetrics({ models: models.map((m) => m.name), qosTargetsMs: models.map((m) => m.qosTargetMs) });
   // the device service of every model the backend may load, by served name (config models now; loaded ones when resolved)
-  const artifacts = new Map(hosted.services.map((s) => [s.name, hosted.artifacts.get(config.services.find((c) => c.name === s.name)!.model)!]));
+  const deviceServices = new Map(hosted.services.map((s) => [s.name, deviceServiceOf(hosted, s)]));
   const modelControl: ModelControl | undefined =
-    options.modelControl === 'explicit' ? { resolve: (name, text) => resolveLoadedModel(ctx, repo, config, hosted.isSim, name, text, artifacts) } : undefined;
+    options.modelControl === 'explicit' ? { resolve: (name, text) => resolveLoadedModel(ctx, repo, config, hosted.isSim, name, text, deviceServices) } : undefined;
   const feed = new RecordFeed((err) => logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'a record observer failed and was removed'));
   const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, ...(modelControl === undefined ? {} : { modelControl }) });
   const openEngine = async (): Promise<BackendEngine> => {
@@ -140,8 +141,9 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
       controller,
       // one model at a time: a model that cannot load takes no other down (RuntimeBackend.start)
       loadModel: async (name: string) => {
-        const model = artifacts.get(name);
-        if (model === undefined) throw new Error(`model '${name}' has no device service (not in the config and not resolved)`);
+        const service = deviceServices.get(name);
+        if (service === undefined) throw new Error(`model '${name}' has no device service (not in the config and not resolved)`);
+        const model = service.model;
         const failed = probeFailures.get(name);
         if (failed !== undefined && !predictor?.models.includes(model.spec.name)) throw new Error(failed);
         if (predictor !== undefined && !predictor.models.includes(model.spec.name)) {
@@ -149,7 +151,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
             `the predictor does not know model '${model.spec.name}' (it scores ${predictor.models.join(', ')}); policy ${config.policy.name} needs a latency prediction for every query: serve it with a predictor trained on it (abacus serve --predictor FILE, or add the service to the config so that one is profiled), or use a policy without a predictor (fcfs, sjf, edf, triton)`,
           );
         }
-        await device.load([{ name, model }]);
+        await device.load([service]);
       },
       unloadModel: async (name: string) => {
         await device.unload?.(name);
@@ -169,10 +171,10 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
  * file's schema (`parseServiceConfig`) and rules (`resolveServices`: batch sizes, sequence
  * lengths, dynamic batching on by default where the model can fuse). The model must be a zoo
  * or imported model NAME already in the model repository (for `ort`: built; nothing is built
- * or written here). Its device service is put in `artifacts` under `name`.
+ * or written here). Its device service is put in `deviceServices` under `name`.
  * @throws ServeError bad_request naming the field (`parameters.config.model: …`).
  */
-async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository, config: ServingConfig, isSim: boolean, name: string, text: string, artifacts: Map<string, ModelArtifact>): Promise<ServedModel> {
+async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository, config: ServingConfig, isSim: boolean, name: string, text: string, deviceServices: Map<string, DeviceService>): Promise<ServedModel> {
   const bad = (detail: string, cause?: unknown): ServeError => new ServeError('bad_request', `load '${name}': ${detail}`, cause === undefined ? undefined : { cause });
   let raw: unknown;
   try {
@@ -214,7 +216,7 @@ async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository,
     throw err;
   }
   const s = hosted.services[0]!;
-  artifacts.set(name, hosted.artifacts.get(service.model)!);
+  deviceServices.set(name, deviceServiceOf(hosted, s));
   return { name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(service), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
 }
 

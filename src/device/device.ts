@@ -19,6 +19,12 @@ import type { TensorMap } from '../tensor.ts';
 export interface DeviceService {
   readonly name: string;
   readonly model: ModelArtifact;
+  /**
+   * Optional: the shapes serving will run (batch size; sequence length, 0 for models without a
+   * sequence axis). A device may warm up at them before `load` resolves: `device/ort` runs
+   * every operator at each until its latency settles (`OrtDeviceOptions.warmupUntilSteady`).
+   */
+  readonly warmupShapes?: readonly { readonly batchSize: number; readonly seqLen: number }[];
 }
 
 /**
@@ -156,6 +162,13 @@ export interface Device {
    * @throws RangeError for a service that is not loaded; DeviceUnavailableError after `close()`.
    */
   unload?(service: string): Promise<void>;
+  /**
+   * Optional: the resident memory, bytes, of the process hosting each loaded service (a
+   * service's executor in `device/ort`), as last measured; services with no live process are
+   * absent. Devices with no per-service process (`device/sim`) leave it out. For gauges
+   * (`abacus_executor_rss_bytes`), not for decisions.
+   */
+  residentBytes?(): ReadonlyMap<string, number>;
   /**
    * Stop executors and free everything, including what a `load` in progress was starting
    * (that `load` rejects with DeviceUnavailableError). Segments still running get

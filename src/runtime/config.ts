@@ -7,6 +7,7 @@
  * device: sim:a100            # sim:<gpu>[…] or ort (ort:cpu)
  * predictor: predictor.json   # optional: trained and cached on first use when absent
  * policy: abacus              # or { name: abacus, ways: 2, slackMs: 5, drop: true }
+ * executorMemoryLimitMb: 512 # ort only, optional: restart an executor whose RSS exceeds this many MiB
  * arrivals: poisson           # bench / simulate: poisson | constant | bursty[:…] | trace:FILE[,…],
  *                             # or { kind: bursty, onMs: 500, offMs: 1500, offRatio: 0 } (workload/arrival-spec.ts)
  * services:
@@ -103,6 +104,7 @@ const configSchema = z.strictObject({
   predictor: z.string().min(1).optional(),
   policy: policySchema.default({ name: 'abacus', params: {} }),
   arrivals: arrivalsSchema.optional(),
+  executorMemoryLimitMb: z.number().positive().max(1_048_576).optional(),
   services: z.array(serviceSchema).min(1),
 });
 
@@ -157,6 +159,12 @@ export interface ServingConfig {
   readonly policy: { readonly name: string; readonly params: Readonly<Record<string, unknown>> };
   /** The load's arrival process for `bench` / `simulate` (absent: Poisson; `--arrivals` overrides it; `serve` ignores it). */
   readonly arrivals?: ArrivalSpec;
+  /**
+   * `ort` devices: largest resident memory of one executor process, MiB; above it the executor
+   * is restarted and its in-flight queries answered `device_failure` (`OrtDeviceOptions`).
+   * Absent: no limit. Simulated devices have no executors and ignore it.
+   */
+  readonly executorMemoryLimitMb?: number;
   readonly services: readonly ServiceConfig[];
   /** Accepted but deprecated spellings, one sentence each naming the field and its new spelling (commands print them). */
   readonly warnings: readonly string[];
@@ -242,7 +250,7 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
       ...(s.inputs === undefined ? {} : { inputs: s.inputs }),
     };
   });
-  return { source, device: c.device, policy, ...(arrivals === undefined ? {} : { arrivals }), services, warnings, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };
+  return { source, device: c.device, policy, ...(arrivals === undefined ? {} : { arrivals }), ...(c.executorMemoryLimitMb === undefined ? {} : { executorMemoryLimitMb: c.executorMemoryLimitMb }), services, warnings, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };
 }
 
 /**

@@ -69,7 +69,11 @@ export interface RuntimeService {
   readonly spec: ModelSpec;
   /** Default QoS target of its queries, ms. */
   readonly qosTargetMs: number;
-  /** Most queries waiting in its queue (≥ 1); more are rejected `overloaded`. */
+  /**
+   * Most queries waiting in its queue (≥ 1); more are rejected `overloaded`. Queries whose segment
+   * is running do not count (a query between two of its segments does), except under a
+   * `launchWhileBusy` policy, whose running queries nothing else bounds.
+   */
   readonly maxQueueLength: number;
   /**
    * Dynamic batching: the controller may fuse up to `maxBatchSize` samples of waiting queries
@@ -175,6 +179,8 @@ interface ServiceState {
   queries: number;
   /** Groups in flight that hold a unit of this service. */
   running: number;
+  /** Queries (of `queries`) in a unit whose segment is running now: `queries − runningQueries` wait. */
+  runningQueries: number;
 }
 
 /** Counters of the runtime since creation. */
@@ -267,7 +273,7 @@ export class ServingRuntime {
     if (!Number.isInteger(s.maxQueueLength) || s.maxQueueLength < 1) throw new RangeError(`ServingRuntime: service '${s.name}' maxQueueLength must be an integer ≥ 1, got ${s.maxQueueLength}`);
     if (s.batching !== undefined) checkBatching(s, s.batching);
     const service = s.batching === undefined ? s : { ...s, batching: Object.freeze({ ...s.batching, preferredBatchSizes: Object.freeze([...s.batching.preferredBatchSizes]) }) };
-    this.services.set(s.name, { service, queue: [], views: [], queries: 0, running: 0 });
+    this.services.set(s.name, { service, queue: [], views: [], queries: 0, running: 0, runningQueries: 0 });
   }
 
   /**
@@ -347,7 +353,11 @@ export class ServingRuntime {
       unit.members.push(p);
       this.byId.set(id, p);
       if (this.closed) return this.finish(p, 'overloaded', 'the runtime is closed');
-      if (state.queries >= state.service.maxQueueLength) return this.finish(p, 'overloaded', `service '${record.service}' has ${state.queries} queries waiting (maxQueueLength ${state.service.maxQueueLength})`);
+      // The limit counts waiting queries, not those whose segment runs now (issue 14): one group
+      // at a time bounds the running ones. A launchWhileBusy policy (overlap-all) bounds nothing
+      // else, so there the running ones count too.
+      const waiting = this.controller.launchWhileBusy ? state.queries : state.queries - state.runningQueries;
+      if (waiting >= state.service.maxQueueLength) return this.finish(p, 'overloaded', `service '${record.service}' has ${waiting} queries waiting (maxQueueLength ${state.service.maxQueueLength})`);
       if (batching !== undefined && inputs !== undefined) {
         try {
           checkInputTensors(`query '${id}'`, spec, inputs, record.batch, seqLen);
@@ -757,6 +767,7 @@ export class ServingRuntime {
       u.inFlight = true;
       u.runEnd = segments[i]!.end;
       u.state.running++;
+      u.state.runningQueries += u.members.length;
       for (const p of u.members) {
         p.record.groups.push(record.index);
         p.record.runBatch ??= u.samples;
@@ -799,6 +810,7 @@ export class ServingRuntime {
       const spec = u.state.service.spec;
       u.inFlight = false;
       u.state.running--;
+      u.state.runningQueries -= u.members.length;
       if (!r.ok) {
         // A fused batch the device refused (a value only it checks, e.g. a token id beyond the
         // vocabulary) may be one member's fault: each member reruns alone from operator 0.
@@ -898,6 +910,7 @@ export class ServingRuntime {
     for (const u of units) {
       u.inFlight = false;
       u.state.running--;
+      u.state.runningQueries -= u.members.length;
       this.rejectUnit(u, reason, `the device refused the group: ${describeError(err)}`);
     }
     this.onGroupEnd?.(record);
@@ -962,6 +975,7 @@ export class ServingRuntime {
     if (i < 0) return;
     u.members.splice(i, 1);
     u.state.queries--;
+    if (u.inFlight) u.state.runningQueries--;
     if (u.members.length > 0) {
       if (u.fused && !u.inFlight) this.refreshView(u);
       return;

@@ -313,7 +313,7 @@ export class RuntimeBackend implements InferenceBackend {
       this.states.set(m.name, { state: 'LOADING', reason: 'the server is starting', unloaded: false });
     }
     this.stats = new ModelStatsRecorder(this.modelNames, MODEL_VERSION);
-    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), refinement: () => this.engine?.controller.refinement });
+    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), refinement: () => this.engine?.controller.refinement, residentBytes: () => this.engine?.device.residentBytes?.() });
   }
 
   /** @throws RangeError for bad QoS / batch settings. */

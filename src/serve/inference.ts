@@ -191,7 +191,14 @@ export interface InferRequestedOutput {
   readonly binaryData?: boolean;
 }
 
-/** One inference request, protocol-neutral. */
+/**
+ * One inference request, protocol-neutral.
+ *
+ * Ownership: raw input bytes (`InferInputData` kind `raw`) may be views of the transport's
+ * buffers, and tensors decoded from them views too (`serve/tensors.ts`), valid until `infer`
+ * settles: the HTTP front end then reuses a large body's memory for the next request
+ * (`http/body.ts`). A backend must not keep a reference to request data after that.
+ */
 export interface InferRequest {
   readonly modelName: string;
   /** Absent or `"1"`; any other version is model_not_found. */

@@ -20,6 +20,7 @@
  * | `abacus_predictor_guard_factor` | gauge | guard | with online refinement on: the factor (≥ 1) the guard multiplies the prediction of an overlapped group by, 1 while calibrated; no series otherwise |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
  * | `abacus_ready` | gauge | | 1 when every service that can load is warmed up (at least one READY) and the server is not shutting down |
+ * | `abacus_executor_rss_bytes` | gauge | model | resident memory of the process executing the model (ort: its executor child, as it reported after its last segment), read at scrape time through the runtime's device (`Device.residentBytes`); no series for a device without such processes (sim) or while the executor restarts |
  * | `process_*`, `nodejs_*` | | | prom-client's default process metrics (RSS, event-loop lag, …) |
  *
  * `model` is a served model name; requests naming no served model count under `model="unknown"`
@@ -138,6 +139,7 @@ export class ServeMetrics {
   private queueDepthOf: (model: string) => number = () => 0;
   private readyOf: () => boolean = () => false;
   private refinementOf: () => RefinementStatus | undefined = () => undefined;
+  private residentOf: () => ReadonlyMap<string, number> | undefined = () => undefined;
   /** End of the latest group interval counted as busy, ms on the backend's clock. */
   private busyUntilMs = Number.NEGATIVE_INFINITY;
   private readonly violations = new SlidingCounts(VIOLATION_WINDOW_S);
@@ -184,6 +186,18 @@ export class ServeMetrics {
       registers,
       collect() {
         this.set(readyOf() ? 1 : 0);
+      },
+    });
+    const residentOf = (): ReadonlyMap<string, number> | undefined => this.residentOf();
+    const modelLabel = (m: string): string => this.modelLabel(m);
+    new Gauge({
+      name: 'abacus_executor_rss_bytes',
+      help: 'Resident memory of the process executing the model (ort: its executor child, after its last segment), bytes; absent for devices without such processes',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [model, bytes] of residentOf() ?? []) this.set({ model: modelLabel(model) }, bytes);
       },
     });
     const refinementOf = (): RefinementStatus | undefined => this.refinementOf();
@@ -254,11 +268,15 @@ export class ServeMetrics {
     return this.models.has(name) ? name : UNKNOWN_MODEL;
   }
 
-  /** Read queue depths (per served model), readiness and, when given, the predictor's online refinement at scrape time. */
-  bind(sources: { queueDepth(model: string): number; ready(): boolean; refinement?(): RefinementStatus | undefined }): void {
+  /**
+   * Read queue depths (per served model), readiness and, when given, the predictor's online
+   * refinement and the executors' resident memory (bytes by served model name) at scrape time.
+   */
+  bind(sources: { queueDepth(model: string): number; ready(): boolean; refinement?(): RefinementStatus | undefined; residentBytes?(): ReadonlyMap<string, number> | undefined }): void {
     this.queueDepthOf = (m) => sources.queueDepth(m);
     this.readyOf = () => sources.ready();
     this.refinementOf = () => sources.refinement?.();
+    this.residentOf = () => sources.residentBytes?.();
   }
 
   /**

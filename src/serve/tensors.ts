@@ -25,7 +25,7 @@
  * Errors are `ServeError('bad_request')` whose message names the model, the input, and the
  * element index or field.
  */
-import type { TensorData, TensorDataType } from '../tensor.ts';
+import type { NumericDataType, TensorData, TensorDataType } from '../tensor.ts';
 import { BYTES_PER_ELEMENT, halfToNumber, zeroTensorData } from '../tensor.ts';
 import { ServeError, type InferInputData, type V2Datatype } from './inference.ts';
 
@@ -267,9 +267,42 @@ function countText(n: number): string {
   return Number.isSafeInteger(n) ? String(n) : 'more than 2^53 elements';
 }
 
+/** A typed array of `n` elements of `dataType` over `bytes` (whose offset is a multiple of the element size). */
+function viewOf(dataType: NumericDataType, bytes: Uint8Array, n: number): Exclude<TensorData, string[]> {
+  const { buffer, byteOffset } = bytes;
+  switch (dataType) {
+    case 'float32':
+      return new Float32Array(buffer, byteOffset, n);
+    case 'float64':
+      return new Float64Array(buffer, byteOffset, n);
+    case 'float16':
+      return new Uint16Array(buffer, byteOffset, n);
+    case 'int64':
+      return new BigInt64Array(buffer, byteOffset, n);
+    case 'int32':
+      return new Int32Array(buffer, byteOffset, n);
+    case 'int8':
+      return new Int8Array(buffer, byteOffset, n);
+    case 'uint8':
+    case 'bool':
+      return new Uint8Array(buffer, byteOffset, n);
+    case 'uint16':
+      return new Uint16Array(buffer, byteOffset, n);
+    case 'int16':
+      return new Int16Array(buffer, byteOffset, n);
+    case 'uint32':
+      return new Uint32Array(buffer, byteOffset, n);
+    case 'uint64':
+      return new BigUint64Array(buffer, byteOffset, n);
+  }
+}
+
 /**
- * Decode one input's data into a fresh typed array of `n` elements of `dataType`, laid out
- * row-major for `dims` (already validated against the model, `n` = their product).
+ * Decode one input's data into a typed array of `n` elements of `dataType`, laid out
+ * row-major for `dims` (already validated against the model, `n` = their product). Raw bytes
+ * whose offset in their buffer is a multiple of the element size are not copied: the result
+ * is a view of them (the caller must not write into it, nor reuse the bytes while it lives);
+ * other data is copied into a fresh array.
  * @throws ServeError bad_request naming the model, the input and the element / byte count.
  */
 export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, dims: readonly number[], n: number, data: InferInputData): TensorData {
@@ -283,8 +316,10 @@ export function decodeInputData(ctx: TensorContext, dataType: TensorDataType, di
         throw bad(ctx, `binary data has ${bytes.byteLength} bytes, but the shape [${dims.join(', ')}] of ${v2Datatype(dataType)} needs ${Number.isSafeInteger(n * size) ? `${n} × ${size} = ${n * size}` : `${countText(n)} × ${size} bytes`}`);
       }
       if (!HOST_IS_LITTLE_ENDIAN && size > 1) throw bad(ctx, 'binary tensor data is little-endian and this host is big-endian: send JSON data');
-      const out = zeroTensorData(dataType, n);
-      rawBytes(out).set(bytes);
+      // aligned bytes are taken as they are (a view, no copy: the event loop stays free of
+      // multi-MB copies; `http/body.ts` aligns the binary part of a request); else copied
+      const out = bytes.byteOffset % size === 0 ? viewOf(dataType, bytes, n) : (zeroTensorData(dataType, n) as Exclude<TensorData, string[]>);
+      if (out.buffer !== bytes.buffer) rawBytes(out).set(bytes);
       if (dataType === 'bool') {
         const b = out as Uint8Array;
         for (let i = 0; i < n; i++) if (b[i]! > 1) throw bad(ctx, `BOOL byte ${i} is ${b[i]}, expected 0 or 1`);

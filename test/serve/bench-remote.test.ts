@@ -117,6 +117,11 @@ describe('abacus bench --target', () => {
     expect(run.services.map((s) => s.service)).toEqual(['resnet50-small', 'bert-small']);
     expect(run.p99Ms).toBeGreaterThanOrEqual(5);
     expect(run.predictorMape).toBeNull();
+    // the generator's send lateness is reported (never negative; max ≥ p99 ≥ 0)
+    const late = json.generator!.sendLatenessMs;
+    expect(late.mean).toBeGreaterThanOrEqual(0);
+    expect(late.max).toBeGreaterThanOrEqual(late.p99);
+    expect(json.generator!.offeredQps).toBeGreaterThan(0);
     // Inputs synthesized from the model specs at the drawn batch sizes; qos_ms sent; seq_len for bert.
     expect(grpcBackend.requests).toHaveLength(24);
     for (const r of grpcBackend.requests) {
@@ -137,6 +142,7 @@ describe('abacus bench --target', () => {
     expect(out).toContain(`${httpUrl}, resnet50-small (QoS 200 ms), 15 queries, latency measured at the client; server means: queue 0.50 ms, compute 2.00 ms, 1.0 groups per query`);
     expect(out).toMatch(/policy\s+rate q\/s\s+violations %\s+late \/ rejected/);
     expect(out).toMatch(/server\s+30\.0\s/);
+    expect(out).toMatch(/^generator send lateness: mean \d+\.\d\d ms, p99 \d+\.\d\d ms, max \d+\.\d\d ms behind the intended send times \(offered \d+\.\d queries\/s\)$/m);
   });
 
   it('rejects in-process flags, a bad URL, and a model the server does not serve', async () => {

@@ -19,6 +19,12 @@
  *   queued behind another segment does not. On expiry the child gets SIGKILL, that segment
  *   fails with "exceeded segmentTimeoutMs N ms", the other queued ones fail naming it, and the
  *   restart path above runs.
+ * - Memory limit: with `memoryLimitBytes > 0`, the resident set size the child reports with each
+ *   result (`rssBytes`) is held against it. Above it, the child gets SIGKILL once that result is
+ *   delivered (that segment succeeded), every other segment it was running or had queued fails
+ *   with a `DeviceFailureError` naming the limit, kept states are lost (`onStateLost`), and the
+ *   restart path below runs: later segments are served by the fresh child. A child already above
+ *   the limit right after loading fails its start (a limit below what the model needs).
  * - Restarts: a failed restart is reported as the error of the segments waiting for it, and
  *   the next `run` tries again. After `MAX_FAILED_RESTARTS` consecutive failed restarts the
  *   handle gives up (state `failed`): every later `run` resolves at once with a
@@ -69,7 +75,9 @@ export type ExecutorFault =
   /** The child blocks its thread (like a hung kernel) after the first operator of the next segment it starts. */
   | 'stall-in-next-segment'
   /** The parent sends SIGKILL to the child now (like an OOM kill); resolves once the death is handled. */
-  | 'kill';
+  | 'kill'
+  /** The child allocates and keeps this many bytes (a leak) when the message reaches the front of its queue. */
+  | { readonly holdMemoryBytes: number };
 
 /** What one executor is started with: its load message plus the parent-side limits. */
 export interface ExecutorConfig extends Omit<LoadMessage, 't'> {
@@ -77,6 +85,8 @@ export interface ExecutorConfig extends Omit<LoadMessage, 't'> {
   readonly loadTimeoutMs: number;
   /** Deadline of one segment from the moment it reaches the front of the child's queue, in ms; 0 = none. */
   readonly segmentTimeoutMs: number;
+  /** Largest resident set size of the child, bytes; above it the child is restarted (see the file docs). 0 = none. */
+  readonly memoryLimitBytes: number;
   readonly logger: Logger;
 }
 
@@ -89,7 +99,8 @@ const EXECUTOR_ENTRY = fileURLToPath(new URL('./executor-process.ts', import.met
 export function spawnExecutorProcess(): ChildProcess {
   const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
   return fork(EXECUTOR_ENTRY, [], {
-    execArgv: ['--import', loader],
+    // --expose-gc: the executor collects garbage every `gcEverySegments` segments (protocol.ts)
+    execArgv: ['--import', loader, '--expose-gc'],
     serialization: 'advanced',
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
@@ -183,6 +194,12 @@ interface DeadlineKill {
   readonly queryId: string;
 }
 
+const MB = 1024 * 1024;
+
+function mb(bytes: number): string {
+  return `${(bytes / MB).toFixed(1)} MB`;
+}
+
 export class ExecutorHandle {
   private child: ChildProcess | undefined;
   private state: 'down' | 'starting' | 'ready' | 'failed' | 'closed' = 'down';
@@ -199,6 +216,10 @@ export class ExecutorHandle {
   private lastRestartError = '';
   private deadline: { readonly reqId: number; readonly timer: NodeJS.Timeout } | undefined;
   private killedForDeadline: DeadlineKill | undefined;
+  /** The RSS above the memory limit for which the parent killed the current child. */
+  private killedForMemory: number | undefined;
+  private rss: number | undefined;
+  private memoryRestartCount = 0;
   private readonly log: Logger;
 
   /**
@@ -215,6 +236,16 @@ export class ExecutorHandle {
   /** Automatic restarts so far (after unexpected exits and segment-timeout kills). */
   get restarts(): number {
     return this.restartCount;
+  }
+
+  /** Restarts so far that the memory limit caused (also counted in `restarts`). */
+  get memoryRestarts(): number {
+    return this.memoryRestartCount;
+  }
+
+  /** Resident set size of the live child, bytes, as it last reported (after load, after each segment); undefined while down or starting. */
+  get rssBytes(): number | undefined {
+    return this.state === 'ready' ? this.rss : undefined;
   }
 
   /** Process id of the live child; undefined while down. */
@@ -347,6 +378,13 @@ export class ExecutorHandle {
     if (this.state === 'starting') await this.start();
     const child = this.child;
     if (this.state !== 'ready' || !child) throw new DeviceFailureError(`executor of service ${this.cfg.service} is not running`);
+    if (typeof fault === 'object') {
+      const bytes = fault.holdMemoryBytes;
+      if (!Number.isSafeInteger(bytes) || bytes < 0) throw new RangeError(`holdMemoryBytes must be an integer ≥ 0, got ${bytes}`);
+      const failure = await sendTo(child, { t: 'fault', fault: 'hold-memory', bytes });
+      if (failure !== undefined) throw new DeviceFailureError(`executor of service ${this.cfg.service} did not take the fault message: ${failure}`);
+      return;
+    }
     if (fault === 'kill') {
       // Resolve once the death has been handled (queries failed, restart begun).
       const gone = new Promise<void>((resolve) => child.once('close', () => resolve()));
@@ -439,6 +477,9 @@ export class ExecutorHandle {
         operatorPaths: this.cfg.operatorPaths,
         session: this.cfg.session,
         warmupRuns: this.cfg.warmupRuns,
+        warmupShapes: this.cfg.warmupShapes,
+        gcEverySegments: this.cfg.gcEverySegments,
+        warmupSettle: this.cfg.warmupSettle,
         syntheticCacheBytes: this.cfg.syntheticCacheBytes,
         preloadIntraOpThreads: this.cfg.preloadIntraOpThreads,
       };
@@ -501,10 +542,23 @@ export class ExecutorHandle {
   private onMessage(child: ChildProcess, m: ChildMessage): void {
     if (child !== this.child) return;
     switch (m.t) {
-      case 'loaded':
-        this.loadWaiter?.resolve();
+      case 'loaded': {
+        this.rss = m.rssBytes;
+        if (m.warmup !== undefined && m.warmup.shapes > 0) {
+          const w = m.warmup;
+          const fields = { service: this.cfg.service, shapes: w.shapes, runs: w.runs, unsettled: w.unsettled, skipped: w.skipped, warmupMs: Math.round(w.ms) };
+          if (w.skipped > 0) this.log.warn(fields, 'warm-up budget ran out before every operator was warmed at every serving shape (first requests at those shapes may be slow)');
+          else this.log.info(fields, 'executor warmed up at the serving shapes');
+        }
+        const limit = this.cfg.memoryLimitBytes;
+        if (limit > 0 && m.rssBytes !== undefined && m.rssBytes > limit) {
+          this.loadWaiter?.reject(
+            new DeviceFailureError(`executor of service ${this.cfg.service} uses ${mb(m.rssBytes)} right after loading, above its memory limit of ${mb(limit)} (executorMemoryLimitMb): raise the limit`),
+          );
+        } else this.loadWaiter?.resolve();
         this.loadWaiter = undefined;
         break;
+      }
       case 'load-failed':
         this.loadWaiter?.reject(fromWire(m.error));
         this.loadWaiter = undefined;
@@ -515,6 +569,7 @@ export class ExecutorHandle {
         this.pending.delete(m.reqId);
         this.armDeadline();
         p.resolve(m.ok ? (m.outputs ? { ok: true, latencyMs: m.latencyMs, outputs: m.outputs } : { ok: true, latencyMs: m.latencyMs }) : { ok: false, error: fromWire(m.error) });
+        if (m.rssBytes !== undefined) this.checkMemory(child, m.rssBytes);
         break;
       }
       case 'stats': {
@@ -528,12 +583,26 @@ export class ExecutorHandle {
     }
   }
 
+  /** Hold a reported RSS against the memory limit; above it, kill the child (see the file docs). */
+  private checkMemory(child: ChildProcess, rssBytes: number): void {
+    this.rss = rssBytes;
+    const limit = this.cfg.memoryLimitBytes;
+    if (limit <= 0 || rssBytes <= limit || this.killedForMemory !== undefined || this.killedForDeadline !== undefined || !isAlive(child)) return;
+    this.killedForMemory = rssBytes;
+    this.log.warn({ service: this.cfg.service, pid: child.pid, rssBytes, memoryLimitBytes: limit, pendingSegments: this.pending.size }, 'executor exceeded its memory limit; killing it (SIGKILL) to restart it');
+    child.kill('SIGKILL');
+  }
+
   private onGone(child: ChildProcess, code: number | null, signal: NodeJS.Signals | null, how: string): void {
     if (child !== this.child) return;
     this.child = undefined;
+    this.rss = undefined;
     this.clearDeadline();
     const killed = this.killedForDeadline;
     this.killedForDeadline = undefined;
+    const memory = this.killedForMemory;
+    this.killedForMemory = undefined;
+    const memoryWhy = memory === undefined ? '' : `its resident memory ${mb(memory)} exceeded the limit of ${mb(this.cfg.memoryLimitBytes)} (executorMemoryLimitMb)`;
     const closed = this.state === 'closed';
     const wasReady = this.state === 'ready';
     const svc = this.cfg.service;
@@ -542,7 +611,7 @@ export class ExecutorHandle {
     if (!closed) {
       this.log.warn(
         { service: svc, pid: child.pid, code, signal, pendingSegments: this.pending.size, segmentTimeout: killed !== undefined, outputTail: this.tail.text() },
-        killed ? `executor killed: query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms` : `executor ended unexpectedly (${how})`,
+        killed ? `executor killed: query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms` : memory !== undefined ? `executor killed: ${memoryWhy}` : `executor ended unexpectedly (${how})`,
       );
     }
     if (this.loadWaiter) {
@@ -562,6 +631,8 @@ export class ExecutorHandle {
         error = new DeviceFailureError(
           `executor of service ${svc} was killed (SIGKILL) while query ${p.queryId} was queued or running, because query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms; the query's state is lost`,
         );
+      } else if (memory !== undefined) {
+        error = new DeviceFailureError(`executor of service ${svc} was killed (SIGKILL) and is restarting while query ${p.queryId} was queued or running: ${memoryWhy}; the query's state is lost`);
       } else error = new DeviceFailureError(`executor of service ${svc} ended (${how}) while running query ${p.queryId}; the query's state is lost${suffix}`);
       p.resolve({ ok: false, error });
     }
@@ -571,9 +642,12 @@ export class ExecutorHandle {
     }
     this.statsWaiters.clear();
     if (closed || !wasReady) return; // a death while starting fails that start (see start())
-    this.onStateLost(killed ? `executor of service ${svc} was killed because query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms` : `executor of service ${svc} ended (${how})`);
+    this.onStateLost(
+      killed ? `executor of service ${svc} was killed because query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms` : memory !== undefined ? `executor of service ${svc} was killed: ${memoryWhy}` : `executor of service ${svc} ended (${how})`,
+    );
     this.state = 'down';
     this.restartCount += 1;
+    if (memory !== undefined) this.memoryRestartCount += 1;
     this.log.warn({ service: svc, restarts: this.restartCount }, 'restarting executor');
     // A failed restart is not lost: the next run() retries and reports it as the segment's error.
     this.start().catch(() => undefined);

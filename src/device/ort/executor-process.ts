@@ -4,6 +4,9 @@
  * strictly one after another in arrival order: two segments of the same service never use
  * the sessions at once, and a `release` takes effect after the runs sent before it.
  *
+ * Every `loaded` and `result` message carries the process's resident set size (`rssBytes`), which
+ * the parent shows as a gauge and holds against its memory limit (`ExecutorHandle`).
+ *
  * The process exits when the parent disconnects (parent gone or device closed), so executors
  * never outlive their device. Protocol: `protocol.ts`.
  */
@@ -30,7 +33,7 @@ async function probe(msg: ProbeMessage): Promise<ChildMessage> {
 }
 
 /** Run an armed fault after the first operator of a segment. */
-function injectFault(fault: FaultMessage['fault']): void {
+function injectFault(fault: Exclude<FaultMessage['fault'], 'hold-memory'>): void {
   switch (fault) {
     case 'exit-in-next-segment':
       process.exit(FAULT_EXIT_CODE);
@@ -54,10 +57,40 @@ function main(): void {
   };
 
   let executor: SegmentExecutor | undefined;
-  let armed: FaultMessage['fault'] | undefined;
+  let armed: Exclude<FaultMessage['fault'], 'hold-memory'> | undefined;
+  /** What 'hold-memory' faults allocated: kept referenced until the process ends. */
+  const held: Buffer[] = [];
+  const rssBytes = (): number => process.memoryUsage.rss();
+  /** `global.gc` (the child runs with --expose-gc); undefined without the flag. */
+  const gc = (globalThis as { gc?: () => void }).gc;
+  let gcEvery = 0;
+  let segmentsSinceGc = 0;
   let queue: Promise<void> = Promise.resolve();
+  /** Jobs enqueued and not finished (the one running included). */
+  let queued = 0;
+  /**
+   * A due collection runs once the queue is empty: right after a segment's result was sent when
+   * nothing waits, else after the jobs queued behind it (a segment waiting to start is not
+   * delayed by it), at the latest after 4 × gcEvery segments.
+   */
+  const collectIfIdle = (): void => {
+    // under a queue that never empties, collect anyway after 4 × gcEvery segments
+    if (gcEvery > 0 && segmentsSinceGc >= gcEvery && (queued === 0 || segmentsSinceGc >= 4 * gcEvery)) {
+      segmentsSinceGc = 0;
+      gc?.();
+    }
+  };
   const enqueue = (job: () => Promise<void>): void => {
-    queue = queue.then(job).catch((err: unknown) => {
+    queued++;
+    const counted = async (): Promise<void> => {
+      try {
+        await job();
+      } finally {
+        queued--;
+      }
+      collectIfIdle();
+    };
+    queue = queue.then(counted).catch((err: unknown) => {
       // Defensive: jobs report their own errors; anything reaching here is a bug in the executor.
       process.exitCode = 1;
       throw err;
@@ -75,7 +108,9 @@ function main(): void {
         enqueue(async () => {
           try {
             executor = await SegmentExecutor.create(msg);
-            send({ t: 'loaded' });
+            gcEvery = msg.gcEverySegments;
+            if (gcEvery > 0) gc?.(); // warm-up's garbage: RSS after load is then the baseline
+            send({ t: 'loaded', rssBytes: rssBytes(), ...(executor.warmupReport === undefined ? {} : { warmup: executor.warmupReport }) });
           } catch (err) {
             const error = err instanceof ExecutorLoadError ? err.wire : { code: 'invalid_model' as const, message: describeError(err) };
             send({ t: 'load-failed', error });
@@ -91,7 +126,9 @@ function main(): void {
           const fault = armed;
           armed = undefined;
           const hooks = fault ? { afterOperator: () => injectFault(fault) } : {};
-          send(await executor.run(msg, hooks));
+          const result = await executor.run(msg, hooks);
+          send({ ...result, rssBytes: rssBytes() });
+          segmentsSinceGc++; // collected once idle (collectIfIdle)
         });
         break;
       case 'release':
@@ -109,7 +146,9 @@ function main(): void {
       case 'fault':
         // Queued like a run, so it arms the first segment sent after it.
         enqueue(() => {
-          armed = msg.fault;
+          // 'hold-memory' acts at once (filled, so every page is resident); the others arm the next segment
+          if (msg.fault === 'hold-memory') held.push(Buffer.alloc(msg.bytes ?? 0, 1));
+          else armed = msg.fault;
           return Promise.resolve();
         });
         break;

@@ -30,7 +30,7 @@ import type { HostTensor, TensorDataType, TensorMap } from '../../tensor.ts';
 import { bytesPerElement, elementCount } from '../../tensor.ts';
 import { describeError } from '../../errors.ts';
 import { resolvedBoundary, tensorSpecIndex } from '../../model/boundary.ts';
-import type { ChildMessage, LoadMessage, RunMessage, SessionConfig, WireError } from './protocol.ts';
+import type { ChildMessage, LoadMessage, RunMessage, SessionConfig, WarmupReport, WireError } from './protocol.ts';
 import { syntheticTensors } from '../../model/synthetic.ts';
 
 /** A load failure with its stable code (`invalid_model` or `device_unavailable`). */
@@ -68,6 +68,8 @@ export function sessionOptions(cfg: SessionConfig, intraOpThreads?: number): Inf
     interOpNumThreads: cfg.interOpNumThreads,
     executionMode: 'sequential',
     graphOptimizationLevel: cfg.graphOptimizationLevel,
+    enableCpuMemArena: cfg.cpuMemArena,
+    enableMemPattern: cfg.memPattern,
     // ORT joins nested keys with '.': session.intra_op.allow_spinning (js/node session_options_helper.cc).
     extra: { session: { intra_op: { allow_spinning: spin }, inter_op: { allow_spinning: spin } } },
     logSeverityLevel: 3,
@@ -186,9 +188,84 @@ export class SegmentExecutor {
   }
 
   /**
+   * Warm every operator up at each of `warmupShapes` until its latency settles (issue 14
+   * item 7: the first requests after ready within 1.5× the steady median). ORT plans memory
+   * and grows its arena per input shape on the first runs at it, so a fixed count at batch 1
+   * leaves the other batch sizes cold; here each (operator, shape) runs until its last
+   * `window` latencies lie within `tolerance`, at most `maxRuns` times; then a whole query per
+   * shape through `run` (serving's code path) the same way; all within `budgetMs`.
+   * Default-thread sessions only. `unsettled` / `skipped` count (operator, shape) pairs and
+   * whole-query shapes alike.
+   * @throws ExecutorLoadError naming the operator and shape when a run fails.
+   */
+  private async settle(): Promise<WarmupReport> {
+    const { warmupShapes: shapes, warmupSettle: cfg } = this.load;
+    const t0 = performance.now();
+    let runs = 0;
+    let unsettled = 0;
+    let skipped = 0;
+    const threads = this.load.session.intraOpNumThreads;
+    for (const [i, shape] of shapes.entries()) {
+      const boundaries = new Map<number, Record<string, Tensor>>();
+      for (const [k, op] of this.spec.operators.entries()) {
+        if (performance.now() - t0 > cfg.budgetMs) {
+          skipped += (shapes.length - i) * this.spec.operators.length - k;
+          return { shapes: shapes.length, runs, unsettled, skipped, ms: performance.now() - t0 };
+        }
+        let feeds = boundaries.get(k);
+        try {
+          if (feeds === undefined) {
+            const specs = resolvedBoundary(this.spec, k, shape.batchSize, shape.seqLen, this.index).filter((t) => op.inputs.some((x) => x.name === t.name));
+            feeds = {};
+            for (const [name, t] of Object.entries(syntheticTensors(specs, k))) feeds[name] = toOrtTensor(t);
+            boundaries.set(k, feeds);
+          }
+          const last: number[] = [];
+          let settled = false;
+          for (let r = 0; r < cfg.maxRuns && !settled; r++) {
+            const s = performance.now();
+            await this.sessions[k]!.get(threads)!.run(feeds);
+            last.push(performance.now() - s);
+            runs++;
+            if (last.length > cfg.window) last.shift();
+            settled = last.length === cfg.window && Math.max(...last) <= (1 + cfg.tolerance) * Math.min(...last);
+          }
+          if (!settled) unsettled++;
+        } catch (err) {
+          throw new ExecutorLoadError({ code: 'invalid_model', message: `${this.service}: warm-up of operator ${k} (${op.name}) at batch ${shape.batchSize}${shape.seqLen > 0 ? `, seq ${shape.seqLen}` : ''} failed: ${describeError(err)}` });
+        }
+      }
+    }
+    // then whole queries at each shape through `run`, the code path serving takes (its JS,
+    // input conversion, chained operator outputs, output copy), until their latency settles too
+    for (const [i, shape] of shapes.entries()) {
+      if (performance.now() - t0 > cfg.budgetMs) {
+        skipped += shapes.length - i;
+        break;
+      }
+      const last: number[] = [];
+      let settled = false;
+      for (let r = 0; r < cfg.maxRuns && !settled; r++) {
+        const result = await this.run({ t: 'run', reqId: 0, queryId: '\u0000warm-up', start: 0, end: this.spec.operators.length, batchSize: shape.batchSize, seqLen: shape.seqLen, input: { kind: 'synthetic', seed: 0 } }); // one cached input per shape
+        if (!result.ok) throw new ExecutorLoadError({ code: 'invalid_model', message: `${this.service}: warm-up query at batch ${shape.batchSize}${shape.seqLen > 0 ? `, seq ${shape.seqLen}` : ''} failed: ${result.error.message}` });
+        last.push(result.latencyMs);
+        runs++;
+        if (last.length > cfg.window) last.shift();
+        settled = last.length === cfg.window && Math.max(...last) <= (1 + cfg.tolerance) * Math.min(...last);
+      }
+      if (!settled) unsettled++;
+    }
+    return { shapes: shapes.length, runs, unsettled, skipped, ms: performance.now() - t0 };
+  }
+
+  /** What the settle phase of `create` did (undefined before it ran). */
+  warmupReport: WarmupReport | undefined;
+
+  /**
    * Create one session per operator (in order), check each session's input/output names
    * against the spec, and warm every operator up `warmupRuns` times at batch 1, default seq;
-   * then the same for each count of `preloadIntraOpThreads`.
+   * then the same for each count of `preloadIntraOpThreads`; then until steady at each of
+   * `warmupShapes` (`settle`).
    * @throws ExecutorLoadError with code `device_unavailable` when the CUDA EP cannot be
    *   created, `invalid_model` for a model that does not load, does not match its spec, or
    *   fails its warm-up run. Sessions created before the failure are released.
@@ -228,6 +305,7 @@ export class SegmentExecutor {
         if (failed !== undefined) throw new ExecutorLoadError({ code: 'invalid_model', message: `${service}: operator ${failed.operator}: ${failed.message}` });
         await executor.warmUp(msg.warmupRuns, threads);
       }
+      executor.warmupReport = await executor.settle();
       return executor;
     } catch (err) {
       if (executor !== undefined) await executor.close();

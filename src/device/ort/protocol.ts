@@ -20,6 +20,10 @@ export interface SessionConfig {
   /** ORT `session.intra_op.allow_spinning` / `session.inter_op.allow_spinning`. */
   readonly spinning: boolean;
   readonly graphOptimizationLevel: 'disabled' | 'basic' | 'extended' | 'all';
+  /** ORT `enableCpuMemArena` (the CPU allocator's arena; ORT's default: on). */
+  readonly cpuMemArena: boolean;
+  /** ORT `enableMemPattern` (memory planned per input shape; ORT's default: on). */
+  readonly memPattern: boolean;
 }
 
 /** An error as it crosses the channel. */
@@ -37,6 +41,20 @@ export interface LoadMessage {
   readonly session: SessionConfig;
   /** Warm-up runs per operator at batch 1, default seq (0 = none). */
   readonly warmupRuns: number;
+  /**
+   * Shapes serving will use (batch size, sequence length; 0 for models without a sequence
+   * axis): after the runs above, every operator runs at each of them until its latency settles
+   * (`WarmupSettle`). Empty: none.
+   */
+  readonly warmupShapes: readonly { readonly batchSize: number; readonly seqLen: number }[];
+  readonly warmupSettle: WarmupSettle;
+  /**
+   * Run a full V8 garbage collection after every this many segments (0 = never) — once no
+   * message waits, at the latest after 4 × as many — and once after warm-up: ORT output tensors are freed only when the JS objects wrapping them are collected,
+   * which V8 does late for wrappers this small (`bench/executor-memory.ts`). Needs the child
+   * started with `--expose-gc` (`ExecutorHandle` does).
+   */
+  readonly gcEverySegments: number;
   /** Byte budget of the synthetic-input cache (0 disables it). */
   readonly syntheticCacheBytes: number;
   /**
@@ -44,6 +62,29 @@ export interface LoadMessage {
    * warmed up at load; other counts a segment names get their sessions on first use.
    */
   readonly preloadIntraOpThreads: readonly number[];
+}
+
+/**
+ * When an operator's warm-up at one shape has settled: its last `window` runs lie within
+ * `tolerance` of each other (max ≤ (1 + tolerance) × min); it stops unsettled after `maxRuns`
+ * runs, and the whole settle phase stops after `budgetMs` (what is not warmed then is logged).
+ */
+export interface WarmupSettle {
+  readonly window: number;
+  readonly tolerance: number;
+  readonly maxRuns: number;
+  readonly budgetMs: number;
+}
+
+/** What the settle phase did (`loaded` message; logged by the parent). */
+export interface WarmupReport {
+  readonly shapes: number;
+  readonly runs: number;
+  /** (operator, shape) pairs that hit `maxRuns` without settling. */
+  readonly unsettled: number;
+  /** Pairs not warmed because `budgetMs` ran out. */
+  readonly skipped: number;
+  readonly ms: number;
 }
 
 /** Parent → child: run operators `[start, end)` of one query (a Segment; the child knows its service). */
@@ -65,7 +106,9 @@ export interface ReleaseMessage {
  */
 export interface FaultMessage {
   readonly t: 'fault';
-  readonly fault: 'exit-in-next-segment' | 'stall-in-next-segment';
+  readonly fault: 'exit-in-next-segment' | 'stall-in-next-segment' | 'hold-memory';
+  /** 'hold-memory' only: bytes the child allocates, touches and keeps (a leak, for memory-limit tests). */
+  readonly bytes?: number;
 }
 
 /**
@@ -88,10 +131,11 @@ export interface ProbeMessage {
 export type ParentMessage = LoadMessage | RunMessage | ReleaseMessage | FaultMessage | StatsMessage | ProbeMessage;
 
 export type ChildMessage =
-  | { readonly t: 'loaded' }
+  /** `rssBytes`: the child's resident set size (`process.memoryUsage.rss()`) when it sent the message. */
+  | { readonly t: 'loaded'; readonly rssBytes?: number; readonly warmup?: WarmupReport }
   | { readonly t: 'load-failed'; readonly error: WireError }
-  | { readonly t: 'result'; readonly reqId: number; readonly ok: true; readonly latencyMs: number; readonly outputs?: TensorMap }
-  | { readonly t: 'result'; readonly reqId: number; readonly ok: false; readonly error: WireError }
+  | { readonly t: 'result'; readonly reqId: number; readonly ok: true; readonly latencyMs: number; readonly outputs?: TensorMap; readonly rssBytes?: number }
+  | { readonly t: 'result'; readonly reqId: number; readonly ok: false; readonly error: WireError; readonly rssBytes?: number }
   | { readonly t: 'stats'; readonly reqId: number; readonly keptQueries: readonly string[]; readonly sessionThreads: readonly (readonly number[])[] }
   | { readonly t: 'probe-result'; readonly backends: readonly string[]; readonly error?: string };
 

@@ -148,7 +148,9 @@ export class HttpInferenceClient implements InferenceClient {
       const signal = this.signal(request.signal);
       response = await fetch(`${this.base}/v2/models/${encodeURIComponent(request.model)}/infer`, {
         method: 'POST',
-        headers,
+        // identity: fetch would otherwise ask for gzip/deflate, and the server compresses
+        // what is asked (tensors compress poorly; tritonclient asks only when told to)
+        headers: { ...headers, 'accept-encoding': 'identity' },
         body: requestBody,
         ...(signal !== undefined ? { signal } : {}),
       });

@@ -21,6 +21,9 @@
  *
  * Request bodies may be compressed (`Content-Encoding: gzip | x-gzip | deflate`; a stream that
  * does not inflate is a 400 saying so, another encoding 415); the body limit counts inflated bytes.
+ * Responses of 1 KiB or more are compressed when the request's `Accept-Encoding` asks for gzip or
+ * deflate (`compress.ts`; `Content-Encoding` and `Vary: Accept-Encoding` set), JSON, binary tensor
+ * data, errors and `/metrics` alike; without the header they are sent as they are.
  *
  * Errors: body `{"error": "..."}` (plus the request's `"id"` when it gave one), `Content-Type:
  * application/json` exactly (every JSON answer: no `charset` parameter); status by
@@ -50,6 +53,8 @@ import type { DashboardHub } from '../dashboard/hub.ts';
 import { registerDashboardRoutes } from '../dashboard/routes.ts';
 import type { ServeMetrics } from '../metrics.ts';
 import { decodeInferBody, encodeInferResponse, INFERENCE_HEADER } from './codec.ts';
+import { compressionHook, type CompressionOptions } from './compress.ts';
+import { BodyPool, readBody } from './body.ts';
 
 /**
  * HTTP status of each `ServeErrorCode` (docs/serving.md "Status codes").
@@ -96,6 +101,13 @@ export interface HttpAppOptions {
   readonly closing?: () => boolean;
   /** The live dashboard's hub: serves `/dashboard` and `/dashboard/events`; absent: no dashboard routes. */
   readonly dashboard?: DashboardHub;
+  /**
+   * Most bytes of request-body memory kept for reuse between requests (`body.ts` `BodyPool`)
+   * [`DEFAULT_POOL_BYTES` = 64 MiB]; 0 keeps none (every large body is a fresh allocation).
+   */
+  readonly bodyPoolBytes?: number;
+  /** Response compression on `Accept-Encoding` (`compress.ts`); `false` turns it off [on, defaults there]. */
+  readonly compression?: CompressionOptions | false;
 }
 
 interface ModelParams {
@@ -113,6 +125,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) throw new RangeError(`maxBodyBytes must be an integer ≥ 1, got ${maxBodyBytes}`);
   const prefix = randomBytes(3).toString('hex');
+  const pool = new BodyPool(options.bodyPoolBytes);
   let nextId = 0;
   const logger: FastifyBaseLogger | undefined = options.logger;
   const app = fastify({
@@ -152,7 +165,13 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     }
   });
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+  // read into one buffer placed for the binary part (`body.ts`): no whole-body concatenation on the loop
+  app.addContentTypeParser('*', (request, payload, done) => {
+    readBody(payload, request.headers, maxBodyBytes, pool).then(
+      (body) => done(null, body),
+      (err: Error) => done(err, undefined),
+    );
+  });
 
   const closing = options.closing ?? (() => false);
   app.addHook('onRequest', (request, reply, done) => {
@@ -167,6 +186,8 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     if (typeof type === 'string' && /^application\/json\s*;\s*charset=utf-8$/i.test(type)) void reply.header('content-type', 'application/json');
     done(null, payload);
   });
+  // after the content-type fix above: hooks run in the order they were added
+  if (options.compression !== false) app.addHook('onSend', compressionHook(options.compression ?? {}));
   app.addHook('onResponse', (request, reply, done) => {
     request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, responseTimeMs: Math.round(reply.elapsedTime * 1000) / 1000 }, 'request completed');
     done();
@@ -210,11 +231,20 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     return reply.code(ready ? 200 : 400).send({ name: request.params.name, ready });
   };
   const infer = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
+    const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+    try {
+      return await inferBody(request, reply, body);
+    } finally {
+      // the backend keeps no reference to request data once infer settled (InferRequest docs);
+      // the answer is encoded: the body's memory can serve the next request
+      pool.give(body);
+    }
+  };
+  const inferBody = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply, body: Buffer) => {
     const { name, version } = request.params;
     let decoded;
     try {
       const meta = backend.modelMetadata(name, version);
-      const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const header = request.headers[INFERENCE_HEADER];
       decoded = decodeInferBody(body, Array.isArray(header) ? header.join(',') : header, meta);
     } catch (err) {
