@@ -40,7 +40,7 @@ describe('device/ort boundaries', () => {
       [3, 8, 8, 8],
       [3, 8, 8, 8],
     ]);
-    expect(resolvedBoundary(bert.spec, 0, 2, 5)[0]).toEqual({ name: 'input_ids', dataType: 'int64', dims: [2, 5] });
+    expect(resolvedBoundary(bert.spec, 0, 2, 5)[0]).toEqual({ name: 'input_ids', dataType: 'int64', dims: [2, 5], domain: { range: [0, 99] } }); // the vocabulary its embedding table implies
     expect(resolvedBoundary(bert.spec, 1, 2, 0)[0]!.dims).toEqual([2, bert.spec.defaultSeqLen, 16]);
   });
 
