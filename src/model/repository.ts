@@ -41,7 +41,7 @@ export const ZOO_BUILD_VERSION = 4;
  * Bump when the importer changes what it emits for the same file (4: Constant nodes folded
  * into initializers, issue 16): old import entries are then not found and are re-imported.
  */
-export const IMPORT_BUILD_VERSION = 4;
+export const IMPORT_BUILD_VERSION = 5;
 
 /** Default cache directory: `<project root>/.cache/models`. */
 export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {

@@ -1,0 +1,145 @@
+/**
+ * Issue 16 §1 and §5: models with several dynamic axes (a detector with dynamic height and width
+ * and stride-4/8 outputs, a text recognizer with a dynamic width and a W/8 output, an NHWC
+ * model) import at N = 1, 4, 8 with each input dim its own symbol and boundary dims written as
+ * expressions of them; the operators in sequence equal the whole model at sizes the probe never
+ * used (H ≠ W). Data-dependent outputs (NonZero, TopK with a dynamic k) import as final outputs
+ * with a `?data` dim; on a boundary they are refused naming the tensor and an operator count
+ * that avoids them.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import * as ort from 'onnxruntime-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DATA_DEPENDENT_DIM, evalDimExpression, resolveShape } from '../src/model/boundary.ts';
+import { importOnnxModel } from '../src/model/onnx/partition.ts';
+import { onnx } from '../src/model/onnx/proto.ts';
+import type { OnnxTypes } from '../src/model/onnx/proto.ts';
+import { compareOutputs, runOnnx, runOperatorsInSequence } from '../src/model/onnx/verify.ts';
+import { detectorModel, nhwcModel, nonZeroModel, recognizerModel, topKModel } from './onnx-axes-fixtures.ts';
+import { boundaryViolations, randomTensor } from './onnx-fixtures.ts';
+
+let dir = '';
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'abacus-onnx-axes-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function save(model: OnnxTypes.ModelProto, name: string): Promise<string> {
+  const file = path.join(dir, `${name}.onnx`);
+  await writeFile(file, onnx.ModelProto.encode(model).finish());
+  return file;
+}
+
+describe('dim expressions', () => {
+  it('evaluates floor division, remainder, parentheses and names with dots (by hand)', () => {
+    const b = new Map([
+      ['height', 67],
+      ['width', 100],
+      ['p2o.DynamicDimension.1', 33],
+      ['batch', 2],
+    ]);
+    expect(evalDimExpression('(height+7)/8', b)).toBe(9); // ⌈67/8⌉
+    expect(evalDimExpression('height/8', b)).toBe(8);
+    expect(evalDimExpression('2*(height/4)*(width/4)', b)).toBe(2 * 16 * 25);
+    expect(evalDimExpression('2*height/4', b)).toBe(33); // left to right: ⌊134/4⌋
+    expect(evalDimExpression('p2o.DynamicDimension.1/2+1', b)).toBe(17);
+    expect(evalDimExpression('-(width/3)+40', b)).toBe(7);
+    expect(evalDimExpression('width%7', b)).toBe(2);
+    expect(evalDimExpression('width/height', b)).toBeUndefined(); // division by a non-constant
+    expect(evalDimExpression('depth+1', b)).toBeUndefined();
+    expect(evalDimExpression('(width', b)).toBeUndefined();
+  });
+});
+
+describe('several dynamic axes', () => {
+  const H = 50;
+  const W = 70;
+  it('a detector with dynamic height and width: each its own symbol, stride-4/8 outputs, N = 1, 4, 8', async () => {
+    const model = detectorModel();
+    const file = await save(model, 'detector');
+    const feeds = { image: randomTensor([2, 3, H, W], 'image') };
+    const expected = await runOnnx(model, feeds);
+    for (const operators of [1, 4, 8]) {
+      const { spec, operatorModels } = await importOnnxModel(file, { operators });
+      expect(spec.dynamicAxes).toEqual({ batch: 'batch', symbols: { height: 64, width: 64 } });
+      expect(spec.inputs[0]!.shape).toEqual(['batch', 3, 'height', 'width']);
+      const byName = new Map(spec.outputs.map((t) => [t.name, t.shape]));
+      expect(byName.get('heat4')).toEqual(['batch', 2, '(height+3)/4', '(width+3)/4']);
+      expect(byName.get('heat8')).toEqual(['batch', 2, '(height+7)/8', '(width+7)/8']);
+      expect(byName.get('flat8')).toEqual(['batch', '2*((height+7)/8)*((width+7)/8)']);
+      expect(spec.operators.reduce((a, op) => a + op.nodeCount, 0)).toBe(model.graph!.node!.length);
+      expect(spec.operators).toHaveLength(operators);
+      expect(boundaryViolations(spec)).toEqual([]);
+      // every boundary resolves at a request's sizes: ⌈50/8⌉ = 7, ⌈70/8⌉ = 9
+      expect(resolveShape(spec, spec.outputs.find((t) => t.name === 'flat8')!, 2, 0, { height: H, width: W })).toEqual([2, 2 * 7 * 9]);
+      const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+      for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${c.name}`).toMatchObject({ ok: true });
+      expect(actual['heat8']!.dims).toEqual([2, 2, 7, 9]);
+    }
+  });
+
+  it('a recognizer with a dynamic width and a W/8 output imports at every N (the width is the sequence axis)', async () => {
+    const model = recognizerModel();
+    const file = await save(model, 'recognizer');
+    const feeds = { image: randomTensor([3, 1, 32, 203], 'image') };
+    const expected = await runOnnx(model, feeds);
+    for (const operators of [1, 4, 8, 9]) {
+      const { spec, operatorModels } = await importOnnxModel(file, { operators });
+      expect(spec.dynamicAxes).toEqual({ batch: 'batch', seq: 'width' });
+      expect(spec.outputs[0]!.shape).toEqual(['batch', '(width+7)/8', 10]);
+      expect(boundaryViolations(spec)).toEqual([]);
+      const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+      for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${c.name}`).toMatchObject({ ok: true });
+      expect(actual['logits']!.dims).toEqual([3, 26, 10]);
+    }
+  });
+
+  it('an NHWC model: height and width in dims 1 and 2', async () => {
+    const model = nhwcModel();
+    const file = await save(model, 'nhwc');
+    const feeds = { image: randomTensor([1, H, W, 3], 'image') };
+    const expected = await runOnnx(model, feeds);
+    for (const operators of [1, 4, 8]) {
+      const { spec, operatorModels } = await importOnnxModel(file, { operators });
+      expect(spec.dynamicAxes.symbols).toEqual({ height: 64, width: 64 });
+      expect(spec.outputs.find((t) => t.name === 'features')!.shape).toEqual(['batch', '(height+3)/4', '(width+3)/4', 8]);
+      expect(boundaryViolations(spec)).toEqual([]);
+      const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+      for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${c.name}`).toMatchObject({ ok: true });
+    }
+  });
+});
+
+describe('data-dependent shapes', () => {
+  it('NonZero as a final output: imported with a ?data dim; across a boundary it is refused naming the tensor and a count that avoids it', async () => {
+    const model = nonZeroModel();
+    const file = await save(model, 'nonzero');
+    const { spec, operatorModels } = await importOnnxModel(file, { operators: 2 });
+    expect(spec.outputs.find((t) => t.name === 'found')!.shape).toEqual([DATA_DEPENDENT_DIM, 2]);
+    const feeds = { x: randomTensor([2, 8], 'x') };
+    const expected = await runOnnx(model, feeds);
+    const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+    for (const c of compareOutputs(expected, actual, 0)) expect(c, c.name).toMatchObject({ ok: true });
+    expect(actual['found']!.dims[0]).toBeGreaterThan(0);
+    const refused = await importOnnxModel(file, { operators: 5 }).catch((e: unknown) => e);
+    expect(String(refused)).toMatch(/tensor '.+' would cross an operator boundary, but its size depends on the data .*import with --operators [1-4] /);
+  });
+
+  it('TopK with a dynamic k: the k dim is data-dependent, the batch dim is not', async () => {
+    const model = topKModel();
+    const file = await save(model, 'topk');
+    const { spec, operatorModels } = await importOnnxModel(file, { operators: 1 });
+    expect(spec.outputs.map((t) => t.shape)).toEqual([
+      ['batch', DATA_DEPENDENT_DIM],
+      ['batch', DATA_DEPENDENT_DIM],
+    ]);
+    const feeds = { x: randomTensor([2, 16], 'x'), k: new ort.Tensor('int64', BigInt64Array.from([5n]), [1]) };
+    const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+    expect(actual['scores']!.dims).toEqual([2, 5]);
+    await expect(importOnnxModel(file, { operators: 3 })).rejects.toThrow(/tensor 'values' would cross an operator boundary.*--operators 2 /s);
+  });
+});
