@@ -67,15 +67,18 @@ export function recognizerModel(): OnnxTypes.ModelProto {
 }
 
 /**
- * image [batch, height, width, 3] (NHWC) → Transpose to NCHW → two stride-2 convolutions →
- * Transpose back → features [batch, ⌈H/4⌉, ⌈W/4⌉, 8], and pooled = Sigmoid(ReduceMean over H
- * and W) [batch, 8]. 8 nodes.
+ * image [batch, height, width, 3] (NHWC) · mask [batch, height, width, 1] → Transpose to NCHW →
+ * two stride-2 convolutions → Transpose back → features [batch, ⌈H/4⌉, ⌈W/4⌉, 8], and pooled =
+ * Sigmoid(ReduceMean over H and W) [batch, 8]. 9 nodes; `height` and `width` appear in both
+ * inputs.
  */
 export function nhwcModel(): OnnxTypes.ModelProto {
   const g = new GraphBuilder({ name: 'nhwc', seed: 18 });
   const image = g.input('image', 'float32', ['batch', 'height', 'width', 3]);
+  const mask = g.input('mask', 'float32', ['batch', 'height', 'width', 1]);
   g.beginOperator('all');
-  const [nchw] = g.node('Transpose', [image], [['batch', 3, 'height', 'width']], { attrs: { perm: { ints: [0, 3, 1, 2] } } });
+  const [masked] = g.node('Mul', [image, mask], [['batch', 'height', 'width', 3]]);
+  const [nchw] = g.node('Transpose', [masked!], [['batch', 3, 'height', 'width']], { attrs: { perm: { ints: [0, 3, 1, 2] } } });
   const s2 = relu(g, conv(g, nchw!, 3, 8, 2));
   const s4 = relu(g, conv(g, s2, 8, 8, 2));
   g.node('Transpose', [s4], [['batch', 'h4', 'w4', 8]], { outputs: ['features'], attrs: { perm: { ints: [0, 2, 3, 1] } } });

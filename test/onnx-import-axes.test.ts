@@ -101,7 +101,7 @@ describe('several dynamic axes', () => {
   it('an NHWC model: height and width in dims 1 and 2', async () => {
     const model = nhwcModel();
     const file = await save(model, 'nhwc');
-    const feeds = { image: randomTensor([1, H, W, 3], 'image') };
+    const feeds = { image: randomTensor([1, H, W, 3], 'image'), mask: randomTensor([1, H, W, 1], 'mask') };
     const expected = await runOnnx(model, feeds);
     for (const operators of [1, 4, 8]) {
       const { spec, operatorModels } = await importOnnxModel(file, { operators });

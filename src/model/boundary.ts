@@ -384,10 +384,13 @@ export function resolvedBoundary(spec: ModelSpec, start: number, batch: number, 
  * when they can: every input and output must have the batch axis as dim 0 and nowhere else
  * (not in another dim, not in an expression such as `batch*seq`), so that concatenating inputs
  * on dim 0 and splitting outputs on dim 0 gives each query its own rows. A model with a fixed
- * batch cannot be fused.
+ * batch cannot be fused, nor one with other dynamic axes (`DynamicAxes.symbols`: queries may
+ * differ in them, and the runtime does not compare them).
  */
 export function batchFusionBlocker(spec: ModelSpec): string | undefined {
   const axis = spec.dynamicAxes.batch;
+  const symbols = symbolNames(spec);
+  if (symbols.length > 0) return `${spec.name} has dynamic axes ${symbols.map((n) => `'${n}'`).join(', ')} whose sizes may differ between queries`;
   for (const [kind, tensors] of [['input', spec.inputs], ['output', spec.outputs]] as const) {
     for (const t of tensors) {
       if (t.shape[0] !== axis) return `${kind} '${t.name}' of ${spec.name} has dim 0 ${t.shape.length === 0 ? '(a scalar)' : String(t.shape[0])}, not the batch axis '${axis}'`;
