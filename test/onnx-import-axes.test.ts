@@ -12,7 +12,8 @@ import os from 'node:os';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DATA_DEPENDENT_DIM, evalDimExpression, resolveShape } from '../src/model/boundary.ts';
+import { DATA_DEPENDENT_DIM, evalDimExpression, querySize, resolveShape } from '../src/model/boundary.ts';
+import { evalCost } from '../src/model/cost.ts';
 import { importOnnxModel } from '../src/model/onnx/partition.ts';
 import { onnx } from '../src/model/onnx/proto.ts';
 import type { OnnxTypes } from '../src/model/onnx/proto.ts';
@@ -141,5 +142,29 @@ describe('data-dependent shapes', () => {
     const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
     expect(actual['scores']!.dims).toEqual([2, 5]);
     await expect(importOnnxModel(file, { operators: 3 })).rejects.toThrow(/tensor 'values' would cross an operator boundary.*--operators 2 /s);
+  });
+});
+
+describe('costs of a model with several axes', () => {
+  it('are polynomials in the size (height·width): the detector FLOPs at 128×96 match the convolutions counted by hand', async () => {
+    const file = await save(detectorModel(), 'detector-costs');
+    const { spec } = await importOnnxModel(file, { operators: 4 });
+    expect(spec.defaultSeqLen).toBe(64 * 64);
+    const at = (height: number, width: number): number => spec.operators.reduce((a, op) => a + evalCost(op.gflops, 1, querySize(spec, { height, width })), 0);
+    // hand count: 2·Cout·Cin·k²·Hout·Wout per convolution (stride-2 3×3 convs, then 1×1 heads)
+    const convs = (h: number, w: number): number => {
+      const o = (s: number): number => Math.ceil(h / s) * Math.ceil(w / s);
+      return (2 * (4 * 3 * 9 * o(2) + 8 * 4 * 9 * o(4) + 8 * 8 * 9 * o(8) + 2 * 8 * o(4) + 2 * 8 * o(8))) / 1e9;
+    };
+    for (const [h, w] of [
+      [64, 64],
+      [128, 96],
+      [256, 64],
+    ] as const) {
+      expect(at(h, w) / convs(h, w), `${h}×${w}`).toBeGreaterThan(1);
+      expect(at(h, w) / convs(h, w), `${h}×${w}`).toBeLessThan(1.05); // + bias adds, ReLU, Sigmoid
+    }
+    expect(at(128, 96) / at(64, 64)).toBeCloseTo(3, 2);
+    expect(querySize(spec)).toBe(4096);
   });
 });

@@ -8,6 +8,7 @@
  */
 import { BadRequestError } from '../errors.ts';
 import type { InputDomain, ModelSpec, TensorSpec } from './spec.ts';
+import { MAX_SEQ_LEN } from './spec.ts';
 import { bytesPerElement } from '../tensor.ts';
 import type { TensorDataType } from '../tensor.ts';
 
@@ -288,6 +289,22 @@ export function evalDimExpression(dim: string, bindings: ReadonlyMap<string, num
   const v = expr();
   skip();
   return v !== undefined && i === dim.length && Number.isSafeInteger(v.value) ? v.value : undefined;
+}
+
+/**
+ * The size of a query of a model with other dynamic axes (`DynamicAxes.symbols`): the product
+ * of their values (e.g. height·width in pixels), each from `symbols` or else its default,
+ * capped at `MAX_SEQ_LEN`. Such a model's cost polynomials (`PerSampleCost`) are in this size,
+ * and its queries carry it as their `seqLen` (the runtime, predictor and simulator evaluate
+ * costs with it unchanged); its `defaultSeqLen` is the size at the defaults. 0 for a model
+ * without such axes.
+ */
+export function querySize(spec: ModelSpec, symbols?: Readonly<Record<string, number>>): number {
+  const axes = spec.dynamicAxes.symbols;
+  if (axes === undefined) return 0;
+  let size = 1;
+  for (const [name, v] of Object.entries(axes)) size *= symbols?.[name] ?? v;
+  return Math.min(size, MAX_SEQ_LEN);
 }
 
 /** Names of the model's other dynamic input dims (`DynamicAxes.symbols`), in declaration order. */

@@ -63,7 +63,7 @@ import type { Clock } from '../clock/clock.ts';
 import { MAX_SEQ_LEN } from '../model/spec.ts';
 import { BadRequestError, describeError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { evalDimExpression, fixedBatchOf, parseDimExpression, resolveShape } from '../model/boundary.ts';
+import { evalDimExpression, fixedBatchOf, parseDimExpression, querySize, resolveShape } from '../model/boundary.ts';
 import type { InputDomain, ModelSpec, TensorSpec } from '../model/spec.ts';
 import { describeDomain, inDomain } from '../model/input-domain.ts';
 import { metQos, type GroupRecord, type RejectionReason } from '../runtime/records.ts';
@@ -855,9 +855,12 @@ export class RuntimeBackend implements InferenceBackend {
       if (!model.batchSizes.includes(batchValue)) throw bad(`batch size ${batchValue} (dim 0 of input '${batch?.from ?? '?'}') is not served; allowed batch sizes: ${model.batchSizes.join(', ')}`);
     }
     let seqLen = 0;
+    const symbols = Object.fromEntries([...bound].map(([n, b]) => [n, b.value]));
     if (axes.seq !== undefined) {
       seqLen = seq?.value ?? model.spec.defaultSeqLen;
       if (seqLen < 1 || seqLen > model.maxSeqLen) throw bad(`sequence length ${seqLen} (input '${seq?.from ?? '?'}') must be in [1, ${model.maxSeqLen}]`);
+    } else if (axes.symbols !== undefined) {
+      seqLen = querySize(model.spec, symbols); // the variable of the model's costs (`querySize`)
     }
     const params = request.parameters ?? {};
     if (typeof params !== 'object' || params === null || Array.isArray(params)) throw bad('parameters must be an object');
@@ -878,7 +881,6 @@ export class RuntimeBackend implements InferenceBackend {
     const outputs = this.selectOutputs(model, request, bad);
 
     const tensors: TensorMap = {};
-    const symbols = Object.fromEntries([...bound].map(([n, b]) => [n, b.value]));
     const symbolText = Object.keys(symbols).length === 0 ? '' : `, ${Object.entries(symbols).map(([n, v]) => `${n} ${v}`).join(', ')}`;
     for (const plan of model.inputs) {
       const input = byName.get(plan.spec.name)!;
@@ -886,7 +888,7 @@ export class RuntimeBackend implements InferenceBackend {
       const dims = resolveShape(model.spec, plan.spec, batchValue, seqLen, symbols);
       const given = input.shape;
       const d = dims.findIndex((v, i) => v !== given[i]);
-      if (d >= 0) throw bad(`input '${plan.spec.name}': shape[${d}] is ${given[d]}, the model needs ${dims[d]} at batch ${batchValue}${seqLen > 0 ? `, sequence length ${seqLen}` : ''}${symbolText}`);
+      if (d >= 0) throw bad(`input '${plan.spec.name}': shape[${d}] is ${given[d]}, the model needs ${dims[d]} at batch ${batchValue}${axes.seq !== undefined ? `, sequence length ${seqLen}` : ''}${symbolText}`);
       const n = elementCount(dims);
       const data: unknown = input.data;
       if (typeof data !== 'object' || data === null) throw bad(`input '${plan.spec.name}': no data`);

@@ -19,6 +19,7 @@
 import path from 'node:path';
 import { InvalidModelError } from '../../errors.ts';
 import type { DynamicAxes, ModelSpec, OperatorSpec, PerSampleCost, TensorSpec } from '../spec.ts';
+import { MAX_SEQ_LEN } from '../spec.ts';
 import { DATA_DEPENDENT_DIM } from '../boundary.ts';
 import { analyzeCosts, analyzeStructure, bytesCost, costAt } from './analysis.ts';
 import type { GraphStructure, ModelCosts } from './analysis.ts';
@@ -441,7 +442,12 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
   const binding = dimBinding(structure.index, dynamicAxes);
   checkProbeInputs(structure.index, declaredValueInfos(structure.index.graph), probe, what);
   const probedSeq = probeSeqLen(structure.index, binding, probe);
-  const defaultSeqLen = dynamicAxes.seq === undefined ? 0 : (opts.defaultSeqLen ?? probedSeq ?? DEFAULT_IMPORT_SEQ_LEN);
+  const defaultSeqLen =
+    dynamicAxes.symbols !== undefined
+      ? Math.min(MAX_SEQ_LEN, Object.values(dynamicAxes.symbols).reduce((a, v) => a * v, 1)) // the size at the probe's base (`querySize`)
+      : dynamicAxes.seq === undefined
+        ? 0
+        : (opts.defaultSeqLen ?? probedSeq ?? DEFAULT_IMPORT_SEQ_LEN);
   const costs = await analyzeCosts(structure, dynamicAxes, defaultSeqLen, probe);
   const operatorOfNode = splitBalanced(nodeWeights(costs, defaultSeqLen), opts.operators);
 

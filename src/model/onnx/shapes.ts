@@ -221,7 +221,7 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
   // axes: the batch and each other axis varied alone, and a point that moves all of them.
   const first = points[0] ?? { batch: 1, seqLen: 1 };
   const further = binding.seqName === undefined ? undefined : furtherSeqLen(points.filter((p) => p.batch === first.batch).map((p) => p.seqLen));
-  const base = Object.fromEntries(binding.symbols);
+  const base = first.symbols ?? Object.fromEntries(binding.symbols);
   const at = (f: (v: number) => number): Record<string, number> => Object.fromEntries([...binding.symbols].map(([n, v]) => [n, f(v)]));
   const withSymbols = (p: ShapePoint): ShapePoint => (binding.symbols.size === 0 || p.symbols !== undefined ? p : { ...p, symbols: base });
   const extra: ShapePoint[] =
