@@ -326,7 +326,9 @@ function printSpec(ctx: CliContext, spec: ModelSpec, batch: number, seqLen: numb
       op.nodeCount,
     ];
   });
-  ctx.out(`${spec.name}: ${spec.operators.length} operators, ${spec.params.toLocaleString('en-US')} parameters; batch ${batch}${spec.defaultSeqLen > 0 ? `, seq ${seqLen}` : ''}\n`);
+  const symbols = spec.dynamicAxes.symbols;
+  const sizeText = symbols !== undefined ? `, size ${seqLen} (${Object.entries(symbols).map(([n, v]) => `${n} ${v}`).join(' · ')})` : spec.defaultSeqLen > 0 ? `, seq ${seqLen}` : '';
+  ctx.out(`${spec.name}: ${spec.operators.length} operators, ${spec.params.toLocaleString('en-US')} parameters; batch ${batch}${sizeText}\n`);
   ctx.out(formatTable(['#', 'operator', 'GFLOP', 'params', 'in MB', 'out MB', 'cross act MB', 'cross const MB', 'ONNX nodes'], rows));
   ctx.out('cross: bytes carried to the next operator (its inputs and passthrough), activations and constants\n');
   ctx.out(`total GFLOP ${round(totalGflops(spec, batch, seqLen), 3)}\n`);
