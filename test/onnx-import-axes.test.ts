@@ -92,6 +92,7 @@ describe('several dynamic axes', () => {
       const { spec, operatorModels } = await importOnnxModel(file, { operators });
       expect(spec.dynamicAxes).toEqual({ batch: 'batch', seq: 'width' });
       expect(spec.outputs[0]!.shape).toEqual(['batch', '(width+7)/8', 10]);
+      expect(spec.operators.reduce((a, op) => a + op.nodeCount, 0)).toBe(model.graph!.node!.length);
       expect(boundaryViolations(spec)).toEqual([]);
       const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
       for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${c.name}`).toMatchObject({ ok: true });
@@ -108,6 +109,11 @@ describe('several dynamic axes', () => {
       const { spec, operatorModels } = await importOnnxModel(file, { operators });
       expect(spec.dynamicAxes.symbols).toEqual({ height: 64, width: 64 });
       expect(spec.outputs.find((t) => t.name === 'features')!.shape).toEqual(['batch', '(height+3)/4', '(width+3)/4', 8]);
+      expect(spec.inputs.map((t) => t.shape)).toEqual([
+        ['batch', 'height', 'width', 3],
+        ['batch', 'height', 'width', 1],
+      ]);
+      expect(spec.operators.reduce((a, op) => a + op.nodeCount, 0)).toBe(model.graph!.node!.length);
       expect(boundaryViolations(spec)).toEqual([]);
       const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
       for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${c.name}`).toMatchObject({ ok: true });

@@ -108,6 +108,8 @@ export interface ModelListing {
   readonly params: number;
   readonly paramMB: number;
   readonly defaultSeqLen: number;
+  /** For an import with several dynamic axes: each axis and its default size (`DynamicAxes.symbols`); absent otherwise. */
+  readonly axes?: Readonly<Record<string, number>>;
   readonly cached: boolean;
   /** `zoo` (built by this project) or `import` (from `abacus models import`). */
   readonly source: 'zoo' | 'import';
@@ -123,6 +125,7 @@ function listing(spec: ModelSpec, source: 'zoo' | 'import', cached: boolean, nam
     params: spec.params,
     paramMB: round(spec.operators.reduce((sum, op) => sum + op.paramBytes, 0) / 1e6, 1),
     defaultSeqLen: spec.defaultSeqLen,
+    ...(spec.dynamicAxes.symbols === undefined ? {} : { axes: spec.dynamicAxes.symbols }),
     cached,
     source,
     ...(variantOf === undefined ? {} : { variantOf }),
@@ -158,7 +161,7 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
       ctx.out(
         formatTable(
           ['model', 'source', 'operators', 'GFLOP (batch 1)', 'params', 'weights MB', 'input', 'cached'],
-          rows.map((r) => [r.name, r.source, r.operators, r.gflops, r.params, r.paramMB, r.defaultSeqLen > 0 ? `seq ${r.defaultSeqLen}` : r.source === 'zoo' ? 'image' : '-', r.cached ? 'yes' : 'no']),
+          rows.map((r) => [r.name, r.source, r.operators, r.gflops, r.params, r.paramMB, r.axes !== undefined ? Object.entries(r.axes).map(([n, v]) => `${n} ${v}`).join(' · ') : r.defaultSeqLen > 0 ? `seq ${r.defaultSeqLen}` : r.source === 'zoo' ? 'image' : '-', r.cached ? 'yes' : 'no']),
         ),
       );
       ctx.out(`cache: ${repo.cacheDir}\n`);
