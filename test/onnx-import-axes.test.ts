@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DATA_DEPENDENT_DIM, evalDimExpression, querySize, resolveShape } from '../src/model/boundary.ts';
+import { batchFusionBlocker, DATA_DEPENDENT_DIM, evalDimExpression, querySize, resolveShape } from '../src/model/boundary.ts';
 import { evalCost } from '../src/model/cost.ts';
 import { importOnnxModel } from '../src/model/onnx/partition.ts';
 import { onnx } from '../src/model/onnx/proto.ts';
@@ -80,6 +80,7 @@ describe('several dynamic axes', () => {
       const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
       for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${c.name}`).toMatchObject({ ok: true });
       expect(actual['heat8']!.dims).toEqual([2, 2, 7, 9]);
+      expect(batchFusionBlocker(spec)).toMatch(/dynamic axes 'height', 'width'/);
     }
   });
 
@@ -97,6 +98,7 @@ describe('several dynamic axes', () => {
       const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
       for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${c.name}`).toMatchObject({ ok: true });
       expect(actual['logits']!.dims).toEqual([3, 26, 10]);
+      expect(batchFusionBlocker(spec)).toBeUndefined(); // a sequence axis: fused per length, as BERT
     }
   });
 
@@ -132,6 +134,7 @@ describe('data-dependent shapes', () => {
     const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
     for (const c of compareOutputs(expected, actual, 0)) expect(c, c.name).toMatchObject({ ok: true });
     expect(actual['found']!.dims[0]).toBeGreaterThan(0);
+    expect(batchFusionBlocker(spec)).toMatch(/output 'found' .* data-dependent size/);
     const refused = await importOnnxModel(file, { operators: 5 }).catch((e: unknown) => e);
     expect(String(refused)).toMatch(/tensor '.+' would cross an operator boundary, but its size depends on the data .*import with --operators [1-4] /);
   });

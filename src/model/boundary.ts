@@ -402,12 +402,15 @@ export function resolvedBoundary(spec: ModelSpec, start: number, batch: number, 
  * (not in another dim, not in an expression such as `batch*seq`), so that concatenating inputs
  * on dim 0 and splitting outputs on dim 0 gives each query its own rows. A model with a fixed
  * batch cannot be fused, nor one with other dynamic axes (`DynamicAxes.symbols`: queries may
- * differ in them, and the runtime does not compare them).
+ * differ in them, and the runtime does not compare them), nor one with a data-dependent output
+ * (`DATA_DEPENDENT_DIM`).
  */
 export function batchFusionBlocker(spec: ModelSpec): string | undefined {
   const axis = spec.dynamicAxes.batch;
   const symbols = symbolNames(spec);
   if (symbols.length > 0) return `${spec.name} has dynamic axes ${symbols.map((n) => `'${n}'`).join(', ')} whose sizes may differ between queries`;
+  const dataDependent = spec.outputs.find((t) => t.shape.includes(DATA_DEPENDENT_DIM));
+  if (dataDependent !== undefined) return `output '${dataDependent.name}' of ${spec.name} has a data-dependent size ([${dataDependent.shape.join(', ')}]), which a fused run would size for the whole batch`;
   for (const [kind, tensors] of [['input', spec.inputs], ['output', spec.outputs]] as const) {
     for (const t of tensors) {
       if (t.shape[0] !== axis) return `${kind} '${t.name}' of ${spec.name} has dim 0 ${t.shape.length === 0 ? '(a scalar)' : String(t.shape[0])}, not the batch axis '${axis}'`;
