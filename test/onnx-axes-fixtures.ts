@@ -127,3 +127,25 @@ export function topKModel(): OnnxTypes.ModelProto {
   g.output(indices!);
   return stripped(g);
 }
+
+/**
+ * An FPN-style detector that only accepts sizes divisible by 8: image [batch, 3, height, width]
+ * → stride-2 convolutions to s4 [batch, 8, H/4, W/4] and s8 [batch, 8, H/8, W/8] → s4 +
+ * Resize(s8, ×2 nearest) → out = 1×1 conv [batch, 2, H/4, W/4]. Odd sizes fail in the Add. 10
+ * nodes.
+ */
+export function fpnModel(): OnnxTypes.ModelProto {
+  const g = new GraphBuilder({ name: 'fpn', seed: 21 });
+  const image = g.input('image', 'float32', ['batch', 3, 'height', 'width']);
+  g.beginOperator('all');
+  const s2 = relu(g, conv(g, image, 3, 8, 2));
+  const s4 = relu(g, conv(g, s2, 8, 8, 2));
+  const s8 = relu(g, conv(g, s4, 8, 8, 2));
+  const scales = g.initializer('scales', [4], { kind: 'values', values: [1, 1, 2, 2] }, { trainable: false });
+  const [up] = g.node('Resize', [s8, '', scales], [['batch', 8, 'h4', 'w4']], { attrs: { mode: { string: 'nearest' } } });
+  const [sum] = g.node('Add', [s4, up!], [['batch', 8, 'h4', 'w4']]);
+  const out = conv(g, sum!, 8, 2, 1, 1);
+  g.node('Identity', [out], [['batch', 2, 'h4', 'w4']], { outputs: ['out'] });
+  g.output('out');
+  return stripped(g);
+}

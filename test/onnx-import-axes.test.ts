@@ -18,7 +18,7 @@ import { importOnnxModel } from '../src/model/onnx/partition.ts';
 import { onnx } from '../src/model/onnx/proto.ts';
 import type { OnnxTypes } from '../src/model/onnx/proto.ts';
 import { compareOutputs, runOnnx, runOperatorsInSequence } from '../src/model/onnx/verify.ts';
-import { detectorModel, nhwcModel, nonZeroModel, recognizerModel, topKModel } from './onnx-axes-fixtures.ts';
+import { detectorModel, fpnModel, nhwcModel, nonZeroModel, recognizerModel, topKModel } from './onnx-axes-fixtures.ts';
 import { boundaryViolations, randomTensor } from './onnx-fixtures.ts';
 
 let dir = '';
@@ -115,6 +115,24 @@ describe('several dynamic axes', () => {
         ['batch', 'height', 'width', 3],
         ['batch', 'height', 'width', 1],
       ]);
+      expect(spec.operators.reduce((a, op) => a + op.nodeCount, 0)).toBe(model.graph!.node!.length);
+      expect(boundaryViolations(spec)).toEqual([]);
+      const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+      for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${c.name}`).toMatchObject({ ok: true });
+    }
+  });
+});
+
+describe('a model that accepts only multiples of 8', () => {
+  it('imports with the odd probe sizes left out (an FPN: s4 + upsampled s8), at N = 1, 4, 8', async () => {
+    const model = fpnModel();
+    const file = await save(model, 'fpn');
+    const feeds = { image: randomTensor([1, 3, 96, 160], 'fpn') };
+    const expected = await runOnnx(model, feeds);
+    await expect(runOnnx(model, { image: randomTensor([1, 3, 67, 64], 'odd') })).rejects.toThrow();
+    for (const operators of [1, 4, 8]) {
+      const { spec, operatorModels } = await importOnnxModel(file, { operators });
+      expect(spec.outputs[0]!.shape).toEqual(['batch', 2, 'height/4', 'width/4']);
       expect(spec.operators.reduce((a, op) => a + op.nodeCount, 0)).toBe(model.graph!.node!.length);
       expect(boundaryViolations(spec)).toEqual([]);
       const actual = await runOperatorsInSequence(spec, operatorModels, feeds);

@@ -73,13 +73,16 @@ export function seqSamplePoints(defaultSeqLen: number): number[] {
   return [8, 16, 32];
 }
 
-/** Factors the other dynamic axes are scaled by for cost samples (the first is the base). */
-const SIZE_FACTORS = [1, 0.5, 0.75];
+/**
+ * Factors the other dynamic axes are scaled by for cost samples (the first is the base): a base
+ * that is a multiple of 64 stays a multiple of 32, as FPN-style detectors need.
+ */
+const SIZE_FACTORS = [1, 0.5, 1.5];
 
 /**
  * Shapes and per-node FLOP. For a model with other dynamic axes (`DynamicAxes.symbols`) the
  * costs are polynomials in the query size (`querySize`: the product of the axes), sampled with
- * every axis at 1, 1/2 and 3/4 of its base size (a single point when those sizes coincide).
+ * every axis at 1, 1/2 and 3/2 of its base size (a single point when those sizes coincide).
  * @throws InvalidModelError when shapes are not annotated and onnxruntime cannot infer them.
  */
 export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes, defaultSeqLen: number, probe: ProbeInputs = {}): Promise<ModelCosts> {
