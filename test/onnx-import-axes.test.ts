@@ -14,6 +14,9 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { batchFusionBlocker, DATA_DEPENDENT_DIM, evalDimExpression, querySize, resolveShape } from '../src/model/boundary.ts';
 import { evalCost } from '../src/model/cost.ts';
+import { VirtualClock } from '../src/clock/index.ts';
+import { SimDevice } from '../src/device/sim/sim-device.ts';
+import { artifactAt } from '../src/model/artifact.ts';
 import { importOnnxModel } from '../src/model/onnx/partition.ts';
 import { onnx } from '../src/model/onnx/proto.ts';
 import type { OnnxTypes } from '../src/model/onnx/proto.ts';
@@ -193,5 +196,26 @@ describe('costs of a model with several axes', () => {
     }
     expect(at(128, 96) / at(64, 64)).toBeCloseTo(3, 2);
     expect(querySize(spec)).toBe(4096);
+  });
+});
+
+describe('the sim device', () => {
+  it('sizes the outputs of a several-axes query from its input dims, across a resume', async () => {
+    const { spec } = await importOnnxModel(await save(detectorModel(), 'detector-sim'), { operators: 4 });
+    const clock = new VirtualClock();
+    const device = await SimDevice.create({ clock, noiseCv: 0 });
+    await device.load([{ name: 'det', model: artifactAt('/nonexistent', spec) }]);
+    const image = { dataType: 'float32' as const, dims: [1, 3, 50, 70], data: new Float32Array(3 * 50 * 70) };
+    const size = querySize(spec, { height: 50, width: 70 });
+    const first = device.runGroup([{ service: 'det', queryId: 'q', start: 0, end: 2, batchSize: 1, seqLen: size, input: { kind: 'tensors', tensors: { image } } }]);
+    await clock.run();
+    expect((await first).segments[0]!.ok).toBe(true);
+    const rest = device.runGroup([{ service: 'det', queryId: 'q', start: 2, end: 4, batchSize: 1, seqLen: size, input: { kind: 'resume' } }]);
+    await clock.run();
+    const r = (await rest).segments[0]!;
+    if (!r.ok || r.outputs === undefined) throw new Error('no outputs');
+    expect(r.outputs['heat8']!.dims).toEqual([1, 2, 7, 9]);
+    expect(r.outputs['flat8']!.dims).toEqual([1, 126]);
+    await device.close();
   });
 });

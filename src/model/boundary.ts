@@ -307,6 +307,24 @@ export function querySize(spec: ModelSpec, symbols?: Readonly<Record<string, num
   return Math.min(size, MAX_SEQ_LEN);
 }
 
+/**
+ * The values of the model's other dynamic axes (`DynamicAxes.symbols`) in a query's input
+ * tensors: each axis from the first input dim declared as exactly that name; axes no input
+ * gives are left out (their defaults apply). Inputs are assumed checked (`checkInputTensors`).
+ */
+export function bindSymbols(spec: ModelSpec, inputs: Readonly<Record<string, { readonly dims: readonly number[] }>>): Record<string, number> {
+  const axes = spec.dynamicAxes.symbols ?? {};
+  const out: Record<string, number> = {};
+  for (const t of spec.inputs) {
+    const dims = inputs[t.name]?.dims;
+    if (dims === undefined) continue;
+    t.shape.forEach((d, i) => {
+      if (typeof d === 'string' && d in axes && !(d in out) && dims[i] !== undefined) out[d] = dims[i];
+    });
+  }
+  return out;
+}
+
 /** Names of the model's other dynamic input dims (`DynamicAxes.symbols`), in declaration order. */
 export function symbolNames(spec: ModelSpec): string[] {
   return Object.keys(spec.dynamicAxes.symbols ?? {});
