@@ -71,8 +71,8 @@ export interface PartitionResult {
  * @throws RangeError for a malformed `operatorOfNode` / `operatorNames` / `defaultSeqLen`.
  * @throws InvalidModelError for a malformed or cyclic graph, unloaded external data, an operator
  *   whose nodes feed nothing later, a boundary tensor of an unsupported type, shapes that are
- *   neither annotated nor inferable with onnxruntime, or a boundary tensor with a dim that is
- *   no polynomial in batch and seq (see `TensorSpec`).
+ *   neither annotated nor inferable with onnxruntime, a boundary tensor with a dim the dim
+ *   grammar cannot write (see `TensorSpec`), or a data-dependent tensor on a boundary.
  */
 export async function partitionModel(input: PartitionInput): Promise<PartitionResult> {
   const what = input.name;
@@ -409,8 +409,8 @@ export interface ImportResult {
  * that reach no graph output; `Constant` nodes and the constant-only subgraphs they feed become
  * initializers (`foldConstants`: copied into every operator that reads them, never carried
  * across a boundary; node counts are those of the folded graph); dynamic axes from the inputs
- * (`detectDynamicAxes`: batch = dim 0 of the inputs when symbolic, a second symbolic dim =
- * seq); probe inputs checked (`checkProbeInputs`); FLOP-balanced contiguous split
+ * (`detectDynamicAxes`: batch = dim 0 of the inputs when symbolic, one other symbolic dim =
+ * seq, several distinct names = one symbol each, at the sizes `--probe-shape` gives or 64); probe inputs checked (`checkProbeInputs`); FLOP-balanced contiguous split
  * (`splitBalanced`, at the default sequence length); `assemblePartition`. The spec's source
  * records the absolute file path and the SHA-256 of the `.onnx` file (not of external data).
  * No file is written.
@@ -424,8 +424,9 @@ export interface ImportResult {
  *   file is read and validated, so the range is known).
  * @throws InvalidModelError for an unreadable, non-ONNX or truncated file, missing external
  *   data, a malformed graph, a cycle (naming a node on it), shapes that cannot be inferred, or
- *   a boundary tensor with a dim that is no polynomial in batch and seq (naming the tensor and
- *   the observed sizes).
+ *   a boundary tensor with a dim the dim grammar cannot write (naming the tensor and the
+ *   observed sizes), or a data-dependent tensor on a boundary (naming it and an operator count
+ *   that avoids it).
  */
 export async function importOnnxModel(file: string, opts: ImportOptions): Promise<ImportResult> {
   const abs = path.resolve(file);

@@ -8,13 +8,19 @@
  * 2. onnxruntime: otherwise the model is run once per point with onnxruntime-node (CPU, one
  *    thread, graph optimizations off) with every intermediate value added as a graph output,
  *    and the dims of the results are read. Inputs are zeros (ids 0, masks false), shapes from
- *    the declared input dims with the batch/seq axes bound to the point (an anonymous dim 0 is
- *    the batch, an anonymous later dim the seq axis when there is one; other dims: 1). Two
- *    extra runs — (batch + 1, first seq) and (batch + 2, a further seq), or one at a further
- *    seq when the batch is fixed — tell how each dim depends on the axes: the symbolic shape
- *    of a value writes each dim as a number, an axis name, or a polynomial expression of them
- *    (`batch*seq`, `12*batch`, `seq+1`; grammar in `model/spec.ts` `TensorSpec`) fitted to all
- *    the runs, so interface shapes of the operators resolve from (batch, seqLen) alone.
+ *    the declared input dims with the batch/seq axes and the other axes (`DimBinding.symbols`)
+ *    bound to the point (an anonymous dim 0 is the batch, an anonymous later dim the seq axis
+ *    when there is one; other dims: 1). Extra runs — (batch + 1) and (batch + 2 with a further
+ *    seq and every other axis at 3/2), or one such run when the batch is fixed; each other
+ *    axis alone at 1/2 and 2 times its base; and, optional (left out when onnxruntime refuses
+ *    them), odd sizes (+1, +3) that tell a floor from a ceiling — show how each dim depends on
+ *    the axes: the symbolic shape of a value writes each dim as a number, an axis name, a
+ *    polynomial of batch and seq (`batch*seq`, `12*batch`, `seq+1`) or else a product of one
+ *    factor per axis, each an integer polynomial or `a·⌊(x + b)/d⌋ + c` (`(width+7)/8`,
+ *    `2*((height+7)/8)*((width+7)/8)`; grammar in `model/spec.ts` `TensorSpec`), fitted to all
+ *    the runs, so interface shapes of the operators resolve from the axes alone. A dim of a
+ *    value downstream of a data-dependent op (`dataDependentValues`) that the probe saw as 0
+ *    or that fits no form is `DATA_DEPENDENT_DIM`.
  *
  * Shapes of initializers come from their `dims`.
  */
@@ -88,8 +94,8 @@ export interface ResolvedShapes {
   readonly symbolic: ReadonlyMap<string, SymbolicShape>;
   /**
    * Values whose type is known but one of whose dims depends on the axes in a way the dim
-   * grammar cannot write (not `batch^a · (c0 + c1·seq + c2·seq²)` with integer c, a ∈ {0, 1}),
-   * with a description of the observations; such a value cannot cross an operator boundary.
+   * grammar cannot write (see the file header), with a description of the observations; such
+   * a value cannot cross an operator boundary.
    */
   readonly unresolved: ReadonlyMap<string, string>;
 }
