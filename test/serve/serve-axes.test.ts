@@ -1,8 +1,9 @@
 /**
  * Issue 16 §1 and §5 end to end: imported models with several dynamic axes — a detector with
  * dynamic height and width (stride-4/8 outputs), a recognizer with a dynamic width (W/8
- * output), an NHWC model whose two inputs share `height` and `width` — and a model ending in
- * NonZero, each cut into operators, served by `abacus serve` on the ort CPU device over HTTP at
+ * output), an NHWC model whose two inputs share `height` and `width` — a model ending in
+ * NonZero and one whose TopK k is a request input (valid k from the config), each cut into
+ * operators, served by `abacus serve` on the ort CPU device over HTTP at
  * sizes the import never probed (H ≠ W). Metadata reports -1 for each axis and for the
  * data-dependent dim; answers equal the whole model run locally (same onnxruntime, tolerance
  * 1e-5) with their actual shapes; an input that gives an axis another size than an earlier
@@ -17,7 +18,7 @@ import { maxAbsDiff, runOnnx } from '../../src/model/onnx/verify.ts';
 import { HttpInferenceClient } from '../../src/serve/client/index.ts';
 import type { HostTensor } from '../../src/tensor.ts';
 import { cliSandbox } from '../helpers/cli.ts';
-import { detectorModel, nhwcModel, nonZeroModel, recognizerModel } from '../onnx-axes-fixtures.ts';
+import { detectorModel, nhwcModel, nonZeroModel, recognizerModel, topKModel } from '../onnx-axes-fixtures.ts';
 import { randomTensor } from '../onnx-fixtures.ts';
 import { startChildServer, writeConfig } from './child-serve.ts';
 
@@ -32,6 +33,7 @@ describe('abacus serve: several dynamic axes and data-dependent outputs (child p
       ['recognizer', recognizerModel(), 4],
       ['nhwc', nhwcModel(), 4],
       ['nonzero', nonZeroModel(), 2],
+      ['topk', topKModel(), 2],
     ];
     const services: string[] = [];
     for (const [name, model, operators] of models) {
@@ -39,7 +41,7 @@ describe('abacus serve: several dynamic axes and data-dependent outputs (child p
       await fs.writeFile(file, onnx.ModelProto.encode(model).finish());
       const imported = await sandbox.abacus('models', 'import', file, '--operators', String(operators), '--name', name);
       expect(imported.code, imported.stderr).toBe(0);
-      services.push(`  - name: ${name}`, `    model: ${name}`, '    qosTargetMs: 60000', '    batchSizes: [1, 2]');
+      services.push(`  - name: ${name}`, `    model: ${name}`, '    qosTargetMs: 60000', '    batchSizes: [1, 2]', ...(name === 'topk' ? ['    inputs: { k: { range: [0, 16] } }'] : []));
     }
     const config = await writeConfig(sandbox.tmp, 'axes.yaml', ['device: ort', 'policy: { name: fcfs, drop: false }', 'services:', ...services]);
     const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--profile-samples', '20', '--grace-ms', '2000', '--threads', '1', '--no-grpc'], readyTimeoutMs: 300_000, stderrFile: path.join(sandbox.tmp, 'serve.log') });
@@ -73,6 +75,15 @@ describe('abacus serve: several dynamic axes and data-dependent outputs (child p
       await check('recognizer', models[1]![1], { image: randomTensor([1, 1, 32, 203], 'r') });
       await check('nhwc', models[2]![1], { image: randomTensor([2, 40, 58, 3], 'n'), mask: randomTensor([2, 40, 58, 1], 'm') });
       await check('nonzero', models[3]![1], { x: randomTensor([2, 8], 'z') });
+      for (const k of [5n, 3n]) {
+        const x = randomTensor([2, 16], 't');
+        const expected = await runOnnx(models[4]![1], { x, k: new ort.Tensor('int64', BigInt64Array.from([k]), [1]) });
+        const r = await http.infer({ model: 'topk', inputs: { x: host(x), k: { dataType: 'int64', dims: [1], data: BigInt64Array.from([k]) } } });
+        if (!r.ok) throw new Error(`topk: ${r.code} ${r.message}`);
+        expect(r.outputs['scores']!.dims).toEqual([2, Number(k)]);
+        expect(maxAbsDiff(expected['scores']!, r.outputs['scores']!)).toBeLessThanOrEqual(1e-6);
+        expect([...(r.outputs['indices']!.data as BigInt64Array)]).toEqual([...(expected['indices']!.data as BigInt64Array)]);
+      }
 
       const mismatch = await fetch(`${server.httpUrl}/v2/models/nhwc/infer`, {
         method: 'POST',
