@@ -280,11 +280,12 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
   return { source: 'onnxruntime', tables: tables.slice(0, points.length), symbolic, unresolved };
 }
 
-/** A declared dim in canonical form: bound names → the DynamicAxes names. */
+/** A probe point for messages: its batch, seq length and axis sizes, in `axesText` order. */
 function pointText(p: ShapePoint, binding: DimBinding): string {
   return [p.batch, ...(binding.seqName === undefined ? [] : [p.seqLen]), ...[...binding.symbols.keys()].map((n) => p.symbols?.[n] ?? binding.symbols.get(n))].join(', ');
 }
 
+/** The names of the axes a probe point gives, for messages. */
 function axesText(binding: DimBinding): string {
   return ['batch', ...(binding.seqName === undefined ? [] : [binding.seqName]), ...binding.symbols.keys()].join(', ');
 }
@@ -321,6 +322,7 @@ export function dataDependentValues(index: GraphIndex): Set<string> {
   return out;
 }
 
+/** A declared dim in canonical form: bound names → the DynamicAxes names. */
 function canonicalDim(d: number | string | undefined, binding: DimBinding): number | string {
   if (d === undefined) return '?';
   if (typeof d === 'number') return d;
