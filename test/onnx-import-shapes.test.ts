@@ -186,7 +186,7 @@ describe('imported boundary shapes resolve from (batch, seq)', () => {
     await checkResolvable(model, spec, operatorModels, POINTS);
   });
 
-  it('rejects a model whose boundary dim is no polynomial in batch and seq (a stride-2 conv: ⌈seq/2⌉), naming the tensor', async () => {
+  it('writes a stride-2 conv as `(seq+1)/2` (⌈seq/2⌉, issue 16), and rejects a dim that is no product of such factors (seq + ⌈seq/2⌉), naming the tensor', async () => {
     const g = new GraphBuilder({ name: 'strided', seed: 2 });
     const x = g.input('x', 'float32', ['batch', 4, 'seq']);
     g.beginOperator('all');
@@ -194,9 +194,21 @@ describe('imported boundary shapes resolve from (batch, seq)', () => {
     g.node('Relu', [c!], [['batch', 4, 'half']], { outputs: ['out'] });
     g.output('out');
     const file = await writeStripped('strided', g.build().model);
-    const err = await importOnnxModel(file, { operators: 2, defaultSeqLen: 32 }).catch((e: unknown) => e);
+    const { spec } = await importOnnxModel(file, { operators: 2, defaultSeqLen: 32 });
+    expect(spec.outputs[0]!.shape).toEqual(['batch', 4, '(seq+1)/2']);
+    expect(resolveShape(spec, spec.outputs[0]!, 2, 33)).toEqual([2, 4, 17]);
+
+    const h = new GraphBuilder({ name: 'joined', seed: 2 });
+    const y = h.input('x', 'float32', ['batch', 4, 'seq']);
+    h.beginOperator('all');
+    const [d] = h.node('Conv', [y, h.initializer('w', [4, 4, 1], { kind: 'uniform', bound: 0.5 })], [['batch', 4, 'half']], { attrs: { strides: { ints: [2] } } });
+    const [joined] = h.node('Concat', [y, d!], [['batch', 4, 'both']], { attrs: { axis: { int: 2 } }, outputs: ['joined'] });
+    h.node('Relu', [joined!], [['batch', 4, 'both']], { outputs: ['out'] });
+    h.output('out');
+    const bad = await writeStripped('joined', h.build().model);
+    const err = await importOnnxModel(bad, { operators: 3, defaultSeqLen: 32 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidModelError);
-    expect(String(err)).toMatch(/tensor 'halved'/);
+    expect(String(err)).toMatch(/tensor '(joined|out)'/);
     expect(String(err)).toMatch(/dim 2/);
   });
 });
@@ -220,6 +232,8 @@ describe('dim expressions (TensorSpec grammar)', () => {
     expect(resolveShape(bs, t('batch', 'seq', 7), 3, 5)).toEqual([3, 5, 7]);
     expect(resolveShape(bs, t('batch*seq', '12*batch', 'seq+1', 'batch*seq+batch', 'batch*seq*seq', '2*seq-1', ' 4 * seq '), 3, 5)).toEqual([15, 36, 6, 18, 75, 9, 20]);
     expect(resolveShape(bs, t('-seq+10', '6'), 2, 4)).toEqual([6, 6]);
+    // the general form (issue 16): parentheses, floor division and remainder by constants
+    expect(resolveShape(bs, t('(seq)', 'seq/2', '(seq+1)/2', 'batch*((seq+3)/4)', 'seq%3'), 3, 5)).toEqual([5, 2, 3, 6, 2]);
     expect(resolveShape(bs, t('batch*seq'), 2, 0)).toEqual([18]); // seqLen 0 → default 9
     // axis names with operator characters are matched literally, longest first
     const odd = spec({ batch: 'batch-size', seq: 'seq' });
@@ -227,7 +241,7 @@ describe('dim expressions (TensorSpec grammar)', () => {
   });
 
   it('rejects unknown names, malformed expressions, a missing seq and negative values with BadRequestError naming tensor and dim', () => {
-    for (const bad of ['heads', 'batch*', '*seq', 'batch**seq', 'batch seq', 'batch+', '(seq)', 'seq/2', '']) {
+    for (const bad of ['heads', 'batch*', '*seq', 'batch**seq', 'batch seq', 'batch+', '(seq', 'seq/batch', 'seq/0', '']) {
       expect(() => resolveShape(bs, t(4, bad), 2, 3), JSON.stringify(bad)).toThrow(BadRequestError);
       expect(() => resolveShape(bs, t(4, bad), 2, 3), JSON.stringify(bad)).toThrow(/'t' dim 1/);
     }

@@ -108,6 +108,8 @@ export interface ModelListing {
   readonly params: number;
   readonly paramMB: number;
   readonly defaultSeqLen: number;
+  /** For an import with several dynamic axes: each axis and its default size (`DynamicAxes.symbols`); absent otherwise. */
+  readonly axes?: Readonly<Record<string, number>>;
   readonly cached: boolean;
   /** `zoo` (built by this project) or `import` (from `abacus models import`). */
   readonly source: 'zoo' | 'import';
@@ -123,6 +125,7 @@ function listing(spec: ModelSpec, source: 'zoo' | 'import', cached: boolean, nam
     params: spec.params,
     paramMB: round(spec.operators.reduce((sum, op) => sum + op.paramBytes, 0) / 1e6, 1),
     defaultSeqLen: spec.defaultSeqLen,
+    ...(spec.dynamicAxes.symbols === undefined ? {} : { axes: spec.dynamicAxes.symbols }),
     cached,
     source,
     ...(variantOf === undefined ? {} : { variantOf }),
@@ -158,7 +161,7 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
       ctx.out(
         formatTable(
           ['model', 'source', 'operators', 'GFLOP (batch 1)', 'params', 'weights MB', 'input', 'cached'],
-          rows.map((r) => [r.name, r.source, r.operators, r.gflops, r.params, r.paramMB, r.defaultSeqLen > 0 ? `seq ${r.defaultSeqLen}` : r.source === 'zoo' ? 'image' : '-', r.cached ? 'yes' : 'no']),
+          rows.map((r) => [r.name, r.source, r.operators, r.gflops, r.params, r.paramMB, r.axes !== undefined ? Object.entries(r.axes).map(([n, v]) => `${n} ${v}`).join(' · ') : r.defaultSeqLen > 0 ? `seq ${r.defaultSeqLen}` : r.source === 'zoo' ? 'image' : '-', r.cached ? 'yes' : 'no']),
         ),
       );
       ctx.out(`cache: ${repo.cacheDir}\n`);
@@ -326,7 +329,9 @@ function printSpec(ctx: CliContext, spec: ModelSpec, batch: number, seqLen: numb
       op.nodeCount,
     ];
   });
-  ctx.out(`${spec.name}: ${spec.operators.length} operators, ${spec.params.toLocaleString('en-US')} parameters; batch ${batch}${spec.defaultSeqLen > 0 ? `, seq ${seqLen}` : ''}\n`);
+  const symbols = spec.dynamicAxes.symbols;
+  const sizeText = symbols !== undefined ? `, size ${seqLen} (${Object.entries(symbols).map(([n, v]) => `${n} ${v}`).join(' · ')})` : spec.defaultSeqLen > 0 ? `, seq ${seqLen}` : '';
+  ctx.out(`${spec.name}: ${spec.operators.length} operators, ${spec.params.toLocaleString('en-US')} parameters; batch ${batch}${sizeText}\n`);
   ctx.out(formatTable(['#', 'operator', 'GFLOP', 'params', 'in MB', 'out MB', 'cross act MB', 'cross const MB', 'ONNX nodes'], rows));
   ctx.out('cross: bytes carried to the next operator (its inputs and passthrough), activations and constants\n');
   ctx.out(`total GFLOP ${round(totalGflops(spec, batch, seqLen), 3)}\n`);

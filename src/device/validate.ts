@@ -31,6 +31,8 @@ export interface KeptQuery {
   readonly next: number;
   readonly batchSize: number;
   readonly seqLen: number;
+  /** Its other dynamic axes (`DynamicAxes.symbols`) as its inputs gave them; absent: the defaults. */
+  readonly symbols?: Readonly<Record<string, number>>;
 }
 
 /** A query whose state was lost (executor died, segment failed, evicted). */

@@ -8,6 +8,7 @@
  */
 import { BadRequestError } from '../errors.ts';
 import type { InputDomain, ModelSpec, TensorSpec } from './spec.ts';
+import { MAX_SEQ_LEN } from './spec.ts';
 import { bytesPerElement } from '../tensor.ts';
 import type { TensorDataType } from '../tensor.ts';
 
@@ -202,15 +203,168 @@ export function formatDimExpression(terms: readonly DimTerm[], axes: DimAxes): n
 }
 
 /**
- * Concrete dims of `shape` for a query: the batch axis becomes `batch`, the sequence axis
- * `seqLen` (after `effectiveSeqLen`), an expression of them (grammar: `TensorSpec`, e.g.
- * `batch*seq`) its value; numeric dims are kept.
- * @throws BadRequestError naming the tensor and the dim when a symbolic dim is neither the
- *   batch nor the sequence axis nor an expression of them (its size cannot be known without
- *   real inputs), when it needs the sequence axis and that resolves to 0, or when an expression
- *   evaluates to a negative number.
+ * The dim string of a data-dependent size: a dim of a tensor whose size is known only after the
+ * model ran on the actual data (downstream of NonZero, NonMaxSuppression, Unique, Compress or
+ * a TopK with a computed k). Only model outputs have it (an import refuses it on a boundary);
+ * metadata reports -1 and responses carry the actual shape. `resolveShape` gives 0 for it
+ * (the size used where one is needed without running the model).
  */
-export function resolveShape(spec: ModelSpec, tensor: TensorSpec, batch: number, seqLen: number): number[] {
+export const DATA_DEPENDENT_DIM = '?data';
+
+/**
+ * Integer value of a general dim expression (grammar: `TensorSpec`) with every name bound:
+ * sums, differences, products, floor division `/` and remainder `%` by positive integer
+ * constants, parentheses. Names are matched literally, longest first, among `bindings`' keys.
+ * @returns the value, or undefined when `dim` is not such an expression over those names (an
+ *   unknown name, a stray character, division by a non-constant or by 0).
+ */
+export function evalDimExpression(dim: string, bindings: ReadonlyMap<string, number>): number | undefined {
+  const names = [...bindings.keys()].filter((n) => n.length > 0).sort((a, b) => b.length - a.length);
+  let i = 0;
+  const skip = (): void => {
+    while (dim[i] === ' ' || dim[i] === '\t') i++;
+  };
+  // expr := term (('+'|'-') term)* ; term := unary (('*' unary) | ('/' INT) | ('%' INT))* ;
+  // unary := '-' unary | atom ; atom := INT | NAME | '(' expr ')'
+  const atom = (): { value: number; constant: boolean } | undefined => {
+    skip();
+    if (dim[i] === '(') {
+      i++;
+      const v = expr();
+      skip();
+      if (v === undefined || dim[i] !== ')') return undefined;
+      i++;
+      return v;
+    }
+    for (const name of names) {
+      if (dim.startsWith(name, i)) {
+        i += name.length;
+        return { value: bindings.get(name)!, constant: false };
+      }
+    }
+    const digits = /^[0-9]+/.exec(dim.slice(i));
+    if (!digits) return undefined;
+    i += digits[0].length;
+    return { value: Number(digits[0]), constant: true };
+  };
+  const unary = (): { value: number; constant: boolean } | undefined => {
+    skip();
+    if (dim[i] === '-') {
+      i++;
+      const v = unary();
+      return v === undefined ? undefined : { value: -v.value, constant: v.constant };
+    }
+    return atom();
+  };
+  const term = (): { value: number; constant: boolean } | undefined => {
+    let left = unary();
+    for (;;) {
+      if (left === undefined) return undefined;
+      skip();
+      const op = dim[i];
+      if (op !== '*' && op !== '/' && op !== '%') return left;
+      i++;
+      const right = unary();
+      if (right === undefined) return undefined;
+      if (op === '*') left = { value: left.value * right.value, constant: left.constant && right.constant };
+      else {
+        if (!right.constant || right.value <= 0) return undefined;
+        left = { value: op === '/' ? Math.floor(left.value / right.value) : left.value - right.value * Math.floor(left.value / right.value), constant: left.constant };
+      }
+    }
+  };
+  const expr = (): { value: number; constant: boolean } | undefined => {
+    let left = term();
+    for (;;) {
+      if (left === undefined) return undefined;
+      skip();
+      const op = dim[i];
+      if (op !== '+' && op !== '-') return left;
+      i++;
+      const right = term();
+      if (right === undefined) return undefined;
+      left = { value: op === '+' ? left.value + right.value : left.value - right.value, constant: left.constant && right.constant };
+    }
+  };
+  const v = expr();
+  skip();
+  return v !== undefined && i === dim.length && Number.isSafeInteger(v.value) ? v.value : undefined;
+}
+
+/**
+ * The size of a query of a model with other dynamic axes (`DynamicAxes.symbols`): the product
+ * of their values (e.g. height·width in pixels), each from `symbols` or else its default,
+ * capped at `MAX_SEQ_LEN`. Such a model's cost polynomials (`PerSampleCost`) are in this size,
+ * and its queries carry it as their `seqLen` (the runtime, predictor and simulator evaluate
+ * costs with it unchanged); its `defaultSeqLen` is the size at the defaults. 0 for a model
+ * without such axes.
+ */
+export function querySize(spec: ModelSpec, symbols?: Readonly<Record<string, number>>): number {
+  const axes = spec.dynamicAxes.symbols;
+  if (axes === undefined) return 0;
+  let size = 1;
+  for (const [name, v] of Object.entries(axes)) size *= symbols?.[name] ?? v;
+  return Math.min(size, MAX_SEQ_LEN);
+}
+
+/**
+ * The values of the model's other dynamic axes (`DynamicAxes.symbols`) in a query's input
+ * tensors: each axis from the first input dim declared as exactly that name; axes no input
+ * gives are left out (their defaults apply). Inputs are assumed checked (`checkInputTensors`).
+ */
+export function bindSymbols(spec: ModelSpec, inputs: Readonly<Record<string, { readonly dims: readonly number[] }>>): Record<string, number> {
+  const axes = spec.dynamicAxes.symbols ?? {};
+  const out: Record<string, number> = {};
+  for (const t of spec.inputs) {
+    const dims = inputs[t.name]?.dims;
+    if (dims === undefined) continue;
+    t.shape.forEach((d, i) => {
+      if (typeof d === 'string' && d in axes && !(d in out) && dims[i] !== undefined) out[d] = dims[i];
+    });
+  }
+  return out;
+}
+
+/** Names of the model's other dynamic input dims (`DynamicAxes.symbols`), in declaration order. */
+export function symbolNames(spec: ModelSpec): string[] {
+  return Object.keys(spec.dynamicAxes.symbols ?? {});
+}
+
+/**
+ * Names a dim expression uses among `names` (a plain name is the one-name case); empty for a
+ * number. Names are matched literally, longest first, outside other names.
+ */
+export function dimNamesUsed(dim: number | string, names: readonly string[]): string[] {
+  if (typeof dim === 'number') return [];
+  const sorted = names.filter((n) => n.length > 0).sort((a, b) => b.length - a.length);
+  const used = new Set<string>();
+  let i = 0;
+  outer: while (i < dim.length) {
+    for (const n of sorted) {
+      if (dim.startsWith(n, i)) {
+        used.add(n);
+        i += n.length;
+        continue outer;
+      }
+    }
+    i++;
+  }
+  return names.filter((n) => used.has(n));
+}
+
+/**
+ * Concrete dims of `shape` for a query: the batch axis becomes `batch`, the sequence axis
+ * `seqLen` (after `effectiveSeqLen`), each other dynamic axis (`DynamicAxes.symbols`, e.g.
+ * `height`, `width`) its value in `symbols` or else its default, an expression of them
+ * (grammar: `TensorSpec`, e.g. `batch*seq`, `(height+3)/4`) its value; numeric dims are kept,
+ * a data-dependent dim (`DATA_DEPENDENT_DIM`) is 0.
+ * @param symbols values of the other dynamic axes by name (from a request's input dims).
+ * @throws BadRequestError naming the tensor and the dim when a symbolic dim is neither an axis
+ *   nor an expression of them (its size cannot be known without real inputs), when it needs
+ *   the sequence axis and that resolves to 0, or when an expression evaluates to a negative
+ *   number.
+ */
+export function resolveShape(spec: ModelSpec, tensor: TensorSpec, batch: number, seqLen: number, symbols?: Readonly<Record<string, number>>): number[] {
   const seq = effectiveSeqLen(spec, seqLen);
   const axes = spec.dynamicAxes;
   return tensor.shape.map((d, i) => {
@@ -220,16 +374,29 @@ export function resolveShape(spec: ModelSpec, tensor: TensorSpec, batch: number,
       if (seq <= 0) throw noSeqError(spec, tensor, i, d);
       return seq;
     }
+    if (d === DATA_DEPENDENT_DIM) return 0;
+    const symbol = symbols?.[d] ?? axes.symbols?.[d];
+    if (symbol !== undefined) return symbol;
     const terms = parseDimExpression(d, axes);
-    if (!terms) {
-      throw new BadRequestError(
-        `${spec.name}: tensor '${tensor.name}' dim ${i} is symbolic '${d}', which is neither the batch axis '${axes.batch}'` +
-          (axes.seq !== undefined ? ` nor the sequence axis '${axes.seq}'` : '') +
-          ' nor a product/sum of them and integers; its size is unknown',
-      );
+    let value: number;
+    if (terms) {
+      if (seq <= 0 && terms.some((t) => t.seqPower > 0)) throw noSeqError(spec, tensor, i, d);
+      value = terms.reduce((sum, t) => sum + t.coefficient * batch ** t.batchPower * seq ** t.seqPower, 0);
+    } else {
+      const bindings = new Map<string, number>([[axes.batch, batch]]);
+      if (axes.seq !== undefined && seq > 0) bindings.set(axes.seq, seq);
+      for (const [name, v] of Object.entries(axes.symbols ?? {})) bindings.set(name, symbols?.[name] ?? v);
+      const general = evalDimExpression(d, bindings);
+      if (general === undefined) {
+        throw new BadRequestError(
+          `${spec.name}: tensor '${tensor.name}' dim ${i} is symbolic '${d}', which is neither the batch axis '${axes.batch}'` +
+            (axes.seq !== undefined ? ` nor the sequence axis '${axes.seq}'` : '') +
+            (axes.symbols !== undefined ? ` nor a dynamic axis (${Object.keys(axes.symbols).join(', ')})` : '') +
+            ' nor an expression of them and integers; its size is unknown',
+        );
+      }
+      value = general;
     }
-    if (seq <= 0 && terms.some((t) => t.seqPower > 0)) throw noSeqError(spec, tensor, i, d);
-    const value = terms.reduce((sum, t) => sum + t.coefficient * batch ** t.batchPower * seq ** t.seqPower, 0);
     if (!Number.isSafeInteger(value) || value < 0) {
       throw new BadRequestError(`${spec.name}: tensor '${tensor.name}' dim ${i} = '${d}' is ${value} at batch ${batch}, seq ${seq}; a dim must be a non-negative integer`);
     }
@@ -243,8 +410,8 @@ function noSeqError(spec: ModelSpec, tensor: TensorSpec, i: number, d: string): 
 }
 
 /** `boundarySpecs` with every shape resolved for a query. @throws as `boundarySpecs`/`resolveShape`. */
-export function resolvedBoundary(spec: ModelSpec, start: number, batch: number, seqLen: number, index?: Map<string, TensorSpec>): ResolvedTensorSpec[] {
-  return boundarySpecs(spec, start, index).map((t) => ({ name: t.name, dataType: t.dataType, dims: resolveShape(spec, t, batch, seqLen), ...(t.domain === undefined ? {} : { domain: t.domain }) }));
+export function resolvedBoundary(spec: ModelSpec, start: number, batch: number, seqLen: number, index?: Map<string, TensorSpec>, symbols?: Readonly<Record<string, number>>): ResolvedTensorSpec[] {
+  return boundarySpecs(spec, start, index).map((t) => ({ name: t.name, dataType: t.dataType, dims: resolveShape(spec, t, batch, seqLen, symbols), ...(t.domain === undefined ? {} : { domain: t.domain }) }));
 }
 
 /**
@@ -252,14 +419,20 @@ export function resolvedBoundary(spec: ModelSpec, start: number, batch: number, 
  * when they can: every input and output must have the batch axis as dim 0 and nowhere else
  * (not in another dim, not in an expression such as `batch*seq`), so that concatenating inputs
  * on dim 0 and splitting outputs on dim 0 gives each query its own rows. A model with a fixed
- * batch cannot be fused.
+ * batch cannot be fused, nor one with other dynamic axes (`DynamicAxes.symbols`: queries may
+ * differ in them, and the runtime does not compare them), nor one with a data-dependent output
+ * (`DATA_DEPENDENT_DIM`).
  */
 export function batchFusionBlocker(spec: ModelSpec): string | undefined {
   const axis = spec.dynamicAxes.batch;
+  const symbols = symbolNames(spec);
+  if (symbols.length > 0) return `${spec.name} has dynamic axes ${symbols.map((n) => `'${n}'`).join(', ')} whose sizes may differ between queries`;
+  const dataDependent = spec.outputs.find((t) => t.shape.includes(DATA_DEPENDENT_DIM));
+  if (dataDependent !== undefined) return `output '${dataDependent.name}' of ${spec.name} has a data-dependent size ([${dataDependent.shape.join(', ')}]), which a fused run would size for the whole batch`;
   for (const [kind, tensors] of [['input', spec.inputs], ['output', spec.outputs]] as const) {
     for (const t of tensors) {
       if (t.shape[0] !== axis) return `${kind} '${t.name}' of ${spec.name} has dim 0 ${t.shape.length === 0 ? '(a scalar)' : String(t.shape[0])}, not the batch axis '${axis}'`;
-      const other = t.shape.findIndex((d, i) => i > 0 && typeof d === 'string' && (parseDimExpression(d, spec.dynamicAxes)?.some((term) => term.batchPower > 0) ?? false));
+      const other = t.shape.findIndex((d, i) => i > 0 && typeof d === 'string' && d !== DATA_DEPENDENT_DIM && (parseDimExpression(d, spec.dynamicAxes)?.some((term) => term.batchPower > 0) ?? dimNamesUsed(d, [axis, ...symbolNames(spec)]).includes(axis)));
       if (other > 0) return `${kind} '${t.name}' of ${spec.name} uses the batch axis in dim ${other} ('${String(t.shape[other])}')`;
     }
   }

@@ -27,9 +27,11 @@ export interface PerSampleCost {
 /**
  * One named tensor of a (sub-)model interface, shape written like `[batch, seq, 768]`.
  *
- * A number dim is fixed. A string dim is symbolic: the batch axis name, the sequence axis name
- * (`ModelSpec.dynamicAxes`), or a polynomial in them with integer coefficients, so every dim
- * resolves from (batch, seqLen) alone (`model/boundary.ts` `resolveShape`). Imported models
+ * A number dim is fixed. A string dim is symbolic: the batch axis name, the sequence axis name,
+ * another dynamic axis (`DynamicAxes.symbols`), or an expression of them with integer
+ * constants, so every dim resolves from (batch, seqLen, symbol values) alone (`model/boundary.ts`
+ * `resolveShape`); `?data` (`DATA_DEPENDENT_DIM`) marks a size known only after running (model
+ * outputs only). Imported models
  * get such expressions where a tensor's size is derived from the axes, e.g. `batch*seq` after
  * `Reshape([batch, seq, H] → [batch*seq, H])` or `12*batch` for [batch·heads, seq, 64]:
  *
@@ -38,9 +40,13 @@ export interface PerSampleCost {
  *     term   := factor ('*' factor)*
  *     factor := integer | BATCH | SEQ     (BATCH, SEQ: the axis names, matched literally)
  *
- * Whitespace between tokens is ignored; there are no parentheses (`batch*(seq+1)` is written
- * `batch*seq+batch`). A plain axis name is the one-factor case. The value must be a
- * non-negative integer. Zoo models use only `batch` and `seq`.
+ * Whitespace between tokens is ignored. A plain axis name is the one-factor case. The value
+ * must be a non-negative integer. Zoo models use only `batch` and `seq` and this polynomial
+ * form. Imports whose sizes are not such polynomials (a stride-8 convolution's `width/8`, two
+ * spatial axes) use the general form: `term := unary (('*' unary) | ('/' integer) | ('%'
+ * integer))*`, `unary := ['-'] (integer | NAME | '(' expr ')')`, left to right, `/` dividing
+ * by a positive constant and rounding down (`floor`; a ceiling is written `(width+7)/8`), NAME
+ * any axis or symbol (e.g. `64*(height/4)*(width/4)`, `batch*((width+1)/2)`).
  */
 export interface TensorSpec {
   readonly name: string;
@@ -100,6 +106,15 @@ export interface DynamicAxes {
   readonly batch: string;
   /** Name of the sequence dimension, when the model has one (BERT: `seq`). */
   readonly seq?: string;
+  /**
+   * The model's other dynamic input dims, each its own symbol named as in the file (a detector's
+   * `height` and `width`, `p2o.DynamicDimension.1`), mapped to the size it takes when a caller
+   * gives none (warm-up, profiling, synthetic segments, costs): the shape probe's base size.
+   * A request binds each from its input dims. Absent for zoo models and for imports with at
+   * most one dynamic dim besides the batch (that one is `seq`). Costs (`PerSampleCost`) are
+   * evaluated at these sizes and do not scale with them (docs/import.md).
+   */
+  readonly symbols?: Readonly<Record<string, number>>;
 }
 
 /** A partitioned model: interface, operators, totals. Serialized as `spec.json`. */

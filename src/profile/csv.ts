@@ -202,7 +202,7 @@ export function parseProfileCsv(text: string, file: string, models: ReadonlyMap<
       }
       const batch = int(`batch_${i}`, 1);
       const seqLen = int(`seq_len_${i}`, 0);
-      if (spec.dynamicAxes.seq === undefined && seqLen !== 0) throw new RangeError(`${at(line, `seq_len_${i}`)} ${seqLen}: ${model} has no sequence axis, seq_len must be 0`);
+      if (spec.dynamicAxes.seq === undefined && spec.dynamicAxes.symbols === undefined && seqLen !== 0) throw new RangeError(`${at(line, `seq_len_${i}`)} ${seqLen}: ${model} has no sequence axis, seq_len must be 0`); // a model with several axes: its size (`querySize`)
       if (spec.maxSeqLen !== undefined && seqLen > spec.maxSeqLen) throw new RangeError(`${at(line, `seq_len_${i}`)} ${seqLen} exceeds ${model}'s maximum sequence length ${spec.maxSeqLen}`);
       const threadsCell = threads ? cell(`${THREADS_COLUMN}_${i}`) : '';
       const intraOpThreads = threadsCell.trim() === '' ? undefined : int(`${THREADS_COLUMN}_${i}`, 1);

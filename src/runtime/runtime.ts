@@ -324,7 +324,8 @@ export class ServingRuntime {
     if (state === undefined) throw new RangeError(`unknown service '${request.service}' (served: ${this.serviceNames.join(', ')})`);
     if (!Number.isInteger(request.batch) || request.batch < 1) throw new RangeError(`batch must be an integer ≥ 1, got ${String(request.batch)}`);
     const { spec, batching } = state.service;
-    const seqLen = spec.dynamicAxes.seq === undefined ? 0 : request.seqLen !== undefined && request.seqLen > 0 ? request.seqLen : spec.defaultSeqLen;
+    // a model with other dynamic axes carries its size as seqLen (`querySize`)
+    const seqLen = spec.dynamicAxes.seq === undefined && spec.dynamicAxes.symbols === undefined ? 0 : request.seqLen !== undefined && request.seqLen > 0 ? request.seqLen : spec.defaultSeqLen;
     if (!Number.isInteger(seqLen) || seqLen < 0) throw new RangeError(`seqLen must be an integer ≥ 0, got ${String(request.seqLen)}`);
     const qosTargetMs = request.qosTargetMs ?? state.service.qosTargetMs;
     if (!(Number.isFinite(qosTargetMs) && qosTargetMs > 0)) throw new RangeError(`qosTargetMs must be a finite number > 0, got ${String(qosTargetMs)}`);

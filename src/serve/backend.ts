@@ -28,8 +28,11 @@
  * - datatype: the v2 name of the model's type (`FP32` for float32, `INT64` for int64, …);
  * - shape: the model's rank; fixed dims equal; the batch axis (dim 0) the same in every input
  *   and one of the service's `batchSizes`; the sequence axis the same in every input, in
- *   [1, the model's `maxSeqLen`]; derived dims (e.g. `batch*seq`) equal their value. Dims are
- *   checked before anything is allocated, so negative or huge dims cost nothing;
+ *   [1, the model's `maxSeqLen`]; each other dynamic axis (`DynamicAxes.symbols`, e.g. an
+ *   image's `height` and `width`) ≥ 1 and the same wherever it appears (a 400 names the input,
+ *   the dim, the axis and the input that bound it first); derived dims (e.g. `batch*seq`,
+ *   `(height+3)/4`) equal their value at those bindings. Dims are checked before anything is
+ *   allocated, so negative or huge dims cost nothing;
  * - data: element count and value rules of `tensors.ts` (flat or nested JSON, exact raw byte
  *   length, INT64 beyond 2^53 without loss, NaN/Inf as strings);
  * - `parameters.qos_ms`: a number in (0, the service's `maxQosMs`] (config; default 10 × the
@@ -60,7 +63,7 @@ import type { Clock } from '../clock/clock.ts';
 import { MAX_SEQ_LEN } from '../model/spec.ts';
 import { BadRequestError, describeError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { fixedBatchOf, parseDimExpression, resolveShape } from '../model/boundary.ts';
+import { evalDimExpression, fixedBatchOf, parseDimExpression, querySize, resolveShape } from '../model/boundary.ts';
 import type { InputDomain, ModelSpec, TensorSpec } from '../model/spec.ts';
 import { describeDomain, inDomain } from '../model/input-domain.ts';
 import { metQos, type GroupRecord, type RejectionReason } from '../runtime/records.ts';
@@ -811,6 +814,8 @@ export class RuntimeBackend implements InferenceBackend {
     const axes = model.spec.dynamicAxes;
     let batch: { value: number; from: string } | undefined;
     let seq: { value: number; from: string } | undefined;
+    const symbolAxes = axes.symbols ?? {};
+    const bound = new Map<string, { value: number; from: string; dim: number }>();
     for (const plan of model.inputs) {
       const input = byName.get(plan.spec.name)!;
       const name = plan.spec.name;
@@ -834,8 +839,13 @@ export class RuntimeBackend implements InferenceBackend {
         } else if (axes.seq !== undefined && w === axes.seq) {
           if (seq !== undefined && seq.value !== got) throw bad(`input '${name}': sequence length (shape[${d}]) is ${got}, but input '${seq.from}' has ${seq.value}`);
           seq ??= { value: got, from: name };
-        } else if (parseDimExpression(w, axes) === undefined) {
-          throw bad(`input '${name}': shape[${d}] is the model's symbolic dim '${w}', which cannot be served (neither the batch nor the sequence axis)`);
+        } else if (w in symbolAxes) {
+          const earlier = bound.get(w);
+          if (earlier !== undefined && earlier.value !== got) throw bad(`input '${name}': shape[${d}] is ${got}, but it is the dynamic axis '${w}', which input '${earlier.from}' gives as ${earlier.value} (its shape[${earlier.dim}])`);
+          if (got < 1) throw bad(`input '${name}': shape[${d}] (the dynamic axis '${w}') must be ≥ 1, got ${got}`);
+          bound.set(w, { value: got, from: name, dim: d });
+        } else if (parseDimExpression(w, axes) === undefined && evalDimExpression(w, new Map([axes.batch, ...(axes.seq === undefined ? [] : [axes.seq]), ...Object.keys(symbolAxes)].map((n) => [n, 1]))) === undefined) {
+          throw bad(`input '${name}': shape[${d}] is the model's symbolic dim '${w}', which cannot be served (neither the batch nor the sequence axis nor a dynamic axis)`);
         }
       }
     }
@@ -845,9 +855,12 @@ export class RuntimeBackend implements InferenceBackend {
       if (!model.batchSizes.includes(batchValue)) throw bad(`batch size ${batchValue} (dim 0 of input '${batch?.from ?? '?'}') is not served; allowed batch sizes: ${model.batchSizes.join(', ')}`);
     }
     let seqLen = 0;
+    const symbols = Object.fromEntries([...bound].map(([n, b]) => [n, b.value]));
     if (axes.seq !== undefined) {
       seqLen = seq?.value ?? model.spec.defaultSeqLen;
       if (seqLen < 1 || seqLen > model.maxSeqLen) throw bad(`sequence length ${seqLen} (input '${seq?.from ?? '?'}') must be in [1, ${model.maxSeqLen}]`);
+    } else if (axes.symbols !== undefined) {
+      seqLen = querySize(model.spec, symbols); // the variable of the model's costs (`querySize`)
     }
     const params = request.parameters ?? {};
     if (typeof params !== 'object' || params === null || Array.isArray(params)) throw bad('parameters must be an object');
@@ -868,13 +881,14 @@ export class RuntimeBackend implements InferenceBackend {
     const outputs = this.selectOutputs(model, request, bad);
 
     const tensors: TensorMap = {};
+    const symbolText = Object.keys(symbols).length === 0 ? '' : `, ${Object.entries(symbols).map(([n, v]) => `${n} ${v}`).join(', ')}`;
     for (const plan of model.inputs) {
       const input = byName.get(plan.spec.name)!;
-      // every dim was checked above; resolve derived dims (e.g. batch*seq) and compare
-      const dims = resolveShape(model.spec, plan.spec, batchValue, seqLen);
+      // every dim was checked above; resolve derived dims (e.g. batch*seq, (height+3)/4) and compare
+      const dims = resolveShape(model.spec, plan.spec, batchValue, seqLen, symbols);
       const given = input.shape;
       const d = dims.findIndex((v, i) => v !== given[i]);
-      if (d >= 0) throw bad(`input '${plan.spec.name}': shape[${d}] is ${given[d]}, the model needs ${dims[d]} at batch ${batchValue}${seqLen > 0 ? `, sequence length ${seqLen}` : ''}`);
+      if (d >= 0) throw bad(`input '${plan.spec.name}': shape[${d}] is ${given[d]}, the model needs ${dims[d]} at batch ${batchValue}${axes.seq !== undefined ? `, sequence length ${seqLen}` : ''}${symbolText}`);
       const n = elementCount(dims);
       const data: unknown = input.data;
       if (typeof data !== 'object' || data === null) throw bad(`input '${plan.spec.name}': no data`);

@@ -56,7 +56,7 @@
  */
 import { DeviceFailureError, DeviceUnavailableError, InvalidModelError } from '../../errors.ts';
 import type { Clock, TimerHandle } from '../../clock/clock.ts';
-import { effectiveSeqLen, resolveShape } from '../../model/boundary.ts';
+import { bindSymbols, effectiveSeqLen, resolveShape } from '../../model/boundary.ts';
 import type { ModelSpec } from '../../model/spec.ts';
 import type { HostTensor, TensorData, TensorDataType, TensorMap } from '../../tensor.ts';
 import { elementCount, zeroTensorData } from '../../tensor.ts';
@@ -114,6 +114,8 @@ interface PendingGroup {
   readonly startMs: number;
   readonly results: (SegmentResult | undefined)[];
   readonly segments: readonly Segment[];
+  /** Per segment: the query's other dynamic axes (`bindSymbols`), to size its outputs. */
+  readonly symbols: (Readonly<Record<string, number>> | undefined)[];
   remaining: number;
   lastEndMs: number;
   barrierTimer: TimerHandle | undefined;
@@ -302,11 +304,13 @@ export class SimDevice implements Device {
     }
     if (group.length === 0) return Promise.resolve({ groupLatencyMs: 0, segments: [] });
     return new Promise<GroupResult>((resolve) => {
-      const pending: PendingGroup = { startMs, results: new Array<SegmentResult | undefined>(group.length), segments: group, remaining: group.length, lastEndMs: startMs, barrierTimer: undefined, resolve };
+      const pending: PendingGroup = { startMs, results: new Array<SegmentResult | undefined>(group.length), segments: group, symbols: [], remaining: group.length, lastEndMs: startMs, barrierTimer: undefined, resolve };
       this.groups.add(pending);
       const arriveMs = startMs + this.constants.dispatchMs;
       group.forEach((seg, i) => {
         const { queryId, service } = seg;
+        const spec = this.hosted.get(service)!.spec;
+        pending.symbols[i] = spec.dynamicAxes.symbols === undefined ? undefined : seg.input.kind === 'tensors' ? bindSymbols(spec, seg.input.tensors) : seg.input.kind === 'resume' ? this.book.kept.get(queryId)?.symbols : undefined;
         const lost = this.book.beginSegment(queryId, service, seg.input.kind === 'resume');
         if (lost) {
           const error = new DeviceFailureError(`service ${service}, query ${queryId}: cannot resume at operator ${seg.start}, its state was lost (${lost.reason})`);
@@ -438,12 +442,13 @@ export class SimDevice implements Device {
       const n = hosted.spec.operators.length;
       const latencyMs = endMs - startMs;
       if (seg.end < n) {
-        this.book.finishKept(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen });
+        const symbols = g.symbols[i];
+        this.book.finishKept(queryId, { service, next: seg.end, batchSize: seg.batchSize, seqLen: seg.seqLen, ...(symbols === undefined ? {} : { symbols }) });
         g.results[i] = { ok: true, queryId, service, latencyMs };
       } else {
         this.book.finishDone(queryId);
         const outputs: TensorMap = {};
-        for (const o of hosted.spec.outputs) outputs[o.name] = lazyZeroTensor(o.dataType, resolveShape(hosted.spec, o, seg.batchSize, seg.seqLen));
+        for (const o of hosted.spec.outputs) outputs[o.name] = lazyZeroTensor(o.dataType, resolveShape(hosted.spec, o, seg.batchSize, seg.seqLen, g.symbols[i]));
         g.results[i] = { ok: true, queryId, service, latencyMs, outputs };
       }
     }

@@ -5,7 +5,10 @@
  * Per-sample costs are evaluated at batch 1. Without a seq axis one point suffices (c1 = c2 =
  * 0); with one, costs are evaluated at three sequence lengths and the quadratic through them
  * is taken (exact for costs that are polynomials of degree ≤ 2 in seqLen, as in transformers:
- * linear layers ∝ s, attention scores ∝ s²).
+ * linear layers ∝ s, attention scores ∝ s²). A model with several dynamic axes (an image's
+ * height and width, `DynamicAxes.symbols`) is sampled at three sizes with all axes scaled
+ * together, and the quadratic is in the size, the product of the axes (`querySize`:
+ * convolutions are ∝ H·W up to the rounding of strides).
  *
  * A model whose batch dim is fixed (an import whose inputs are declared e.g. [4, 3, 224, 224],
  * `fixedBatchSize`) can only be evaluated at that batch, so its FLOP and bytes are measured per
@@ -25,7 +28,7 @@ import { indexGraph, requireGraph, topologicalOrder } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
 import { dimBinding, fixedBatchSize, resolveShapes } from './shapes.ts';
-import type { DimBinding, ProbeInputs, ResolvedShapes, ShapeTable } from './shapes.ts';
+import type { DimBinding, ProbeInputs, ResolvedShapes, ShapePoint, ShapeTable } from './shapes.ts';
 
 /** Structure of a graph: index plus a topological order. */
 export interface GraphStructure {
@@ -71,20 +74,30 @@ export function seqSamplePoints(defaultSeqLen: number): number[] {
 }
 
 /**
- * Shapes and per-node FLOP.
+ * Factors the other dynamic axes are scaled by for cost samples (the first is the base): a base
+ * that is a multiple of 64 stays a multiple of 32, as FPN-style detectors need.
+ */
+const SIZE_FACTORS = [1, 0.5, 1.5];
+
+/**
+ * Shapes and per-node FLOP. For a model with other dynamic axes (`DynamicAxes.symbols`) the
+ * costs are polynomials in the query size (`querySize`: the product of the axes), sampled with
+ * every axis at 1, 1/2 and 3/2 of its base size (a single point when those sizes coincide).
  * @throws InvalidModelError when shapes are not annotated and onnxruntime cannot infer them.
  */
 export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes, defaultSeqLen: number, probe: ProbeInputs = {}): Promise<ModelCosts> {
   const binding = dimBinding(structure.index, axes);
-  const seqPoints = axes.seq === undefined ? [0] : seqSamplePoints(defaultSeqLen);
-  const shapes = await resolveShapes(
-    structure.index,
-    structure.model,
-    binding,
-    seqPoints.map((seqLen) => ({ batch: 1, seqLen })),
-    structure.what,
-    probe,
-  );
+  let seqPoints = axes.seq === undefined ? [0] : seqSamplePoints(defaultSeqLen);
+  let points: ShapePoint[] = seqPoints.map((seqLen) => ({ batch: 1, seqLen }));
+  if (axes.symbols !== undefined && Object.keys(axes.symbols).length > 0) {
+    // every other axis scaled by the same factor: sizes s, (s/2)², (3s/4)² relative to the base
+    const scaled = SIZE_FACTORS.map((f) => Object.fromEntries(Object.entries(axes.symbols!).map(([n, v]) => [n, Math.max(1, Math.round(v * f))])));
+    const sizes = scaled.map((sym) => Object.values(sym).reduce((a, v) => a * v, 1));
+    const distinct = new Set(sizes).size === sizes.length;
+    points = (distinct ? scaled : scaled.slice(0, 1)).map((symbols) => ({ batch: 1, seqLen: 0, symbols }));
+    seqPoints = distinct ? sizes : sizes.slice(0, 1);
+  }
+  const shapes = await resolveShapes(structure.index, structure.model, binding, points, structure.what, probe);
   const fixed = fixedBatchSize(structure.index);
   const samplesPerRun = fixed !== undefined && fixed > 0 ? fixed : 1;
   const flops = structure.index.nodes.map((node) => {

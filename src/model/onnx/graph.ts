@@ -316,11 +316,17 @@ export function defaultOpsetVersion(model: OnnxTypes.IModelProto): number {
   return 0;
 }
 
+/** Size a dynamic input dim other than batch and seq takes in the shape probe unless `--probe-shape` gives one (a multiple of 32, as strided detectors need). */
+export const DEFAULT_SYMBOL_SIZE = 64;
+
 /**
  * Dynamic axes of a model from its inputs' declared shapes: `batch` = the symbolic name of dim 0
  * of the first input whose dim 0 is symbolic (`batch` when that dim is anonymous, and also when
  * no input has a symbolic dim 0, in which case the model has a fixed batch); `seq` = the first
- * other symbolic dim of any input (`seq` when anonymous), absent when there is none.
+ * other symbolic dim of any input (`seq` when anonymous), absent when there is none — unless
+ * the inputs' other dims carry two or more distinct names (a detector's `height` and `width`):
+ * then there is no `seq` and each name is its own symbol (`DynamicAxes.symbols`), at
+ * `DEFAULT_SYMBOL_SIZE` until the importer sets the probe's sizes.
  */
 export function detectDynamicAxes(model: OnnxTypes.IModelProto): DynamicAxes {
   const graph = model.graph ?? {};
@@ -336,6 +342,15 @@ export function detectDynamicAxes(model: OnnxTypes.IModelProto): DynamicAxes {
     }
   }
   batch ??= 'batch';
+  const named: string[] = [];
+  for (const v of inputs) {
+    const dims = v.type?.tensorType?.shape?.dim ?? [];
+    for (let i = 1; i < dims.length; i++) {
+      const p = dims[i]!.dimParam;
+      if (p && p !== batch && !named.includes(p)) named.push(p);
+    }
+  }
+  if (named.length >= 2) return { batch, symbols: Object.fromEntries(named.map((n) => [n, DEFAULT_SYMBOL_SIZE])) };
   for (const v of inputs) {
     const dims = v.type?.tensorType?.shape?.dim ?? [];
     for (let i = 1; i < dims.length && seq === undefined; i++) {

@@ -19,6 +19,8 @@
 import path from 'node:path';
 import { InvalidModelError } from '../../errors.ts';
 import type { DynamicAxes, ModelSpec, OperatorSpec, PerSampleCost, TensorSpec } from '../spec.ts';
+import { MAX_SEQ_LEN } from '../spec.ts';
+import { DATA_DEPENDENT_DIM } from '../boundary.ts';
 import { analyzeCosts, analyzeStructure, bytesCost, costAt } from './analysis.ts';
 import type { GraphStructure, ModelCosts } from './analysis.ts';
 import { elementCount } from '../../tensor.ts';
@@ -69,8 +71,8 @@ export interface PartitionResult {
  * @throws RangeError for a malformed `operatorOfNode` / `operatorNames` / `defaultSeqLen`.
  * @throws InvalidModelError for a malformed or cyclic graph, unloaded external data, an operator
  *   whose nodes feed nothing later, a boundary tensor of an unsupported type, shapes that are
- *   neither annotated nor inferable with onnxruntime, or a boundary tensor with a dim that is
- *   no polynomial in batch and seq (see `TensorSpec`).
+ *   neither annotated nor inferable with onnxruntime, a boundary tensor with a dim the dim
+ *   grammar cannot write (see `TensorSpec`), or a data-dependent tensor on a boundary.
  */
 export async function partitionModel(input: PartitionInput): Promise<PartitionResult> {
   const what = input.name;
@@ -99,12 +101,21 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
   const symbolic = costs.shapes.symbolic;
   const inputDependent = inputDependentValues(index, structure.order);
   const domains = impliedInputDomains(index);
+  const interfaceNames = new Set([...index.inputs, ...index.outputs]);
+  const crossing = cuts.flatMap((cut) => [...cut.inputs, ...cut.outputs, ...cut.passthrough]).find((name) => !interfaceNames.has(name) && symbolic.get(name)?.shape.includes(DATA_DEPENDENT_DIM));
+  if (crossing !== undefined) {
+    const avoid = largestCountAvoiding(structure, costs, input.defaultSeqLen, cuts.length, interfaceNames);
+    throw new InvalidModelError(
+      `${what}: tensor '${crossing}' would cross an operator boundary, but its size depends on the data (${describeShape(symbolic.get(crossing)!.shape)}: after NonZero, NonMaxSuppression, Unique, Compress or a TopK with a computed k), which executors cannot size ahead; ` +
+        `import with --operators ${avoid} (the most operators whose cuts avoid every such tensor), or fewer`,
+    );
+  }
   const tensorSpec = (name: string): TensorSpec => {
     const s = symbolic.get(name);
     const unresolved = costs.shapes.unresolved.get(name);
     if (unresolved !== undefined) {
       throw new InvalidModelError(
-        `${what}: tensor '${name}' crosses an operator boundary or is a model input/output, but its shape cannot be written in terms of the batch and sequence axes, so executors could not size it: ${unresolved}. Try another operator count (the cuts move).`,
+        `${what}: tensor '${name}' crosses an operator boundary or is a model input/output, but its shape cannot be written in terms of the model's axes, so executors could not size it: ${unresolved}. Try another operator count (the cuts move).`,
       );
     }
     if (!s) throw new InvalidModelError(`${what}: the type and shape of tensor '${name}' are unknown`);
@@ -173,6 +184,27 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
     opset: defaultOpsetVersion(structure.model),
   };
   return { spec, operatorModels };
+}
+
+/** A shape for messages: `[batch, 2, ?data]`. */
+function describeShape(shape: readonly (number | string)[]): string {
+  return `[${shape.join(', ')}]`;
+}
+
+/**
+ * The largest operator count below `count` whose FLOP-balanced cuts (`splitBalanced`, as an
+ * import makes them) carry no data-dependent tensor across a boundary; 1 when none (one
+ * operator has no inner boundary).
+ */
+function largestCountAvoiding(structure: GraphStructure, costs: ModelCosts, seqLen: number, count: number, interfaceNames: ReadonlySet<string>): number {
+  const weights = nodeWeights(costs, seqLen);
+  for (let n = count - 1; n > 1; n--) {
+    const assignment = splitBalanced(weights, n);
+    const cuts = computeCuts(structure.index, structure.order, assignment, n, structure.what);
+    const bad = cuts.some((cut) => [...cut.inputs, ...cut.outputs, ...cut.passthrough].some((name) => !interfaceNames.has(name) && costs.shapes.symbolic.get(name)?.shape.includes(DATA_DEPENDENT_DIM)));
+    if (!bad) return n;
+  }
+  return 1;
 }
 
 /**
@@ -323,6 +355,30 @@ export function splitBalanced(weights: readonly number[], parts: number): number
   return out;
 }
 
+/**
+ * `axes` with each other dynamic axis (`DynamicAxes.symbols`) at the size `--probe-shape` gives
+ * for a dim of that name (else its default).
+ * @throws RangeError when two given shapes give one axis different sizes.
+ */
+function withProbeSizes(axes: DynamicAxes, index: GraphIndex, probe: ProbeInputs): DynamicAxes {
+  if (axes.symbols === undefined) return axes;
+  const symbols: Record<string, number> = { ...axes.symbols };
+  const from = new Map<string, string>();
+  for (const [name, dims] of Object.entries(probe.shapes ?? {})) {
+    const declared = (index.graph.input ?? []).find((v) => v.name === name)?.type?.tensorType?.shape?.dim ?? [];
+    declared.forEach((d, i) => {
+      const symbol = d.dimParam;
+      const size = dims[i];
+      if (!symbol || size === undefined || !(symbol in symbols)) return;
+      const earlier = from.get(symbol);
+      if (earlier !== undefined && symbols[symbol] !== size) throw new RangeError(`--probe-shape: ${earlier} and ${name} give the axis '${symbol}' different sizes (${symbols[symbol]}, ${size})`);
+      symbols[symbol] = size;
+      from.set(symbol, name);
+    });
+  }
+  return { ...axes, symbols };
+}
+
 /** Options of `importOnnxModel`. */
 export interface ImportOptions {
   /** Number of operators N, in [1, node count]. */
@@ -353,8 +409,8 @@ export interface ImportResult {
  * that reach no graph output; `Constant` nodes and the constant-only subgraphs they feed become
  * initializers (`foldConstants`: copied into every operator that reads them, never carried
  * across a boundary; node counts are those of the folded graph); dynamic axes from the inputs
- * (`detectDynamicAxes`: batch = dim 0 of the inputs when symbolic, a second symbolic dim =
- * seq); probe inputs checked (`checkProbeInputs`); FLOP-balanced contiguous split
+ * (`detectDynamicAxes`: batch = dim 0 of the inputs when symbolic, one other symbolic dim =
+ * seq, several distinct names = one symbol each, at the sizes `--probe-shape` gives or 64); probe inputs checked (`checkProbeInputs`); FLOP-balanced contiguous split
  * (`splitBalanced`, at the default sequence length); `assemblePartition`. The spec's source
  * records the absolute file path and the SHA-256 of the `.onnx` file (not of external data).
  * No file is written.
@@ -368,8 +424,9 @@ export interface ImportResult {
  *   file is read and validated, so the range is known).
  * @throws InvalidModelError for an unreadable, non-ONNX or truncated file, missing external
  *   data, a malformed graph, a cycle (naming a node on it), shapes that cannot be inferred, or
- *   a boundary tensor with a dim that is no polynomial in batch and seq (naming the tensor and
- *   the observed sizes).
+ *   a boundary tensor with a dim the dim grammar cannot write (naming the tensor and the
+ *   observed sizes), or a data-dependent tensor on a boundary (naming it and an operator count
+ *   that avoids it).
  */
 export async function importOnnxModel(file: string, opts: ImportOptions): Promise<ImportResult> {
   const abs = path.resolve(file);
@@ -381,12 +438,17 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
   if (structure.index.nodes.length === 0) throw new InvalidModelError(`${what}: the graph has no nodes that contribute to its outputs, nothing to partition`);
   checkOperatorCount(opts.operators, structure.index.nodes.length, what);
 
-  const dynamicAxes = detectDynamicAxes(model);
   const probe = opts.probe ?? {};
+  const dynamicAxes = withProbeSizes(detectDynamicAxes(model), structure.index, probe);
   const binding = dimBinding(structure.index, dynamicAxes);
   checkProbeInputs(structure.index, declaredValueInfos(structure.index.graph), probe, what);
   const probedSeq = probeSeqLen(structure.index, binding, probe);
-  const defaultSeqLen = dynamicAxes.seq === undefined ? 0 : (opts.defaultSeqLen ?? probedSeq ?? DEFAULT_IMPORT_SEQ_LEN);
+  const defaultSeqLen =
+    dynamicAxes.symbols !== undefined
+      ? Math.min(MAX_SEQ_LEN, Object.values(dynamicAxes.symbols).reduce((a, v) => a * v, 1)) // the size at the probe's base (`querySize`)
+      : dynamicAxes.seq === undefined
+        ? 0
+        : (opts.defaultSeqLen ?? probedSeq ?? DEFAULT_IMPORT_SEQ_LEN);
   const costs = await analyzeCosts(structure, dynamicAxes, defaultSeqLen, probe);
   const operatorOfNode = splitBalanced(nodeWeights(costs, defaultSeqLen), opts.operators);
 

@@ -8,20 +8,26 @@
  * 2. onnxruntime: otherwise the model is run once per point with onnxruntime-node (CPU, one
  *    thread, graph optimizations off) with every intermediate value added as a graph output,
  *    and the dims of the results are read. Inputs are zeros (ids 0, masks false), shapes from
- *    the declared input dims with the batch/seq axes bound to the point (an anonymous dim 0 is
- *    the batch, an anonymous later dim the seq axis when there is one; other dims: 1). Two
- *    extra runs — (batch + 1, first seq) and (batch + 2, a further seq), or one at a further
- *    seq when the batch is fixed — tell how each dim depends on the axes: the symbolic shape
- *    of a value writes each dim as a number, an axis name, or a polynomial expression of them
- *    (`batch*seq`, `12*batch`, `seq+1`; grammar in `model/spec.ts` `TensorSpec`) fitted to all
- *    the runs, so interface shapes of the operators resolve from (batch, seqLen) alone.
+ *    the declared input dims with the batch/seq axes and the other axes (`DimBinding.symbols`)
+ *    bound to the point (an anonymous dim 0 is the batch, an anonymous later dim the seq axis
+ *    when there is one; other dims: 1). Extra runs — (batch + 1) and (batch + 2 with a further
+ *    seq and every other axis at 3/2), or one such run when the batch is fixed; each other
+ *    axis alone at 1/2 and 2 times its base; and, optional (left out when onnxruntime refuses
+ *    them), odd sizes (+1, +3) that tell a floor from a ceiling — show how each dim depends on
+ *    the axes: the symbolic shape of a value writes each dim as a number, an axis name, a
+ *    polynomial of batch and seq (`batch*seq`, `12*batch`, `seq+1`) or else a product of one
+ *    factor per axis, each an integer polynomial or `a·⌊(x + b)/d⌋ + c` (`(width+7)/8`,
+ *    `2*((height+7)/8)*((width+7)/8)`; grammar in `model/spec.ts` `TensorSpec`), fitted to all
+ *    the runs, so interface shapes of the operators resolve from the axes alone. A dim of a
+ *    value downstream of a data-dependent op (`dataDependentValues`) that the probe saw as 0
+ *    or that fits no form is `DATA_DEPENDENT_DIM`.
  *
  * Shapes of initializers come from their `dims`.
  */
 import * as ort from 'onnxruntime-node';
 import { describeError, InvalidModelError } from '../../errors.ts';
 import { elementCount } from '../../tensor.ts';
-import { formatDimExpression } from '../boundary.ts';
+import { DATA_DEPENDENT_DIM, evalDimExpression, formatDimExpression } from '../boundary.ts';
 import type { DimTerm } from '../boundary.ts';
 import type { DynamicAxes } from '../spec.ts';
 import { elemTypeOfOrt, ortTypeOf } from './dtypes.ts';
@@ -61,6 +67,8 @@ export interface ProbeInputs {
 export interface ShapePoint {
   readonly batch: number;
   readonly seqLen: number;
+  /** Size of each other dynamic axis (`DimBinding.symbols`) at this point; absent: none. */
+  readonly symbols?: Readonly<Record<string, number>>;
 }
 
 /** Which symbolic dim names stand for the batch and which for the sequence length. */
@@ -70,6 +78,8 @@ export interface DimBinding {
   /** Canonical names used when a shape has to be written (DynamicAxes names). */
   readonly batchName: string;
   readonly seqName: string | undefined;
+  /** The other dynamic axes (`DynamicAxes.symbols`), each named as in the file, with its base size. */
+  readonly symbols: ReadonlyMap<string, number>;
 }
 
 /** What `resolveShapes` found. */
@@ -84,8 +94,8 @@ export interface ResolvedShapes {
   readonly symbolic: ReadonlyMap<string, SymbolicShape>;
   /**
    * Values whose type is known but one of whose dims depends on the axes in a way the dim
-   * grammar cannot write (not `batch^a · (c0 + c1·seq + c2·seq²)` with integer c, a ∈ {0, 1}),
-   * with a description of the observations; such a value cannot cross an operator boundary.
+   * grammar cannot write (see the file header), with a description of the observations; such
+   * a value cannot cross an operator boundary.
    */
   readonly unresolved: ReadonlyMap<string, string>;
 }
@@ -106,7 +116,7 @@ export function dimBinding(index: GraphIndex, axes: DynamicAxes): DimBinding {
       else if (axes.seq !== undefined && !batch.has(d)) seq.add(d);
     });
   }
-  return { batch, seq, batchName: axes.batch, seqName: axes.seq };
+  return { batch, seq, batchName: axes.batch, seqName: axes.seq, symbols: new Map(Object.entries(axes.symbols ?? {})) };
 }
 
 /**
@@ -176,6 +186,7 @@ function bindDim(d: number | string | undefined, binding: DimBinding, point: Sha
   if (d === undefined) return undefined;
   if (binding.batch.has(d)) return point.batch;
   if (binding.seq.has(d)) return point.seqLen;
+  if (binding.symbols.has(d)) return point.symbols?.[d] ?? binding.symbols.get(d);
   return undefined;
 }
 
@@ -212,21 +223,38 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
     return { source: 'annotations', tables, symbolic, unresolved: new Map() };
   }
 
-  // Probe with onnxruntime: the requested points, plus points that tell how dims depend on the axes.
+  // Probe with onnxruntime: the requested points, plus points that tell how dims depend on the
+  // axes: the batch and each other axis varied alone, and a point that moves all of them.
   const first = points[0] ?? { batch: 1, seqLen: 1 };
   const further = binding.seqName === undefined ? undefined : furtherSeqLen(points.filter((p) => p.batch === first.batch).map((p) => p.seqLen));
+  const base = first.symbols ?? Object.fromEntries(binding.symbols);
+  const at = (f: (v: number) => number): Record<string, number> => Object.fromEntries([...binding.symbols].map(([n, v]) => [n, f(v)]));
+  const withSymbols = (p: ShapePoint): ShapePoint => (binding.symbols.size === 0 || p.symbols !== undefined ? p : { ...p, symbols: base });
   const extra: ShapePoint[] =
     fixedBatchSize(index) === undefined
       ? [
           { batch: first.batch + 1, seqLen: first.seqLen },
-          { batch: first.batch + 2, seqLen: further ?? first.seqLen },
+          { batch: first.batch + 2, seqLen: further ?? first.seqLen, symbols: at((v) => Math.max(1, Math.round((v * 3) / 2))) },
         ]
-      : further === undefined
+      : further === undefined && binding.symbols.size === 0
         ? []
-        : [{ batch: first.batch, seqLen: further }];
-  const all = [...points, ...extra];
-  const tables = await probeShapes(index, model, binding, all, infos, what, probe);
+        : [{ batch: first.batch, seqLen: further ?? first.seqLen, symbols: at((v) => Math.max(1, Math.round((v * 3) / 2))) }];
+  for (const [name, v] of binding.symbols) {
+    for (const size of [Math.max(1, Math.round(v / 2)), 2 * v]) extra.push({ batch: first.batch, seqLen: first.seqLen, symbols: { ...base, [name]: size } });
+  }
+  // Odd sizes tell floor from ceiling (W/8 vs (W+7)/8); a model that only accepts multiples
+  // rejects them, and then they are left out.
+  const optional: ShapePoint[] = [];
+  for (const odd of [1, 3]) {
+    for (const [name, v] of binding.symbols) optional.push({ batch: first.batch, seqLen: first.seqLen, symbols: { ...base, [name]: v + odd } });
+    if (further !== undefined) optional.push({ batch: first.batch, seqLen: first.seqLen + odd, ...(binding.symbols.size === 0 ? {} : { symbols: base }) });
+  }
+  const required = [...points, ...extra].map(withSymbols);
+  const probed = await probeShapes(index, model, binding, [...required, ...optional], infos, what, probe, required.length);
+  const all = required.concat(optional.filter((_, j) => probed[required.length + j] !== undefined));
+  const tables = probed.filter((t): t is Map<string, TensorShape> => t !== undefined);
   for (const t of tables) for (const [k, v] of inits) t.set(k, v);
+  const dataDependent = dataDependentValues(index);
   const symbolic = new Map<string, SymbolicShape>();
   const unresolved = new Map<string, string>();
   for (const name of names) {
@@ -238,10 +266,11 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
     const shape: (number | string)[] = [];
     for (let i = 0; i < rank; i++) {
       const values = shapes.map((s) => s.dims[i]!);
-      const dim = inferDim(values, all, binding);
+      let dim = inferDim(values, all, binding) ?? inferDimGeneral(values, all, binding);
+      if (dataDependent.has(name) && (dim === undefined || values.some((v) => v === 0))) dim = DATA_DEPENDENT_DIM;
       if (dim === undefined) {
-        const observed = values.map((v, j) => `${v} at (${all[j]!.batch}, ${all[j]!.seqLen})`).join(', ');
-        unresolved.set(name, `dim ${i} of tensor '${name}' is ${observed} (batch, ${binding.seqName ?? 'seq'}), which is not batch^a·(c0 + c1·seq + c2·seq²) with integers c and a ∈ {0, 1}`);
+        const observed = values.map((v, j) => `${v} at (${pointText(all[j]!, binding)})`).join(', ');
+        unresolved.set(name, `dim ${i} of tensor '${name}' is ${observed} (${axesText(binding)}), which is no product of integer polynomials and floor divisions of the axes`);
         break;
       }
       shape.push(dim);
@@ -249,6 +278,48 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
     if (!unresolved.has(name)) symbolic.set(name, { elemType: shapes[0]!.elemType, shape });
   }
   return { source: 'onnxruntime', tables: tables.slice(0, points.length), symbolic, unresolved };
+}
+
+/** A probe point for messages: its batch, seq length and axis sizes, in `axesText` order. */
+function pointText(p: ShapePoint, binding: DimBinding): string {
+  return [p.batch, ...(binding.seqName === undefined ? [] : [p.seqLen]), ...[...binding.symbols.keys()].map((n) => p.symbols?.[n] ?? binding.symbols.get(n))].join(', ');
+}
+
+/** The names of the axes a probe point gives, for messages. */
+function axesText(binding: DimBinding): string {
+  return ['batch', ...(binding.seqName === undefined ? [] : [binding.seqName]), ...binding.symbols.keys()].join(', ');
+}
+
+/**
+ * Ops whose output sizes depend on the input data, not only on input shapes (ONNX operator
+ * spec: NonZero, NonMaxSuppression, Unique, Compress; TopK when its k is computed rather than
+ * an initializer).
+ */
+const DATA_DEPENDENT_OPS = new Set(['NonZero', 'NonMaxSuppression', 'Unique', 'Compress']);
+
+/**
+ * Values whose shape may depend on the data: outputs of `DATA_DEPENDENT_OPS` (and of a TopK
+ * with a computed k) and every value computed from them (conservative).
+ */
+export function dataDependentValues(index: GraphIndex): Set<string> {
+  const out = new Set<string>();
+  const stack: number[] = [];
+  index.nodes.forEach((node, i) => {
+    const op = node.opType ?? '';
+    const k = node.input?.[1];
+    if (DATA_DEPENDENT_OPS.has(op) || (op === 'TopK' && k !== undefined && k !== '' && !index.initializers.has(k))) stack.push(i);
+  });
+  const seen = new Set<number>();
+  while (stack.length > 0) {
+    const i = stack.pop()!;
+    if (seen.has(i)) continue;
+    seen.add(i);
+    for (const o of index.writes[i] ?? []) {
+      out.add(o);
+      for (const r of index.readers.get(o) ?? []) stack.push(r);
+    }
+  }
+  return out;
 }
 
 /** A declared dim in canonical form: bound names → the DynamicAxes names. */
@@ -326,7 +397,141 @@ function inferDim(values: readonly number[], points: readonly ShapePoint[], bind
   return undefined;
 }
 
-/** Run the model at each point with every value as an output and collect the result shapes. */
+/** A univariate factor: `a·⌊(x + b)/d⌋ + c` (d = 1: the polynomial c + a·x + q·x², q from `square`). */
+interface Factor {
+  readonly a: number;
+  readonly b: number;
+  readonly d: number;
+  readonly c: number;
+  readonly square: number;
+}
+
+function factorAt(f: Factor, x: number): number {
+  return f.a * Math.floor((x + f.b) / f.d) + f.c + f.square * x * x;
+}
+
+function gcd(a: number, b: number): number {
+  a = Math.abs(a);
+  b = Math.abs(b);
+  while (b !== 0) [a, b] = [b, a % b];
+  return a;
+}
+
+/**
+ * The simplest factor through the observations (x, v) with distinct xs: an integer polynomial of
+ * degree ≤ 2, else `a·⌊(x + b)/d⌋ + c` with integers a, c, 2 ≤ d ≤ 64, 0 ≤ b < d (smallest d,
+ * then smallest b: a floor before a ceiling when the sizes cannot tell them apart).
+ */
+function fitFactor(xs: readonly number[], vs: readonly number[]): Factor | undefined {
+  const fits = (f: Factor): boolean => xs.every((x, j) => factorAt(f, x) === vs[j]);
+  if (xs.length >= 2) {
+    const d1 = (vs[1]! - vs[0]!) / (xs[1]! - xs[0]!);
+    let poly: [number, number, number] = [vs[0]! - d1 * xs[0]!, d1, 0];
+    if (xs.length >= 3) {
+      const d2 = ((vs[2]! - vs[1]!) / (xs[2]! - xs[1]!) - d1) / (xs[2]! - xs[0]!);
+      poly = [vs[0]! - d1 * xs[0]! + d2 * xs[0]! * xs[1]!, d1 - d2 * (xs[0]! + xs[1]!), d2];
+    }
+    const ints = poly.map(asInteger);
+    if (ints.every((c) => c !== undefined)) {
+      const [c0, c1, c2] = ints as [number, number, number];
+      const f = { a: c1, b: 0, d: 1, c: c0, square: c2 };
+      if (fits(f)) return f;
+    }
+  }
+  if (xs.length < 3) return undefined;
+  for (let d = 2; d <= 64; d++) {
+    for (let b = 0; b < d; b++) {
+      const q = xs.map((x) => Math.floor((x + b) / d));
+      const j = q.findIndex((v) => v !== q[0]);
+      if (j < 0) continue;
+      const a = (vs[j]! - vs[0]!) / (q[j]! - q[0]!);
+      if (!Number.isInteger(a) || a === 0) continue;
+      const f = { a, b, d, c: vs[0]! - a * q[0]!, square: 0 };
+      if (fits(f)) return f;
+    }
+  }
+  return undefined;
+}
+
+/** A factor written in the dim grammar (`TensorSpec`), parenthesized unless it is one name or number. */
+function formatFactor(f: Factor, name: string): string {
+  const text = bareFactor(f, name);
+  return text === name || /^[0-9]+$/.test(text) ? text : `(${text})`;
+}
+
+/** A factor written in the dim grammar, unparenthesized. */
+function bareFactor(f: Factor, name: string): string {
+  const parts: string[] = [];
+  const push = (coefficient: number, body: string): void => {
+    if (coefficient === 0) return;
+    const abs = Math.abs(coefficient);
+    const text = body === '' ? String(abs) : abs === 1 ? body : `${abs}*${body}`;
+    parts.push(coefficient < 0 ? `-${text}` : parts.length > 0 ? `+${text}` : text);
+  };
+  push(f.square, `${name}*${name}`);
+  const quotient = f.b === 0 ? `${name}/${f.d}` : `(${name}+${f.b})/${f.d}`;
+  push(f.a, f.d === 1 ? name : f.a === 1 ? quotient : `(${quotient})`);
+  push(f.c, '');
+  return parts.length === 0 ? '0' : parts.join('');
+}
+
+/**
+ * Symbolic form of one dim the polynomial form (`inferDim`) cannot write: a product of one
+ * factor per axis it depends on (`fitFactor`, fitted through the points where only that axis
+ * moves away from the first point) times an integer, e.g. `64*(height/4)*(width/4)` or
+ * `((width+7)/8)`; checked against every observation (points where several axes move
+ * included) by evaluating the written expression. Undefined when no such form reproduces them.
+ */
+function inferDimGeneral(values: readonly number[], points: readonly ShapePoint[], binding: DimBinding): string | undefined {
+  const base = points[0]!;
+  const axes: { name: string; of: (p: ShapePoint) => number }[] = [{ name: binding.batchName, of: (p) => p.batch }];
+  if (binding.seqName !== undefined) axes.push({ name: binding.seqName, of: (p) => p.seqLen });
+  for (const [n, v] of binding.symbols) axes.push({ name: n, of: (p) => p.symbols?.[n] ?? v });
+  const v0 = values[0]!;
+  const factors: { name: string; factor: Factor; atBase: number }[] = [];
+  for (const axis of axes) {
+    const xs: number[] = [];
+    const vs: number[] = [];
+    points.forEach((p, j) => {
+      if (axes.some((o) => o !== axis && o.of(p) !== o.of(base))) return;
+      const x = axis.of(p);
+      if (xs.includes(x)) return;
+      xs.push(x);
+      vs.push(values[j]!);
+    });
+    if (vs.every((v) => v === v0)) continue;
+    const factor = fitFactor(xs, vs);
+    if (factor === undefined) return undefined;
+    factors.push({ name: axis.name, factor, atBase: factorAt(factor, axis.of(base)) });
+  }
+  if (factors.length === 0) return undefined;
+  let expression: string;
+  if (factors.length === 1) expression = bareFactor(factors[0]!.factor, factors[0]!.name);
+  else {
+    // v = C · Π primitive(factor): divide each factor by the gcd of its coefficients
+    let product = 1;
+    const written: string[] = [];
+    for (const { name, factor } of factors) {
+      const g = gcd(gcd(factor.a, factor.c), factor.square) || 1;
+      const primitive = { ...factor, a: factor.a / g, c: factor.c / g, square: factor.square / g };
+      product *= factorAt(primitive, axes.find((x) => x.name === name)!.of(base));
+      written.push(formatFactor(primitive, name));
+    }
+    if (product === 0 || v0 % product !== 0) return undefined;
+    const constant = v0 / product;
+    expression = [...(constant === 1 ? [] : [String(constant)]), ...written].join('*');
+  }
+  const ok = points.every((p, j) => {
+    const bindings = new Map(axes.map((a) => [a.name, a.of(p)]));
+    return evalDimExpression(expression, bindings) === values[j];
+  });
+  return ok ? expression : undefined;
+}
+
+/**
+ * Run the model at each point with every value as an output and collect the result shapes;
+ * points from `required` on are optional: a point onnxruntime rejects gives undefined.
+ */
 async function probeShapes(
   index: GraphIndex,
   model: OnnxTypes.IModelProto,
@@ -335,7 +540,8 @@ async function probeShapes(
   infos: ReadonlyMap<string, OnnxTypes.IValueInfoProto>,
   what: string,
   probe: ProbeInputs,
-): Promise<Map<string, TensorShape>[]> {
+  required: number = points.length,
+): Promise<(Map<string, TensorShape> | undefined)[]> {
   checkProbeInputs(index, infos, probe, what);
   const graph = index.graph;
   const outputs: OnnxTypes.IValueInfoProto[] = [...(graph.output ?? [])];
@@ -359,14 +565,18 @@ async function probeShapes(
     throw new InvalidModelError(`${what}: its value shapes are not fully annotated and onnxruntime cannot load it to infer them: ${describeError(cause)}`, { cause });
   }
   try {
-    const tables: Map<string, TensorShape>[] = [];
-    for (const point of points) {
+    const tables: (Map<string, TensorShape> | undefined)[] = [];
+    for (const [j, point] of points.entries()) {
       const feeds: Record<string, ort.Tensor> = {};
       for (const name of index.inputs) feeds[name] = zeroTensor(infos.get(name), binding, point, name, what, probe);
       let results: ort.InferenceSession.ReturnType;
       try {
         results = await session.run(feeds);
       } catch (cause) {
+        if (j >= required) {
+          tables.push(undefined);
+          continue;
+        }
         const fed = Object.entries(feeds)
           .map(([name, t]) => `${name} [${t.dims.join(', ')}] = ${probe.values?.[name] ?? (t.type === 'string' ? "''" : 0)}`)
           .join('; ');
