@@ -1,0 +1,360 @@
+/**
+ * Admitting a model the predictor was not trained on while serving (issue 14 item 2: a model
+ * loaded at runtime with `abacus serve --model-control explicit`). `OpenPredictor` wraps the
+ * serving predictor; `admit(spec)` makes it score one more model, in one of two ways:
+ *
+ * 1. **`flop` features** (`how: 'flop-predictor'`): the base uses model-agnostic features
+ *    (`features.ts` "Feature sets"), so it can score the model itself from its FLOPs, bytes and
+ *    kernels, as `--allow-unseen` does at start-up. The caller's `rebuild` makes a predictor from
+ *    the same weights over the specs with the new one added (`file.ts` `predictorFromFile` with
+ *    `allowUnseen`), which then replaces the base. Groups without the new model are encoded as
+ *    before (trained models keep their ranks), so their predictions do not change.
+ *
+ * 2. **`full` features** (`how: 'cost-fallback'`): the base has one input per trained model and
+ *    cannot describe another. The new model's segments are estimated by a cost model,
+ *
+ *      solo(slot) = s · (c0 + c_k · kernels + c_g · gflop + c_m · mb)       (ms)
+ *
+ *    with `kernels`, `gflop`, `mb` the segment's costs at its batch and sequence length
+ *    (`features.ts` `segmentCosts`) and c ≥ 0 fitted to the BASE predictor's own solo
+ *    predictions of the models it was trained on (every trained model with a spec given; whole
+ *    models and halves/quarters at batch 1, 2, 4, 8, 16 or the model's fixed batch), by
+ *    non-negative least squares on the relative error (each point weighs 1/y², what MAPE
+ *    measures; exact: every subset of the 4 coefficients is solved and the best feasible one
+ *    kept). `s` = max(1, the 0.9 quantile of prediction ÷ fit over those points): on the shapes
+ *    it was fitted to the estimate exceeds the base's prediction 90 % of the time (a
+ *    deliberately high estimate). No profile data or device time is needed; the error on a new
+ *    model is that of a 4-parameter roofline-like model (measured on sim:a100, bert-small
+ *    estimated from resnet50-small: `docs/serving.md`).
+ *
+ *    A group holding such a slot is predicted as the base's prediction of its other slots (0
+ *    when none) PLUS the fallback's solo estimate of each fallback slot: as if those segments
+ *    ran after the others, never overlapped with them. Under processor sharing a group takes no
+ *    longer than its segments one after another, so this over-estimates an overlapped group
+ *    when the solo estimates are right: a co-located query is planned with a budget that
+ *    includes the whole new segment, and overlap with the new model is only chosen where it
+ *    fits even serially. Groups without a fallback slot go to the base unchanged.
+ *
+ * Online correction: the fallback is a pure function of the group (the controllers' solo memo
+ * relies on that, `schedule/heads.ts` `SoloMemo`). Policies that learn from measured groups
+ * correct it: abacus with `refine` gives keys with the new model their own fit
+ * (`refine.ts`, models numbered in order of first sight) and its guard inflates overlapped
+ * groups while the error is high; clockwork schedules from measured latencies once it has seen
+ * the model. fcfs/sjf/edf use the estimate as it is.
+ *
+ * Not reentrant (as every predictor here): one caller at a time on one thread.
+ */
+import { fixedBatchOf } from '../model/boundary.ts';
+import type { ModelSpec } from '../model/spec.ts';
+import { segmentCosts } from './features.ts';
+import type { Group, GroupSlot, Predictor } from './predictor.ts';
+
+/** How `OpenPredictor.admit` lets the predictor score a model (module docs). */
+export type AdmissionKind = 'trained' | 'flop-predictor' | 'cost-fallback';
+
+/** The outcome of `OpenPredictor.admit`. */
+export interface Admission {
+  readonly model: string;
+  readonly how: AdmissionKind;
+  /** One line for an operator (the repository index's `reason` of a READY model); '' for `trained`. */
+  readonly note: string;
+  /** `cost-fallback`: MAPE (fraction) of the fitted cost model against the base on the calibration points; absent otherwise. */
+  readonly calibrationMape?: number;
+}
+
+/** Options of `OpenPredictor`. */
+export interface OpenPredictorOptions {
+  /** Specs of the base's trained models (by model name; a subset is fine): the cost fallback's calibration. */
+  readonly specs: ReadonlyMap<string, ModelSpec>;
+  /**
+   * Only for a base with `flop` features: a predictor from the same weights over `specs` (which
+   * holds every model scored so far plus the new one). Absent: every unseen model gets the cost fallback.
+   */
+  readonly rebuild?: (specs: ReadonlyMap<string, ModelSpec>) => Predictor;
+}
+
+/** Batch sizes of the calibration points (a model with a fixed batch uses that one). */
+const CALIBRATION_BATCHES = [1, 2, 4, 8, 16] as const;
+/** Quantile of base ÷ fit that scales the fallback up (module docs). */
+const CALIBRATION_QUANTILE = 0.9;
+
+/** Per-operator costs of one fallback model. */
+interface FallbackModel {
+  readonly spec: ModelSpec;
+  readonly operators: number;
+}
+
+/**
+ * The cost model of the `full`-feature fallback (module docs), fitted once to a base predictor.
+ * Exported for tests.
+ */
+export class CostFallback {
+  /** Coefficients c0 (ms), c_k (ms per kernel), c_g (ms per GFLOP), c_m (ms per MB), scale already applied. */
+  readonly coefficients: readonly [number, number, number, number];
+  /** The quantile scale s ≥ 1 applied to the fit. */
+  readonly scale: number;
+  /** MAPE (fraction) of the unscaled fit against the base's predictions on the calibration points. */
+  readonly calibrationMape: number;
+  /** Calibration points used. */
+  readonly points: number;
+
+  private constructor(coefficients: [number, number, number, number], scale: number, calibrationMape: number, points: number) {
+    this.coefficients = coefficients;
+    this.scale = scale;
+    this.calibrationMape = calibrationMape;
+    this.points = points;
+  }
+
+  /**
+   * Fit to `base`'s solo predictions of the models in `specs` that it scores.
+   * @throws RangeError when no calibration point exists (no spec of a model the base scores) or
+   *   the fit is degenerate (every coefficient 0, or a non-finite prediction).
+   */
+  static fit(base: Predictor, specs: ReadonlyMap<string, ModelSpec>): CostFallback {
+    const known = [...specs.values()].filter((s) => base.models.includes(s.name));
+    if (known.length === 0) throw new RangeError(`no calibration data for a cost fallback: none of the given specs (${[...specs.keys()].join(', ') || 'none'}) is a model the predictor scores (${base.models.join(', ')})`);
+    const groups: GroupSlot[][] = [];
+    const features: number[][] = [];
+    for (const spec of known) {
+      const n = spec.operators.length;
+      const cuts = [...new Set([Math.round(n / 4), Math.round(n / 2), Math.round((3 * n) / 4)])].filter((k) => k > 0 && k < n);
+      const segments: [number, number][] = [[0, n], ...cuts.flatMap((k): [number, number][] => [[0, k], [k, n]])];
+      const fixed = fixedBatchOf(spec);
+      for (const batch of fixed !== undefined ? [fixed] : CALIBRATION_BATCHES) {
+        for (const [start, end] of segments) {
+          groups.push([{ model: spec.name, start, end, batch, seqLen: 0 }]);
+          features.push(costRow(spec, start, end, batch, 0));
+        }
+      }
+    }
+    const y = base.predict(groups);
+    for (let i = 0; i < y.length; i++) {
+      if (!(Number.isFinite(y[i]!) && y[i]! > 0)) throw new RangeError(`cannot fit a cost fallback: the predictor's solo prediction of ${JSON.stringify(groups[i]![0])} is ${y[i]} ms`);
+    }
+    const c = nnlsRelative(features, y);
+    if (c.every((v) => v === 0)) throw new RangeError('cannot fit a cost fallback: every coefficient is 0');
+    const ratios: number[] = [];
+    let ape = 0;
+    for (let i = 0; i < y.length; i++) {
+      const fit = dot(c, features[i]!);
+      ratios.push(fit > 0 ? y[i]! / fit : Infinity);
+      ape += fit > 0 ? Math.abs(fit - y[i]!) / y[i]! : 1;
+    }
+    ratios.sort((a, b) => a - b);
+    const q = ratios[Math.min(ratios.length - 1, Math.floor(CALIBRATION_QUANTILE * ratios.length))]!;
+    if (!Number.isFinite(q)) throw new RangeError('cannot fit a cost fallback: the fit predicts 0 ms for most calibration points');
+    const scale = Math.max(1, q);
+    return new CostFallback([c[0]! * scale, c[1]! * scale, c[2]! * scale, c[3]! * scale], scale, ape / y.length, y.length);
+  }
+
+  /** Estimated solo latency (ms, > 0) of operators `[start, end)` of `spec` at `batch` and `seqLen` (0: the model's default). @throws RangeError for a segment outside the model. */
+  soloMs(spec: ModelSpec, start: number, end: number, batch: number, seqLen: number): number {
+    return Math.max(1e-6, dot(this.coefficients, costRow(spec, start, end, batch, seqLen)));
+  }
+}
+
+/** [1, kernels, GFLOP, MB] of a segment. */
+function costRow(spec: ModelSpec, start: number, end: number, batch: number, seqLen: number): number[] {
+  const c = segmentCosts(spec, start, end, batch, seqLen);
+  return [1, c.kernels, c.gflop, c.mb];
+}
+
+function dot(c: ArrayLike<number>, x: ArrayLike<number>): number {
+  let s = 0;
+  for (let j = 0; j < x.length; j++) s += c[j]! * x[j]!;
+  return s;
+}
+
+/**
+ * Non-negative least squares of x·c ≈ y weighted by 1/y² (relative error): every subset of the
+ * columns is solved by its normal equations (a 1e-9 relative ridge keeps collinear columns
+ * solvable) and the feasible solution (all ≥ 0) of least loss kept. Columns ≤ 4, so ≤ 15 solves.
+ */
+export function nnlsRelative(x: readonly (readonly number[])[], y: ArrayLike<number>): number[] {
+  const p = x[0]?.length ?? 0;
+  let best: number[] = new Array<number>(p).fill(0);
+  let bestLoss = Infinity;
+  for (let mask = 1; mask < 1 << p; mask++) {
+    const cols = [...Array(p).keys()].filter((j) => (mask >> j) & 1);
+    const k = cols.length;
+    const a = Array.from({ length: k }, () => new Array<number>(k + 1).fill(0));
+    for (let i = 0; i < x.length; i++) {
+      const w = 1 / (y[i]! * y[i]!);
+      for (let r = 0; r < k; r++) {
+        const xr = x[i]![cols[r]!]!;
+        const row = a[r]!;
+        for (let s = 0; s < k; s++) row[s] = row[s]! + w * xr * x[i]![cols[s]!]!;
+        row[k] = row[k]! + w * xr * y[i]!;
+      }
+    }
+    for (let r = 0; r < k; r++) a[r]![r] = a[r]![r]! + 1e-9 * (a[r]![r]! || 1);
+    const sol = solve(a);
+    if (sol === undefined || sol.some((v) => !(v >= 0))) continue;
+    const c = new Array<number>(p).fill(0);
+    cols.forEach((j, r) => (c[j] = sol[r]!));
+    let loss = 0;
+    for (let i = 0; i < x.length; i++) loss += ((dot(c, x[i]!) - y[i]!) / y[i]!) ** 2;
+    if (loss < bestLoss) {
+      bestLoss = loss;
+      best = c;
+    }
+  }
+  return best;
+}
+
+/** Gaussian elimination with partial pivoting of an augmented k × (k+1) matrix (modified); undefined when singular. */
+function solve(a: number[][]): number[] | undefined {
+  const k = a.length;
+  for (let col = 0; col < k; col++) {
+    let piv = col;
+    for (let r = col + 1; r < k; r++) if (Math.abs(a[r]![col]!) > Math.abs(a[piv]![col]!)) piv = r;
+    if (!(Math.abs(a[piv]![col]!) > 0)) return undefined;
+    [a[col], a[piv]] = [a[piv]!, a[col]!];
+    for (let r = 0; r < k; r++) {
+      if (r === col) continue;
+      const row = a[r]!;
+      const f = row[col]! / a[col]![col]!;
+      for (let s = col; s <= k; s++) row[s] = row[s]! - f * a[col]![s]!;
+    }
+  }
+  return a.map((row, r) => row[k]! / row[r]!);
+}
+
+/**
+ * A predictor that can admit models its base was not trained on (module docs). Until `admit` is
+ * called it is its base: same models, same predictions.
+ */
+export class OpenPredictor implements Predictor {
+  #base: Predictor;
+  readonly #specs: Map<string, ModelSpec>;
+  readonly #rebuild: ((specs: ReadonlyMap<string, ModelSpec>) => Predictor) | undefined;
+  readonly #fallbackModels = new Map<string, FallbackModel>();
+  readonly #admissions = new Map<string, Admission>();
+  #costs: CostFallback | undefined;
+  #models: readonly string[];
+
+  constructor(base: Predictor, options: OpenPredictorOptions) {
+    this.#base = base;
+    this.#specs = new Map(options.specs);
+    this.#rebuild = options.rebuild;
+    this.#models = base.models;
+  }
+
+  /** The predictor that scores groups without a fallback model (the first base, or its `flop` rebuild). */
+  get base(): Predictor {
+    return this.#base;
+  }
+  get kind(): string {
+    return this.#base.kind;
+  }
+  get deviceId(): string {
+    return this.#base.deviceId;
+  }
+  /** The base's models plus every admitted one, sorted by name. */
+  get models(): readonly string[] {
+    return this.#models;
+  }
+  get maxSlots(): number {
+    return this.#base.maxSlots;
+  }
+  get threadFeature(): boolean {
+    return this.#base.threadFeature === true;
+  }
+
+  /** The fitted cost fallback, once a model needed it. */
+  get costFallback(): CostFallback | undefined {
+    return this.#costs;
+  }
+
+  /** How `model` was admitted; undefined for a model never passed to `admit`. */
+  admission(model: string): Admission | undefined {
+    return this.#admissions.get(model);
+  }
+
+  /**
+   * Score `spec` from now on (module docs): a model the base scores already is `trained` (a
+   * spec under the same name must be the same variant: compared by operator count); else the
+   * `flop` rebuild when given, else the cost fallback (fitted on first use). Idempotent per name.
+   * @throws RangeError when a model of that name is scored with other operators, or no
+   *   fallback can be fitted (`CostFallback.fit`); what `rebuild` throws.
+   */
+  admit(spec: ModelSpec): Admission {
+    const name = spec.name;
+    const prior = this.#admissions.get(name);
+    const known = this.#specs.get(name) ?? this.#fallbackModels.get(name)?.spec;
+    if (known !== undefined && known.operators.length !== spec.operators.length) {
+      throw new RangeError(`model '${name}' is scored with ${known.operators.length} operators, the loaded one has ${spec.operators.length}: another variant under the same name cannot be admitted`);
+    }
+    if (prior !== undefined) return prior;
+    let admission: Admission;
+    if (this.#base.models.includes(name)) {
+      admission = { model: name, how: 'trained', note: '' };
+    } else if (this.#rebuild !== undefined) {
+      const specs = new Map(this.#specs);
+      for (const [m, f] of this.#fallbackModels) specs.set(m, f.spec);
+      specs.set(name, spec);
+      const rebuilt = this.#rebuild(specs);
+      if (!rebuilt.models.includes(name)) throw new RangeError(`the rebuilt flop-feature predictor does not score '${name}' (it scores ${rebuilt.models.join(', ')})`);
+      this.#base = rebuilt;
+      this.#specs.set(name, spec);
+      admission = { model: name, how: 'flop-predictor', note: `predicted by the flop-feature predictor from the model's FLOPs, bytes and kernels (not trained on it)` };
+    } else {
+      this.#costs ??= CostFallback.fit(this.#base, this.#specs);
+      this.#fallbackModels.set(name, { spec, operators: spec.operators.length });
+      const mape = this.#costs.calibrationMape;
+      admission = {
+        model: name,
+        how: 'cost-fallback',
+        note: `predicted by the cost fallback (FLOPs, bytes and kernels fitted to the predictor's models, ${(mape * 100).toFixed(1)}% MAPE on them), groups with it as if run after the others, until it is profiled (add it to the config and restart)`,
+        calibrationMape: mape,
+      };
+    }
+    this.#admissions.set(name, admission);
+    this.#models = [...new Set([...this.#base.models, ...this.#fallbackModels.keys()])].sort();
+    return admission;
+  }
+
+  /**
+   * See `Predictor.predict`. Groups without a fallback slot: the base's predictions. A group with
+   * one: the base's prediction of its other slots (0 when none) + the fallback's solo estimate of
+   * each fallback slot.
+   * @throws RangeError as `Predictor.predict` (the base's messages for its slots).
+   */
+  predict(groups: readonly Group[], out?: Float64Array): Float64Array {
+    const fallback = this.#fallbackModels;
+    if (fallback.size === 0 || !groups.some((g) => g.some((s) => fallback.has(s.model)))) return this.#base.predict(groups, out);
+    const res = out ?? new Float64Array(groups.length);
+    const extra = new Float64Array(groups.length);
+    const baseGroups: Group[] = [];
+    const baseIndex: number[] = [];
+    groups.forEach((group, gi) => {
+      if (group.length < 1 || group.length > this.maxSlots) throw new RangeError(`group ${gi} has ${group.length} slots; a group has 1..${this.maxSlots} (the predictor's maxSlots)`);
+      const rest: GroupSlot[] = [];
+      group.forEach((slot, si) => {
+        const f = fallback.get(slot.model);
+        if (f === undefined) {
+          rest.push(slot);
+          return;
+        }
+        const { start, end, batch, seqLen } = slot;
+        if (!(Number.isInteger(start) && Number.isInteger(end) && start >= 0 && start < end && end <= f.operators)) {
+          throw new RangeError(`group ${gi} slot ${si} (${slot.model}): segment [${start}, ${end}) must satisfy 0 ≤ start < end ≤ ${f.operators} (integers)`);
+        }
+        if (!(Number.isInteger(batch) && batch >= 1)) throw new RangeError(`group ${gi} slot ${si} (${slot.model}): batch ${batch} must be an integer ≥ 1`);
+        if (!(Number.isInteger(seqLen) && seqLen >= 0)) throw new RangeError(`group ${gi} slot ${si} (${slot.model}): seqLen ${seqLen} must be an integer ≥ 0`);
+        extra[gi] = extra[gi]! + this.#costs!.soloMs(f.spec, start, end, batch, seqLen);
+      });
+      if (rest.length > 0) {
+        baseGroups.push(rest);
+        baseIndex.push(gi);
+      }
+    });
+    res.fill(0, 0, groups.length);
+    if (baseGroups.length > 0) {
+      const b = this.#base.predict(baseGroups);
+      for (let i = 0; i < baseIndex.length; i++) res[baseIndex[i]!] = b[i]!;
+    }
+    for (let gi = 0; gi < groups.length; gi++) res[gi] = res[gi]! + extra[gi]!;
+    return res;
+  }
+}
