@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { ModelSpec } from '../src/model/spec.ts';
 import { segmentCosts } from '../src/predict/features.ts';
 import type { Group, Predictor } from '../src/predict/predictor.ts';
+import { RefinedPredictor } from '../src/predict/refine.ts';
 import { CostFallback, nnlsRelative, OpenPredictor } from '../src/predict/unseen.ts';
 import { CNN, TX } from './predict-fixtures.ts';
 
@@ -164,5 +165,27 @@ describe('OpenPredictor', () => {
     expect(open.admit(CNN)).toEqual({ model: 'cnn', how: 'trained', note: '' });
     const shorter: ModelSpec = { ...CNN, operators: CNN.operators.slice(0, 2) };
     expect(() => open.admit(shorter)).toThrow(/model 'cnn' is scored with 3 operators, the loaded one has 2/);
+  });
+});
+
+describe('online refinement of an admitted model (refine.ts numbers models the base admits later)', () => {
+  it('learns the fallback\'s error for the new model apart from the trained one', () => {
+    const open = new OpenPredictor(lawPredictor([CNN]), { specs: new Map([['cnn', CNN]]) });
+    const refiner = new RefinedPredictor(open, { detectChanges: false, guard: false });
+    open.admit(TX);
+    expect(refiner.models).toEqual(['cnn', 'tx']);
+    const cnn: Group = [{ model: 'cnn', start: 0, end: 3, batch: 1, seqLen: 0 }];
+    const tx: Group = [{ model: 'tx', start: 0, end: 2, batch: 1, seqLen: 0 }];
+    const [cnnBase, txBase] = open.predict([cnn, tx]);
+    // the device: cnn as predicted, tx twice the fallback's estimate (one shape each: the fit is b = the ratio, a = 0)
+    for (let i = 0; i < 30; i++) {
+      refiner.observe(cnn, cnnBase!, cnnBase!);
+      refiner.observe(tx, txBase!, 2 * txBase!);
+    }
+    const [cnnRefined, txRefined] = refiner.predict([cnn, tx]);
+    // relative 1e-9: the same arithmetic (means of equal ratios), rounding only
+    expect(Math.abs(cnnRefined! / cnnBase! - 1)).toBeLessThan(1e-9);
+    expect(Math.abs(txRefined! / (2 * txBase!) - 1)).toBeLessThan(1e-9);
+    expect(refiner.soloMs('tx', txBase!) / (2 * txBase!)).toBeCloseTo(1, 9);
   });
 });
