@@ -5,7 +5,8 @@
  * - sim:a100 with `--model-control explicit` (the control plane is the point): the index over
  *   HTTP and gRPC (a grpc-js client built from `grpc_service.proto`), unload then infer (HTTP 404
  *   / gRPC NOT_FOUND), load then infer (200 / OK), a NEW model loaded with its settings in
- *   `parameters.config`, and the security cases (path-traversal names, `file:` payloads, bytes
+ *   `parameters.config`, a new model the predictor was not trained on (served with the cost
+ *   fallback, READY with a note), and the security cases (path-traversal names, `file:` payloads, bytes
  *   parameters, oversized or path-like configs: each a 400 / INVALID_ARGUMENT naming the field,
  *   and the model repository folder byte-for-byte unchanged); gRPC errors echo the request `id`.
  * - the same server without the flag: load/unload 403 / PERMISSION_DENIED, the index answers.
@@ -138,12 +139,36 @@ describe('repository extension on abacus serve --model-control explicit (child p
       expect(stats.model_stats[0]!.inference_count).toBe(1);
       expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/abacus_requests_total\{model="resnet3",outcome="success"\} 1/);
 
-      // a model the predictor was not trained on is not served (its load fails with the reason; the model is UNAVAILABLE)
-      const unseen = await post(`${url}/v2/repository/models/bert/load`, { parameters: { config: JSON.stringify({ model: 'bert-small', qosTargetMs: 5000 }) } });
-      expect(unseen.status).toBe(503);
-      expect((unseen.json as { error: string }).error).toMatch(/^load 'bert': the model failed to load and is UNAVAILABLE: the predictor does not know model 'bert-small' \(it scores resnet50-small\)/);
+      // a model the predictor was not trained on (profiled on resnet50-small alone, `full` features): admitted with the
+      // cost fallback (predict/unseen.ts), READY with a note saying so; it and the co-located model are served
+      const bertConfig = JSON.stringify({ model: 'bert-small', qosTargetMs: 5000, batchSizes: [1, 2] });
+      expect(await post(`${url}/v2/repository/models/bert/load`, { parameters: { config: bertConfig } })).toEqual({ status: 200, json: {} });
+      const fallbackNote = /^predicted by the cost fallback \(FLOPs, bytes and kernels fitted to the predictor's models, \d+\.\d% MAPE on them\), groups with it as if run after the others, until it is profiled/;
       const entry = ((await post(`${url}/v2/repository/index`)).json as IndexEntry[]).find((m) => m.name === 'bert');
-      expect(entry).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringMatching(/^the predictor does not know model 'bert-small'/) as unknown });
+      expect(entry).toMatchObject({ state: 'READY', reason: expect.stringMatching(fallbackNote) as unknown });
+      console.log(`bert READY: ${entry?.reason}`);
+      expect(((await rawCall<{ models: IndexEntry[] }>(raw, 'RepositoryIndex', { ready: true })).models).find((m) => m.name === 'bert')?.reason).toMatch(fallbackNote);
+      expect(await (await fetch(`${url}/v2/models/bert`)).json()).toMatchObject({ name: 'bert', state: 'READY', reason: expect.stringMatching(fallbackNote) as unknown });
+      expect((await fetch(`${url}/v2/models/bert/ready`)).status).toBe(200);
+      expect(server.stderr()).toMatch(/model loaded at runtime is not in the predictor: served with a fallback prediction/);
+      const tokens = (batch: number, seq: number): unknown => ({
+        inputs: [
+          { name: 'input_ids', datatype: 'INT64', shape: [batch, seq], data: new Array<number>(batch * seq).fill(7) },
+          { name: 'attention_mask', datatype: 'INT64', shape: [batch, seq], data: new Array<number>(batch * seq).fill(1) },
+        ],
+      });
+      const mixed = await Promise.all([
+        ...Array.from({ length: 8 }, (_, i) => post(`${url}/v2/models/bert/infer`, tokens(1 + (i % 2), 8 + i))),
+        ...Array.from({ length: 8 }, () => post(`${url}/v2/models/resnet/infer`, imageRequest())),
+      ]);
+      expect(mixed.map((r) => r.status)).toEqual(new Array<number>(16).fill(200));
+      expect(mixed[0]!.json).toMatchObject({ model_name: 'bert' });
+      expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/abacus_requests_total\{model="bert",outcome="success"\} 8/);
+      // re-loaded after an unload: admitted as before, the same note
+      expect(await post(`${url}/v2/repository/models/bert/unload`)).toEqual({ status: 200, json: {} });
+      expect(await post(`${url}/v2/repository/models/bert/load`)).toEqual({ status: 200, json: {} });
+      expect(((await post(`${url}/v2/repository/index`)).json as IndexEntry[]).find((m) => m.name === 'bert')).toMatchObject({ state: 'READY', reason: expect.stringMatching(fallbackNote) as unknown });
+      expect((await post(`${url}/v2/models/bert/infer`, tokens(1, 16))).status).toBe(200);
 
       // hostile loads: each a 400 naming the field, nothing written to the model repository
       await fs.mkdir(sandbox.cacheDir, { recursive: true }); // sim built nothing; a write would show in it all the same
