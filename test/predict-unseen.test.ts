@@ -8,7 +8,7 @@ import type { ModelSpec } from '../src/model/spec.ts';
 import { segmentCosts } from '../src/predict/features.ts';
 import type { Group, Predictor } from '../src/predict/predictor.ts';
 import { RefinedPredictor } from '../src/predict/refine.ts';
-import { CostFallback, nnlsRelative, OpenPredictor } from '../src/predict/unseen.ts';
+import { calibrationSlots, CostFallback, nnlsRelative, OpenPredictor } from '../src/predict/unseen.ts';
 import { CNN, TX } from './predict-fixtures.ts';
 
 /** The law: c0 + ck·kernels + cg·GFLOP + cm·MB (ms). */
@@ -92,6 +92,17 @@ describe('CostFallback', () => {
     expect(covered / groups.length).toBeGreaterThanOrEqual(0.9);
   });
 
+  it('fitted to measured solo runs of the model itself, it recovers the law of those runs', () => {
+    const measured = calibrationSlots(TX).map((s) => ({ ...s, latencyMs: lawMs(TX, s.start, s.end, s.batch, s.seqLen) }));
+    // TX: 2 operators → one cut; 3 segments × 5 batches × seq 0, 16, 64
+    expect(measured).toHaveLength(3 * 5 * 3);
+    const fb = CostFallback.fromMeasurements(TX, measured);
+    expect(fb.calibrationMape).toBeLessThan(1e-6);
+    expect(Math.abs(fb.soloMs(TX, 1, 2, 3, 40) / lawMs(TX, 1, 2, 3, 40) - 1)).toBeLessThan(1e-5);
+    expect(() => CostFallback.fromMeasurements(TX, measured.slice(0, 3))).toThrow(/at least 4 solo measurements of tx, got 3/);
+    expect(() => CostFallback.fromMeasurements(TX, [...measured.slice(0, 4), { ...measured[0]!, latencyMs: 0 }])).toThrow(/measurement 4 of tx: latencyMs 0 must be a finite number > 0/);
+  });
+
   it('refuses to fit without a spec of a model the base scores', () => {
     expect(() => CostFallback.fit(lawPredictor([CNN]), new Map([['tx', TX]]))).toThrow(/no calibration data for a cost fallback: none of the given specs \(tx\) is a model the predictor scores \(cnn\)/);
   });
@@ -119,7 +130,7 @@ describe('OpenPredictor', () => {
     expect(open.admission('tx')).toBe(a);
     expect(open.admit(TX)).toBe(a); // idempotent
     expect(open.models).toEqual(['cnn', 'tx']);
-    const fb = open.costFallback!;
+    const fb = open.costFallbackOf('tx')!;
     const txMs = fb.soloMs(TX, 1, 2, 4, 16);
     const [cnnOnly, pair, txOnly, mixed] = open.predict([cnnSolo, [...cnnSolo, { model: 'cnn', start: 1, end: 2, batch: 1, seqLen: 0 }], txSolo, [txSolo[0]!, cnnSolo[0]!]]);
     expect(cnnOnly).toBe(before[0]);
@@ -133,6 +144,15 @@ describe('OpenPredictor', () => {
     // allocation-free use with `out` is honoured
     const out = new Float64Array(4);
     expect(open.predict([txSolo], out)).toBe(out);
+  });
+
+  it('admitted with measurements: its own fit, and the note says where they were measured', () => {
+    const open = new OpenPredictor(lawPredictor([CNN]), { specs: new Map([['cnn', CNN]]) });
+    // a device 1.5× the law for tx
+    const measured = calibrationSlots(TX).map((s) => ({ ...s, latencyMs: 1.5 * lawMs(TX, s.start, s.end, s.batch, s.seqLen) }));
+    const a = open.admit(TX, { measured, measuredOn: 'a private copy of sim:a100' });
+    expect(a.note).toMatch(/^predicted by the cost fallback \(FLOPs, bytes and kernels fitted to 45 solo runs of it measured on a private copy of sim:a100, 0\.0% MAPE on them\)/);
+    expect(open.predict([txSolo])[0]! / (1.5 * lawMs(TX, 1, 2, 4, 16))).toBeCloseTo(1, 5);
   });
 
   it('a fallback slot is validated like a base slot', () => {
@@ -155,7 +175,7 @@ describe('OpenPredictor', () => {
     });
     expect(open.admit(TX)).toMatchObject({ how: 'flop-predictor', note: expect.stringMatching(/flop-feature predictor/) as unknown });
     expect(seen).toEqual([['cnn', 'tx']]);
-    expect(open.costFallback).toBeUndefined();
+    expect(open.costFallbackOf('tx')).toBeUndefined();
     expect(open.predict([txSolo])[0]).toBeCloseTo(lawMs(TX, 1, 2, 4, 16), 12);
     expect(open.predict([cnnSolo])[0]).toBe(base.predict([cnnSolo])[0]);
   });

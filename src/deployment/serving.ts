@@ -13,7 +13,7 @@ import { maxQosMsOf, parseServiceConfig, type ServingConfig } from '../runtime/c
 import type { ModelArtifact } from '../model/artifact.ts';
 import { predictorFromFile, readPredictorFile } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
-import { OpenPredictor } from '../predict/unseen.ts';
+import { calibrationSlots, OpenPredictor } from '../predict/unseen.ts';
 import { parseModelRef } from '../model/catalog.ts';
 import { RecordFeed } from '../runtime/feed.ts';
 import { createController, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
@@ -23,6 +23,7 @@ import { ServeMetrics } from '../serve/metrics.ts';
 import { formatArrivalSpec } from '../workload/arrival-spec.ts';
 import type { DeploymentContext } from './context.ts';
 import { ensurePredictor, openEnv, resolveServices, type Hosted } from './services.ts';
+import { measureSoloOnSim } from './solo-measure.ts';
 
 /** Options of `assembleServing`. */
 export interface ServingOptions {
@@ -160,7 +161,11 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
           if (open === undefined) throw new Error(`${cannot}: ${remedy}`);
           let admission;
           try {
-            admission = open.admit(model.spec);
+            const spec = model.spec;
+            // sim: the cost fallback is fitted to the model's own solo runs on a private copy of the device (simulated time)
+            const measure = hosted.isSim && !open.rebuilds && open.admission(spec.name) === undefined;
+            const measured = measure ? await measureSoloOnSim(config.device, options.seed, model, calibrationSlots(spec)) : undefined;
+            admission = open.admit(spec, measured === undefined ? {} : { measured, measuredOn: `a private copy of ${config.device} in simulated time` });
           } catch (err) {
             throw new Error(`${cannot}, and no fallback can score it (${describeError(err)}): ${remedy}`, { cause: err });
           }

@@ -75,13 +75,28 @@ export interface OpenPredictorOptions {
 
 /** Batch sizes of the calibration points (a model with a fixed batch uses that one). */
 const CALIBRATION_BATCHES = [1, 2, 4, 8, 16] as const;
+/** Sequence lengths of the calibration points of a model with a sequence axis (0: its default). */
+const CALIBRATION_SEQ_LENS = [0, 16, 64] as const;
 /** Quantile of base ÷ fit that scales the fallback up (module docs). */
 const CALIBRATION_QUANTILE = 0.9;
 
-/** Per-operator costs of one fallback model. */
+/** A model scored by a cost fallback. */
 interface FallbackModel {
   readonly spec: ModelSpec;
   readonly operators: number;
+  readonly costs: CostFallback;
+}
+
+/** Options of `OpenPredictor.admit`. */
+export interface AdmitOptions {
+  /**
+   * Solo latencies of the model measured where measuring disturbs no served query (a private
+   * copy of a simulated device); ≥ 4 of them: its cost fallback is fitted to these instead of
+   * transferred from the base's models. Ignored for a model the base or its `flop` rebuild scores.
+   */
+  readonly measured?: readonly SoloMeasurement[];
+  /** Where `measured` comes from, for the note (e.g. `a private copy of sim:a100`). */
+  readonly measuredOn?: string;
 }
 
 /**
@@ -106,7 +121,8 @@ export class CostFallback {
   }
 
   /**
-   * Fit to `base`'s solo predictions of the models in `specs` that it scores.
+   * Fit to `base`'s solo predictions of the models in `specs` that it scores (a transfer: the
+   * law learned on other models).
    * @throws RangeError when no calibration point exists (no spec of a model the base scores) or
    *   the fit is degenerate (every coefficient 0, or a non-finite prediction).
    */
@@ -116,21 +132,36 @@ export class CostFallback {
     const groups: GroupSlot[][] = [];
     const features: number[][] = [];
     for (const spec of known) {
-      const n = spec.operators.length;
-      const cuts = [...new Set([Math.round(n / 4), Math.round(n / 2), Math.round((3 * n) / 4)])].filter((k) => k > 0 && k < n);
-      const segments: [number, number][] = [[0, n], ...cuts.flatMap((k): [number, number][] => [[0, k], [k, n]])];
-      const fixed = fixedBatchOf(spec);
-      for (const batch of fixed !== undefined ? [fixed] : CALIBRATION_BATCHES) {
-        for (const [start, end] of segments) {
-          groups.push([{ model: spec.name, start, end, batch, seqLen: 0 }]);
-          features.push(costRow(spec, start, end, batch, 0));
-        }
+      for (const slot of calibrationSlots(spec)) {
+        groups.push([slot]);
+        features.push(costRow(spec, slot.start, slot.end, slot.batch, slot.seqLen));
       }
     }
     const y = base.predict(groups);
     for (let i = 0; i < y.length; i++) {
       if (!(Number.isFinite(y[i]!) && y[i]! > 0)) throw new RangeError(`cannot fit a cost fallback: the predictor's solo prediction of ${JSON.stringify(groups[i]![0])} is ${y[i]} ms`);
     }
+    return CostFallback.#fromPoints(features, y);
+  }
+
+  /**
+   * Fit to measured solo latencies of `spec` itself (`SoloMeasurement`s, e.g. on a private copy
+   * of a simulated device: `deployment/serving.ts`).
+   * @throws RangeError for fewer than 4 measurements, one with a latency that is not a finite
+   *   number > 0 or a segment outside the model, or a degenerate fit.
+   */
+  static fromMeasurements(spec: ModelSpec, measured: readonly SoloMeasurement[]): CostFallback {
+    if (measured.length < 4) throw new RangeError(`a cost fallback needs at least 4 solo measurements of ${spec.name}, got ${measured.length}`);
+    const y = new Float64Array(measured.length);
+    const features = measured.map((m, i) => {
+      if (!(Number.isFinite(m.latencyMs) && m.latencyMs > 0)) throw new RangeError(`measurement ${i} of ${spec.name}: latencyMs ${m.latencyMs} must be a finite number > 0`);
+      y[i] = m.latencyMs;
+      return costRow(spec, m.start, m.end, m.batch, m.seqLen);
+    });
+    return CostFallback.#fromPoints(features, y);
+  }
+
+  static #fromPoints(features: readonly number[][], y: Float64Array): CostFallback {
     const c = nnlsRelative(features, y);
     if (c.every((v) => v === 0)) throw new RangeError('cannot fit a cost fallback: every coefficient is 0');
     const ratios: number[] = [];
@@ -151,6 +182,33 @@ export class CostFallback {
   soloMs(spec: ModelSpec, start: number, end: number, batch: number, seqLen: number): number {
     return Math.max(1e-6, dot(this.coefficients, costRow(spec, start, end, batch, seqLen)));
   }
+}
+
+/** One measured solo run of a segment: operators `[start, end)` at `batch` and `seqLen` (0: default), `latencyMs` (ms). */
+export interface SoloMeasurement {
+  readonly start: number;
+  readonly end: number;
+  readonly batch: number;
+  readonly seqLen: number;
+  readonly latencyMs: number;
+}
+
+/**
+ * The solo segments a cost fallback is calibrated on, for `spec`: the whole model and its
+ * halves and quarters ([0, k) and [k, n) for k ≈ n/4, n/2, 3n/4), at batch 1, 2, 4, 8, 16 (or
+ * the model's fixed batch), at each of `seqLens` for a model with a sequence axis (default: 0 —
+ * its default length —, 16 and 64, those within its `maxSeqLen`). Also what `deployment/serving.ts` measures
+ * of a new model on a private simulated device.
+ */
+export function calibrationSlots(spec: ModelSpec, seqLens: readonly number[] = CALIBRATION_SEQ_LENS.filter((l) => l <= (spec.maxSeqLen ?? Infinity))): GroupSlot[] {
+  const n = spec.operators.length;
+  const cuts = [...new Set([Math.round(n / 4), Math.round(n / 2), Math.round((3 * n) / 4)])].filter((k) => k > 0 && k < n);
+  const segments: [number, number][] = [[0, n], ...cuts.flatMap((k): [number, number][] => [[0, k], [k, n]])];
+  const fixed = fixedBatchOf(spec);
+  const out: GroupSlot[] = [];
+  const seqs = spec.dynamicAxes.seq === undefined ? [0] : seqLens;
+  for (const seqLen of seqs) for (const batch of fixed !== undefined ? [fixed] : CALIBRATION_BATCHES) for (const [start, end] of segments) out.push({ model: spec.name, start, end, batch, seqLen });
+  return out;
 }
 
 /** [1, kernels, GFLOP, MB] of a segment. */
@@ -230,7 +288,8 @@ export class OpenPredictor implements Predictor {
   readonly #rebuild: ((specs: ReadonlyMap<string, ModelSpec>) => Predictor) | undefined;
   readonly #fallbackModels = new Map<string, FallbackModel>();
   readonly #admissions = new Map<string, Admission>();
-  #costs: CostFallback | undefined;
+  /** The transfer fit (on the base's models), made on first use. */
+  #transfer: CostFallback | undefined;
   #models: readonly string[];
 
   constructor(base: Predictor, options: OpenPredictorOptions) {
@@ -261,9 +320,14 @@ export class OpenPredictor implements Predictor {
     return this.#base.threadFeature === true;
   }
 
-  /** The fitted cost fallback, once a model needed it. */
-  get costFallback(): CostFallback | undefined {
-    return this.#costs;
+  /** True when a model the base does not know is scored by the `flop` rebuild (no cost fallback, nothing to measure). */
+  get rebuilds(): boolean {
+    return this.#rebuild !== undefined;
+  }
+
+  /** The cost fallback that scores `model`, when it is one admitted with `how: 'cost-fallback'`. */
+  costFallbackOf(model: string): CostFallback | undefined {
+    return this.#fallbackModels.get(model)?.costs;
   }
 
   /** How `model` was admitted; undefined for a model never passed to `admit`. */
@@ -274,11 +338,12 @@ export class OpenPredictor implements Predictor {
   /**
    * Score `spec` from now on (module docs): a model the base scores already is `trained` (a
    * spec under the same name must be the same variant: compared by operator count); else the
-   * `flop` rebuild when given, else the cost fallback (fitted on first use). Idempotent per name.
+   * `flop` rebuild when given, else a cost fallback: fitted to `options.measured` when given,
+   * else transferred from the base's models (fitted on first use). Idempotent per name.
    * @throws RangeError when a model of that name is scored with other operators, or no
    *   fallback can be fitted (`CostFallback.fit`); what `rebuild` throws.
    */
-  admit(spec: ModelSpec): Admission {
+  admit(spec: ModelSpec, options: AdmitOptions = {}): Admission {
     const name = spec.name;
     const prior = this.#admissions.get(name);
     const known = this.#specs.get(name) ?? this.#fallbackModels.get(name)?.spec;
@@ -299,14 +364,19 @@ export class OpenPredictor implements Predictor {
       this.#specs.set(name, spec);
       admission = { model: name, how: 'flop-predictor', note: `predicted by the flop-feature predictor from the model's FLOPs, bytes and kernels (not trained on it)` };
     } else {
-      this.#costs ??= CostFallback.fit(this.#base, this.#specs);
-      this.#fallbackModels.set(name, { spec, operators: spec.operators.length });
-      const mape = this.#costs.calibrationMape;
+      const measured = options.measured;
+      const costs = measured !== undefined ? CostFallback.fromMeasurements(spec, measured) : (this.#transfer ??= CostFallback.fit(this.#base, this.#specs));
+      this.#fallbackModels.set(name, { spec, operators: spec.operators.length, costs });
+      const mape = `${(costs.calibrationMape * 100).toFixed(1)}% MAPE`;
+      const fitted =
+        measured !== undefined
+          ? `fitted to ${measured.length} solo runs of it measured on ${options.measuredOn ?? 'the device'}, ${mape} on them`
+          : `transferred from the predictor's models, ${mape} on them; its error on this model is unknown`;
       admission = {
         model: name,
         how: 'cost-fallback',
-        note: `predicted by the cost fallback (FLOPs, bytes and kernels fitted to the predictor's models, ${(mape * 100).toFixed(1)}% MAPE on them), groups with it as if run after the others, until it is profiled (add it to the config and restart)`,
-        calibrationMape: mape,
+        note: `predicted by the cost fallback (FLOPs, bytes and kernels ${fitted}), groups with it as if run after the others, until it is profiled (add it to the config and restart)`,
+        calibrationMape: costs.calibrationMape,
       };
     }
     this.#admissions.set(name, admission);
@@ -342,7 +412,7 @@ export class OpenPredictor implements Predictor {
         }
         if (!(Number.isInteger(batch) && batch >= 1)) throw new RangeError(`group ${gi} slot ${si} (${slot.model}): batch ${batch} must be an integer ≥ 1`);
         if (!(Number.isInteger(seqLen) && seqLen >= 0)) throw new RangeError(`group ${gi} slot ${si} (${slot.model}): seqLen ${seqLen} must be an integer ≥ 0`);
-        extra[gi] = extra[gi]! + this.#costs!.soloMs(f.spec, start, end, batch, seqLen);
+        extra[gi] = extra[gi]! + f.costs.soloMs(f.spec, start, end, batch, seqLen);
       });
       if (rest.length > 0) {
         baseGroups.push(rest);

@@ -140,10 +140,11 @@ describe('repository extension on abacus serve --model-control explicit (child p
       expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/abacus_requests_total\{model="resnet3",outcome="success"\} 1/);
 
       // a model the predictor was not trained on (profiled on resnet50-small alone, `full` features): admitted with the
-      // cost fallback (predict/unseen.ts), READY with a note saying so; it and the co-located model are served
+      // cost fallback (predict/unseen.ts) fitted to its solo runs on a private sim:a100 (7 segments × 5 batches × 3
+      // sequence lengths), READY with a note saying so; it and the co-located model are served
       const bertConfig = JSON.stringify({ model: 'bert-small', qosTargetMs: 5000, batchSizes: [1, 2] });
       expect(await post(`${url}/v2/repository/models/bert/load`, { parameters: { config: bertConfig } })).toEqual({ status: 200, json: {} });
-      const fallbackNote = /^predicted by the cost fallback \(FLOPs, bytes and kernels fitted to the predictor's models, \d+\.\d% MAPE on them\), groups with it as if run after the others, until it is profiled/;
+      const fallbackNote = /^predicted by the cost fallback \(FLOPs, bytes and kernels fitted to 105 solo runs of it measured on a private copy of sim:a100 in simulated time, \d+\.\d% MAPE on them\), groups with it as if run after the others, until it is profiled/;
       const entry = ((await post(`${url}/v2/repository/index`)).json as IndexEntry[]).find((m) => m.name === 'bert');
       expect(entry).toMatchObject({ state: 'READY', reason: expect.stringMatching(fallbackNote) as unknown });
       console.log(`bert READY: ${entry?.reason}`);
