@@ -16,16 +16,21 @@
  *      solo(slot) = s · (c0 + c_k · kernels + c_g · gflop + c_m · mb)       (ms)
  *
  *    with `kernels`, `gflop`, `mb` the segment's costs at its batch and sequence length
- *    (`features.ts` `segmentCosts`) and c ≥ 0 fitted to the BASE predictor's own solo
- *    predictions of the models it was trained on (every trained model with a spec given; whole
- *    models and halves/quarters at batch 1, 2, 4, 8, 16 or the model's fixed batch), by
- *    non-negative least squares on the relative error (each point weighs 1/y², what MAPE
- *    measures; exact: every subset of the 4 coefficients is solved and the best feasible one
- *    kept). `s` = max(1, the 0.9 quantile of prediction ÷ fit over those points): on the shapes
- *    it was fitted to the estimate exceeds the base's prediction 90 % of the time (a
- *    deliberately high estimate). No profile data or device time is needed; the error on a new
- *    model is that of a 4-parameter roofline-like model (measured on sim:a100, bert-small
- *    estimated from resnet50-small: `docs/serving.md`).
+ *    (`features.ts` `segmentCosts`) and c ≥ 0 fitted by non-negative least squares on the
+ *    relative error (each point weighs 1/y², what MAPE measures; exact: every subset of the 4
+ *    coefficients is solved and the best feasible one kept) to the latencies of the segments
+ *    `calibrationSlots` lists (whole model, halves and quarters; batch 1–16; sequence lengths
+ *    default, 16, 64), taken from one of two sources:
+ *    - **measured** (`admit(spec, { measured })`): the new model's own solo runs where running
+ *      them disturbs no served query — `abacus serve` on a `sim:` device measures them on a
+ *      private copy of the simulated device in simulated time (`deployment/solo-measure.ts`);
+ *    - **transferred** (no measurements: a real device, where a run would overlap the served
+ *      groups): the BASE predictor's solo predictions of the models it was trained on.
+ *    `s` = max(1, the 0.9 quantile of latency ÷ fit over those points): on the points it was
+ *    fitted to, the estimate is at least the latency 90 % of the time (a deliberately high one).
+ *    Measured (`bench/unseen-fallback.ts`, sim:a100, MLP trained on resnet50-small, bert-small
+ *    admitted): fitted to 105 measured solo runs, solo MAPE 2.1 % over 400 fresh groups (≥ the
+ *    measured latency in 85.5 % of them); transferred from resnet50-small, 5.4× too high (median).
  *
  *    A group holding such a slot is predicted as the base's prediction of its other slots (0
  *    when none) PLUS the fallback's solo estimate of each fallback slot: as if those segments
