@@ -6,7 +6,8 @@
  *   HTTP and gRPC (a grpc-js client built from `grpc_service.proto`), unload then infer (HTTP 404
  *   / gRPC NOT_FOUND), load then infer (200 / OK), a NEW model loaded with its settings in
  *   `parameters.config`, a new model the predictor was not trained on (served with the cost
- *   fallback, READY with a note), and the security cases (path-traversal names, `file:` payloads, bytes
+ *   fallback, READY with a note; with a `flop`-feature predictor file, scored by it), and the
+ *   security cases (path-traversal names, `file:` payloads, bytes
  *   parameters, oversized or path-like configs: each a 400 / INVALID_ARGUMENT naming the field,
  *   and the model repository folder byte-for-byte unchanged); gRPC errors echo the request `id`.
  * - the same server without the flag: load/unload 403 / PERMISSION_DENIED, the index answers.
@@ -19,7 +20,12 @@ import http from 'node:http';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
+import { resolveModelSpec } from '../../src/model/catalog.ts';
+import { ModelRepository } from '../../src/model/repository.ts';
+import { writePredictorFile } from '../../src/predict/file.ts';
+import { trainPredictor } from '../../src/predict/train.ts';
 import { loadInferenceService } from '../../src/serve/grpc/proto.ts';
+import { simulateProfileRows } from '../../bench/predictor.ts';
 import { buildSkipNet } from '../fixtures/tiny-models.ts';
 import { cliSandbox } from '../helpers/cli.ts';
 import { startChildServer, writeConfig, type ChildServer } from './child-serve.ts';
@@ -221,6 +227,32 @@ describe('repository extension on abacus serve --model-control explicit (child p
       expect((await post(`${url}/v2/models/resnet/infer`, imageRequest())).status).toBe(200);
     } finally {
       raw.close();
+      expect(await server.stop()).toBe(0);
+    }
+  }, 300_000);
+
+  it('with a flop-feature predictor (--predictor FILE), a model it was not trained on is scored by the predictor itself', async () => {
+    // a linear flop-feature predictor of sim:a100 trained on resnet50-small alone (simulated groups)
+    const spec = await resolveModelSpec(new ModelRepository({ cacheDir: sandbox.cacheDir }), 'resnet50-small');
+    const rows = await simulateProfileRows({ models: [spec], samples: 300, maxGroupSize: 2, batchSizes: [1, 2, 4], seed: 5 });
+    const trained = await trainPredictor(rows, { kind: 'linear', featureSet: 'flop', specs: new Map([[spec.name, spec]]), holdout: 0, folds: 0, files: [] });
+    const file = path.join(sandbox.tmp, 'flop-predictor.json');
+    await writePredictorFile(file, trained.file);
+    const config = await writeConfig(sandbox.tmp, 'sim-flop.yaml', SIM_CONFIG);
+    const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--model-control', 'explicit', '--predictor', file, '--grace-ms', '2000'] });
+    const url = server.httpUrl;
+    try {
+      const cfg = JSON.stringify({ model: 'bert-small', qosTargetMs: 5000, batchSizes: [1] });
+      expect(await post(`${url}/v2/repository/models/bert/load`, { parameters: { config: cfg } })).toEqual({ status: 200, json: {} });
+      const index = (await post(`${url}/v2/repository/index`)).json as IndexEntry[];
+      expect(index).toEqual([
+        { name: 'resnet', version: '1', state: 'READY', reason: '' },
+        { name: 'bert', version: '1', state: 'READY', reason: "predicted by the flop-feature predictor from the model's FLOPs, bytes and kernels (not trained on it)" },
+      ]);
+      const tokens = { inputs: ['input_ids', 'attention_mask'].map((name) => ({ name, datatype: 'INT64', shape: [1, 8], data: new Array<number>(8).fill(1) })) };
+      const both = await Promise.all([post(`${url}/v2/models/bert/infer`, tokens), post(`${url}/v2/models/resnet/infer`, imageRequest()), post(`${url}/v2/models/bert/infer`, tokens)]);
+      expect(both.map((r) => r.status)).toEqual([200, 200, 200]);
+    } finally {
       expect(await server.stop()).toBe(0);
     }
   }, 300_000);
