@@ -161,6 +161,8 @@ describe('OpenPredictor', () => {
     expect(() => open.predict([[{ model: 'tx', start: 0, end: 3, batch: 1, seqLen: 0 }]])).toThrow(/group 0 slot 0 \(tx\): segment \[0, 3\) must satisfy 0 ≤ start < end ≤ 2/);
     expect(() => open.predict([[cnnSolo[0]!, { model: 'tx', start: 0, end: 1, batch: 0, seqLen: 0 }]])).toThrow(/group 0 slot 1 \(tx\): batch 0 must be an integer ≥ 1/);
     expect(() => open.predict([[...cnnSolo, ...txSolo, ...txSolo, ...txSolo]])).toThrow(/group 0 has 4 slots; a group has 1\.\.3/);
+    // a base slot's error names the caller's group
+    expect(() => open.predict([txSolo, [...txSolo, { model: 'nope', start: 0, end: 1, batch: 1, seqLen: 0 }]])).toThrow(/^group 1 without its fallback slots: group 0: model 'nope' is not known/);
   });
 
   it('a flop-feature base: the rebuild scores the model itself and replaces the base', () => {

@@ -426,10 +426,28 @@ export class OpenPredictor implements Predictor {
     });
     res.fill(0, 0, groups.length);
     if (baseGroups.length > 0) {
-      const b = this.#base.predict(baseGroups);
+      let b: Float64Array;
+      try {
+        b = this.#base.predict(baseGroups);
+      } catch (err) {
+        throw this.#renamed(err, baseGroups, baseIndex);
+      }
       for (let i = 0; i < baseIndex.length; i++) res[baseIndex[i]!] = b[i]!;
     }
     for (let gi = 0; gi < groups.length; gi++) res[gi] = res[gi]! + extra[gi]!;
     return res;
+  }
+
+  /** The base's error for the sub-groups, with the caller's group index (found by scoring them one by one). */
+  #renamed(err: unknown, baseGroups: readonly Group[], baseIndex: readonly number[]): unknown {
+    if (!(err instanceof RangeError)) return err;
+    for (let i = 0; i < baseGroups.length; i++) {
+      try {
+        this.#base.predict([baseGroups[i]!]);
+      } catch (one) {
+        if (one instanceof RangeError) return new RangeError(`group ${baseIndex[i]} without its fallback slots: ${one.message}`, { cause: one });
+      }
+    }
+    return err;
   }
 }
