@@ -13,7 +13,8 @@
  * - the same server without the flag: load/unload 403 / PERMISSION_DENIED, the index answers.
  * - ort with one good and one broken model (an operator file of the imported model corrupted in
  *   the cache): the good one serves, the broken one is UNAVAILABLE with its reason in the index,
- *   the server keeps running and exits 0 on SIGTERM.
+ *   the server keeps running and exits 0 on SIGTERM; and a model the predictor was not trained on,
+ *   loaded at runtime, served with the cost fallback transferred from the predictor's models.
  */
 import fs from 'node:fs/promises';
 import http from 'node:http';
@@ -333,6 +334,31 @@ describe('containment on abacus serve (child process, ort)', () => {
       expect(await server.stop()).toBe(0);
     }
     expect(server.stdout()).toMatch(/abacus serve: stopped\n/);
+  }, 300_000);
+
+  it('ort, model control on: a model the predictor was not trained on, loaded at runtime, is served with the transferred cost fallback', async () => {
+    await goodAndBroken();
+    const artifact = await buildSkipNet(path.join(sandbox.tmp, 'fixture-othernet'), { name: 'othernet' });
+    const imported = await sandbox.abacus('models', 'import', artifact.modelPath, '--operators', '2', '--name', 'othernet');
+    expect(imported.code, imported.stderr).toBe(0);
+    const config = await writeConfig(sandbox.tmp, 'ort-good.yaml', ['device: ort', 'policy: { name: fcfs, drop: false }', 'services:', '  - model: goodnet', '    qosTargetMs: 60000']);
+    const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--grace-ms', '2000', '--profile-samples', '30', '--model-control', 'explicit'], readyTimeoutMs: 240_000 });
+    const url = server.httpUrl;
+    try {
+      const cfg = JSON.stringify({ model: 'othernet', qosTargetMs: 60000 });
+      expect(await post(`${url}/v2/repository/models/othernet/load`, { parameters: { config: cfg } })).toEqual({ status: 200, json: {} });
+      const entry = ((await post(`${url}/v2/repository/index`)).json as IndexEntry[]).find((m) => m.name === 'othernet');
+      expect(entry).toMatchObject({
+        state: 'READY',
+        reason: expect.stringMatching(/^predicted by the cost fallback \(FLOPs, bytes and kernels transferred from the predictor's models, \d+\.\d% MAPE on them; its error on this model is unknown\), groups with it as if run after the others, until it is profiled/) as unknown,
+      });
+      const x = { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4, 8, 8], data: new Array<number>(256).fill(0.5) }] };
+      const both = await Promise.all([post(`${url}/v2/models/othernet/infer`, x), post(`${url}/v2/models/goodnet/infer`, x), post(`${url}/v2/models/othernet/infer`, x)]);
+      expect(both.map((r) => r.status)).toEqual([200, 200, 200]);
+      expect(both[0].json).toMatchObject({ model_name: 'othernet', outputs: [{ name: 'logits', shape: [1, 10] }] });
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
   }, 300_000);
 
   it('with a policy that profiles a predictor on first start, the broken model is found alone and left out of the profile; the good one serves', async () => {
