@@ -171,7 +171,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
           }
           if (admission.how !== 'trained') {
             note = admission.note;
-            logger.warn({ model: name, spec: model.spec.name, how: admission.how, ...(admission.calibrationMape === undefined ? {} : { calibrationMape: admission.calibrationMape }) }, 'model loaded at runtime is not in the predictor: served with a fallback prediction');
+            logger.warn({ model: name, spec: model.spec.name, how: admission.how, note: admission.note }, 'model loaded at runtime is not in the predictor: served with a fallback prediction');
           }
         }
         await device.load([{ name, model }]);

@@ -63,7 +63,7 @@ export interface Admission {
   readonly how: AdmissionKind;
   /** One line for an operator (the repository index's `reason` of a READY model); '' for `trained`. */
   readonly note: string;
-  /** `cost-fallback`: MAPE (fraction) of the fitted cost model against the base on the calibration points; absent otherwise. */
+  /** `cost-fallback`: MAPE (fraction) of the fitted cost model (before its scale) on the points it was fitted to — the measurements, or the base's predictions when transferred; absent otherwise. */
   readonly calibrationMape?: number;
 }
 
