@@ -192,7 +192,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--seed <n>', 'seed of the simulated device', positiveInt('--seed'), 1)
     .option(
       '--model-control <mode>',
-      "Triton's model control: none (load/unload requests answer 403) or explicit (POST /v2/repository/models/{name}/load|unload and gRPC RepositoryModelLoad/Unload load and unload models at runtime; anyone who reaches the port can then do so)",
+      "Triton's model control: none (load/unload requests answer 403) or explicit (POST /v2/repository/models/{name}/load|unload and gRPC RepositoryModelLoad/Unload load and unload models at runtime; anyone who reaches the port can then do so; a model the predictor was not trained on is predicted by a fallback, see docs/serving.md)",
       (value: string): ModelControlMode => {
         if (!(MODEL_CONTROL_MODES as readonly string[]).includes(value)) throw new InvalidArgumentError(`--model-control expects ${MODEL_CONTROL_MODES.join(' or ')}, got '${value}'`);
         return value as ModelControlMode;

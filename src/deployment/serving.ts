@@ -11,7 +11,9 @@ import type { DeviceService } from '../device/device.ts';
 import type { Logger } from '../log.ts';
 import { ModelRepository } from '../model/repository.ts';
 import { maxQosMsOf, parseServiceConfig, type ServingConfig } from '../runtime/config.ts';
+import { predictorFromFile, readPredictorFile } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
+import { calibrationSlots, OpenPredictor } from '../predict/unseen.ts';
 import { parseModelRef } from '../model/catalog.ts';
 import { RecordFeed } from '../runtime/feed.ts';
 import { createController, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
@@ -21,6 +23,7 @@ import { ServeMetrics } from '../serve/metrics.ts';
 import { formatArrivalSpec } from '../workload/arrival-spec.ts';
 import type { DeploymentContext } from './context.ts';
 import { deviceServiceOf, ensurePredictor, openEnv, resolveServices, type Hosted } from './services.ts';
+import { measureSoloOnSim } from './solo-measure.ts';
 
 /** Options of `assembleServing`. */
 export interface ServingOptions {
@@ -108,27 +111,33 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   const openEngine = async (): Promise<BackendEngine> => {
     const file = options.predictorFile ?? config.predictor;
     const predictorFor = async (h: Hosted) =>
-      (
-        await ensurePredictor(ctx, repo, h, {
-          ...(file === undefined ? {} : { file, fromConfig: options.predictorFile === undefined }),
-          ...(options.allowUnseen === true ? { allowUnseen: true } : {}),
-          ...(options.profileSamples === undefined ? {} : { samples: options.profileSamples }),
-          ...(options.threads === undefined ? {} : { threads: options.threads }),
-        })
-      ).predictor;
+      ensurePredictor(ctx, repo, h, {
+        ...(file === undefined ? {} : { file, fromConfig: options.predictorFile === undefined }),
+        ...(options.allowUnseen === true ? { allowUnseen: true } : {}),
+        ...(options.profileSamples === undefined ? {} : { samples: options.profileSamples }),
+        ...(options.threads === undefined ? {} : { threads: options.threads }),
+      });
     // Services that failed to load while the predictor was profiled: UNAVAILABLE with that reason (below).
     let probeFailures = new Map<string, string>();
     let predictor: Predictor | undefined;
+    let open: OpenPredictor | undefined;
     if (policyNeedsPredictor(config.policy.name)) {
+      let found;
       try {
-        predictor = await predictorFor(hosted);
+        found = await predictorFor(hosted);
       } catch (err) {
         // profiling loads every model at once: find the ones that cannot load alone, profile without them
         if (file !== undefined) throw err;
         probeFailures = await probeServices(hosted, { seed: options.seed, ...(options.threads === undefined ? {} : { threads: options.threads }) });
         if (probeFailures.size === 0 || probeFailures.size === hosted.services.length) throw err;
         for (const [service, reason] of probeFailures) logger.error({ service, reason }, 'model cannot load: profiling the predictor without it');
-        predictor = await predictorFor(subsetOf(hosted, (s) => !probeFailures.has(s)));
+        found = await predictorFor(subsetOf(hosted, (s) => !probeFailures.has(s)));
+      }
+      predictor = found.predictor;
+      // With model control, a model loaded at runtime that the predictor was not trained on is admitted (predict/unseen.ts)
+      if (modelControl !== undefined) {
+        open = await openPredictor(predictor, found.source, hosted);
+        predictor = open;
       }
     }
     const controller = createController(config.policy.name, config.policy.params, predictor, { logger });
@@ -140,18 +149,35 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
       device,
       controller,
       // one model at a time: a model that cannot load takes no other down (RuntimeBackend.start)
-      loadModel: async (name: string) => {
+      loadModel: async (name: string): Promise<string | undefined> => {
         const service = deviceServices.get(name);
         if (service === undefined) throw new Error(`model '${name}' has no device service (not in the config and not resolved)`);
         const model = service.model;
         const failed = probeFailures.get(name);
         if (failed !== undefined && !predictor?.models.includes(model.spec.name)) throw new Error(failed);
-        if (predictor !== undefined && !predictor.models.includes(model.spec.name)) {
-          throw new Error(
-            `the predictor does not know model '${model.spec.name}' (it scores ${predictor.models.join(', ')}); policy ${config.policy.name} needs a latency prediction for every query: serve it with a predictor trained on it (abacus serve --predictor FILE, or add the service to the config so that one is profiled), or use a policy without a predictor (fcfs, sjf, edf, triton)`,
-          );
+        let note: string | undefined;
+        if (predictor !== undefined && (!predictor.models.includes(model.spec.name) || open?.admission(model.spec.name) !== undefined)) {
+          const cannot = `the predictor does not know model '${model.spec.name}' (it scores ${predictor.models.join(', ')}); policy ${config.policy.name} needs a latency prediction for every query`;
+          const remedy = 'serve it with a predictor trained on it (abacus serve --predictor FILE, or add the service to the config so that one is profiled), or use a policy without a predictor (triton, overlap-all)';
+          // a config model: profiled with the others (or refused by --predictor at start-up), so only a model loaded at runtime gets here
+          if (open === undefined) throw new Error(`${cannot}: ${remedy}`);
+          let admission;
+          try {
+            const spec = model.spec;
+            // sim: the cost fallback is fitted to the model's own solo runs on a private copy of the device (simulated time)
+            const measure = hosted.isSim && !open.rebuilds && open.admission(spec.name) === undefined;
+            const measured = measure ? await measureSoloOnSim(config.device, options.seed, model, calibrationSlots(spec)) : undefined;
+            admission = open.admit(spec, measured === undefined ? {} : { measured, measuredOn: `a private copy of ${config.device} in simulated time` });
+          } catch (err) {
+            throw new Error(`${cannot}, and no fallback can score it (${describeError(err)}): ${remedy}`, { cause: err });
+          }
+          if (admission.how !== 'trained') {
+            note = admission.note;
+            logger.warn({ model: name, spec: model.spec.name, how: admission.how, note: admission.note }, 'model loaded at runtime is not in the predictor: served with a fallback prediction');
+          }
         }
         await device.load([service]);
+        return note;
       },
       unloadModel: async (name: string) => {
         await device.unload?.(name);
@@ -218,6 +244,19 @@ async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository,
   const s = hosted.services[0]!;
   deviceServices.set(name, deviceServiceOf(hosted, s));
   return { name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(service), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
+}
+
+/**
+ * The serving predictor made able to admit models loaded at runtime (`predict/unseen.ts`): a
+ * `flop`-feature predictor file is rebuilt over the specs with the new one (it scores any model
+ * by its costs), any other predictor gets the cost fallback calibrated on its trained models.
+ * @throws what reading the predictor file throws (it was read once already).
+ */
+async function openPredictor(predictor: Predictor, source: string, hosted: Hosted): Promise<OpenPredictor> {
+  const specs = new Map([...hosted.specs.values()].filter((s) => predictor.models.includes(s.name)).map((s) => [s.name, s]));
+  const file = source.endsWith('.json') ? await readPredictorFile(source) : undefined;
+  if (file?.features.set !== 'flop') return new OpenPredictor(predictor, { specs });
+  return new OpenPredictor(predictor, { specs, rebuild: (all) => predictorFromFile(file, { deviceId: predictor.deviceId, models: all, allowUnseen: true }, source) });
 }
 
 /** `hosted` with only the services whose name passes `keep` (and their models). */

@@ -36,8 +36,10 @@
  *
  * What the error of a group depends on beyond what the base sees well: the SET of models in the
  * group and the group size (slots) — `key = modelMask × 64 + min(slots, 63)`, models numbered
- * once by their index in `base.models` (found by a scan of ≤ 8 names, else a Map; the first 30; a group with a model past them, or not in
- * `base.models`, uses the global fit); batch, sequence length and cut enter through x. A global
+ * once: those of `base.models` at construction by their index, a model the base admits later
+ * (a model loaded at runtime, `predict/unseen.ts`) by the next free number when first seen (found
+ * by a scan of ≤ 8 names, else a Map; the first 30 numbered; a group with a model past them uses
+ * the global fit); batch, sequence length and cut enter through x. A global
  * fit, updated by every observation, serves keys not seen (or not seen since a restart). At most
  * `maxKeys` keys are held (default 256); past the cap a new key is not added and uses the global
  * fit (bounded memory, nothing evicted). Keys of the first 8 models find their row in a flat
@@ -166,7 +168,6 @@ export class RefinedPredictor implements RefiningPredictor {
   readonly base: Predictor;
   readonly kind: string;
   readonly deviceId: string;
-  readonly models: readonly string[];
   readonly maxSlots: number;
   /** The base predictor's (`Predictor.threadFeature`). */
   readonly threadFeature: boolean;
@@ -185,7 +186,7 @@ export class RefinedPredictor implements RefiningPredictor {
   readonly #logger: Logger | undefined;
   readonly #modelIndex = new Map<string, number>();
   /** The first `SCAN_MODELS` model names when the base has no more: found by a scan with ===, cheaper than a Map lookup. */
-  readonly #scanNames: readonly string[] | undefined;
+  #scanNames: string[] | undefined;
   readonly #rows = new Map<number, number>();
   /** `#rows` for keys < DIRECT_KEYS: row, or −1 when not held. */
   readonly #direct = new Int32Array(DIRECT_KEYS).fill(-1);
@@ -241,7 +242,6 @@ export class RefinedPredictor implements RefiningPredictor {
     this.base = base;
     this.kind = base.kind;
     this.deviceId = base.deviceId;
-    this.models = base.models;
     this.maxSlots = base.maxSlots;
     this.threadFeature = base.threadFeature === true;
     this.halfLifeGroups = o.halfLifeGroups;
@@ -359,6 +359,11 @@ export class RefinedPredictor implements RefiningPredictor {
     return { a: this.#a[row]!, b: this.#b[row]! };
   }
 
+  /** The base's models, read each time (a base may admit models while serving, `predict/unseen.ts`). */
+  get models(): readonly string[] {
+    return this.base.models;
+  }
+
   /** Keys held now (≤ maxKeys). */
   get keys(): number {
     return this.#heldKeys;
@@ -375,14 +380,27 @@ export class RefinedPredictor implements RefiningPredictor {
     return mask * SIZE_RADIX + Math.min(group.length, SIZE_RADIX - 1);
   }
 
-  /** The model's bit in the key mask, or −1 when it has none. */
+  /**
+   * The model's bit in the key mask, or −1 when it has none. A model not numbered yet (one the
+   * base admitted after this refiner was made, `predict/unseen.ts`) gets the next bit while
+   * fewer than `MASK_MODELS` are numbered.
+   */
   #indexOf(model: string): number {
     const names = this.#scanNames;
     if (names !== undefined) {
       for (let k = 0; k < names.length; k++) if (names[k] === model) return k;
-      return -1;
+    } else {
+      const idx = this.#modelIndex.get(model);
+      if (idx !== undefined) return idx;
     }
-    return this.#modelIndex.get(model) ?? -1;
+    const next = this.#modelIndex.size;
+    if (next >= MASK_MODELS) return -1;
+    this.#modelIndex.set(model, next);
+    if (names !== undefined) {
+      if (names.length < SCAN_MODELS) names.push(model);
+      else this.#scanNames = undefined;
+    }
+    return next;
   }
 
   observe(group: Group, basePredictedMs: number, measuredMs: number): void {

@@ -31,7 +31,6 @@ import type { Decision, GroupObservation, PolicyName, QueryController, Refinemen
 export class ThreadedPredictor implements Predictor {
   readonly kind: string;
   readonly deviceId: string;
-  readonly models: readonly string[];
   readonly maxSlots: number;
   readonly threadFeature: boolean;
 
@@ -42,9 +41,13 @@ export class ThreadedPredictor implements Predictor {
   ) {
     this.kind = base.kind;
     this.deviceId = base.deviceId;
-    this.models = base.models;
     this.maxSlots = base.maxSlots;
     this.threadFeature = base.threadFeature === true;
+  }
+
+  /** The base's models, read each time (a base may admit models while serving, `predict/unseen.ts`). */
+  get models(): readonly string[] {
+    return this.base.models;
   }
 
   /** `group` with every slot's thread count set by the rule (slots that have one keep it). */

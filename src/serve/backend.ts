@@ -115,9 +115,12 @@ export interface BackendEngine {
    * Load one served model on the device under its served name, alone, so that a model that
    * cannot load takes no other down (per-model state, "Containment" in docs/serving.md).
    * Absent: the device came with every model loaded (`device.load` was called by the opener).
+   * @returns a note on how the model is served that the repository index shows as the `reason`
+   *   of the READY model (e.g. that its latency is predicted by a fallback until it is profiled);
+   *   nothing or '' when it is served like any config model.
    * @throws Error with the reason (a corrupt operator file, a model the predictor cannot score, …).
    */
-  loadModel?(name: string): Promise<void>;
+  loadModel?(name: string): Promise<string | void>;
   /** Free a model on the device (its executor ends). Absent: `device.unload?.(name)`. */
   unloadModel?(name: string): Promise<void>;
 }
@@ -507,7 +510,7 @@ export class RuntimeBackend implements InferenceBackend {
     let loaded = false;
     let added = false;
     try {
-      await (engine.loadModel?.(model.name) ?? Promise.resolve());
+      const note = (await engine.loadModel?.(model.name)) ?? '';
       loaded = true;
       runtime.addService({ name: model.name, spec: model.spec, qosTargetMs: model.qosTargetMs, maxQueueLength: model.maxQueueLength, ...(model.batching === undefined ? {} : { batching: model.batching }) });
       added = true;
@@ -520,7 +523,7 @@ export class RuntimeBackend implements InferenceBackend {
         }
         if (!o.ok) throw new Error(`warm-up at batch ${batch} failed (${o.reason}): ${o.message}`);
       }
-      this.setState(model.name, 'READY', '');
+      this.setState(model.name, 'READY', note);
       return undefined;
     } catch (err) {
       const reason = describeError(err);

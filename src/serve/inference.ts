@@ -71,7 +71,11 @@ export interface RepositoryIndexEntry {
   readonly name: string;
   readonly version: string;
   readonly state: ModelState;
-  /** Why it is not READY; empty when READY. */
+  /**
+   * Why it is not READY. When READY: empty, or a note on how it is served — a model loaded at
+   * runtime that the predictor was not trained on says which fallback predicts its latency
+   * (docs/serving.md "Which QoS guarantee holds for a model loaded at runtime").
+   */
   readonly reason: string;
 }
 

@@ -5,20 +5,28 @@
  * - sim:a100 with `--model-control explicit` (the control plane is the point): the index over
  *   HTTP and gRPC (a grpc-js client built from `grpc_service.proto`), unload then infer (HTTP 404
  *   / gRPC NOT_FOUND), load then infer (200 / OK), a NEW model loaded with its settings in
- *   `parameters.config`, and the security cases (path-traversal names, `file:` payloads, bytes
+ *   `parameters.config`, a new model the predictor was not trained on (served with the cost
+ *   fallback, READY with a note; with a `flop`-feature predictor file, scored by it), and the
+ *   security cases (path-traversal names, `file:` payloads, bytes
  *   parameters, oversized or path-like configs: each a 400 / INVALID_ARGUMENT naming the field,
  *   and the model repository folder byte-for-byte unchanged); gRPC errors echo the request `id`.
  * - the same server without the flag: load/unload 403 / PERMISSION_DENIED, the index answers.
  * - ort with one good and one broken model (an operator file of the imported model corrupted in
  *   the cache): the good one serves, the broken one is UNAVAILABLE with its reason in the index,
- *   the server keeps running and exits 0 on SIGTERM.
+ *   the server keeps running and exits 0 on SIGTERM; and a model the predictor was not trained on,
+ *   loaded at runtime, served with the cost fallback transferred from the predictor's models.
  */
 import fs from 'node:fs/promises';
 import http from 'node:http';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
+import { resolveModelSpec } from '../../src/model/catalog.ts';
+import { ModelRepository } from '../../src/model/repository.ts';
+import { writePredictorFile } from '../../src/predict/file.ts';
+import { trainPredictor } from '../../src/predict/train.ts';
 import { loadInferenceService } from '../../src/serve/grpc/proto.ts';
+import { simulateProfileRows } from '../../bench/predictor.ts';
 import { buildSkipNet } from '../fixtures/tiny-models.ts';
 import { cliSandbox } from '../helpers/cli.ts';
 import { startChildServer, writeConfig, type ChildServer } from './child-serve.ts';
@@ -138,12 +146,37 @@ describe('repository extension on abacus serve --model-control explicit (child p
       expect(stats.model_stats[0]!.inference_count).toBe(1);
       expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/abacus_requests_total\{model="resnet3",outcome="success"\} 1/);
 
-      // a model the predictor was not trained on is not served (its load fails with the reason; the model is UNAVAILABLE)
-      const unseen = await post(`${url}/v2/repository/models/bert/load`, { parameters: { config: JSON.stringify({ model: 'bert-small', qosTargetMs: 5000 }) } });
-      expect(unseen.status).toBe(503);
-      expect((unseen.json as { error: string }).error).toMatch(/^load 'bert': the model failed to load and is UNAVAILABLE: the predictor does not know model 'bert-small' \(it scores resnet50-small\)/);
+      // a model the predictor was not trained on (profiled on resnet50-small alone, `full` features): admitted with the
+      // cost fallback (predict/unseen.ts) fitted to its solo runs on a private sim:a100 (7 segments × 5 batches × 3
+      // sequence lengths), READY with a note saying so; it and the co-located model are served
+      const bertConfig = JSON.stringify({ model: 'bert-small', qosTargetMs: 5000, batchSizes: [1, 2] });
+      expect(await post(`${url}/v2/repository/models/bert/load`, { parameters: { config: bertConfig } })).toEqual({ status: 200, json: {} });
+      const fallbackNote = /^predicted by the cost fallback \(FLOPs, bytes and kernels fitted to 105 solo runs of it measured on a private copy of sim:a100 in simulated time, \d+\.\d% MAPE on them\), groups with it as if run after the others, until it is profiled/;
       const entry = ((await post(`${url}/v2/repository/index`)).json as IndexEntry[]).find((m) => m.name === 'bert');
-      expect(entry).toMatchObject({ state: 'UNAVAILABLE', reason: expect.stringMatching(/^the predictor does not know model 'bert-small'/) as unknown });
+      expect(entry).toMatchObject({ state: 'READY', reason: expect.stringMatching(fallbackNote) as unknown });
+      console.log(`bert READY: ${entry?.reason}`);
+      expect(((await rawCall<{ models: IndexEntry[] }>(raw, 'RepositoryIndex', { ready: true })).models).find((m) => m.name === 'bert')?.reason).toMatch(fallbackNote);
+      expect(await (await fetch(`${url}/v2/models/bert`)).json()).toMatchObject({ name: 'bert', state: 'READY', reason: expect.stringMatching(fallbackNote) as unknown });
+      expect((await fetch(`${url}/v2/models/bert/ready`)).status).toBe(200);
+      expect(server.stderr()).toMatch(/model loaded at runtime is not in the predictor: served with a fallback prediction/);
+      const tokens = (batch: number, seq: number): unknown => ({
+        inputs: [
+          { name: 'input_ids', datatype: 'INT64', shape: [batch, seq], data: new Array<number>(batch * seq).fill(7) },
+          { name: 'attention_mask', datatype: 'INT64', shape: [batch, seq], data: new Array<number>(batch * seq).fill(1) },
+        ],
+      });
+      const mixed = await Promise.all([
+        ...Array.from({ length: 8 }, (_, i) => post(`${url}/v2/models/bert/infer`, tokens(1 + (i % 2), 8 + i))),
+        ...Array.from({ length: 8 }, () => post(`${url}/v2/models/resnet/infer`, imageRequest())),
+      ]);
+      expect(mixed.map((r) => r.status)).toEqual(new Array<number>(16).fill(200));
+      expect(mixed[0]!.json).toMatchObject({ model_name: 'bert' });
+      expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/abacus_requests_total\{model="bert",outcome="success"\} 8/);
+      // re-loaded after an unload: admitted as before, the same note
+      expect(await post(`${url}/v2/repository/models/bert/unload`)).toEqual({ status: 200, json: {} });
+      expect(await post(`${url}/v2/repository/models/bert/load`)).toEqual({ status: 200, json: {} });
+      expect(((await post(`${url}/v2/repository/index`)).json as IndexEntry[]).find((m) => m.name === 'bert')).toMatchObject({ state: 'READY', reason: expect.stringMatching(fallbackNote) as unknown });
+      expect((await post(`${url}/v2/models/bert/infer`, tokens(1, 16))).status).toBe(200);
 
       // hostile loads: each a 400 naming the field, nothing written to the model repository
       await fs.mkdir(sandbox.cacheDir, { recursive: true }); // sim built nothing; a write would show in it all the same
@@ -195,6 +228,32 @@ describe('repository extension on abacus serve --model-control explicit (child p
       expect((await post(`${url}/v2/models/resnet/infer`, imageRequest())).status).toBe(200);
     } finally {
       raw.close();
+      expect(await server.stop()).toBe(0);
+    }
+  }, 300_000);
+
+  it('with a flop-feature predictor (--predictor FILE), a model it was not trained on is scored by the predictor itself', async () => {
+    // a linear flop-feature predictor of sim:a100 trained on resnet50-small alone (simulated groups)
+    const spec = await resolveModelSpec(new ModelRepository({ cacheDir: sandbox.cacheDir }), 'resnet50-small');
+    const rows = await simulateProfileRows({ models: [spec], samples: 300, maxGroupSize: 2, batchSizes: [1, 2, 4], seed: 5 });
+    const trained = await trainPredictor(rows, { kind: 'linear', featureSet: 'flop', specs: new Map([[spec.name, spec]]), holdout: 0, folds: 0, files: [] });
+    const file = path.join(sandbox.tmp, 'flop-predictor.json');
+    await writePredictorFile(file, trained.file);
+    const config = await writeConfig(sandbox.tmp, 'sim-flop.yaml', SIM_CONFIG);
+    const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--model-control', 'explicit', '--predictor', file, '--grace-ms', '2000'] });
+    const url = server.httpUrl;
+    try {
+      const cfg = JSON.stringify({ model: 'bert-small', qosTargetMs: 5000, batchSizes: [1] });
+      expect(await post(`${url}/v2/repository/models/bert/load`, { parameters: { config: cfg } })).toEqual({ status: 200, json: {} });
+      const index = (await post(`${url}/v2/repository/index`)).json as IndexEntry[];
+      expect(index).toEqual([
+        { name: 'resnet', version: '1', state: 'READY', reason: '' },
+        { name: 'bert', version: '1', state: 'READY', reason: "predicted by the flop-feature predictor from the model's FLOPs, bytes and kernels (not trained on it)" },
+      ]);
+      const tokens = { inputs: ['input_ids', 'attention_mask'].map((name) => ({ name, datatype: 'INT64', shape: [1, 8], data: new Array<number>(8).fill(1) })) };
+      const both = await Promise.all([post(`${url}/v2/models/bert/infer`, tokens), post(`${url}/v2/models/resnet/infer`, imageRequest()), post(`${url}/v2/models/bert/infer`, tokens)]);
+      expect(both.map((r) => r.status)).toEqual([200, 200, 200]);
+    } finally {
       expect(await server.stop()).toBe(0);
     }
   }, 300_000);
@@ -275,6 +334,31 @@ describe('containment on abacus serve (child process, ort)', () => {
       expect(await server.stop()).toBe(0);
     }
     expect(server.stdout()).toMatch(/abacus serve: stopped\n/);
+  }, 300_000);
+
+  it('ort, model control on: a model the predictor was not trained on, loaded at runtime, is served with the transferred cost fallback', async () => {
+    await goodAndBroken();
+    const artifact = await buildSkipNet(path.join(sandbox.tmp, 'fixture-othernet'), { name: 'othernet' });
+    const imported = await sandbox.abacus('models', 'import', artifact.modelPath, '--operators', '2', '--name', 'othernet');
+    expect(imported.code, imported.stderr).toBe(0);
+    const config = await writeConfig(sandbox.tmp, 'ort-good.yaml', ['device: ort', 'policy: { name: fcfs, drop: false }', 'services:', '  - model: goodnet', '    qosTargetMs: 60000']);
+    const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--grace-ms', '2000', '--profile-samples', '30', '--model-control', 'explicit'], readyTimeoutMs: 240_000 });
+    const url = server.httpUrl;
+    try {
+      const cfg = JSON.stringify({ model: 'othernet', qosTargetMs: 60000 });
+      expect(await post(`${url}/v2/repository/models/othernet/load`, { parameters: { config: cfg } })).toEqual({ status: 200, json: {} });
+      const entry = ((await post(`${url}/v2/repository/index`)).json as IndexEntry[]).find((m) => m.name === 'othernet');
+      expect(entry).toMatchObject({
+        state: 'READY',
+        reason: expect.stringMatching(/^predicted by the cost fallback \(FLOPs, bytes and kernels transferred from the predictor's models, \d+\.\d% MAPE on them; its error on this model is unknown\), groups with it as if run after the others, until it is profiled/) as unknown,
+      });
+      const x = { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4, 8, 8], data: new Array<number>(256).fill(0.5) }] };
+      const both = await Promise.all([post(`${url}/v2/models/othernet/infer`, x), post(`${url}/v2/models/goodnet/infer`, x), post(`${url}/v2/models/othernet/infer`, x)]);
+      expect(both.map((r) => r.status)).toEqual([200, 200, 200]);
+      expect(both[0].json).toMatchObject({ model_name: 'othernet', outputs: [{ name: 'logits', shape: [1, 10] }] });
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
   }, 300_000);
 
   it('with a policy that profiles a predictor on first start, the broken model is found alone and left out of the profile; the good one serves', async () => {
