@@ -41,7 +41,7 @@ export function importMemoryModel(): OnnxTypes.ModelProto {
     const b = g.initializer(`b${i}`, [CHANNELS], { kind: 'uniform', bound: 0.01 });
     const [c] = g.node('Conv', [x, w, b], [shape], { attrs: { kernel_shape: { ints: [3, 3] }, pads: { ints: [1, 1, 1, 1] } } });
     const [r] = g.node('Relu', [c!], [shape]);
-    [x] = g.node('Add', [r!, x], [shape]);
+    x = g.node('Add', [r!, x], [shape])[0]!;
   }
   g.node('GlobalAveragePool', [x], [[B, CHANNELS, 1, 1]], { outputs: ['pooled'] });
   g.output('pooled');

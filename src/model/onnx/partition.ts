@@ -33,6 +33,8 @@ import { impliedInputDomains } from './domains.ts';
 import { hasExternalData, readOnnxFile } from './load.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
+import { probeWithSearch } from './search.ts';
+import type { SearchableAxes } from './search.ts';
 import { buildOperatorModel, checkAssignment, computeCuts, subgraphInitializers } from './split.ts';
 import type { OperatorCut } from './split.ts';
 
@@ -379,6 +381,18 @@ function withProbeSizes(axes: DynamicAxes, index: GraphIndex, probe: ProbeInputs
   return { ...axes, symbols };
 }
 
+/** The other dynamic axes (`DynamicAxes.symbols`) some `--probe-shape` gives a size. */
+function probeSizedSymbols(index: GraphIndex, probe: ProbeInputs): Set<string> {
+  const out = new Set<string>();
+  for (const [name, dims] of Object.entries(probe.shapes ?? {})) {
+    const declared = (index.graph.input ?? []).find((v) => v.name === name)?.type?.tensorType?.shape?.dim ?? [];
+    declared.forEach((d, i) => {
+      if (d.dimParam && dims[i] !== undefined) out.add(d.dimParam);
+    });
+  }
+  return out;
+}
+
 /** Options of `importOnnxModel`. */
 export interface ImportOptions {
   /** Number of operators N, in [1, node count]. */
@@ -449,15 +463,20 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
       : dynamicAxes.seq === undefined
         ? 0
         : (opts.defaultSeqLen ?? probedSeq ?? DEFAULT_IMPORT_SEQ_LEN);
-  const costs = await analyzeCosts(structure, dynamicAxes, defaultSeqLen, probe);
-  const operatorOfNode = splitBalanced(nodeWeights(costs, defaultSeqLen), opts.operators);
+  const searchable: SearchableAxes = {
+    seq: dynamicAxes.seq !== undefined && opts.defaultSeqLen === undefined && probedSeq === undefined,
+    symbols: new Set(Object.keys(dynamicAxes.symbols ?? {}).filter((n) => !probeSizedSymbols(structure.index, probe).has(n))),
+  };
+  const searched = await probeWithSearch(structure, dynamicAxes, defaultSeqLen, probe, searchable);
+  const { costs } = searched;
+  const operatorOfNode = splitBalanced(nodeWeights(costs, searched.defaultSeqLen), opts.operators);
 
   const input: PartitionInput = {
     name: opts.name ?? path.basename(file).replace(/\.onnx$/i, ''),
     model,
     operatorOfNode,
-    dynamicAxes,
-    defaultSeqLen,
+    dynamicAxes: searched.dynamicAxes,
+    defaultSeqLen: searched.defaultSeqLen,
     source: { kind: 'import', file: abs, sha256 },
   };
   const operatorCount = checkAssignment(structure.index, operatorOfNode, what);

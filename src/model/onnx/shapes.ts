@@ -42,6 +42,22 @@ export interface TensorShape {
   readonly dims: readonly number[];
 }
 
+/**
+ * onnxruntime refused to run the model at a required probe point (`resolveShapes`): the message
+ * says what the probe fed and which flags to give; `failedOp` is the op type onnxruntime names
+ * (`running Pad node`), undefined when it names none.
+ */
+export class ProbeRunError extends InvalidModelError {
+  constructor(
+    message: string,
+    readonly failedOp: string | undefined,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'ProbeRunError';
+  }
+}
+
 /** Value name → shape at one point. */
 export type ShapeTable = ReadonlyMap<string, TensorShape>;
 
@@ -581,9 +597,11 @@ async function probeShapes(
           .map(([name, t]) => `${name} [${t.dims.join(', ')}] = ${probe.values?.[name] ?? (t.type === 'string' ? "''" : 0)}`)
           .join('; ');
         const example = index.inputs[0] ?? 'NAME';
-        throw new InvalidModelError(
-          `${what}: onnxruntime failed to run it at batch ${point.batch}${binding.seqName ? `, ${binding.seqName} ${point.seqLen}` : ''} to infer value shapes: ${describeError(cause)}. ` +
-            `The probe fed ${fed}. Tell it sizes and values the model accepts: --probe-shape NAME=DxD… (e.g. --probe-shape ${example}=${(feeds[example]?.dims ?? [1]).map((d, i) => (i === 0 ? 1 : d)).join('x')} with your sizes; a sequence-axis dim also sets the probe's sequence length) and --probe-value NAME=V for inputs read as sizes, rates or indices (e.g. a sample rate)`,
+        const message = describeError(cause);
+        throw new ProbeRunError(
+          `${what}: onnxruntime failed to run it at batch ${point.batch}${binding.seqName ? `, ${binding.seqName} ${point.seqLen}` : ''} to infer value shapes: ${message}. ` +
+            `The probe fed ${fed}. Tell it sizes and values the model accepts: --probe-shape NAME=DxD… (e.g. --probe-shape ${example}=${(feeds[example]?.dims ?? [1]).map((d, i) => (i === 0 ? 1 : d)).join('x')} with your sizes; a sequence-axis dim also sets the probe's sequence length) and --probe-value NAME=V for inputs read as sizes, rates or indices (e.g. a sample rate)${scalarHint(index, infos, probe)}`,
+          /running (\w+) node/.exec(message)?.[1],
           { cause },
         );
       }
@@ -599,6 +617,22 @@ async function probeShapes(
   } finally {
     await session.release();
   }
+}
+
+/**
+ * The numeric scalar (0-d) inputs the user gave no `--probe-value` for, which zeros cannot
+ * stand in for when the model reads them as a rate, a size or an index: `; input 'sr' is a
+ * scalar (0-d int64) and may be one: give --probe-value sr=V`; '' when there is none.
+ */
+function scalarHint(index: GraphIndex, infos: ReadonlyMap<string, OnnxTypes.IValueInfoProto>, probe: ProbeInputs): string {
+  const scalars = index.inputs.filter((name) => {
+    const a = annotation(infos.get(name));
+    const type = ortTypeOf(a?.elemType ?? 0);
+    return a !== undefined && a.dims.length === 0 && type !== undefined && type !== 'string' && type !== 'bool' && probe.values?.[name] === undefined;
+  });
+  if (scalars.length === 0) return '';
+  const text = scalars.map((name) => `'${name}' (${ortTypeOf(annotation(infos.get(name))!.elemType)})`).join(', ');
+  return `; the scalar (0-d) input${scalars.length > 1 ? 's' : ''} ${text} may be read so, which zeros cannot guess: give --probe-value ${scalars[0]}=V${scalars.length > 1 ? ' (and the others)' : ''}`;
 }
 
 /**
