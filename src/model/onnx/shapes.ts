@@ -210,10 +210,11 @@ function bindDim(d: number | string | undefined, binding: DimBinding, point: Sha
  * Shapes of every value at each point, from annotations when they cover the graph, else by
  * running the model with onnxruntime (see the file header).
  * @param what model label for messages.
+ * @param options how the probe is streamed (`ProbeOptions`).
  * @throws InvalidModelError when annotations do not cover the graph and onnxruntime cannot run
  *   the model (e.g. initializers without data, an op the CPU provider lacks).
  */
-export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelProto, binding: DimBinding, points: readonly ShapePoint[], what: string, probe: ProbeInputs = {}): Promise<ResolvedShapes> {
+export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelProto, binding: DimBinding, points: readonly ShapePoint[], what: string, probe: ProbeInputs = {}, options: ProbeOptions = {}): Promise<ResolvedShapes> {
   const infos = declaredValueInfos(index.graph);
   const names = valuesOf(index);
   const inits = initializerShapes(index);
@@ -266,7 +267,7 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
     if (further !== undefined) optional.push({ batch: first.batch, seqLen: first.seqLen + odd, ...(binding.symbols.size === 0 ? {} : { symbols: base }) });
   }
   const required = [...points, ...extra].map(withSymbols);
-  const probed = await probeShapes(index, model, binding, [...required, ...optional], infos, what, probe, required.length);
+  const probed = await probeShapes(index, model, binding, [...required, ...optional], infos, what, probe, required.length, options.chunkBytes ?? PROBE_CHUNK_BYTES);
   const all = required.concat(optional.filter((_, j) => probed[required.length + j] !== undefined));
   const tables = probed.filter((t): t is Map<string, TensorShape> => t !== undefined);
   for (const t of tables) for (const [k, v] of inits) t.set(k, v);
@@ -544,6 +545,12 @@ function inferDimGeneral(values: readonly number[], points: readonly ShapePoint[
   return ok ? expression : undefined;
 }
 
+/** How `resolveShapes` streams the onnxruntime probe. */
+export interface ProbeOptions {
+  /** Bytes of values one chunk aims at (default `PROBE_CHUNK_BYTES`); ≤ 1: one node's values per chunk. */
+  readonly chunkBytes?: number;
+}
+
 /**
  * Bytes of probe outputs one onnxruntime run may hold (each is copied once into JavaScript):
  * the streamed probe sizes its chunks of values to stay near this (issue 16 §7).
@@ -564,7 +571,7 @@ const FIRST_CHUNK_NODES = 16;
  * the node prefix that ends with the chunk (so onnxruntime frees every value before it that is
  * not an output) whose outputs are the chunk's values, run at every point and released before
  * the next. Chunks are sized so that their values at the largest point take about
- * `PROBE_CHUNK_BYTES`, from the largest bytes per value seen so far (`FIRST_CHUNK_NODES` nodes
+ * `chunkBytes` (default `PROBE_CHUNK_BYTES`), from the largest bytes per value seen so far (`FIRST_CHUNK_NODES` nodes
  * first). The price is compute: the prefixes are run again (about (chunks + 1)/2 whole runs per
  * point). An unsorted graph is probed in one chunk.
  */
@@ -576,7 +583,8 @@ async function probeShapes(
   infos: ReadonlyMap<string, OnnxTypes.IValueInfoProto>,
   what: string,
   probe: ProbeInputs,
-  required: number = points.length,
+  required: number,
+  chunkBytes: number,
 ): Promise<(Map<string, TensorShape> | undefined)[]> {
   checkProbeInputs(index, infos, probe, what);
   const graph = index.graph;
@@ -601,7 +609,7 @@ async function probeShapes(
     if (!sorted) end = nodeCount;
     else if (bytesPerValue === undefined) end = Math.min(nodeCount, start + FIRST_CHUNK_NODES);
     else {
-      const most = bytesPerValue > 0 ? Math.max(1, Math.floor(PROBE_CHUNK_BYTES / bytesPerValue)) : Infinity;
+      const most = bytesPerValue > 0 ? Math.max(1, Math.floor(chunkBytes / bytesPerValue)) : Infinity;
       let values = 0;
       while (end < nodeCount) {
         const adds = index.writes[end]!.filter((o) => wanted.has(o)).length;
