@@ -569,7 +569,7 @@ const FIRST_CHUNK_NODES = 16;
  * in onnxruntime and copied into JavaScript — 3.5 GB for a 1,000-node CNN): for a topologically
  * sorted graph the values are fetched in chunks of consecutive nodes; chunk k is a model made of
  * the node prefix that ends with the chunk (so onnxruntime frees every value before it that is
- * not an output) whose outputs are the chunk's values, run at every point and released before
+ * not an output) with the initializers it reads, whose outputs are the chunk's values, run at every point and released before
  * the next. Chunks are sized so that their values at the largest point take about
  * `chunkBytes` (default `PROBE_CHUNK_BYTES`), from the largest bytes per value seen so far (`FIRST_CHUNK_NODES` nodes
  * first). The price is compute: the prefixes are run again (about (chunks + 1)/2 whole runs per
@@ -625,7 +625,22 @@ async function probeShapes(
         const info = infos.get(name);
         return info?.type ? { name, type: info.type } : { name };
       });
-      const prefix = onnx.ModelProto.create({ ...model, graph: onnx.GraphProto.create({ ...graph, node: graph.node!.slice(0, end), output: outputs, valueInfo: [] }) });
+      // Only the initializers the prefix reads (onnxruntime warns about each unused one).
+      const read = new Set<string>();
+      for (let i = 0; i < end; i++) for (const r of index.reads[i]!) read.add(r);
+      const inputs = new Set(index.inputs);
+      const prefix = onnx.ModelProto.create({
+        ...model,
+        graph: onnx.GraphProto.create({
+          ...graph,
+          node: graph.node!.slice(0, end),
+          input: (graph.input ?? []).filter((v) => inputs.has(v.name ?? '') || read.has(v.name ?? '')),
+          initializer: (graph.initializer ?? []).filter((t) => read.has(t.name ?? '')),
+          sparseInitializer: (graph.sparseInitializer ?? []).filter((t) => read.has(t.values?.name ?? '')),
+          output: outputs,
+          valueInfo: [],
+        }),
+      });
       const largest = await probeChunk(index, prefix, fetch, points, feedsAt, tables, binding, infos, what, probe, required);
       bytesPerValue = Math.max(bytesPerValue ?? 0, largest / fetch.length);
     }
