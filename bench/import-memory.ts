@@ -8,7 +8,8 @@
  * (553 KB per sample), no `value_info`, so the importer runs the shape probe. It is written
  * to a temporary folder and imported by a child `node bin/abacus.js models import FILE
  * --operators 8` under `/usr/bin/time -v` (its "Maximum resident set size"), with
- * `ABACUS_CACHE_DIR` in a temporary folder; the wall time is reported beside it. The 1-minute
+ * `ABACUS_CACHE_DIR` in a temporary folder; the wall time is reported beside it, and the
+ * baseline is the peak RSS of `abacus models` (the listing) (the CLI's own footprint) in the same run. The 1-minute
  * load average is recorded (the shared development machine is busy).
  */
 import { execFile } from 'node:child_process';
@@ -55,9 +56,19 @@ export interface ImportMemoryResult {
   readonly fileMiB: number;
   readonly operators: number;
   readonly maxRssMiB: number;
+  /** Peak RSS of `abacus models` (the listing) in the same cache: the CLI's own footprint (the baseline). */
+  readonly baselineRssMiB: number;
   readonly wallS: number;
   readonly loadAverage1m: number;
   readonly command: string;
+}
+
+/** Peak RSS (MiB) of `node bin/abacus.js ...args` under `/usr/bin/time -v`. */
+async function peakRss(args: readonly string[], cacheDir: string): Promise<number> {
+  const { stderr } = await run('/usr/bin/time', ['-v', process.execPath, ABACUS_BIN, ...args], { env: { ...process.env, ABACUS_CACHE_DIR: cacheDir }, maxBuffer: 64 * 2 ** 20 });
+  const kb = /Maximum resident set size \(kbytes\): (\d+)/.exec(stderr)?.[1];
+  if (kb === undefined) throw new Error(`import-memory: /usr/bin/time printed no maximum resident set size for abacus ${args.join(' ')}:\n${stderr}`);
+  return Number(kb) / 1024;
 }
 
 /** Build the model, import it in a child process under `/usr/bin/time -v`, report its peak RSS. */
@@ -72,22 +83,22 @@ export async function benchImportMemory(opts: { log?: (s: string) => void; opera
     await writeFile(file, bytes);
     const loadAverage1m = os.loadavg()[0]!;
     log(`import-memory: ${model.graph!.node!.length} nodes, ${(bytes.length / 2 ** 20).toFixed(1)} MiB; importing at --operators ${operators} (load ${loadAverage1m.toFixed(2)})…\n`);
-    const args = ['-v', process.execPath, ABACUS_BIN, 'models', 'import', file, '--operators', String(operators)];
+    const cache = path.join(dir, 'cache');
+    const baseline = await peakRss(['models'], cache);
     const started = Date.now();
-    const { stderr } = await run('/usr/bin/time', args, { env: { ...process.env, ABACUS_CACHE_DIR: path.join(dir, 'cache') }, maxBuffer: 64 * 2 ** 20 });
+    const maxRssMiB = await peakRss(['models', 'import', file, '--operators', String(operators)], cache);
     const wallS = (Date.now() - started) / 1000;
-    const kb = /Maximum resident set size \(kbytes\): (\d+)/.exec(stderr)?.[1];
-    if (kb === undefined) throw new Error(`import-memory: /usr/bin/time printed no maximum resident set size:\n${stderr}`);
     const result = {
       nodes: model.graph!.node!.length,
       fileMiB: bytes.length / 2 ** 20,
       operators,
-      maxRssMiB: Number(kb) / 1024,
+      maxRssMiB,
+      baselineRssMiB: baseline,
       wallS,
       loadAverage1m,
       command: `/usr/bin/time -v node bin/abacus.js models import import-memory.onnx --operators ${operators}`,
     };
-    log(`import-memory: peak RSS ${result.maxRssMiB.toFixed(0)} MiB, ${wallS.toFixed(1)} s\n`);
+    log(`import-memory: peak RSS ${result.maxRssMiB.toFixed(0)} MiB (${(maxRssMiB / baseline).toFixed(1)}× the ${baseline.toFixed(0)} MiB of 'abacus models'), ${wallS.toFixed(1)} s\n`);
     return result;
   } finally {
     await rm(dir, { recursive: true, force: true });
