@@ -76,11 +76,12 @@ function audioModel(): OnnxTypes.ModelProto {
 /**
  * An STFT-like front end without a rate input: audio [batch, samples], state [batch, 8];
  * framed = Conv(Pad(Unsqueeze(audio), 128 each side, reflect), 8 filters of 256 taps, stride
- * 16) — torch.stft's centre padding (n_fft/2) and framing, frames = samples/16 + 1; logspec =
+ * 32) — torch.stft's centre padding (n_fft/2) and framing, frames = samples/32 + 1; logspec =
  * log(framed² + 1e-6) [batch, 8, frames]; new_state = tanh(mean over frames + state). 9 nodes,
  * no value_info. The reflect pad needs samples > 128, so the default probe (samples 32–128)
  * fails; the graph's bound (129) makes the search start at a default length of 1024 (probing
- * from 256 samples).
+ * from 256 samples). The probe's sizes (256, 512, 768, 1024, 257, 259) fit `(samples+23)/31`
+ * as well as `samples/32+1`: the power-of-two stride is preferred.
  */
 function stftModel(): OnnxTypes.ModelProto {
   const taps = 256;
@@ -100,7 +101,7 @@ function stftModel(): OnnxTypes.ModelProto {
       node: [
         { opType: 'Unsqueeze', input: ['audio', 'one'], output: ['mono'], name: 'mono' },
         { opType: 'Pad', input: ['mono', 'pads'], output: ['padded'], name: 'centre', attribute: [{ name: 'mode', type: AT.STRING, s: new TextEncoder().encode('reflect') }] },
-        { opType: 'Conv', input: ['padded', 'filters'], output: ['framed'], name: 'frames', attribute: [{ name: 'strides', type: AT.INTS, ints: [16] }] },
+        { opType: 'Conv', input: ['padded', 'filters'], output: ['framed'], name: 'frames', attribute: [{ name: 'strides', type: AT.INTS, ints: [32] }] },
         { opType: 'Mul', input: ['framed', 'framed'], output: ['power'], name: 'power' },
         { opType: 'Add', input: ['power', 'eps'], output: ['power_eps'], name: 'floor' },
         { opType: 'Log', input: ['power_eps'], output: ['logspec'], name: 'log' },
@@ -124,7 +125,7 @@ describe('probe sizes found by search', () => {
       const { spec, operatorModels } = await importOnnxModel(file, { operators });
       expect(spec.defaultSeqLen).toBe(1024); // 128 · 8: the first length whose smallest probe (1024/4 = 256) is ≥ 129
       expect(spec.dynamicAxes).toEqual({ batch: 'batch', seq: 'samples' });
-      expect(spec.outputs.find((t) => t.name === 'logspec')?.shape).toEqual(['batch', 8, 'samples/16+1']);
+      expect(spec.outputs.find((t) => t.name === 'logspec')?.shape).toEqual(['batch', 8, 'samples/32+1']);
       expect(spec.operators.reduce((a, op) => a + op.nodeCount, 0)).toBe(9);
       expect(boundaryViolations(spec)).toEqual([]);
       const actual = await runOperatorsInSequence(spec, operatorModels, feeds);

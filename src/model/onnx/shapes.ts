@@ -434,12 +434,18 @@ function gcd(a: number, b: number): number {
   return a;
 }
 
+/** Most candidate factors `fitFactors` returns for one axis. */
+const MAX_FACTOR_CANDIDATES = 8;
+
 /**
- * The simplest factor through the observations (x, v) with distinct xs: an integer polynomial of
- * degree ≤ 2, else `a·⌊(x + b)/d⌋ + c` with integers a, c, 2 ≤ d ≤ 64, 0 ≤ b < d (smallest d,
- * then smallest b: a floor before a ceiling when the sizes cannot tell them apart).
+ * The factors through the observations (x, v) with distinct xs, simplest first: an integer
+ * polynomial of degree ≤ 2 (alone, when it fits), else `a·⌊(x + b)/d⌋ + c` with integers a, c,
+ * 2 ≤ d ≤ 64, 0 ≤ b < d — divisors that are powers of two first (strides of 2 to 64, which
+ * few probe sizes cannot tell from a neighbouring divisor: at 256, 512, 768, 1024 (+1, +3)
+ * `x/32+1` and `(x+23)/31` agree), then the others; by d, then b (a floor before a ceiling when
+ * the sizes cannot tell them apart). At most `MAX_FACTOR_CANDIDATES`; empty when none fits.
  */
-function fitFactor(xs: readonly number[], vs: readonly number[]): Factor | undefined {
+function fitFactors(xs: readonly number[], vs: readonly number[]): Factor[] {
   const fits = (f: Factor): boolean => xs.every((x, j) => factorAt(f, x) === vs[j]);
   if (xs.length >= 2) {
     const d1 = (vs[1]! - vs[0]!) / (xs[1]! - xs[0]!);
@@ -452,11 +458,15 @@ function fitFactor(xs: readonly number[], vs: readonly number[]): Factor | undef
     if (ints.every((c) => c !== undefined)) {
       const [c0, c1, c2] = ints as [number, number, number];
       const f = { a: c1, b: 0, d: 1, c: c0, square: c2 };
-      if (fits(f)) return f;
+      if (fits(f)) return [f];
     }
   }
-  if (xs.length < 3) return undefined;
-  for (let d = 2; d <= 64; d++) {
+  if (xs.length < 3) return [];
+  const divisors = Array.from({ length: 63 }, (_, i) => i + 2);
+  const isPowerOfTwo = (d: number): boolean => (d & (d - 1)) === 0;
+  divisors.sort((p, q) => Number(isPowerOfTwo(q)) - Number(isPowerOfTwo(p)) || p - q);
+  const out: Factor[] = [];
+  for (const d of divisors) {
     for (let b = 0; b < d; b++) {
       const q = xs.map((x) => Math.floor((x + b) / d));
       const j = q.findIndex((v) => v !== q[0]);
@@ -464,10 +474,13 @@ function fitFactor(xs: readonly number[], vs: readonly number[]): Factor | undef
       const a = (vs[j]! - vs[0]!) / (q[j]! - q[0]!);
       if (!Number.isInteger(a) || a === 0) continue;
       const f = { a, b, d, c: vs[0]! - a * q[0]!, square: 0 };
-      if (fits(f)) return f;
+      if (fits(f)) {
+        out.push(f);
+        if (out.length === MAX_FACTOR_CANDIDATES) return out;
+      }
     }
   }
-  return undefined;
+  return out;
 }
 
 /** A factor written in the dim grammar (`TensorSpec`), parenthesized unless it is one name or number. */
@@ -494,10 +507,11 @@ function bareFactor(f: Factor, name: string): string {
 
 /**
  * Symbolic form of one dim the polynomial form (`inferDim`) cannot write: a product of one
- * factor per axis it depends on (`fitFactor`, fitted through the points where only that axis
+ * factor per axis it depends on (`fitFactors`, fitted through the points where only that axis
  * moves away from the first point) times an integer, e.g. `64*(height/4)*(width/4)` or
- * `((width+7)/8)`; checked against every observation (points where several axes move
- * included) by evaluating the written expression. Undefined when no such form reproduces them.
+ * `((width+7)/8)`; each combination of the axes' candidate factors, simplest first, is checked
+ * against every observation (points where several axes move included) by evaluating the
+ * written expression, and the first that reproduces them all is taken. Undefined when none does.
  */
 function inferDimGeneral(values: readonly number[], points: readonly ShapePoint[], binding: DimBinding): string | undefined {
   const base = points[0]!;
@@ -505,7 +519,7 @@ function inferDimGeneral(values: readonly number[], points: readonly ShapePoint[
   if (binding.seqName !== undefined) axes.push({ name: binding.seqName, of: (p) => p.seqLen });
   for (const [n, v] of binding.symbols) axes.push({ name: n, of: (p) => p.symbols?.[n] ?? v });
   const v0 = values[0]!;
-  const factors: { name: string; factor: Factor; atBase: number }[] = [];
+  const candidates: { name: string; factors: Factor[] }[] = [];
   for (const axis of axes) {
     const xs: number[] = [];
     const vs: number[] = [];
@@ -517,32 +531,42 @@ function inferDimGeneral(values: readonly number[], points: readonly ShapePoint[
       vs.push(values[j]!);
     });
     if (vs.every((v) => v === v0)) continue;
-    const factor = fitFactor(xs, vs);
-    if (factor === undefined) return undefined;
-    factors.push({ name: axis.name, factor, atBase: factorAt(factor, axis.of(base)) });
+    const factors = fitFactors(xs, vs);
+    if (factors.length === 0) return undefined;
+    candidates.push({ name: axis.name, factors });
   }
-  if (factors.length === 0) return undefined;
-  let expression: string;
-  if (factors.length === 1) expression = bareFactor(factors[0]!.factor, factors[0]!.name);
-  else {
+  if (candidates.length === 0) return undefined;
+  const write = (chosen: readonly Factor[]): string | undefined => {
+    if (chosen.length === 1) return bareFactor(chosen[0]!, candidates[0]!.name);
     // v = C · Π primitive(factor): divide each factor by the gcd of its coefficients
     let product = 1;
     const written: string[] = [];
-    for (const { name, factor } of factors) {
+    chosen.forEach((factor, k) => {
+      const name = candidates[k]!.name;
       const g = gcd(gcd(factor.a, factor.c), factor.square) || 1;
       const primitive = { ...factor, a: factor.a / g, c: factor.c / g, square: factor.square / g };
       product *= factorAt(primitive, axes.find((x) => x.name === name)!.of(base));
       written.push(formatFactor(primitive, name));
-    }
+    });
     if (product === 0 || v0 % product !== 0) return undefined;
     const constant = v0 / product;
-    expression = [...(constant === 1 ? [] : [String(constant)]), ...written].join('*');
+    return [...(constant === 1 ? [] : [String(constant)]), ...written].join('*');
+  };
+  const reproduces = (expression: string): boolean =>
+    points.every((p, j) => {
+      const bindings = new Map(axes.map((a) => [a.name, a.of(p)]));
+      return evalDimExpression(expression, bindings) === values[j];
+    });
+  // combinations in order of the sum of the candidates' ranks (simplest first)
+  const sizes = candidates.map((c) => c.factors.length);
+  const combos: number[][] = [[]];
+  for (const size of sizes) combos.splice(0, combos.length, ...combos.flatMap((c) => Array.from({ length: size }, (_, i) => [...c, i])));
+  combos.sort((p, q) => p.reduce((a, b) => a + b, 0) - q.reduce((a, b) => a + b, 0));
+  for (const combo of combos) {
+    const expression = write(combo.map((i, k) => candidates[k]!.factors[i]!));
+    if (expression !== undefined && reproduces(expression)) return expression;
   }
-  const ok = points.every((p, j) => {
-    const bindings = new Map(axes.map((a) => [a.name, a.of(p)]));
-    return evalDimExpression(expression, bindings) === values[j];
-  });
-  return ok ? expression : undefined;
+  return undefined;
 }
 
 /** How `resolveShapes` streams the onnxruntime probe. */
