@@ -424,7 +424,10 @@ export interface ImportResult {
  * initializers (`foldConstants`: copied into every operator that reads them, never carried
  * across a boundary; node counts are those of the folded graph); dynamic axes from the inputs
  * (`detectDynamicAxes`: batch = dim 0 of the inputs when symbolic, one other symbolic dim =
- * seq, several distinct names = one symbol each, at the sizes `--probe-shape` gives or 64); probe inputs checked (`checkProbeInputs`); FLOP-balanced contiguous split
+ * seq, several distinct names = one symbol each, at the sizes `--probe-shape` gives or 64); probe inputs checked (`checkProbeInputs`); shapes and costs probed
+ * (`probeWithSearch`: when onnxruntime refuses the default sizes in a Pad, Conv, pool, STFT or
+ * Reshape, the axes the user did not size are grown by powers of two, from the bound the graph
+ * implies, and the size found is the spec's default length or the axes' probe sizes); FLOP-balanced contiguous split
  * (`splitBalanced`, at the default sequence length); `assemblePartition`. The spec's source
  * records the absolute file path and the SHA-256 of the `.onnx` file (not of external data).
  * No file is written.
@@ -437,7 +440,9 @@ export interface ImportResult {
  * @throws RangeError naming `operators` and the valid range [1, nodeCount] (checked once the
  *   file is read and validated, so the range is known).
  * @throws InvalidModelError for an unreadable, non-ONNX or truncated file, missing external
- *   data, a malformed graph, a cycle (naming a node on it), shapes that cannot be inferred, or
+ *   data, a malformed graph, a cycle (naming a node on it), shapes that cannot be inferred (a
+ *   `ProbeRunError` when onnxruntime refused every size tried, naming the flags and the scalar
+ *   inputs that need `--probe-value`), or
  *   a boundary tensor with a dim the dim grammar cannot write (naming the tensor and the
  *   observed sizes), or a data-dependent tensor on a boundary (naming it and an operator count
  *   that avoids it).

@@ -6,8 +6,9 @@
  *    dims are numbers or the model's dynamic-axis names (the zoo builders annotate everything
  *    with `batch` and `seq`), the symbolic dims are substituted — no inference engine needed;
  * 2. onnxruntime: otherwise the model is run once per point with onnxruntime-node (CPU, one
- *    thread, graph optimizations off) with every intermediate value added as a graph output,
- *    and the dims of the results are read. Inputs are zeros (ids 0, masks false), shapes from
+ *    thread, graph optimizations off) with the intermediate values added as graph outputs, in
+ *    chunks of consecutive nodes that bound the memory (`probeShapes`), and the dims of the
+ *    results are read. Inputs are zeros (ids 0, masks false), shapes from
  *    the declared input dims with the batch/seq axes and the other axes (`DimBinding.symbols`)
  *    bound to the point (an anonymous dim 0 is the batch, an anonymous later dim the seq axis
  *    when there is one; other dims: 1). Extra runs — (batch + 1) and (batch + 2 with a further
