@@ -133,6 +133,41 @@ describe('probe sizes found by search', () => {
     }
   });
 
+  it('a model with dynamic height and width and a reflect pad of 48 gets both axes grown to 128 (probing from 64)', async () => {
+    const weights = Float32Array.from({ length: 4 * 3 * 9 }, (_, i) => ((i % 11) - 5) / 20);
+    const model = onnx.ModelProto.create({
+      irVersion: 8,
+      opsetImport: [{ domain: '', version: 17 }],
+      graph: {
+        name: 'padded-detector',
+        input: [{ name: 'image', type: { tensorType: { elemType: DT.FLOAT, shape: { dim: [{ dimParam: 'batch' }, { dimValue: 3 }, { dimParam: 'height' }, { dimParam: 'width' }] } } } }],
+        initializer: [
+          { name: 'pads', dataType: DT.INT64, dims: [8], rawData: new Uint8Array(BigInt64Array.from([0n, 0n, 48n, 48n, 0n, 0n, 48n, 48n]).buffer) },
+          { name: 'w', dataType: DT.FLOAT, dims: [4, 3, 3, 3], rawData: new Uint8Array(weights.buffer) },
+        ],
+        node: [
+          { opType: 'Pad', input: ['image', 'pads'], output: ['padded'], name: 'pad', attribute: [{ name: 'mode', type: AT.STRING, s: new TextEncoder().encode('reflect') }] },
+          { opType: 'Conv', input: ['padded', 'w'], output: ['conv'], name: 'conv', attribute: [{ name: 'strides', type: AT.INTS, ints: [2, 2] }, { name: 'pads', type: AT.INTS, ints: [1, 1, 1, 1] }] },
+          { opType: 'Relu', input: ['conv'], output: ['features'], name: 'relu' },
+        ],
+        output: [{ name: 'features' }],
+      },
+    });
+    const file = path.join(dir, 'padded-detector.onnx');
+    await writeFile(file, onnx.ModelProto.encode(model).finish());
+    const feeds = { image: randomTensor([2, 3, 50, 70], 'padded-image') };
+    const expected = await runOnnx(model, feeds);
+    for (const operators of [1, 3]) {
+      const { spec, operatorModels } = await importOnnxModel(file, { operators });
+      expect(spec.dynamicAxes).toEqual({ batch: 'batch', symbols: { height: 128, width: 128 } });
+      // ⌊(H + 96 + 2 − 3)/2⌋ + 1 = ⌊(H + 1)/2⌋ + 48 (ONNX Conv output size)
+      expect(spec.outputs[0]!.shape).toEqual(['batch', 4, '(height+1)/2+48', '(width+1)/2+48']);
+      expect(boundaryViolations(spec)).toEqual([]);
+      const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+      for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${c.name}`).toMatchObject({ ok: true });
+    }
+  });
+
   it('a length the user sets is not searched: --default-seq-len 128 still fails naming the flags', async () => {
     const file = path.join(dir, 'stft2.onnx');
     await writeFile(file, onnx.ModelProto.encode(stftModel()).finish());
