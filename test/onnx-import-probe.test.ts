@@ -168,6 +168,32 @@ describe('probe sizes found by search', () => {
     }
   });
 
+  it('a Reshape into frames of 48 samples, which no power-of-two length fills, stops the search after three sizes and names the flags; --probe-shape imports it', async () => {
+    const model = onnx.ModelProto.create({
+      irVersion: 8,
+      opsetImport: [{ domain: '', version: 17 }],
+      graph: {
+        name: 'frames48',
+        input: [{ name: 'audio', type: { tensorType: { elemType: DT.FLOAT, shape: { dim: [{ dimParam: 'batch' }, { dimParam: 'samples' }] } } } }],
+        initializer: [{ name: 'shape', dataType: DT.INT64, dims: [3], rawData: new Uint8Array(BigInt64Array.from([0n, -1n, 48n]).buffer) }],
+        node: [
+          { opType: 'Reshape', input: ['audio', 'shape'], output: ['frames'], name: 'frames' },
+          { opType: 'ReduceMean', input: ['frames'], output: ['energy'], name: 'energy', attribute: [{ name: 'axes', type: AT.INTS, ints: [2] }, { name: 'keepdims', type: AT.INT, i: 0 }] },
+        ],
+        output: [{ name: 'energy' }],
+      },
+    });
+    const file = path.join(dir, 'frames48.onnx');
+    await writeFile(file, onnx.ModelProto.encode(model).finish());
+    const err = await importOnnxModel(file, { operators: 2 }).catch((e: unknown) => e);
+    expect(String(err)).toMatch(/at batch 1, samples 128 .*Reshape.*--probe-shape NAME=DxD.*searched larger sizes of 'samples': 128, 256, 512, .*this is the failure at 512\)$/s);
+    // 9600 samples: probed at 2400, 4800, 7200 and 9600, multiples of 48 far enough apart that
+    // samples/47 does not fit them (2400/47 = 51)
+    const { spec } = await importOnnxModel(file, { operators: 2, probe: probeOf([['audio', '1x9600']], []) });
+    expect(spec.defaultSeqLen).toBe(9600);
+    expect(spec.operators[1]!.inputs[0]!.shape).toEqual(['batch', 'samples/48', 48]);
+  });
+
   it('a length the user sets is not searched: --default-seq-len 128 still fails naming the flags', async () => {
     const file = path.join(dir, 'stft2.onnx');
     await writeFile(file, onnx.ModelProto.encode(stftModel()).finish());

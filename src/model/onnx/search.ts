@@ -11,7 +11,8 @@
  * implies (`graphLowerBound`), then the factor doubles, while every axis stays ≤
  * `MAX_PROBE_AXIS` (65,536). It stops at the first size the probe accepts, and gives up — with
  * the last error — when a failure is not one more size could fix (the failing op is not in
- * `SIZE_SENSITIVE_OPS`: a Gather fed a rate of 0 fails at every size).
+ * `SIZE_SENSITIVE_OPS`: a Gather fed a rate of 0 fails at every size), or when the same node
+ * failed at three sizes in a row (`MAX_SAME_NODE_RETRIES`).
  */
 import type { DynamicAxes } from '../spec.ts';
 import { MAX_SEQ_LEN } from '../spec.ts';
@@ -49,6 +50,14 @@ export const SIZE_SENSITIVE_OPS: ReadonlySet<string> = new Set([
   'Slice',
   'Col2Im',
 ]);
+
+/**
+ * Doublings after which the search gives up when the same node keeps failing (it fails at the
+ * start size and at 2 and 4 times it): a failure that size does not fix (a Reshape to a shape
+ * read from a zero input) would otherwise be retried up to 65,536, where a transformer's
+ * attention alone needs tens of GB.
+ */
+export const MAX_SAME_NODE_RETRIES = 2;
 
 /** Which axes the search may grow (those the user did not size). */
 export interface SearchableAxes {
@@ -95,6 +104,7 @@ export async function probeWithSearch(structure: GraphStructure, axes: DynamicAx
   while (smallest(factor) < bound && largest(factor * 2) <= MAX_PROBE_AXIS) factor *= 2;
   const tried: number[] = [largest(1)];
   let last: ProbeRunError = first;
+  let sameNode = 0;
   for (; largest(factor) <= MAX_PROBE_AXIS; factor *= 2) {
     const { axes: grown, seqLen } = at(factor);
     tried.push(largest(factor));
@@ -102,12 +112,13 @@ export async function probeWithSearch(structure: GraphStructure, axes: DynamicAx
       return { costs: await analyzeCosts(structure, grown, seqLen, probe), dynamicAxes: grown, defaultSeqLen: seqLen, factor };
     } catch (e) {
       if (!(e instanceof ProbeRunError)) throw e;
+      sameNode = e.failedNode !== undefined && e.failedNode === last.failedNode ? sameNode + 1 : 0;
       last = e;
-      if (!SIZE_SENSITIVE_OPS.has(e.failedOp ?? '')) break;
+      if (!SIZE_SENSITIVE_OPS.has(e.failedOp ?? '') || sameNode >= MAX_SAME_NODE_RETRIES) break;
     }
   }
   const note = `(the probe also searched larger sizes of ${searched.map((n) => `'${n}'`).join(', ')}: ${tried.join(', ')}, the graph implying at least ${bound}; this is the failure at ${tried[tried.length - 1]})`;
-  throw new ProbeRunError(`${last.message} ${note}`, last.failedOp, { cause: last.cause });
+  throw new ProbeRunError(`${last.message} ${note}`, last.failedOp, last.failedNode, { cause: last.cause });
 }
 
 /**

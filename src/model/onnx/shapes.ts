@@ -46,12 +46,14 @@ export interface TensorShape {
 /**
  * onnxruntime refused to run the model at a required probe point (`resolveShapes`): the message
  * says what the probe fed and which flags to give; `failedOp` is the op type onnxruntime names
- * (`running Pad node`), undefined when it names none.
+ * (`running Pad node`) and `failedNode` the node's name (`Name:'pad'`), each undefined when it
+ * names none.
  */
 export class ProbeRunError extends InvalidModelError {
   constructor(
     message: string,
     readonly failedOp: string | undefined,
+    readonly failedNode: string | undefined,
     options?: { cause?: unknown },
   ) {
     super(message, options);
@@ -730,6 +732,7 @@ async function probeChunk(
           `${what}: onnxruntime failed to run it at batch ${point.batch}${binding.seqName ? `, ${binding.seqName} ${point.seqLen}` : ''} to infer value shapes: ${message}. ` +
             `The probe fed ${fed}. Tell it sizes and values the model accepts: --probe-shape NAME=DxD… (e.g. --probe-shape ${example}=${(feeds[example]?.dims ?? [1]).map((d, i) => (i === 0 ? 1 : d)).join('x')} with your sizes; a sequence-axis dim also sets the probe's sequence length) and --probe-value NAME=V for inputs read as sizes, rates or indices (e.g. a sample rate)${scalarHint(index, infos, probe)}`,
           /running (\w+) node/.exec(message)?.[1],
+          /Name:'([^']*)'/.exec(message)?.[1],
           { cause },
         );
       }
