@@ -117,7 +117,7 @@ export async function probeWithSearch(structure: GraphStructure, axes: DynamicAx
       if (!SIZE_SENSITIVE_OPS.has(e.failedOp ?? '') || sameNode >= MAX_SAME_NODE_RETRIES) break;
     }
   }
-  const note = `(the probe also searched larger sizes of ${searched.map((n) => `'${n}'`).join(', ')}: ${tried.join(', ')}, the graph implying at least ${bound}; this is the failure at ${tried[tried.length - 1]})`;
+  const note = `(the probe also searched larger sizes of ${searched.map((n) => `'${n}'`).join(', ')}: ${tried.join(', ')}${bound > 1 ? `, the graph implying at least ${bound}` : ''}; this is the failure at ${tried[tried.length - 1]})`;
   throw new ProbeRunError(`${last.message} ${note}`, last.failedOp, last.failedNode, { cause: last.cause });
 }
 
