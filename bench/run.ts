@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard|cluster-realtime|event-loop|warm-up|executor-memory]`: the foundation
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard|cluster-realtime|event-loop|warm-up|executor-memory|import-memory]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
  * `--only sim` runs the simulator speed benchmark (issue 3) alone, `--only schedule` the
  * scheduling decision latency (issue 5) alone, `--only predictor [-- --data FILE.csv]` the
@@ -14,7 +14,8 @@
  * `--only event-loop [-- --duration-ms MS]` the server's event-loop delay while four clients
  * stream 5 MB binary requests, `--only warm-up` the first 10 requests after ready ÷ the steady
  * median on ort, with and without the warm-up at the serving shapes, `--only executor-memory
- * [-- --queries N]` executor RSS growth over N requests (default 10,000) cycling shapes on ort.
+ * [-- --queries N]` executor RSS growth over N requests (default 10,000) cycling shapes on ort,
+ * `--only import-memory` the peak RSS of `abacus models import` of a 1,000-node, 43 MB model.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -33,13 +34,14 @@ import { benchClusterRealtime } from './cluster-realtime.ts';
 import { benchEventLoop } from './event-loop.ts';
 import { benchWarmUp } from './warm-up.ts';
 import { benchExecutorMemory } from './executor-memory.ts';
+import { benchImportMemory } from './import-memory.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | dashboard | cluster-realtime | event-loop | warm-up | executor-memory')
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | dashboard | cluster-realtime | event-loop | warm-up | executor-memory | import-memory')
   .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000); executor-memory: requests (default 10,000)', (v) => Number(v))
   .option('--skip-ort', 'idle-gap, rejection: the sim:a100 rows only')
   .option('--minutes <n>', 'cluster-realtime: trace minutes replayed (default 20)', (v) => Number(v))
@@ -49,7 +51,7 @@ const program = new Command('bench')
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
 const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number }>();
-const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory'];
+const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory'];
 if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
@@ -71,6 +73,7 @@ if (opts.only === 'dashboard') {
 if (opts.only === 'cluster-realtime') out['clusterRealtime'] = await benchClusterRealtime({ log, ...(opts.minutes === undefined ? {} : { minutes: opts.minutes }), ...(opts.nodes === undefined ? {} : { nodes: opts.nodes }), ...(opts.nodeQps === undefined ? {} : { maxNodeQps: opts.nodeQps }) });
 if (opts.only === 'warm-up') out['warmUp'] = await benchWarmUp({ log });
 if (opts.only === 'executor-memory') out['executorMemory'] = await benchExecutorMemory({ log, ...(opts.queries === undefined ? {} : { requests: opts.queries }) });
+if (opts.only === 'import-memory') out['importMemory'] = await benchImportMemory({ log });
 if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {

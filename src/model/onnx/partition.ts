@@ -33,6 +33,8 @@ import { impliedInputDomains } from './domains.ts';
 import { hasExternalData, readOnnxFile } from './load.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
+import { probeWithSearch } from './search.ts';
+import type { SearchableAxes } from './search.ts';
 import { buildOperatorModel, checkAssignment, computeCuts, subgraphInitializers } from './split.ts';
 import type { OperatorCut } from './split.ts';
 
@@ -379,6 +381,18 @@ function withProbeSizes(axes: DynamicAxes, index: GraphIndex, probe: ProbeInputs
   return { ...axes, symbols };
 }
 
+/** The other dynamic axes (`DynamicAxes.symbols`) some `--probe-shape` gives a size. */
+function probeSizedSymbols(index: GraphIndex, probe: ProbeInputs): Set<string> {
+  const out = new Set<string>();
+  for (const [name, dims] of Object.entries(probe.shapes ?? {})) {
+    const declared = (index.graph.input ?? []).find((v) => v.name === name)?.type?.tensorType?.shape?.dim ?? [];
+    declared.forEach((d, i) => {
+      if (d.dimParam && dims[i] !== undefined) out.add(d.dimParam);
+    });
+  }
+  return out;
+}
+
 /** Options of `importOnnxModel`. */
 export interface ImportOptions {
   /** Number of operators N, in [1, node count]. */
@@ -410,7 +424,10 @@ export interface ImportResult {
  * initializers (`foldConstants`: copied into every operator that reads them, never carried
  * across a boundary; node counts are those of the folded graph); dynamic axes from the inputs
  * (`detectDynamicAxes`: batch = dim 0 of the inputs when symbolic, one other symbolic dim =
- * seq, several distinct names = one symbol each, at the sizes `--probe-shape` gives or 64); probe inputs checked (`checkProbeInputs`); FLOP-balanced contiguous split
+ * seq, several distinct names = one symbol each, at the sizes `--probe-shape` gives or 64); probe inputs checked (`checkProbeInputs`); shapes and costs probed
+ * (`probeWithSearch`: when onnxruntime refuses the default sizes in a Pad, Conv, pool, STFT or
+ * Reshape, the axes the user did not size are grown by powers of two, from the bound the graph
+ * implies, and the size found is the spec's default length or the axes' probe sizes); FLOP-balanced contiguous split
  * (`splitBalanced`, at the default sequence length); `assemblePartition`. The spec's source
  * records the absolute file path and the SHA-256 of the `.onnx` file (not of external data).
  * No file is written.
@@ -423,7 +440,9 @@ export interface ImportResult {
  * @throws RangeError naming `operators` and the valid range [1, nodeCount] (checked once the
  *   file is read and validated, so the range is known).
  * @throws InvalidModelError for an unreadable, non-ONNX or truncated file, missing external
- *   data, a malformed graph, a cycle (naming a node on it), shapes that cannot be inferred, or
+ *   data, a malformed graph, a cycle (naming a node on it), shapes that cannot be inferred (a
+ *   `ProbeRunError` when onnxruntime refused every size tried, naming the flags and the scalar
+ *   inputs that need `--probe-value`), or
  *   a boundary tensor with a dim the dim grammar cannot write (naming the tensor and the
  *   observed sizes), or a data-dependent tensor on a boundary (naming it and an operator count
  *   that avoids it).
@@ -449,15 +468,20 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
       : dynamicAxes.seq === undefined
         ? 0
         : (opts.defaultSeqLen ?? probedSeq ?? DEFAULT_IMPORT_SEQ_LEN);
-  const costs = await analyzeCosts(structure, dynamicAxes, defaultSeqLen, probe);
-  const operatorOfNode = splitBalanced(nodeWeights(costs, defaultSeqLen), opts.operators);
+  const searchable: SearchableAxes = {
+    seq: dynamicAxes.seq !== undefined && opts.defaultSeqLen === undefined && probedSeq === undefined,
+    symbols: new Set(Object.keys(dynamicAxes.symbols ?? {}).filter((n) => !probeSizedSymbols(structure.index, probe).has(n))),
+  };
+  const searched = await probeWithSearch(structure, dynamicAxes, defaultSeqLen, probe, searchable);
+  const { costs } = searched;
+  const operatorOfNode = splitBalanced(nodeWeights(costs, searched.defaultSeqLen), opts.operators);
 
   const input: PartitionInput = {
     name: opts.name ?? path.basename(file).replace(/\.onnx$/i, ''),
     model,
     operatorOfNode,
-    dynamicAxes,
-    defaultSeqLen,
+    dynamicAxes: searched.dynamicAxes,
+    defaultSeqLen: searched.defaultSeqLen,
     source: { kind: 'import', file: abs, sha256 },
   };
   const operatorCount = checkAssignment(structure.index, operatorOfNode, what);

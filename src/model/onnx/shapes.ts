@@ -6,8 +6,9 @@
  *    dims are numbers or the model's dynamic-axis names (the zoo builders annotate everything
  *    with `batch` and `seq`), the symbolic dims are substituted — no inference engine needed;
  * 2. onnxruntime: otherwise the model is run once per point with onnxruntime-node (CPU, one
- *    thread, graph optimizations off) with every intermediate value added as a graph output,
- *    and the dims of the results are read. Inputs are zeros (ids 0, masks false), shapes from
+ *    thread, graph optimizations off) with the intermediate values added as graph outputs, in
+ *    chunks of consecutive nodes that bound the memory (`probeShapes`), and the dims of the
+ *    results are read. Inputs are zeros (ids 0, masks false), shapes from
  *    the declared input dims with the batch/seq axes and the other axes (`DimBinding.symbols`)
  *    bound to the point (an anonymous dim 0 is the batch, an anonymous later dim the seq axis
  *    when there is one; other dims: 1). Extra runs — (batch + 1) and (batch + 2 with a further
@@ -26,12 +27,12 @@
  */
 import * as ort from 'onnxruntime-node';
 import { describeError, InvalidModelError } from '../../errors.ts';
-import { elementCount } from '../../tensor.ts';
+import { elementCount, NOMINAL_STRING_BYTES } from '../../tensor.ts';
 import { DATA_DEPENDENT_DIM, evalDimExpression, formatDimExpression } from '../boundary.ts';
 import type { DimTerm } from '../boundary.ts';
 import type { DynamicAxes } from '../spec.ts';
 import { elemTypeOfOrt, ortTypeOf } from './dtypes.ts';
-import { dimOf, toNumber } from './graph.ts';
+import { dimOf, isTopologicallySorted, toNumber } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
 import { onnx } from './proto.ts';
 import type { OnnxTypes } from './proto.ts';
@@ -40,6 +41,24 @@ import type { OnnxTypes } from './proto.ts';
 export interface TensorShape {
   readonly elemType: number;
   readonly dims: readonly number[];
+}
+
+/**
+ * onnxruntime refused to run the model at a required probe point (`resolveShapes`): the message
+ * says what the probe fed and which flags to give; `failedOp` is the op type onnxruntime names
+ * (`running Pad node`) and `failedNode` the node's name (`Name:'pad'`), each undefined when it
+ * names none.
+ */
+export class ProbeRunError extends InvalidModelError {
+  constructor(
+    message: string,
+    readonly failedOp: string | undefined,
+    readonly failedNode: string | undefined,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'ProbeRunError';
+  }
 }
 
 /** Value name → shape at one point. */
@@ -194,10 +213,11 @@ function bindDim(d: number | string | undefined, binding: DimBinding, point: Sha
  * Shapes of every value at each point, from annotations when they cover the graph, else by
  * running the model with onnxruntime (see the file header).
  * @param what model label for messages.
+ * @param options how the probe is streamed (`ProbeOptions`).
  * @throws InvalidModelError when annotations do not cover the graph and onnxruntime cannot run
  *   the model (e.g. initializers without data, an op the CPU provider lacks).
  */
-export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelProto, binding: DimBinding, points: readonly ShapePoint[], what: string, probe: ProbeInputs = {}): Promise<ResolvedShapes> {
+export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelProto, binding: DimBinding, points: readonly ShapePoint[], what: string, probe: ProbeInputs = {}, options: ProbeOptions = {}): Promise<ResolvedShapes> {
   const infos = declaredValueInfos(index.graph);
   const names = valuesOf(index);
   const inits = initializerShapes(index);
@@ -250,7 +270,7 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
     if (further !== undefined) optional.push({ batch: first.batch, seqLen: first.seqLen + odd, ...(binding.symbols.size === 0 ? {} : { symbols: base }) });
   }
   const required = [...points, ...extra].map(withSymbols);
-  const probed = await probeShapes(index, model, binding, [...required, ...optional], infos, what, probe, required.length);
+  const probed = await probeShapes(index, model, binding, [...required, ...optional], infos, what, probe, required.length, options.chunkBytes ?? PROBE_CHUNK_BYTES);
   const all = required.concat(optional.filter((_, j) => probed[required.length + j] !== undefined));
   const tables = probed.filter((t): t is Map<string, TensorShape> => t !== undefined);
   for (const t of tables) for (const [k, v] of inits) t.set(k, v);
@@ -417,12 +437,18 @@ function gcd(a: number, b: number): number {
   return a;
 }
 
+/** Most candidate factors `fitFactors` returns for one axis. */
+const MAX_FACTOR_CANDIDATES = 8;
+
 /**
- * The simplest factor through the observations (x, v) with distinct xs: an integer polynomial of
- * degree ≤ 2, else `a·⌊(x + b)/d⌋ + c` with integers a, c, 2 ≤ d ≤ 64, 0 ≤ b < d (smallest d,
- * then smallest b: a floor before a ceiling when the sizes cannot tell them apart).
+ * The factors through the observations (x, v) with distinct xs, simplest first: an integer
+ * polynomial of degree ≤ 2 (alone, when it fits), else `a·⌊(x + b)/d⌋ + c` with integers a, c,
+ * 2 ≤ d ≤ 64, 0 ≤ b < d — divisors that are powers of two first (strides of 2 to 64, which
+ * few probe sizes cannot tell from a neighbouring divisor: at 256, 512, 768, 1024 (+1, +3)
+ * `x/32+1` and `(x+23)/31` agree), then the others; by d, then b (a floor before a ceiling when
+ * the sizes cannot tell them apart). At most `MAX_FACTOR_CANDIDATES`; empty when none fits.
  */
-function fitFactor(xs: readonly number[], vs: readonly number[]): Factor | undefined {
+function fitFactors(xs: readonly number[], vs: readonly number[]): Factor[] {
   const fits = (f: Factor): boolean => xs.every((x, j) => factorAt(f, x) === vs[j]);
   if (xs.length >= 2) {
     const d1 = (vs[1]! - vs[0]!) / (xs[1]! - xs[0]!);
@@ -435,11 +461,15 @@ function fitFactor(xs: readonly number[], vs: readonly number[]): Factor | undef
     if (ints.every((c) => c !== undefined)) {
       const [c0, c1, c2] = ints as [number, number, number];
       const f = { a: c1, b: 0, d: 1, c: c0, square: c2 };
-      if (fits(f)) return f;
+      if (fits(f)) return [f];
     }
   }
-  if (xs.length < 3) return undefined;
-  for (let d = 2; d <= 64; d++) {
+  if (xs.length < 3) return [];
+  const divisors = Array.from({ length: 63 }, (_, i) => i + 2);
+  const isPowerOfTwo = (d: number): boolean => (d & (d - 1)) === 0;
+  divisors.sort((p, q) => Number(isPowerOfTwo(q)) - Number(isPowerOfTwo(p)) || p - q);
+  const out: Factor[] = [];
+  for (const d of divisors) {
     for (let b = 0; b < d; b++) {
       const q = xs.map((x) => Math.floor((x + b) / d));
       const j = q.findIndex((v) => v !== q[0]);
@@ -447,10 +477,13 @@ function fitFactor(xs: readonly number[], vs: readonly number[]): Factor | undef
       const a = (vs[j]! - vs[0]!) / (q[j]! - q[0]!);
       if (!Number.isInteger(a) || a === 0) continue;
       const f = { a, b, d, c: vs[0]! - a * q[0]!, square: 0 };
-      if (fits(f)) return f;
+      if (fits(f)) {
+        out.push(f);
+        if (out.length === MAX_FACTOR_CANDIDATES) return out;
+      }
     }
   }
-  return undefined;
+  return out;
 }
 
 /** A factor written in the dim grammar (`TensorSpec`), parenthesized unless it is one name or number. */
@@ -477,10 +510,11 @@ function bareFactor(f: Factor, name: string): string {
 
 /**
  * Symbolic form of one dim the polynomial form (`inferDim`) cannot write: a product of one
- * factor per axis it depends on (`fitFactor`, fitted through the points where only that axis
+ * factor per axis it depends on (`fitFactors`, fitted through the points where only that axis
  * moves away from the first point) times an integer, e.g. `64*(height/4)*(width/4)` or
- * `((width+7)/8)`; checked against every observation (points where several axes move
- * included) by evaluating the written expression. Undefined when no such form reproduces them.
+ * `((width+7)/8)`; each combination of the axes' candidate factors, simplest first, is checked
+ * against every observation (points where several axes move included) by evaluating the
+ * written expression, and the first that reproduces them all is taken. Undefined when none does.
  */
 function inferDimGeneral(values: readonly number[], points: readonly ShapePoint[], binding: DimBinding): string | undefined {
   const base = points[0]!;
@@ -488,7 +522,7 @@ function inferDimGeneral(values: readonly number[], points: readonly ShapePoint[
   if (binding.seqName !== undefined) axes.push({ name: binding.seqName, of: (p) => p.seqLen });
   for (const [n, v] of binding.symbols) axes.push({ name: n, of: (p) => p.symbols?.[n] ?? v });
   const v0 = values[0]!;
-  const factors: { name: string; factor: Factor; atBase: number }[] = [];
+  const candidates: { name: string; factors: Factor[] }[] = [];
   for (const axis of axes) {
     const xs: number[] = [];
     const vs: number[] = [];
@@ -500,37 +534,73 @@ function inferDimGeneral(values: readonly number[], points: readonly ShapePoint[
       vs.push(values[j]!);
     });
     if (vs.every((v) => v === v0)) continue;
-    const factor = fitFactor(xs, vs);
-    if (factor === undefined) return undefined;
-    factors.push({ name: axis.name, factor, atBase: factorAt(factor, axis.of(base)) });
+    const factors = fitFactors(xs, vs);
+    if (factors.length === 0) return undefined;
+    candidates.push({ name: axis.name, factors });
   }
-  if (factors.length === 0) return undefined;
-  let expression: string;
-  if (factors.length === 1) expression = bareFactor(factors[0]!.factor, factors[0]!.name);
-  else {
+  if (candidates.length === 0) return undefined;
+  const write = (chosen: readonly Factor[]): string | undefined => {
+    if (chosen.length === 1) return bareFactor(chosen[0]!, candidates[0]!.name);
     // v = C · Π primitive(factor): divide each factor by the gcd of its coefficients
     let product = 1;
     const written: string[] = [];
-    for (const { name, factor } of factors) {
+    chosen.forEach((factor, k) => {
+      const name = candidates[k]!.name;
       const g = gcd(gcd(factor.a, factor.c), factor.square) || 1;
       const primitive = { ...factor, a: factor.a / g, c: factor.c / g, square: factor.square / g };
       product *= factorAt(primitive, axes.find((x) => x.name === name)!.of(base));
       written.push(formatFactor(primitive, name));
-    }
+    });
     if (product === 0 || v0 % product !== 0) return undefined;
     const constant = v0 / product;
-    expression = [...(constant === 1 ? [] : [String(constant)]), ...written].join('*');
+    return [...(constant === 1 ? [] : [String(constant)]), ...written].join('*');
+  };
+  const reproduces = (expression: string): boolean =>
+    points.every((p, j) => {
+      const bindings = new Map(axes.map((a) => [a.name, a.of(p)]));
+      return evalDimExpression(expression, bindings) === values[j];
+    });
+  // combinations in order of the sum of the candidates' ranks (simplest first)
+  const sizes = candidates.map((c) => c.factors.length);
+  const combos: number[][] = [[]];
+  for (const size of sizes) combos.splice(0, combos.length, ...combos.flatMap((c) => Array.from({ length: size }, (_, i) => [...c, i])));
+  combos.sort((p, q) => p.reduce((a, b) => a + b, 0) - q.reduce((a, b) => a + b, 0));
+  for (const combo of combos) {
+    const expression = write(combo.map((i, k) => candidates[k]!.factors[i]!));
+    if (expression !== undefined && reproduces(expression)) return expression;
   }
-  const ok = points.every((p, j) => {
-    const bindings = new Map(axes.map((a) => [a.name, a.of(p)]));
-    return evalDimExpression(expression, bindings) === values[j];
-  });
-  return ok ? expression : undefined;
+  return undefined;
+}
+
+/** How `resolveShapes` streams the onnxruntime probe. */
+export interface ProbeOptions {
+  /** Bytes of values one chunk aims at (default `PROBE_CHUNK_BYTES`); ≤ 1: one node's values per chunk. */
+  readonly chunkBytes?: number;
 }
 
 /**
- * Run the model at each point with every value as an output and collect the result shapes;
- * points from `required` on are optional: a point onnxruntime rejects gives undefined.
+ * Bytes of probe outputs one onnxruntime run may hold (each is copied once into JavaScript):
+ * the streamed probe sizes its chunks of values to stay near this (issue 16 §7).
+ */
+export const PROBE_CHUNK_BYTES = 256 * 1024 * 1024;
+
+/** Nodes in the first chunk of a streamed probe, before any value size is known. */
+const FIRST_CHUNK_NODES = 16;
+
+/**
+ * Run the model at each point and collect the shapes of the values a partition needs
+ * (`valuesOf`); points from `required` on are optional: a point onnxruntime rejects gives
+ * undefined.
+ *
+ * Streamed (issue 16 §7: a run that returns every intermediate holds them all at once, twice —
+ * in onnxruntime and copied into JavaScript — 3.5 GB for a 1,000-node CNN): for a topologically
+ * sorted graph the values are fetched in chunks of consecutive nodes; chunk k is a model made of
+ * the node prefix that ends with the chunk (so onnxruntime frees every value before it that is
+ * not an output) with the initializers it reads, whose outputs are the chunk's values, run at every point and released before
+ * the next. Chunks are sized so that their values at the largest point take about
+ * `chunkBytes` (default `PROBE_CHUNK_BYTES`), from the largest bytes per value seen so far (`FIRST_CHUNK_NODES` nodes
+ * first). The price is compute: the prefixes are run again (about (chunks + 1)/2 whole runs per
+ * point). An unsorted graph is probed in one chunk.
  */
 async function probeShapes(
   index: GraphIndex,
@@ -540,22 +610,95 @@ async function probeShapes(
   infos: ReadonlyMap<string, OnnxTypes.IValueInfoProto>,
   what: string,
   probe: ProbeInputs,
-  required: number = points.length,
+  required: number,
+  chunkBytes: number,
 ): Promise<(Map<string, TensorShape> | undefined)[]> {
   checkProbeInputs(index, infos, probe, what);
   const graph = index.graph;
-  const outputs: OnnxTypes.IValueInfoProto[] = [...(graph.output ?? [])];
-  const listed = new Set(outputs.map((o) => o.name));
-  for (const name of index.writes.flat()) {
-    if (listed.has(name)) continue;
-    listed.add(name);
-    const info = infos.get(name);
-    outputs.push(info?.type ? { name, type: info.type } : { name });
+  const wanted = new Set(valuesOf(index));
+  const nodeCount = index.nodes.length;
+  const sorted = isTopologicallySorted(index);
+  const feedsAt = points.map((point) => {
+    const feeds: Record<string, ort.Tensor> = {};
+    for (const name of index.inputs) feeds[name] = zeroTensor(infos.get(name), binding, point, name, what, probe);
+    return feeds;
+  });
+  const tables: (Map<string, TensorShape> | undefined)[] = feedsAt.map((feeds) => {
+    const table = new Map<string, TensorShape>();
+    for (const [name, t] of Object.entries(feeds)) table.set(name, { elemType: elemTypeOfOrt(t.type) ?? 0, dims: [...t.dims] });
+    return table;
+  });
+  let bytesPerValue: number | undefined;
+  let start = 0;
+  while (start < nodeCount) {
+    let end = start;
+    let fetch: string[] = [];
+    if (!sorted) end = nodeCount;
+    else if (bytesPerValue === undefined) end = Math.min(nodeCount, start + FIRST_CHUNK_NODES);
+    else {
+      const most = bytesPerValue > 0 ? Math.max(1, Math.floor(chunkBytes / bytesPerValue)) : Infinity;
+      let values = 0;
+      while (end < nodeCount) {
+        const adds = index.writes[end]!.filter((o) => wanted.has(o)).length;
+        if (end > start && values + adds > most) break;
+        values += adds;
+        end += 1;
+      }
+    }
+    for (let i = start; i < end; i++) for (const o of index.writes[i]!) if (wanted.has(o) && !fetch.includes(o)) fetch.push(o);
+    fetch = fetch.filter((o) => !index.inputs.includes(o));
+    if (fetch.length > 0) {
+      const outputs = fetch.map((name) => {
+        const info = infos.get(name);
+        return info?.type ? { name, type: info.type } : { name };
+      });
+      // Only the initializers the prefix reads (onnxruntime warns about each unused one).
+      const read = new Set<string>();
+      for (let i = 0; i < end; i++) for (const r of index.reads[i]!) read.add(r);
+      const inputs = new Set(index.inputs);
+      const prefix = onnx.ModelProto.create({
+        ...model,
+        graph: onnx.GraphProto.create({
+          ...graph,
+          node: graph.node!.slice(0, end),
+          input: (graph.input ?? []).filter((v) => inputs.has(v.name ?? '') || read.has(v.name ?? '')),
+          initializer: (graph.initializer ?? []).filter((t) => read.has(t.name ?? '')),
+          sparseInitializer: (graph.sparseInitializer ?? []).filter((t) => read.has(t.values?.name ?? '')),
+          output: outputs,
+          valueInfo: [],
+        }),
+      });
+      const largest = await probeChunk(index, prefix, fetch, points, feedsAt, tables, binding, infos, what, probe, required);
+      bytesPerValue = Math.max(bytesPerValue ?? 0, largest / fetch.length);
+    }
+    start = end;
   }
-  const probeModel = onnx.ModelProto.create({ ...model, graph: onnx.GraphProto.create({ ...graph, output: outputs, valueInfo: [] }) });
+  return tables;
+}
+
+/**
+ * One chunk of `probeShapes`: load `prefix`, run it at every point whose table is still
+ * defined, add the dims of `fetch` to the tables (an optional point that fails: its table
+ * becomes undefined), release the session.
+ * @returns the bytes of the chunk's values at the point where they were largest.
+ * @throws ProbeRunError when a required point fails; InvalidModelError when onnxruntime cannot load it.
+ */
+async function probeChunk(
+  index: GraphIndex,
+  prefix: OnnxTypes.ModelProto,
+  fetch: readonly string[],
+  points: readonly ShapePoint[],
+  feedsAt: readonly Record<string, ort.Tensor>[],
+  tables: (Map<string, TensorShape> | undefined)[],
+  binding: DimBinding,
+  infos: ReadonlyMap<string, OnnxTypes.IValueInfoProto>,
+  what: string,
+  probe: ProbeInputs,
+  required: number,
+): Promise<number> {
   let session: ort.InferenceSession;
   try {
-    session = await ort.InferenceSession.create(onnx.ModelProto.encode(probeModel).finish(), {
+    session = await ort.InferenceSession.create(onnx.ModelProto.encode(prefix).finish(), {
       intraOpNumThreads: 1,
       interOpNumThreads: 1,
       graphOptimizationLevel: 'disabled',
@@ -564,41 +707,64 @@ async function probeShapes(
   } catch (cause) {
     throw new InvalidModelError(`${what}: its value shapes are not fully annotated and onnxruntime cannot load it to infer them: ${describeError(cause)}`, { cause });
   }
+  let largest = 0;
   try {
-    const tables: (Map<string, TensorShape> | undefined)[] = [];
     for (const [j, point] of points.entries()) {
-      const feeds: Record<string, ort.Tensor> = {};
-      for (const name of index.inputs) feeds[name] = zeroTensor(infos.get(name), binding, point, name, what, probe);
+      const table = tables[j];
+      if (table === undefined) continue;
+      const feeds = feedsAt[j]!;
+      const used = new Set((prefix.graph?.input ?? []).map((v) => v.name));
+      const given = Object.fromEntries(Object.entries(feeds).filter(([name]) => used.has(name) && session.inputNames.includes(name)));
       let results: ort.InferenceSession.ReturnType;
       try {
-        results = await session.run(feeds);
+        results = await session.run(given, [...fetch]);
       } catch (cause) {
         if (j >= required) {
-          tables.push(undefined);
+          tables[j] = undefined;
           continue;
         }
         const fed = Object.entries(feeds)
           .map(([name, t]) => `${name} [${t.dims.join(', ')}] = ${probe.values?.[name] ?? (t.type === 'string' ? "''" : 0)}`)
           .join('; ');
         const example = index.inputs[0] ?? 'NAME';
-        throw new InvalidModelError(
-          `${what}: onnxruntime failed to run it at batch ${point.batch}${binding.seqName ? `, ${binding.seqName} ${point.seqLen}` : ''} to infer value shapes: ${describeError(cause)}. ` +
-            `The probe fed ${fed}. Tell it sizes and values the model accepts: --probe-shape NAME=DxD… (e.g. --probe-shape ${example}=${(feeds[example]?.dims ?? [1]).map((d, i) => (i === 0 ? 1 : d)).join('x')} with your sizes; a sequence-axis dim also sets the probe's sequence length) and --probe-value NAME=V for inputs read as sizes, rates or indices (e.g. a sample rate)`,
+        const message = describeError(cause);
+        throw new ProbeRunError(
+          `${what}: onnxruntime failed to run it at batch ${point.batch}${binding.seqName ? `, ${binding.seqName} ${point.seqLen}` : ''} to infer value shapes: ${message}. ` +
+            `The probe fed ${fed}. Tell it sizes and values the model accepts: --probe-shape NAME=DxD… (e.g. --probe-shape ${example}=${(feeds[example]?.dims ?? [1]).map((d, i) => (i === 0 ? 1 : d)).join('x')} with your sizes; a sequence-axis dim also sets the probe's sequence length) and --probe-value NAME=V for inputs read as sizes, rates or indices (e.g. a sample rate)${scalarHint(index, infos, probe)}`,
+          /running (\w+) node/.exec(message)?.[1],
+          /Name:'([^']*)'/.exec(message)?.[1],
           { cause },
         );
       }
-      const table = new Map<string, TensorShape>();
-      for (const [name, t] of Object.entries(feeds)) table.set(name, { elemType: elemTypeOfOrt(t.type) ?? 0, dims: [...t.dims] });
+      let bytes = 0;
       for (const [name, value] of Object.entries(results)) {
         const elemType = elemTypeOfOrt(value.type);
         if (elemType !== undefined) table.set(name, { elemType, dims: [...value.dims] });
+        bytes += value.type === 'string' ? value.size * NOMINAL_STRING_BYTES : (value.data as { byteLength?: number }).byteLength ?? 0;
+        value.dispose();
       }
-      tables.push(table);
+      largest = Math.max(largest, bytes);
     }
-    return tables;
+    return largest;
   } finally {
     await session.release();
   }
+}
+
+/**
+ * The numeric scalar (0-d) inputs the user gave no `--probe-value` for, which zeros cannot
+ * stand in for when the model reads them as a rate, a size or an index: `; input 'sr' is a
+ * scalar (0-d int64) and may be one: give --probe-value sr=V`; '' when there is none.
+ */
+function scalarHint(index: GraphIndex, infos: ReadonlyMap<string, OnnxTypes.IValueInfoProto>, probe: ProbeInputs): string {
+  const scalars = index.inputs.filter((name) => {
+    const a = annotation(infos.get(name));
+    const type = ortTypeOf(a?.elemType ?? 0);
+    return a !== undefined && a.dims.length === 0 && type !== undefined && type !== 'string' && type !== 'bool' && probe.values?.[name] === undefined;
+  });
+  if (scalars.length === 0) return '';
+  const text = scalars.map((name) => `'${name}' (${ortTypeOf(annotation(infos.get(name))!.elemType)})`).join(', ');
+  return `; the scalar (0-d) input${scalars.length > 1 ? 's' : ''} ${text} may be read so, which zeros cannot guess: give --probe-value ${scalars[0]}=V${scalars.length > 1 ? ' (and the others)' : ''}`;
 }
 
 /**
