@@ -32,6 +32,7 @@ RUN mkdir -p /app/cache/models && if [ -n "$PREBUILD_CONFIG" ]; then node deploy
 # 3. runtime: sources run through tsx (no build step), as the unprivileged `node` user
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
+    ORT_DISABLE_TELEMETRY=1 \
     ABACUS_CACHE_DIR=/var/cache/abacus/models \
     ABACUS_LOG_LEVEL=info
 WORKDIR /app

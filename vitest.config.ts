@@ -9,6 +9,8 @@ export default defineConfig({
     hookTimeout: 300_000,
     pool: 'forks',
     maxWorkers: 2,
+    // onnxruntime's usage telemetry off in tests too, as `bin/abacus.js` sets it for the CLI
+    env: { ORT_DISABLE_TELEMETRY: '1' },
     projects: [
       { extends: true, test: { name: 'main', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...ALONE] } },
       { extends: true, test: { name: 'alone', include: ALONE, sequence: { groupOrder: 1 } } },

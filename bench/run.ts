@@ -37,6 +37,9 @@ import { benchExecutorMemory } from './executor-memory.ts';
 import { benchImportMemory } from './import-memory.ts';
 import { formatTable } from '../src/cli/format.ts';
 
+// onnxruntime's usage telemetry off, as `bin/abacus.js` sets it (read at the first session)
+process.env['ORT_DISABLE_TELEMETRY'] ??= '1';
+
 const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)

@@ -12,6 +12,10 @@
  */
 import process from 'node:process';
 import { InferenceSession, listSupportedBackends } from 'onnxruntime-node';
+
+// onnxruntime's usage telemetry stays off unless the user's environment says otherwise (read at
+// the first session, after this line; `bin/abacus.js` sets the same for the parent).
+process.env['ORT_DISABLE_TELEMETRY'] ??= '1';
 import { describeError } from '../../errors.ts';
 import { ExecutorLoadError, SegmentExecutor, sessionOptions } from './executor.ts';
 import type { ChildMessage, FaultMessage, ParentMessage, ProbeMessage } from './protocol.ts';
