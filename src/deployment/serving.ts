@@ -107,7 +107,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   const modelControl: ModelControl | undefined =
     options.modelControl === 'explicit' ? { resolve: (name, text) => resolveLoadedModel(ctx, repo, config, hosted.isSim, name, text, deviceServices) } : undefined;
   const feed = new RecordFeed((err) => logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'a record observer failed and was removed'));
-  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, ...(modelControl === undefined ? {} : { modelControl }) });
+  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, privatePaths: [{ path: repo.cacheDir, label: '<model cache>' }], ...(modelControl === undefined ? {} : { modelControl }) });
   const openEngine = async (): Promise<BackendEngine> => {
     const file = options.predictorFile ?? config.predictor;
     const predictorFor = async (h: Hosted) =>
@@ -231,7 +231,7 @@ async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository,
       throw bad(`${LOAD_CONFIG_SOURCE}.model: ${(err as Error).message}`, err);
     }
     if (ref.kind === 'zoo' && !(await repo.isZooCached(ref.zoo, ref.options))) {
-      throw bad(`${LOAD_CONFIG_SOURCE}.model: zoo model '${service.model}' is not built in the model repository (${repo.cacheDir}); a load never builds or writes models: serve it once from a config, or build it with abacus models`);
+      throw bad(`${LOAD_CONFIG_SOURCE}.model: zoo model '${service.model}' is not built in the model repository; a load never builds or writes models: serve it once from a config, or build it with abacus models`);
     }
   }
   let hosted;

@@ -150,6 +150,12 @@ export interface RuntimeBackendOptions {
   readonly serverName?: string;
   readonly serverVersion?: string;
   /**
+   * Server folders that must not reach clients in a model's state reason (the model cache, whose
+   * absolute path a failed operator file's error names): each `path` is shown as its `label`
+   * (`<model cache>`); the log keeps the full error.
+   */
+  readonly privatePaths?: readonly { readonly path: string; readonly label: string }[];
+  /**
    * Model control on (Triton's explicit mode, `abacus serve --model-control explicit`): the
    * repository extension's load and unload work. Absent: they answer `forbidden` (the index stays).
    */
@@ -302,6 +308,7 @@ export class RuntimeBackend implements InferenceBackend {
   /** Load or unload in progress per model: the next one waits for it. */
   private readonly control = new Map<string, Promise<unknown>>();
   private readonly modelControl: ModelControl | undefined;
+  private readonly privatePaths: readonly { readonly path: string; readonly label: string }[];
   private readonly feed: RecordFeed | undefined;
 
   /** @throws RangeError for no models, a name listed twice, or bad QoS / batch settings. */
@@ -311,6 +318,7 @@ export class RuntimeBackend implements InferenceBackend {
     this.logger = options.logger;
     this.metrics = options.metrics;
     this.modelControl = options.modelControl;
+    this.privatePaths = options.privatePaths ?? [];
     this.feed = options.feed;
     this.server = { name: options.serverName ?? 'abacus', version: options.serverVersion ?? '0.0.0', extensions: SERVER_EXTENSIONS };
     for (const m of options.models) {
@@ -526,7 +534,8 @@ export class RuntimeBackend implements InferenceBackend {
       this.setState(model.name, 'READY', note);
       return undefined;
     } catch (err) {
-      const reason = describeError(err);
+      // clients see the reason without server folders (`privatePaths`); the log has it whole
+      const reason = this.privatePaths.reduce((text, p) => (p.path === '' ? text : text.replaceAll(p.path, p.label)), describeError(err));
       this.logger?.error({ model: model.name, err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'model failed to load');
       if (added) {
         await within(runtime.serviceDrained(model.name), UNLOAD_DRAIN_MS);
