@@ -8,13 +8,16 @@
  * none is cached, and caches it), then the others at once (they load it from the cache), then
  * HAProxy (`haproxy -db -f FILE`: foreground, so it is our child and ends with us). Nodes bind
  * ephemeral ports (`--http-port 0 --grpc-port 0`) and the ports are read from their
- * `… listening on …` lines; the frontends bind the ports asked for.
+ * `… listening on …` lines; the frontends bind the ports asked for. The config and the frontend
+ * ports are checked before any node starts; HAProxy counts as serving once its runtime API
+ * (a Unix socket in the work dir) answers with its pid and a node answers ready through it.
+ * Failures are `ClusterError`s quoting the process's log (docs/deploy.md has the table).
  *
  * Every process is a child of this one: `stop()` sends SIGTERM to the nodes (graceful: they
  * answer what they hold) and to HAProxy, and SIGKILL to any that has not exited after the
  * grace period. Nodes run with `--exit-with-parent`, so they also shut down if this process
  * dies without stopping them (SIGKILL); HAProxy does not watch its parent and would keep
- * running then (`kill` its pid, printed by `abacus cluster`).
+ * running then (`kill` its pid, on the `haproxy pid …` progress line).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
