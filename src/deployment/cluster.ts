@@ -176,15 +176,15 @@ async function readLog(file: string): Promise<string> {
 }
 
 /**
- * Throws `ClusterError('port_in_use')` when `host:port` is taken (`what` names it); other bind
- * errors (EACCES, EADDRNOTAVAIL) are left for HAProxy to report. Another process could take the
- * port after the check: HAProxy's own bind failure is reported too (`haproxyExitError`).
+ * Whether `host:port` is taken (EADDRINUSE); other bind errors (EACCES, EADDRNOTAVAIL) count as
+ * free and are left for HAProxy to report. Another process could take the port after the
+ * check: HAProxy's own bind failure is reported too (`haproxyExitError`).
  */
-async function checkPortFree(host: string, port: number, what: string): Promise<void> {
-  await new Promise<void>((resolve, reject) => {
+async function portInUse(host: string, port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
     const server = net.createServer();
-    server.once('error', (err: NodeJS.ErrnoException) => (err.code === 'EADDRINUSE' ? reject(new ClusterError('port_in_use', `haproxy: cannot bind ${host}:${port} for the ${what} (address in use); stop what listens there or pick another port (0: any free port)`)) : resolve()));
-    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve()));
+    server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'EADDRINUSE'));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(false)));
   });
 }
 
@@ -335,7 +335,9 @@ export async function startLocalCluster(options: LocalClusterOptions): Promise<L
     [options.grpcPort, 'gRPC frontend'],
     [options.statsPort, 'stats frontend'],
   ];
-  for (const [port, what] of frontends) if (port !== undefined && port !== 0) await checkPortFree(bindHost, port, what);
+  const inUse: string[] = [];
+  for (const [port, what] of frontends) if (port !== undefined && port !== 0 && (await portInUse(bindHost, port))) inUse.push(`${bindHost}:${port} for the ${what}`);
+  if (inUse.length > 0) throw new ClusterError('port_in_use', `haproxy: cannot bind ${inUse.join(', ')} (address in use); stop what listens there or pick another port (0: any free port)`);
   const workDir = path.resolve(options.workDir);
   await fs.mkdir(workDir, { recursive: true });
   const say = options.onLine ?? (() => undefined);

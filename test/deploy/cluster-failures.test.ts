@@ -85,16 +85,18 @@ describe.skipIf(!HAVE_HAPROXY)(`abacus cluster failures (${HAVE_HAPROXY ? DEFAUL
   });
 
   it('frontend ports in use are an error before any node starts, never "ready"', async () => {
-    const held = await holdPort();
+    const http = await holdPort();
+    const grpc = await holdPort();
     const workDir = path.join(tmp, 'port-in-use');
     try {
-      const r = await runAbacus(['cluster', '--config', config, '--nodes', '1', '--http-port', String(held.port), '--no-grpc', '--work-dir', workDir], { cacheDir });
+      const r = await runAbacus(['cluster', '--config', config, '--nodes', '1', '--http-port', String(http.port), '--grpc-port', String(grpc.port), '--work-dir', workDir], { cacheDir });
       expect(r.code, r.stderr).toBe(1);
-      expect(r.stderr).toContain(`error: haproxy: cannot bind 127.0.0.1:${held.port} for the HTTP frontend (address in use)`);
+      expect(r.stderr).toBe(`error: haproxy: cannot bind 127.0.0.1:${http.port} for the HTTP frontend, 127.0.0.1:${grpc.port} for the gRPC frontend (address in use); stop what listens there or pick another port (0: any free port)\n`);
       expect(r.stdout).not.toMatch(/ready/);
       expect(existsSync(path.join(workDir, 'node1.log'))).toBe(false);
     } finally {
-      await held.close();
+      await http.close();
+      await grpc.close();
     }
   });
 
