@@ -4,7 +4,10 @@
  * - `abacus cluster --config FILE --nodes 3 [--http-port 8000] [--grpc-port 8001 | --no-grpc]
  *   [--stats-port 8404] [--work-dir DIR]`: start the nodes on this machine (loopback, ephemeral
  *   ports) and HAProxy in front (`deployment/cluster.ts`), print the addresses, run until
- *   SIGTERM/SIGINT, then stop them all (nodes gracefully).
+ *   SIGTERM/SIGINT, then stop them all (nodes gracefully). A config `abacus serve` would refuse
+ *   or a frontend port in use is an error before anything starts; a node lost while serving
+ *   is a line on stderr (HAProxy routes around it); HAProxy or the last node ending is an
+ *   error (exit 1) quoting its log.
  * - `abacus cluster --print-haproxy-config --node HOST:HTTP[:GRPC] …`: print the `haproxy.cfg`
  *   for nodes that run elsewhere (`deployment/haproxy.ts`), start nothing.
  *
@@ -13,7 +16,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
-import { DEFAULT_HAPROXY_BIN, startLocalCluster } from '../deployment/cluster.ts';
+import { ClusterError, DEFAULT_HAPROXY_BIN, startLocalCluster } from '../deployment/cluster.ts';
 import { DEFAULT_HAPROXY_BUFSIZE_BYTES, haproxyConfig, MIN_HAPROXY_BUFSIZE_BYTES, replayableRequestBytes, type HaproxyNode } from '../deployment/haproxy.ts';
 import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
@@ -76,7 +79,6 @@ async function runCluster(ctx: CliContext, opts: ClusterCliOptions): Promise<voi
   const workDir = opts.workDir ?? path.join(os.tmpdir(), `abacus-cluster-${process.pid}`);
   const serveFlags = [...(opts.profileSamples === undefined ? [] : ['--profile-samples', String(opts.profileSamples)]), ...(opts.predictor === undefined ? [] : ['--predictor', path.resolve(opts.predictor)])];
   const cacheDir = ctx.cacheOptions().cacheDir;
-  ctx.err(`abacus cluster: starting ${opts.nodes} nodes of ${opts.config} (logs in ${workDir}) …\n`);
   const cluster = await startLocalCluster({
     config: path.resolve(opts.config),
     nodes: opts.nodes,
@@ -96,14 +98,19 @@ async function runCluster(ctx: CliContext, opts: ClusterCliOptions): Promise<voi
   if (cluster.statsUrl !== undefined) ctx.out(`abacus cluster: HAProxy stats ${cluster.statsUrl}/stats, Prometheus ${cluster.statsUrl}/metrics\n`);
   for (const n of cluster.nodes) ctx.out(`abacus cluster: ${n.name} pid ${n.pid} ${n.httpUrl}${n.grpcPort === undefined ? '' : ` gRPC 127.0.0.1:${n.grpcPort}`}\n`);
   ctx.out(`abacus cluster: ready: ${cluster.nodes.length} nodes; requests up to ${replayableRequestBytes(haproxyOptions)} bytes are replayed on another node after a 503 or a lost node\n`);
-  const signal = await new Promise<string>((resolve) => {
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-    process.once('SIGINT', () => resolve('SIGINT'));
-    void cluster.haproxyExit.then((code) => resolve(`haproxy exited ${code}`));
+  let onSignal: (signal: NodeJS.Signals) => void = () => undefined;
+  const ended = await new Promise<NodeJS.Signals | ClusterError>((resolve) => {
+    onSignal = resolve;
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+    void cluster.failure.then(resolve);
   });
-  ctx.out(`abacus cluster: ${signal}: stopping\n`);
+  process.off('SIGTERM', onSignal).off('SIGINT', onSignal);
+  ctx.out(`abacus cluster: ${typeof ended === 'string' ? ended : 'failed'}: stopping\n`);
   await cluster.stop();
   ctx.out('abacus cluster: stopped\n');
+  // HAProxy or the last node ended: `error: …` (with its log's last lines), exit 1
+  if (ended instanceof ClusterError) throw ended;
 }
 
 export function registerClusterCommand(program: Command, ctx: CliContext): void {

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { AbacusError } from '../errors.ts';
+import { ClusterError } from '../deployment/cluster.ts';
 import { registerModelsCommand } from './models.ts';
 import { registerDemoCommand } from './demo.ts';
 import { registerSimulateCommand } from './simulate.ts';
@@ -79,7 +80,7 @@ export async function main(argv: readonly string[]): Promise<void> {
       process.exitCode = err.exitCode === 0 ? 0 : 2;
       return;
     }
-    if (err instanceof AbacusError || err instanceof RangeError || err instanceof TypeError || isFileSystemError(err)) {
+    if (err instanceof AbacusError || err instanceof ClusterError || err instanceof RangeError || err instanceof TypeError || isFileSystemError(err)) {
       ctx.err(`error: ${err.message}\n`);
       process.exitCode = 1;
       return;

@@ -64,6 +64,8 @@ export interface HaproxyOptions {
   readonly connectTimeoutMs?: number;
   /** Port of a stats frontend: HAProxy's stats page at `/stats` (`/stats;csv` for scripts) and its Prometheus exporter at `/metrics`; absent: none. */
   readonly statsPort?: number;
+  /** Path of a Unix socket for HAProxy's runtime API (`stats socket`, level user: `show info`, …); absent: none. `startLocalCluster` asks it whether HAProxy serves. */
+  readonly adminSocket?: string;
 }
 
 /** HAProxy's default `tune.bufsize` is 16384; this config's default is larger so a resnet50 binary request can be replayed. */
@@ -123,6 +125,7 @@ export function haproxyConfig(options: HaproxyOptions): string {
   checkPort('httpPort', options.httpPort);
   if (options.grpcPort !== undefined) checkPort('grpcPort', options.grpcPort);
   if (options.statsPort !== undefined) checkPort('statsPort', options.statsPort);
+  if (options.adminSocket !== undefined && !/^\/[^\s"'#\\]+$/.test(options.adminSocket)) throw new TypeError(`adminSocket must be an absolute path without spaces, quotes or '#', got '${options.adminSocket}'`);
   const bufsize = options.bufsizeBytes ?? DEFAULT_HAPROXY_BUFSIZE_BYTES;
   checkPositive('bufsizeBytes', bufsize, MIN_HAPROXY_BUFSIZE_BYTES);
   const maxrewrite = options.maxrewriteBytes ?? DEFAULT_HAPROXY_MAXREWRITE_BYTES;
@@ -149,6 +152,7 @@ export function haproxyConfig(options: HaproxyOptions): string {
     '  # larger ones are forwarded but never retried. Memory: up to 2 buffers per connection.',
     `  tune.bufsize ${bufsize}`,
     `  tune.maxrewrite ${maxrewrite}`,
+    ...(options.adminSocket === undefined ? [] : [`  stats socket ${options.adminSocket} mode 600 level user`]),
     '',
     'defaults',
     '  mode http',

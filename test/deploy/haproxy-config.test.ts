@@ -75,6 +75,13 @@ describe('haproxyConfig', () => {
     expect(() => haproxyConfig({ nodes, httpPort: 8000, bufsizeBytes: 8192 })).toThrow(/bufsizeBytes must be an integer ≥ 16384/);
     expect(() => haproxyConfig({ nodes, httpPort: 8000, maxrewriteBytes: 1 << 20 })).toThrow(/maxrewriteBytes/);
     expect(() => haproxyConfig({ nodes: [{ name: 'h', host: 'h', httpPort: 1 }], httpPort: 8000, grpcPort: 8001 })).toThrow(/no node has a grpcPort/);
+    expect(() => haproxyConfig({ nodes, httpPort: 8000, adminSocket: 'haproxy.sock' })).toThrow(/adminSocket must be an absolute path/);
+    expect(() => haproxyConfig({ nodes, httpPort: 8000, adminSocket: '/tmp/a b.sock' })).toThrow(/adminSocket/);
+  });
+
+  it('adds a runtime API socket (level user) only when asked', () => {
+    expect(text).not.toMatch(/stats socket/);
+    expect(section(haproxyConfig({ nodes, httpPort: 8000, adminSocket: '/run/abacus/haproxy.sock' }), 'global')).toContain('stats socket /run/abacus/haproxy.sock mode 600 level user');
   });
 
   it.skipIf(!HAVE_HAPROXY)(`is accepted by HAProxy 2.6 (haproxy -c)${HAVE_HAPROXY ? '' : ` — skipped: ${DEFAULT_HAPROXY_BIN} is missing`}`, async () => {
@@ -84,6 +91,8 @@ describe('haproxyConfig', () => {
       await fs.writeFile(file, text);
       const { stdout } = await run(DEFAULT_HAPROXY_BIN, ['-c', '-f', file]);
       expect(stdout).toMatch(/Configuration file is valid/);
+      await fs.writeFile(file, haproxyConfig({ nodes, httpPort: 8000, grpcPort: 8001, statsPort: 8404, adminSocket: path.join(dir, 'haproxy.sock') }));
+      expect((await run(DEFAULT_HAPROXY_BIN, ['-c', '-f', file])).stdout).toMatch(/Configuration file is valid/);
       await fs.writeFile(file, `${text}\nbackend broken\n  retry-on sometimes\n`);
       await expect(run(DEFAULT_HAPROXY_BIN, ['-c', '-f', file])).rejects.toThrow();
     } finally {
