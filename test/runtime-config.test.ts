@@ -96,6 +96,7 @@ describe('serving config', () => {
       [`device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 5\n    batchSizes: [${Array.from({ length: 65 }, (_, i) => i + 1).join(', ')}]`, /services\[0\]\.batchSizes: at most 64 entries/],
       ['device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 5\n  - model: resnet50\n    qosTargetMs: 5', /services\[1\]\.name: 'resnet50' is used twice/],
       ['services:\n  - model: resnet50\n    qosTargetMs: 5', /device/],
+      ['device: sim:a100\nservices:\n  - name: stats\n    model: resnet50\n    qosTargetMs: 5', /services\[0\]\.name: 'stats' is reserved \(GET \/v2\/models\/stats is the statistics of every model\); give the service another name/],
       ['device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 50\n    maxQosMs: 20', /services\[0\]\.maxQosMs: 20 is below the service's qosTargetMs 50/],
     ];
     for (const [i, [text, re]] of cases.entries()) {

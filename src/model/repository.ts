@@ -406,6 +406,20 @@ function hashKey(value: unknown): string {
 export const MODEL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 
 /**
+ * Names no served model may take, each with why: a fixed word of an HTTP route at the place of a
+ * model name (`src/serve/http/app.ts`), which a model of that name would shadow. Only
+ * `GET /v2/models/stats` (Triton's statistics of every model) is such a route: the other
+ * `/v2/models/…` words follow the name (`/v2/models/NAME/ready`). Exact match (routes are
+ * case-sensitive).
+ */
+export const RESERVED_MODEL_NAMES: ReadonlyMap<string, string> = new Map([['stats', 'GET /v2/models/stats is the statistics of every model']]);
+
+/** Why `name` is reserved for the server (`RESERVED_MODEL_NAMES`), or undefined when it is not. */
+export function reservedModelName(name: string): string | undefined {
+  return RESERVED_MODEL_NAMES.get(name);
+}
+
+/**
  * @returns `name` when it is a valid name for an imported model.
  * @throws RangeError naming `what` when it does not match MODEL_NAME_PATTERN or is a zoo name
  *   (a variant's too: `resnet50-small`).

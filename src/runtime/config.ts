@@ -48,7 +48,7 @@ import { z } from 'zod';
 import { MAX_BATCH_SIZE, MAX_SEQ_LEN } from '../model/spec.ts';
 import { InvalidConfigError } from '../errors.ts';
 import { batchFusionBlocker, fixedBatchOf } from '../model/boundary.ts';
-import { MODEL_NAME_PATTERN } from '../model/repository.ts';
+import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
 import type { InputDomain, ModelSpec } from '../model/spec.ts';
 import type { BatchingLimits } from '../schedule/controller.ts';
 import { arrivalSpecOf, parseArrivalSpec, type ArrivalSpec } from '../workload/arrival-spec.ts';
@@ -260,6 +260,8 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
   const services = c.services.map((s, i): ServiceConfig => {
     const name = s.name ?? s.model;
     if (!MODEL_NAME_PATTERN.test(name)) throw new InvalidConfigError(`${source}: services[${i}].name: '${name}' is not a valid service name (give one with name:)`);
+    const reserved = reservedModelName(name);
+    if (reserved !== undefined) throw new InvalidConfigError(`${source}: services[${i}].name: '${name}' is reserved (${reserved}); give the service another name with name:`);
     if (names.has(name)) throw new InvalidConfigError(`${source}: services[${i}].name: '${name}' is used twice (give the services different names)`);
     names.add(name);
     if (s.maxQosMs !== undefined && s.maxQosMs < s.qosTargetMs) throw new InvalidConfigError(`${source}: services[${i}].maxQosMs: ${s.maxQosMs} is below the service's qosTargetMs ${s.qosTargetMs}`);

@@ -72,7 +72,7 @@ import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
 import type { BatchingLimits, QueryController, RefinementStatus } from '../schedule/controller.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { elementCount, halfToNumber } from '../tensor.ts';
-import { MODEL_NAME_PATTERN } from '../model/repository.ts';
+import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
 import { ServeError, type ModelState, type RepositoryIndexEntry, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
 import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
@@ -420,6 +420,8 @@ export class RuntimeBackend implements InferenceBackend {
 
   async loadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
     this.checkControl('load', name);
+    const reserved = reservedModelName(name);
+    if (reserved !== undefined) throw new ServeError('bad_request', `load: model name '${name}' is reserved (${reserved}); load the model under another name`);
     const config = loadConfigParameter(name, parameters);
     const known = this.models.get(name);
     if (known === undefined && config === undefined) {
