@@ -109,16 +109,29 @@ describe('repository extension on abacus serve --model-control explicit (child p
       expect(await post(`${url}/v2/repository/index`)).toEqual({ status: 200, json: [{ name: 'resnet', version: '1', state: 'READY', reason: '' }] });
       expect((await post(`${url}/v2/repository/index`, { ready: true })).json).toHaveLength(1);
       expect(await post(`${url}/v2/repository/index`, { ready: 'yes' })).toMatchObject({ status: 400, json: { error: expect.stringMatching(/^ready must be true or false/) as unknown } });
+      expect(await post(`${url}/v2/repository/index`, { ready: true, x: 1 })).toMatchObject({ status: 400, json: { error: expect.stringMatching(/^the repository index request: unknown field\(s\) 'x'/) as unknown } });
+      expect((await post(`${url}/v2/repository/index`, { repository_name: '', ready: true })).status).toBe(200);
       expect(await rawCall(raw, 'RepositoryIndex', {})).toEqual({ models: [{ name: 'resnet', version: '1', state: 'READY', reason: '' }] });
+
+      // unload_dependents must be a boolean (HTTP and gRPC); a refused unload leaves the model READY
+      expect(await post(`${url}/v2/repository/models/resnet/unload`, { parameters: { unload_dependents: 'yes' } })).toMatchObject({ status: 400, json: { error: "unload 'resnet': parameters.unload_dependents must be true or false, got \"yes\"" } });
+      const badUnload = await failure(rawCall(raw, 'RepositoryModelUnload', { model_name: 'resnet', parameters: { unload_dependents: { string_param: 'yes' } } }));
+      expect([badUnload.code, badUnload.details]).toEqual([grpc.status.INVALID_ARGUMENT, `unload 'resnet': parameters.unload_dependents must be true or false, got "yes"`]);
+      expect((await fetch(`${url}/v2/models/resnet/ready`)).status).toBe(200);
+      // the reserved name 'stats' (GET /v2/models/stats): a 400 / INVALID_ARGUMENT, statistics still answer
+      const statsCfg = JSON.stringify({ model: 'resnet50-small', qosTargetMs: 4000 });
+      expect(await post(`${url}/v2/repository/models/stats/load`, { parameters: { config: statsCfg } })).toMatchObject({ status: 400, json: { error: expect.stringMatching(/^load: model name 'stats' is reserved/) as unknown } });
+      expect((await failure(rawCall(raw, 'RepositoryModelLoad', { model_name: 'stats', parameters: { config: { string_param: statsCfg } } }))).code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(await (await fetch(`${url}/v2/models/stats`)).json()).toMatchObject({ model_stats: [{ name: 'resnet' }] });
 
       // unload over HTTP, then infer: 404 over HTTP, NOT_FOUND over gRPC (with the request id echoed)
       expect(await post(`${url}/v2/repository/models/resnet/unload`)).toEqual({ status: 200, json: {} });
       const gone = await post(`${url}/v2/models/resnet/infer`, imageRequest('req-7'));
       expect(gone.status).toBe(404);
-      expect(gone.json).toEqual({ error: "model 'resnet' is unloaded (load it with POST /v2/repository/models/resnet/load)", id: 'req-7' });
+      expect(gone.json).toEqual({ error: "model 'resnet' is unloaded (load it through the repository extension: HTTP POST /v2/repository/models/resnet/load, gRPC RepositoryModelLoad)", id: 'req-7' });
       const goneGrpc = await failure(rawCall(raw, 'ModelInfer', grpcImage('resnet', 'g-1')));
       expect(goneGrpc.code).toBe(grpc.status.NOT_FOUND);
-      expect(goneGrpc.details).toBe("model 'resnet' is unloaded (load it with POST /v2/repository/models/resnet/load) (request id \"g-1\")");
+      expect(goneGrpc.details).toBe("model 'resnet' is unloaded (load it through the repository extension: HTTP POST /v2/repository/models/resnet/load, gRPC RepositoryModelLoad) (request id \"g-1\")");
       expect(await rawCall(raw, 'RepositoryIndex', {})).toEqual({ models: [{ name: 'resnet', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' }] });
       expect(await rawCall(raw, 'RepositoryIndex', { ready: true })).toEqual({ models: [] });
       expect((await fetch(`${url}/v2/models/resnet/ready`)).status).toBe(400);
