@@ -21,7 +21,9 @@ import http from 'node:http';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
+import { MODEL_FILE } from '../../src/model/artifact.ts';
 import { resolveModelSpec } from '../../src/model/catalog.ts';
+import { onnx } from '../../src/model/onnx/proto.ts';
 import { ModelRepository } from '../../src/model/repository.ts';
 import { writePredictorFile } from '../../src/predict/file.ts';
 import { trainPredictor } from '../../src/predict/train.ts';
@@ -324,6 +326,9 @@ describe('containment on abacus serve (child process, ort)', () => {
         ['badnet', 'UNAVAILABLE'],
       ]);
       expect(index[1]!.reason).toMatch(new RegExp(`^badnet: operator \\d+ \\(op\\d+\\) at ${operatorFile.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} cannot be loaded: .*Protobuf parsing failed`));
+      // ends with the repair: the command, and the entry's folder by name (not its full path)
+      const folder = path.basename(path.dirname(operatorFile));
+      expect(index[1]!.reason).toMatch(new RegExp(`Protobuf parsing failed.*; re-import it with \`abacus models import \\S+\\.onnx --name badnet --operators 2 --force\`, or delete the folder ${folder} of the model cache and import it again$`, 's'));
       console.log(`badnet UNAVAILABLE: ${index[1]!.reason}`);
       const x = { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4, 8, 8], data: new Array<number>(256).fill(0.5) }] };
       const good = await post(`${server.httpUrl}/v2/models/goodnet/infer`, x);
@@ -372,6 +377,21 @@ describe('containment on abacus serve (child process, ort)', () => {
     } finally {
       expect(await server.stop()).toBe(0);
     }
+  }, 300_000);
+
+  it('abacus models import FILE --force of the same file rebuilds the corrupt operator file (without --force: already imported, still corrupt)', async () => {
+    const operatorFile = await goodAndBroken();
+    const file = path.join(sandbox.tmp, 'fixture-badnet', MODEL_FILE); // what goodAndBroken imported
+    const again = await sandbox.abacus('models', 'import', file, '--operators', '2', '--name', 'badnet');
+    expect([again.code, again.stdout]).toEqual([0, expect.stringContaining('badnet: already imported into') as unknown]);
+    expect(await fs.readFile(operatorFile, 'utf8')).toBe('this is not an ONNX model');
+    const forced = await sandbox.abacus('models', 'import', file, '--operators', '2', '--name', 'badnet', '--force');
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stdout).toContain('badnet: imported into');
+    // whole again: a valid ONNX model with a graph
+    const bytes = await fs.readFile(operatorFile);
+    expect(onnx.ModelProto.decode(bytes).graph?.node?.length ?? 0).toBeGreaterThan(0);
+    await fs.writeFile(operatorFile, 'this is not an ONNX model'); // broken again for the tests after this one
   }, 300_000);
 
   it('with a policy that profiles a predictor on first start, the broken model is found alone and left out of the profile; the good one serves', async () => {
