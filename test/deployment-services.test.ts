@@ -41,7 +41,7 @@ describe('resolveServices', () => {
       'c.yaml',
     );
     await expect(resolveServices(ctx, repo, config)).rejects.toThrow(
-      "c.yaml: services[1].model: 'mynet:4' is model mynet with 4 operators, and services[0].model 'mynet:2' serves it with 2; a config serves one operator count per model, because the profiler and the predictor know a model by its name (mynet). Give every service of mynet the same model (one count), and serve another count from another config or load it at runtime (abacus serve --model-control explicit)",
+      "c.yaml: services[1].model: 'mynet:4' is model mynet with 4 operators, and services[0].model 'mynet:2' serves it with 2; a config serves one operator count per model, because the profiler and the predictor know a model by its name (mynet). Give every service of mynet the same model (one count), and serve another count from another server (its own config, or loaded at runtime with abacus serve --model-control explicit by a server whose config does not serve mynet)",
     );
   });
 

@@ -89,7 +89,7 @@ export async function resolveServices(ctx: DeploymentContext, repo: ModelReposit
       const other = config.source === 'flags' ? `'${first.ref}'` : `services[${first.index}].model '${first.ref}'`;
       const counts = first.operators === spec.operators.length ? `the same model as ${other}` : `model ${spec.name} with ${spec.operators.length} operators, and ${other} serves it with ${first.operators}`;
       throw new InvalidConfigError(
-        `${modelField(i)}: '${s.model}' is ${counts}; a config serves one operator count per model, because the profiler and the predictor know a model by its name (${spec.name}). Give every service of ${spec.name} the same model (one count), and serve another count from another config or load it at runtime (abacus serve --model-control explicit)`,
+        `${modelField(i)}: '${s.model}' is ${counts}; a config serves one operator count per model, because the profiler and the predictor know a model by its name (${spec.name}). Give every service of ${spec.name} the same model (one count), and serve another count from another server (its own config, or loaded at runtime with abacus serve --model-control explicit by a server whose config does not serve ${spec.name})`,
       );
     }
     firstOf.set(spec.name, { index: i, ref: s.model, operators: spec.operators.length });

@@ -260,6 +260,13 @@ async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository,
     throw err;
   }
   const s = hosted.services[0]!;
+  // one operator count per model in a server, as in a config (`resolveServices`): the predictor scores a model by its name
+  for (const [other, d] of deviceServices) {
+    const known = d.model.spec;
+    if (known.name === s.spec.name && known.operators.length !== s.spec.operators.length) {
+      throw bad(`${LOAD_CONFIG_SOURCE}.model: '${service.model}' is model ${s.spec.name} with ${s.spec.operators.length} operators, and model '${other}' of this server has it with ${known.operators.length}; a server serves one operator count per model, because the predictor knows a model by its name: load ${s.spec.name} with ${known.operators.length} operators, or serve this count from another server`);
+    }
+  }
   deviceServices.set(name, deviceServiceOf(hosted, s));
   return { name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(service), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
 }

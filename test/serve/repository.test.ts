@@ -247,6 +247,24 @@ describe('repository extension on abacus serve --model-control explicit (child p
     }
   }, 300_000);
 
+  it('a second operator count of a model the server has is refused at load (400 naming parameters.config.model); the same count loads', async () => {
+    const fixture = await buildSkipNet(path.join(sandbox.tmp, 'fixture-mynet'), { name: 'mynet' });
+    for (const n of ['2', '4']) {
+      const r = await sandbox.abacus('models', 'import', fixture.modelPath, '--operators', n, '--name', 'mynet');
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const config = await writeConfig(sandbox.tmp, 'mynet.yaml', ['device: sim:a100', 'policy: { name: fcfs, drop: false }', 'services:', '  - model: mynet:2', '    name: mynet', '    qosTargetMs: 5000']);
+    const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--model-control', 'explicit', '--grace-ms', '2000', '--profile-samples', '50'] });
+    try {
+      const four = await post(`${server.httpUrl}/v2/repository/models/mynet4/load`, { parameters: { config: JSON.stringify({ model: 'mynet:4', qosTargetMs: 5000 }) } });
+      expect(four).toMatchObject({ status: 400, json: { error: expect.stringMatching(/^load 'mynet4': parameters\.config\.model: 'mynet:4' is model mynet with 4 operators, and model 'mynet' of this server has it with 2; a server serves one operator count per model/) as unknown } });
+      expect((await fetch(`${server.httpUrl}/v2/models/mynet4`)).status).toBe(404);
+      expect(await post(`${server.httpUrl}/v2/repository/models/mynet2/load`, { parameters: { config: JSON.stringify({ model: 'mynet:2', qosTargetMs: 5000 }) } })).toEqual({ status: 200, json: {} });
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  }, 300_000);
+
   it('with a flop-feature predictor (--predictor FILE), a model it was not trained on is scored by the predictor itself', async () => {
     // a linear flop-feature predictor of sim:a100 trained on resnet50-small alone (simulated groups)
     const spec = await resolveModelSpec(new ModelRepository({ cacheDir: sandbox.cacheDir }), 'resnet50-small');
