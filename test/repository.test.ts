@@ -5,7 +5,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ModelRepository } from '../src/model/repository.ts';
+import { ModelRepository, repairHintOf } from '../src/model/repository.ts';
 import { ensureDir } from '../src/fs.ts';
 import { SMALL_VARIANTS } from './helpers/small-variants.ts';
 
@@ -68,6 +68,28 @@ describe('ModelRepository', () => {
     await repo.zooArtifact('resnet50', SMALL_VARIANTS.resnet50);
     expect(await exists(stale)).toBe(false);
     expect(await exists(fresh)).toBe(true); // maybe another process's build in progress
+  });
+
+  it('force rebuilds the entry of the same file (a corrupt operator file is whole again); the repair hint names the command and the folder', async () => {
+    const a = (await repo.zooArtifact('resnet50', SMALL_VARIANTS.resnet50)).artifact;
+    const file = path.join(tmp, 'fixme.onnx');
+    await fs.copyFile(a.modelPath, file);
+    const first = await repo.importModel(file, { operators: 2 });
+    const op = first.artifact.operatorPaths[1]!;
+    const whole = await fs.readFile(op);
+    await fs.writeFile(op, 'this is not an ONNX model');
+    // without force: found (its files exist), nothing rebuilt
+    expect((await repo.importModel(file, { operators: 2 })).built).toBe(false);
+    expect(await fs.readFile(op, 'utf8')).toBe('this is not an ONNX model');
+    const forced = await repo.importModel(file, { operators: 2, force: true });
+    expect(forced.built).toBe(true);
+    expect(forced.artifact.dir).toBe(first.artifact.dir);
+    expect((await fs.readFile(op)).equals(whole)).toBe(true);
+    expect((await repo.listImported()).map((x) => x.dir)).toEqual([first.artifact.dir]);
+    const folder = path.basename(first.artifact.dir);
+    expect(repairHintOf(forced.artifact)).toBe(`re-import it with \`abacus models import ${file} --name fixme --operators 2 --force\`, or delete the folder ${folder} of the model cache and import it again`);
+    expect(repairHintOf(forced.artifact)).not.toContain(path.dirname(first.artifact.dir));
+    expect(repairHintOf(a)).toBe(`delete the folder ${path.basename(a.dir)} of the model cache: it is rebuilt on the next start`);
   });
 
   it('one model per name: another file under a taken name is refused unless forced, which replaces every operator count', async () => {

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ModelSpec, TensorSpec } from '../src/model/spec.ts';
-import { DEFAULT_BATCHING, loadServingConfig, maxQosMsOf, parseServingConfig, resolveBatching } from '../src/runtime/config.ts';
+import { DEFAULT_BATCHING, loadServingConfig, MAX_SHAPE_LIST_LENGTH, maxQosMsOf, parseServiceConfig, parseServingConfig, resolveBatching } from '../src/runtime/config.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'abacus-config-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -91,8 +91,12 @@ describe('serving config', () => {
       ['device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: "fast"', /services\[0\]\.qosTargetMs/],
       ['device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 5\n    batchSizes: [1, 0]', /services\[0\]\.batchSizes\[1\]/],
       ['device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 5\n    qos: 3', /services\[0\]: unknown field\(s\) 'qos'/],
+      ['device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 5\n    batchSizes: [1, 2, 1]', /services\[0\]\.batchSizes\[2\]: 1 is listed twice \(also at \[0\]\)/],
+      ['device: sim:a100\nservices:\n  - model: bert\n    qosTargetMs: 5\n    seqLens: [16, 32, 32]', /services\[0\]\.seqLens\[2\]: 32 is listed twice \(also at \[1\]\)/],
+      [`device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 5\n    batchSizes: [${Array.from({ length: 65 }, (_, i) => i + 1).join(', ')}]`, /services\[0\]\.batchSizes: at most 64 entries/],
       ['device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 5\n  - model: resnet50\n    qosTargetMs: 5', /services\[1\]\.name: 'resnet50' is used twice/],
       ['services:\n  - model: resnet50\n    qosTargetMs: 5', /device/],
+      ['device: sim:a100\nservices:\n  - name: stats\n    model: resnet50\n    qosTargetMs: 5', /services\[0\]\.name: 'stats' is reserved \(GET \/v2\/models\/stats is the statistics of every model\); give the service another name/],
       ['device: sim:a100\nservices:\n  - model: resnet50\n    qosTargetMs: 50\n    maxQosMs: 20', /services\[0\]\.maxQosMs: 20 is below the service's qosTargetMs 50/],
     ];
     for (const [i, [text, re]] of cases.entries()) {
@@ -112,6 +116,20 @@ function specOf(name: string, inputs: TensorSpec[], outputs: TensorSpec[]): Mode
 const dynamicSpec = specOf('dyn', [{ name: 'x', dataType: 'float32', shape: ['batch', 3, 8, 8] }], [{ name: 'y', dataType: 'float32', shape: ['batch', 10] }]);
 const fixedSpec = specOf('fixed4', [{ name: 'x', dataType: 'float32', shape: [4, 16] }], [{ name: 'y', dataType: 'float32', shape: [4, 8] }]);
 const flatSpec = specOf('flat', [{ name: 'x', dataType: 'float32', shape: ['batch', 16] }], [{ name: 'y', dataType: 'float32', shape: ['batch*16'] }]);
+
+describe('serving config: batchSizes and seqLens', () => {
+  it('each value once, at most MAX_SHAPE_LIST_LENGTH (64) entries, in a file and in a load request (parameters.config)', () => {
+    expect(MAX_SHAPE_LIST_LENGTH).toBe(64);
+    const ok = Array.from({ length: 64 }, (_, i) => i + 1);
+    expect(parseServiceConfig({ model: 'resnet50', qosTargetMs: 5, batchSizes: ok }, 'parameters.config').batchSizes).toEqual(ok);
+    // the reviewer's case: 5,000 × [1] warmed a load up for 45 s
+    expect(() => parseServiceConfig({ model: 'resnet50', qosTargetMs: 5, batchSizes: Array(5_000).fill(1) }, 'parameters.config')).toThrow(/^parameters\.config\.batchSizes: at most 64 entries/);
+    expect(() => parseServiceConfig({ model: 'resnet50', qosTargetMs: 5, batchSizes: [1, 1] }, 'parameters.config')).toThrow('parameters.config.batchSizes[1]: 1 is listed twice (also at [0]); list each value once');
+    expect(() => parseServiceConfig({ model: 'bert', qosTargetMs: 5, seqLens: [8, 16, 8] }, 'parameters.config')).toThrow('parameters.config.seqLens[2]: 8 is listed twice (also at [0])');
+    expect(() => parseServiceConfig({ model: 'bert', qosTargetMs: 5, seqLens: Array.from({ length: 65 }, (_, i) => i + 1) }, 'parameters.config')).toThrow(/parameters\.config\.seqLens: at most 64 entries/);
+    expect(() => parseServiceConfig({ model: 'resnet50', qosTargetMs: 5, batchSizes: [65_537] }, 'parameters.config')).toThrow(/parameters\.config\.batchSizes\[0\]/);
+  });
+});
 
 describe('serving config: dynamicBatching', () => {
   const service = (dynamicBatching?: unknown): Record<string, unknown> => ({ model: 'resnet50', qosTargetMs: 20, ...(dynamicBatching === undefined ? {} : { dynamicBatching }) });

@@ -220,7 +220,7 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     .requiredOption('--operators <n>', 'number of operators N (1 ≤ N ≤ node count)', positiveInt('--operators'))
     .option('--default-seq-len <n>', 'sequence length for metadata when the model has a sequence axis (default 128)', positiveInt('--default-seq-len'))
     .option('--name <name>', 'model name (default: file name without .onnx)')
-    .option('--force', 'replace a different model already imported under this name (every operator count of it)')
+    .option('--force', 'replace a different model already imported under this name (every operator count of it); for the same file, rebuild its cache entry (repairs corrupt operator files)')
     .option('--probe-shape <name=DxD>', 'shape of an input for the shape probe, e.g. audio=1x16000 (repeatable; a sequence-axis size is also the default sequence length)', collectProbe('--probe-shape'), [])
     .option('--probe-value <name=V>', 'value every element of an input holds in the shape probe, e.g. sr=16000 (repeatable; default 0)', collectProbe('--probe-value'), [])
     .option('--json', 'print the ModelSpec as JSON')

@@ -53,7 +53,10 @@ export interface Hosted {
  * Resolve the config's models (building zoo models when missing) into `Hosted` (exported for
  * `abacus demo`). `options.batchingByDefault`: services that do not mention `dynamicBatching`
  * batch where their model can fuse (`abacus serve`); otherwise only those that ask for it.
- * @throws InvalidConfigError naming the file and field (model, batchSizes, seqLens, dynamicBatching).
+ * @throws InvalidConfigError naming the file and field (model, batchSizes, seqLens, dynamicBatching);
+ *   for two model references that are one model (`mynet:2` and `mynet:4`, two operator counts of
+ *   one import): the profiler and the predictor know a model by its spec name, so one config
+ *   serves one count of it.
  */
 export async function resolveServices(ctx: DeploymentContext, repo: ModelRepository, config: ServingConfig, options: { batchingByDefault?: boolean } = {}): Promise<Hosted> {
   const isSim = config.device.startsWith('sim');
@@ -61,6 +64,9 @@ export async function resolveServices(ctx: DeploymentContext, repo: ModelReposit
   else if (config.device !== 'ort' && config.device !== 'ort:cpu') throw new InvalidConfigError(`device '${config.device}' is not supported here: use ort (CPU) or sim:<gpu>…`);
   const specs = new Map<string, ModelSpec>();
   const artifacts = new Map<string, ModelArtifact>();
+  /** The first service of each model (spec name), to refuse a second reference to it. */
+  const firstOf = new Map<string, { index: number; ref: string; operators: number }>();
+  const modelField = (i: number): string => (config.source === 'flags' ? '--models' : `${config.source}: services[${i}].model`);
   for (const [i, s] of config.services.entries()) {
     if (specs.has(s.model)) continue;
     try {
@@ -77,6 +83,16 @@ export async function resolveServices(ctx: DeploymentContext, repo: ModelReposit
       if (err instanceof RangeError || err instanceof TypeError) throw new InvalidConfigError(`${config.source}: services[${i}].model: ${err.message}`, { cause: err });
       throw err;
     }
+    const spec = specs.get(s.model)!;
+    const first = firstOf.get(spec.name);
+    if (first !== undefined) {
+      const other = config.source === 'flags' ? `'${first.ref}'` : `services[${first.index}].model '${first.ref}'`;
+      const counts = first.operators === spec.operators.length ? `the same model as ${other}` : `model ${spec.name} with ${spec.operators.length} operators, and ${other} serves it with ${first.operators}`;
+      throw new InvalidConfigError(
+        `${modelField(i)}: '${s.model}' is ${counts}; a config serves one operator count per model, because the profiler and the predictor know a model by its name (${spec.name}). Give every service of ${spec.name} the same model (one count), and serve another count from another server (its own config, or loaded at runtime with abacus serve --model-control explicit by a server whose config does not serve ${spec.name})`,
+      );
+    }
+    firstOf.set(spec.name, { index: i, ref: s.model, operators: spec.operators.length });
   }
   const field = (i: number, name: string): string => (config.source === 'flags' ? `--${name === 'seqLens' ? 'seq-lens' : 'batch-sizes'}` : `${config.source}: services[${i}].${name}`);
   for (const [i, s] of config.services.entries()) {

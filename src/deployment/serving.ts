@@ -6,10 +6,11 @@
  * not ready meanwhile), creates the controller and opens the device. Listening is the caller's
  * (`serve/server.ts` `startServer`).
  */
-import { describeError, InvalidConfigError } from '../errors.ts';
+import { describeError, InvalidConfigError, InvalidModelError } from '../errors.ts';
 import type { DeviceService } from '../device/device.ts';
+import type { ModelArtifact } from '../model/artifact.ts';
 import type { Logger } from '../log.ts';
-import { ModelRepository } from '../model/repository.ts';
+import { ModelRepository, repairHintOf } from '../model/repository.ts';
 import { maxQosMsOf, parseServiceConfig, type ServingConfig } from '../runtime/config.ts';
 import { predictorFromFile, readPredictorFile } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
@@ -154,7 +155,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
         if (service === undefined) throw new Error(`model '${name}' has no device service (not in the config and not resolved)`);
         const model = service.model;
         const failed = probeFailures.get(name);
-        if (failed !== undefined && !predictor?.models.includes(model.spec.name)) throw new Error(failed);
+        if (failed !== undefined && !predictor?.models.includes(model.spec.name)) throw new Error(withRepairHint(failed, model));
         let note: string | undefined;
         if (predictor !== undefined && (!predictor.models.includes(model.spec.name) || open?.admission(model.spec.name) !== undefined)) {
           const cannot = `the predictor does not know model '${model.spec.name}' (it scores ${predictor.models.join(', ')}); policy ${config.policy.name} needs a latency prediction for every query`;
@@ -176,7 +177,16 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
             logger.warn({ model: name, spec: model.spec.name, how: admission.how, note: admission.note }, 'model loaded at runtime is not in the predictor: served with a fallback prediction');
           }
         }
-        await device.load([service]);
+        try {
+          await device.load([service]);
+        } catch (err) {
+          // an operator file that is missing, does not parse or does not match the spec: a damaged cache entry
+          if (err instanceof InvalidModelError) {
+            const message = withRepairHint(err.message, model);
+            if (message !== err.message) throw new InvalidModelError(message, { cause: err });
+          }
+          throw err;
+        }
         return note;
       },
       unloadModel: async (name: string) => {
@@ -189,6 +199,14 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
     };
   };
   return { hosted, backend, metrics, feed, openEngine };
+}
+
+/** The messages of `OrtDevice.load` for an operator file that cannot be used (`executor.ts`, `ort-device.ts`). */
+const OPERATOR_FILE_FAILURE = /operator \d+ (\(.*?\) at .* (cannot be loaded|does not match its spec)|file .* does not exist or is not readable)/s;
+
+/** `message` ending with how to repair the model's cache entry (`repairHintOf`) when it says an operator file cannot be used; else as it is. */
+function withRepairHint(message: string, model: ModelArtifact): string {
+  return OPERATOR_FILE_FAILURE.test(message) ? `${message}; ${repairHintOf(model)}` : message;
 }
 
 /**
@@ -242,6 +260,13 @@ async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository,
     throw err;
   }
   const s = hosted.services[0]!;
+  // one operator count per model in a server, as in a config (`resolveServices`): the predictor scores a model by its name
+  for (const [other, d] of deviceServices) {
+    const known = d.model.spec;
+    if (known.name === s.spec.name && known.operators.length !== s.spec.operators.length) {
+      throw bad(`${LOAD_CONFIG_SOURCE}.model: '${service.model}' is model ${s.spec.name} with ${s.spec.operators.length} operators, and model '${other}' of this server has it with ${known.operators.length}; a server serves one operator count per model, because the predictor knows a model by its name: load ${s.spec.name} with ${known.operators.length} operators, or serve this count from another server`);
+    }
+  }
   deviceServices.set(name, deviceServiceOf(hosted, s));
   return { name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(service), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
 }

@@ -116,6 +116,9 @@ export class ModelRepository {
    * removes every entry of that name (every operator count) once the new one is written, so no
    * operator count keeps serving the old model. The same file under the same name at another
    * operator count or default sequence length adds an entry; at the same count it replaces it.
+   * `force` also rebuilds the entry of the same file and settings (a cache entry whose operator
+   * files were corrupted on disk): the new entry is built first, then the old one is removed and
+   * the new one published, so a failed rebuild leaves the old entry as it was.
    * @throws InvalidModelError for unreadable/invalid models; RangeError for a bad `operators`,
    *   a bad name, or a name taken by another file without `force` (naming `--force`).
    */
@@ -137,8 +140,10 @@ export class ModelRepository {
       );
     }
     const dir = path.join(this.cacheDir, `${name}-${hashKey({ contentHash, operators: opts.operators, name, defaultSeqLen: opts.defaultSeqLen ?? null, version: ZOO_BUILD_VERSION, importVersion: IMPORT_BUILD_VERSION, ...(opts.probe === undefined ? {} : { probe: opts.probe }) })}`);
-    const cached = await readEntryOrDiscard(dir);
-    if (cached && other === undefined) return { artifact: artifactAt(dir, cached), built: false };
+    const found = await readEntryOrDiscard(dir);
+    if (found && other === undefined && opts.force !== true) return { artifact: artifactAt(dir, found), built: false };
+    // forced: rebuilt even when the entry is there (its files may be corrupt; `found` only checks they exist)
+    const cached = opts.force === true ? undefined : found;
     let artifact: ModelArtifact;
     if (cached) artifact = artifactAt(dir, cached);
     else {
@@ -149,6 +154,7 @@ export class ModelRepository {
         ...(opts.probe === undefined ? {} : { probe: opts.probe }),
       });
       const source = spec.source.kind === 'import' ? { ...spec.source, contentSha256: contentHash } : spec.source;
+      if (found) await discardEntry(dir);
       artifact = await this.writeEntry(dir, { ...spec, source }, model, operatorModels);
     }
     // The new entry replaces: with force every entry of another file; always the same operator count.
@@ -402,8 +408,38 @@ function hashKey(value: unknown): string {
   return createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, 12);
 }
 
+/**
+ * How to repair the cache entry of `artifact` when its files fail to load (corrupt on disk):
+ * one sentence naming the command, and the entry's folder by its name in the model cache (not
+ * the full path, which the cache directory option decides). For an import, re-importing with
+ * `--force` rebuilds the entry (`importModel`); a deleted entry is rebuilt on its next use
+ * (zoo) or import.
+ */
+export function repairHintOf(artifact: Pick<ModelArtifact, 'spec' | 'dir'>): string {
+  const folder = path.basename(artifact.dir);
+  const { spec } = artifact;
+  if (spec.source.kind === 'import') {
+    return `re-import it with \`abacus models import ${spec.source.file} --name ${spec.name} --operators ${spec.operators.length} --force\`, or delete the folder ${folder} of the model cache and import it again`;
+  }
+  return `delete the folder ${folder} of the model cache: it is rebuilt on the next start`;
+}
+
 /** Valid served-model names: a letter or digit, then letters, digits, `_`, `.`, `-`; at most 64. */
 export const MODEL_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+/**
+ * Names no served model may take, each with why: a fixed word of an HTTP route at the place of a
+ * model name (`src/serve/http/app.ts`), which a model of that name would shadow. Only
+ * `GET /v2/models/stats` (Triton's statistics of every model) is such a route: the other
+ * `/v2/models/…` words follow the name (`/v2/models/NAME/ready`). Exact match (routes are
+ * case-sensitive).
+ */
+export const RESERVED_MODEL_NAMES: ReadonlyMap<string, string> = new Map([['stats', 'GET /v2/models/stats is the statistics of every model']]);
+
+/** Why `name` is reserved for the server (`RESERVED_MODEL_NAMES`), or undefined when it is not. */
+export function reservedModelName(name: string): string | undefined {
+  return RESERVED_MODEL_NAMES.get(name);
+}
 
 /**
  * @returns `name` when it is a valid name for an imported model.

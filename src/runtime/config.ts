@@ -45,10 +45,10 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { MAX_BATCH_SIZE } from '../model/spec.ts';
+import { MAX_BATCH_SIZE, MAX_SEQ_LEN } from '../model/spec.ts';
 import { InvalidConfigError } from '../errors.ts';
 import { batchFusionBlocker, fixedBatchOf } from '../model/boundary.ts';
-import { MODEL_NAME_PATTERN } from '../model/repository.ts';
+import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
 import type { InputDomain, ModelSpec } from '../model/spec.ts';
 import type { BatchingLimits } from '../schedule/controller.ts';
 import { arrivalSpecOf, parseArrivalSpec, type ArrivalSpec } from '../workload/arrival-spec.ts';
@@ -68,12 +68,38 @@ const batchingSchema = z.strictObject({
   preferredBatchSizes: z.array(positiveInt).default([]),
 });
 
+/**
+ * Most entries of a service's `batchSizes` / `seqLens`. Every entry is profiled and warmed up at
+ * load (one run per batch size × sequence length), so the list length is paid in start-up time:
+ * a load with 5,000 entries of `[1]` warmed up for 45 s. 64 covers every power of two up to
+ * `MAX_BATCH_SIZE` (17) several times over.
+ */
+export const MAX_SHAPE_LIST_LENGTH = 64;
+
+/**
+ * A list of distinct positive integers of at most `MAX_SHAPE_LIST_LENGTH` entries, each at most
+ * `max`; a repeat is an issue at its index naming the value and where it first appeared.
+ */
+const distinctSizes = (max: number) =>
+  z
+    .array(positiveInt.max(max))
+    .min(1)
+    .max(MAX_SHAPE_LIST_LENGTH, `at most ${MAX_SHAPE_LIST_LENGTH} entries (each is profiled and warmed up at load)`)
+    .superRefine((list, ctx) => {
+      const first = new Map<number, number>();
+      list.forEach((n, j) => {
+        const at = first.get(n);
+        if (at !== undefined) ctx.addIssue({ code: 'custom', path: [j], message: `${n} is listed twice (also at [${at}]); list each value once` });
+        else first.set(n, j);
+      });
+    });
+
 const serviceSchema = z.strictObject({
   name: z.string().regex(MODEL_NAME_PATTERN, 'must be 1–64 letters, digits, _ . - starting with a letter or digit').optional(),
   model: z.string().min(1),
   qosTargetMs: z.number().positive().finite(),
-  batchSizes: z.array(positiveInt).min(1).default([1]),
-  seqLens: z.array(positiveInt).min(1).optional(),
+  batchSizes: distinctSizes(MAX_BATCH_SIZE).default([1]),
+  seqLens: distinctSizes(MAX_SEQ_LEN).optional(),
   maxQueueLength: positiveInt.default(10_000),
   maxQosMs: z.number().positive().finite().optional(),
   dynamicBatching: z.union([z.boolean(), batchingSchema], { error: 'must be false (off), true (on with the defaults), or { maxBatchSize, maxQueueDelayMs, preferredBatchSizes }' }).optional(),
@@ -234,6 +260,8 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
   const services = c.services.map((s, i): ServiceConfig => {
     const name = s.name ?? s.model;
     if (!MODEL_NAME_PATTERN.test(name)) throw new InvalidConfigError(`${source}: services[${i}].name: '${name}' is not a valid service name (give one with name:)`);
+    const reserved = reservedModelName(name);
+    if (reserved !== undefined) throw new InvalidConfigError(`${source}: services[${i}].name: '${name}' is reserved (${reserved}); give the service another name with name:`);
     if (names.has(name)) throw new InvalidConfigError(`${source}: services[${i}].name: '${name}' is used twice (give the services different names)`);
     names.add(name);
     if (s.maxQosMs !== undefined && s.maxQosMs < s.qosTargetMs) throw new InvalidConfigError(`${source}: services[${i}].maxQosMs: ${s.maxQosMs} is below the service's qosTargetMs ${s.qosTargetMs}`);

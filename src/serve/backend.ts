@@ -72,7 +72,7 @@ import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
 import type { BatchingLimits, QueryController, RefinementStatus } from '../schedule/controller.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { elementCount, halfToNumber } from '../tensor.ts';
-import { MODEL_NAME_PATTERN } from '../model/repository.ts';
+import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
 import { ServeError, type ModelState, type RepositoryIndexEntry, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
 import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
@@ -428,6 +428,8 @@ export class RuntimeBackend implements InferenceBackend {
 
   async loadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
     this.checkControl('load', name);
+    const reserved = reservedModelName(name);
+    if (reserved !== undefined) throw new ServeError('bad_request', `load: model name '${name}' is reserved (${reserved}); load the model under another name`);
     const config = loadConfigParameter(name, parameters);
     const known = this.models.get(name);
     if (known === undefined && config === undefined) {
@@ -459,8 +461,9 @@ export class RuntimeBackend implements InferenceBackend {
 
   async unloadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
     this.checkControl('unload', name);
-    for (const key of Object.keys(parameters ?? {})) {
-      if (key !== 'unload_dependents') throw new ServeError('bad_request', `unload '${name}': parameters.${key}: unknown parameter (accepted: unload_dependents, which changes nothing here: models have no dependents)`);
+    for (const [key, value] of Object.entries(parameters ?? {})) {
+      if (key !== 'unload_dependents') throw new ServeError('bad_request', `unload '${name}': parameters.${key.slice(0, 80)}: unknown parameter (accepted: unload_dependents, which changes nothing here: models have no dependents)`);
+      if (typeof value !== 'boolean') throw new ServeError('bad_request', `unload '${name}': parameters.unload_dependents must be true or false, got ${describeValue(value)}`);
     }
     if (!this.models.has(name)) throw new ServeError('model_not_found', `unload '${name}': no such model (known: ${this.modelNames.join(', ')})`);
     // refuse new requests at once (not after a turn of the event loop) when nothing else is in progress for it
@@ -705,7 +708,7 @@ export class RuntimeBackend implements InferenceBackend {
     }
     const state = this.states.get(model.name)!;
     if (state.state !== 'READY') {
-      if (state.unloaded) throw new ServeError('model_not_found', `model '${model.name}' is unloaded (load it with POST /v2/repository/models/${model.name}/load)`);
+      if (state.unloaded) throw new ServeError('model_not_found', `model '${model.name}' is unloaded (load it through the repository extension: HTTP POST /v2/repository/models/${model.name}/load, gRPC RepositoryModelLoad)`);
       throw new ServeError('not_ready', `not_ready: model '${model.name}' is ${state.state}: ${state.reason}`);
     }
     const plan = this.validate(model, request);

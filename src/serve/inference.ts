@@ -258,6 +258,16 @@ export type ServeErrorCode = 'bad_request' | 'model_not_found' | 'qos_violation'
  */
 export const SERVE_ERROR_CODE_KEY = 'abacus-error-code';
 
+/**
+ * Longest request id, characters: an inference request's `id` (HTTP body, gRPC message) and the
+ * HTTP `x-request-id` header, which are echoed in the response and written to every log line
+ * of the request. Longer is a 400 naming the field rather than a truncation, because clients
+ * (Triton's and KServe's) match an answer to its request by comparing the echoed id with the
+ * one they sent, which a cut id would silently fail. 256 fits a UUID, a W3C trace id, or an
+ * id of several of them joined.
+ */
+export const MAX_REQUEST_ID_LENGTH = 256;
+
 /** An error for one request; `message` names the model, input or field. */
 export class ServeError extends Error {
   readonly code: ServeErrorCode;

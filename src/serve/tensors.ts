@@ -20,7 +20,8 @@
  * - UINT64: like INT64 in [0, 2^64). INT16/UINT16/UINT32: integers in the type's range.
  * - BYTES (ONNX STRING tensors): JSON strings; gRPC `bytes_contents` (UTF-8); binary data as
  *   the binary extension defines it — each element a 4-byte little-endian length, then that many
- *   bytes. Bytes that are not valid UTF-8 are a bad request (onnxruntime-node holds strings).
+ *   bytes. Bytes that are not valid UTF-8 are a bad request (onnxruntime-node holds strings), and
+ *   so is a JSON string with a lone surrogate (`"\ud800"`, not well-formed Unicode).
  *
  * Errors are `ServeError('bad_request')` whose message names the model, the input, and the
  * element index or field.
@@ -77,6 +78,10 @@ const INT_RANGE: Readonly<Partial<Record<TensorDataType, readonly [number, numbe
 };
 const UINT64_MAX = 2n ** 64n - 1n;
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
+/** `String.prototype.isWellFormed` (ES2024, Node ≥ 20), which the ES2023 lib does not declare. */
+type WellFormedString = string & { isWellFormed(): boolean };
+/** A UTF-16 code unit of a surrogate that is not half of a pair (`u` mode reads a pair as one code point). */
+const LONE_SURROGATE = /\p{Cs}/u;
 
 
 /** A short description of a request value for error messages (strings quoted and cut at 40 characters). */
@@ -165,8 +170,11 @@ function writerFor(ctx: TensorContext, dataType: TensorDataType, out: TensorData
     case 'string': {
       const arr = out as string[];
       return (v, i) => {
-        if (typeof v === 'string') arr[i] = v;
-        else if (typed && v instanceof Uint8Array) {
+        if (typeof v === 'string') {
+          // JSON can spell a lone surrogate ("\ud800"); as UTF-8 it would become U+FFFD silently
+          if (!(v as WellFormedString).isWellFormed()) throw bad(ctx, `element ${i} of BYTES is not well-formed Unicode: a lone surrogate at character ${v.search(LONE_SURROGATE)} (the binary data's UTF-8 would be refused the same way)`);
+          arr[i] = v;
+        } else if (typed && v instanceof Uint8Array) {
           try {
             arr[i] = UTF8.decode(v);
           } catch {

@@ -202,6 +202,7 @@ describe('gRPC inference.GRPCInferenceService over a fake backend', () => {
       [{ model_name: 'm', inputs: [{ ...x, shape: ['9007199254740993', 4] }] }, 'input x: shape dimension 9007199254740993'],
       [{ model_name: 'm', inputs: [{ ...x, name: '' }] }, 'input #0: name is required'],
       [{ model_name: 'm', inputs: [{ ...x, contents: { fp32_contents: [1, 2, 3] } }] }, 'input x: 3 values'],
+      [{ model_name: 'm', id: 'i'.repeat(257), inputs: [{ ...x, contents: { fp32_contents: [1, 2, 3, 4] } }] }, 'model m: id is 257 characters long; at most 256'],
     ];
     for (const [request, message] of cases) {
       const error = await failure(call(client, 'ModelInfer', request));

@@ -345,6 +345,31 @@ describe('KServe v2 HTTP: bodies and error answers', () => {
   const post = (echo: FastifyInstance, payload: Buffer | string, headers: Record<string, string> = {}) =>
     echo.inject({ method: 'POST', url: '/v2/models/echo/infer', headers: { 'content-type': 'application/json', ...headers }, payload });
 
+  it('a request id (x-request-id header, body id) of more than 256 characters is a 400 naming it; 256 is echoed', async () => {
+    const fake = new EchoBackend();
+    const echo = createHttpApp(fake);
+    try {
+      const ok = 'h'.repeat(256);
+      const echoed = await post(echo, JSON.stringify({ ...request, id: 'b'.repeat(256) }), { 'x-request-id': ok });
+      expect(echoed.statusCode, echoed.body).toBe(200);
+      expect(echoed.headers['x-request-id']).toBe(ok);
+      expect(fake.last!.requestId).toBe(ok);
+      fake.last = undefined;
+      // the header: refused before any route runs (health too), answered under a generated id
+      const long = await post(echo, JSON.stringify(request), { 'x-request-id': 'h'.repeat(257) });
+      expect([long.statusCode, long.json()]).toEqual([400, { error: 'the x-request-id header is 257 characters long; at most 256' }]);
+      expect(long.headers['x-request-id']).toMatch(/^[0-9a-f]{6}-\w+$/);
+      expect(fake.last).toBeUndefined();
+      expect((await echo.inject({ method: 'GET', url: '/v2/health/live', headers: { 'x-request-id': 'h'.repeat(300) } })).statusCode).toBe(400);
+      const body = await post(echo, JSON.stringify({ ...request, id: 'b'.repeat(257) }));
+      expect([body.statusCode, body.json()]).toEqual([400, { error: "model 'echo': id is 257 characters long; at most 256" }]);
+      // an empty header is as none: a generated id
+      expect((await post(echo, JSON.stringify(request), { 'x-request-id': '' })).headers['x-request-id']).toMatch(/^[0-9a-f]{6}-\w+$/);
+    } finally {
+      await echo.close();
+    }
+  });
+
   it('Content-Encoding gzip, x-gzip and deflate bodies are inflated; identity and none read as they are', async () => {
     const fake = new EchoBackend();
     const echo = createHttpApp(fake);

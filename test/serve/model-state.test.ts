@@ -133,6 +133,10 @@ describe('RuntimeBackend: per-model state and containment', () => {
     // a model of the config takes no parameters.config; names are checked before anything else
     expect(await code(backend.loadModel('a', { config: '{}' }))).toMatch(/^bad_request: load 'a': parameters\.config: 'a' is a model of the config file/);
     expect(await code(backend.loadModel('../a', undefined))).toMatch(/^bad_request: load: model name "\.\.\/a" is not a model name/);
+    // 'stats' would shadow GET /v2/models/stats (statistics): refused, with or without parameters.config
+    expect(await code(backend.loadModel('stats', undefined))).toMatch(/^bad_request: load: model name 'stats' is reserved \(GET \/v2\/models\/stats is the statistics of every model\)/);
+    expect(await code(backend.loadModel('stats', { config: '{"model":"resnet50-small","qosTargetMs":50}' }))).toMatch(/^bad_request: load: model name 'stats' is reserved/);
+    expect(backend.repositoryIndex().map((m) => m.name)).toEqual(['a', 'b']);
     expect(await code(backend.loadModel('new', undefined))).toMatch(/^bad_request: load 'new': no such model in the config; give its service settings as parameters\.config/);
     expect(await code(backend.unloadModel('nope', undefined))).toMatch(/^model_not_found: unload 'nope': no such model/);
     await backend.shutdown(1000);

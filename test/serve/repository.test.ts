@@ -21,7 +21,9 @@ import http from 'node:http';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
+import { MODEL_FILE } from '../../src/model/artifact.ts';
 import { resolveModelSpec } from '../../src/model/catalog.ts';
+import { onnx } from '../../src/model/onnx/proto.ts';
 import { ModelRepository } from '../../src/model/repository.ts';
 import { writePredictorFile } from '../../src/predict/file.ts';
 import { trainPredictor } from '../../src/predict/train.ts';
@@ -109,16 +111,29 @@ describe('repository extension on abacus serve --model-control explicit (child p
       expect(await post(`${url}/v2/repository/index`)).toEqual({ status: 200, json: [{ name: 'resnet', version: '1', state: 'READY', reason: '' }] });
       expect((await post(`${url}/v2/repository/index`, { ready: true })).json).toHaveLength(1);
       expect(await post(`${url}/v2/repository/index`, { ready: 'yes' })).toMatchObject({ status: 400, json: { error: expect.stringMatching(/^ready must be true or false/) as unknown } });
+      expect(await post(`${url}/v2/repository/index`, { ready: true, x: 1 })).toMatchObject({ status: 400, json: { error: expect.stringMatching(/^the repository index request: unknown field\(s\) 'x'/) as unknown } });
+      expect((await post(`${url}/v2/repository/index`, { repository_name: '', ready: true })).status).toBe(200);
       expect(await rawCall(raw, 'RepositoryIndex', {})).toEqual({ models: [{ name: 'resnet', version: '1', state: 'READY', reason: '' }] });
+
+      // unload_dependents must be a boolean (HTTP and gRPC); a refused unload leaves the model READY
+      expect(await post(`${url}/v2/repository/models/resnet/unload`, { parameters: { unload_dependents: 'yes' } })).toMatchObject({ status: 400, json: { error: "unload 'resnet': parameters.unload_dependents must be true or false, got \"yes\"" } });
+      const badUnload = await failure(rawCall(raw, 'RepositoryModelUnload', { model_name: 'resnet', parameters: { unload_dependents: { string_param: 'yes' } } }));
+      expect([badUnload.code, badUnload.details]).toEqual([grpc.status.INVALID_ARGUMENT, `unload 'resnet': parameters.unload_dependents must be true or false, got "yes"`]);
+      expect((await fetch(`${url}/v2/models/resnet/ready`)).status).toBe(200);
+      // the reserved name 'stats' (GET /v2/models/stats): a 400 / INVALID_ARGUMENT, statistics still answer
+      const statsCfg = JSON.stringify({ model: 'resnet50-small', qosTargetMs: 4000 });
+      expect(await post(`${url}/v2/repository/models/stats/load`, { parameters: { config: statsCfg } })).toMatchObject({ status: 400, json: { error: expect.stringMatching(/^load: model name 'stats' is reserved/) as unknown } });
+      expect((await failure(rawCall(raw, 'RepositoryModelLoad', { model_name: 'stats', parameters: { config: { string_param: statsCfg } } }))).code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(await (await fetch(`${url}/v2/models/stats`)).json()).toMatchObject({ model_stats: [{ name: 'resnet' }] });
 
       // unload over HTTP, then infer: 404 over HTTP, NOT_FOUND over gRPC (with the request id echoed)
       expect(await post(`${url}/v2/repository/models/resnet/unload`)).toEqual({ status: 200, json: {} });
       const gone = await post(`${url}/v2/models/resnet/infer`, imageRequest('req-7'));
       expect(gone.status).toBe(404);
-      expect(gone.json).toEqual({ error: "model 'resnet' is unloaded (load it with POST /v2/repository/models/resnet/load)", id: 'req-7' });
+      expect(gone.json).toEqual({ error: "model 'resnet' is unloaded (load it through the repository extension: HTTP POST /v2/repository/models/resnet/load, gRPC RepositoryModelLoad)", id: 'req-7' });
       const goneGrpc = await failure(rawCall(raw, 'ModelInfer', grpcImage('resnet', 'g-1')));
       expect(goneGrpc.code).toBe(grpc.status.NOT_FOUND);
-      expect(goneGrpc.details).toBe("model 'resnet' is unloaded (load it with POST /v2/repository/models/resnet/load) (request id \"g-1\")");
+      expect(goneGrpc.details).toBe("model 'resnet' is unloaded (load it through the repository extension: HTTP POST /v2/repository/models/resnet/load, gRPC RepositoryModelLoad) (request id \"g-1\")");
       expect(await rawCall(raw, 'RepositoryIndex', {})).toEqual({ models: [{ name: 'resnet', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' }] });
       expect(await rawCall(raw, 'RepositoryIndex', { ready: true })).toEqual({ models: [] });
       expect((await fetch(`${url}/v2/models/resnet/ready`)).status).toBe(400);
@@ -232,6 +247,24 @@ describe('repository extension on abacus serve --model-control explicit (child p
     }
   }, 300_000);
 
+  it('a second operator count of a model the server has is refused at load (400 naming parameters.config.model); the same count loads', async () => {
+    const fixture = await buildSkipNet(path.join(sandbox.tmp, 'fixture-mynet'), { name: 'mynet' });
+    for (const n of ['2', '4']) {
+      const r = await sandbox.abacus('models', 'import', fixture.modelPath, '--operators', n, '--name', 'mynet');
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const config = await writeConfig(sandbox.tmp, 'mynet.yaml', ['device: sim:a100', 'policy: { name: fcfs, drop: false }', 'services:', '  - model: mynet:2', '    name: mynet', '    qosTargetMs: 5000']);
+    const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--model-control', 'explicit', '--grace-ms', '2000', '--profile-samples', '50'] });
+    try {
+      const four = await post(`${server.httpUrl}/v2/repository/models/mynet4/load`, { parameters: { config: JSON.stringify({ model: 'mynet:4', qosTargetMs: 5000 }) } });
+      expect(four).toMatchObject({ status: 400, json: { error: expect.stringMatching(/^load 'mynet4': parameters\.config\.model: 'mynet:4' is model mynet with 4 operators, and model 'mynet' of this server has it with 2; a server serves one operator count per model/) as unknown } });
+      expect((await fetch(`${server.httpUrl}/v2/models/mynet4`)).status).toBe(404);
+      expect(await post(`${server.httpUrl}/v2/repository/models/mynet2/load`, { parameters: { config: JSON.stringify({ model: 'mynet:2', qosTargetMs: 5000 }) } })).toEqual({ status: 200, json: {} });
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  }, 300_000);
+
   it('with a flop-feature predictor (--predictor FILE), a model it was not trained on is scored by the predictor itself', async () => {
     // a linear flop-feature predictor of sim:a100 trained on resnet50-small alone (simulated groups)
     const spec = await resolveModelSpec(new ModelRepository({ cacheDir: sandbox.cacheDir }), 'resnet50-small');
@@ -314,6 +347,9 @@ describe('containment on abacus serve (child process, ort)', () => {
       const shown = `<model cache>${operatorFile.slice(sandbox.cacheDir.length)}`;
       expect(index[1]!.reason).toMatch(new RegExp(`^badnet: operator \\d+ \\(op\\d+\\) at ${shown.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} cannot be loaded: .*Protobuf parsing failed`));
       expect(index[1]!.reason).not.toContain(sandbox.cacheDir);
+      // ends with the repair: the command, and the entry's folder by name (not its full path)
+      const folder = path.basename(path.dirname(operatorFile));
+      expect(index[1]!.reason).toMatch(new RegExp(`Protobuf parsing failed.*; re-import it with \`abacus models import \\S+\\.onnx --name badnet --operators 2 --force\`, or delete the folder ${folder} of the model cache and import it again$`, 's'));
       console.log(`badnet UNAVAILABLE: ${index[1]!.reason}`);
       const x = { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4, 8, 8], data: new Array<number>(256).fill(0.5) }] };
       const good = await post(`${server.httpUrl}/v2/models/goodnet/infer`, x);
@@ -362,6 +398,21 @@ describe('containment on abacus serve (child process, ort)', () => {
     } finally {
       expect(await server.stop()).toBe(0);
     }
+  }, 300_000);
+
+  it('abacus models import FILE --force of the same file rebuilds the corrupt operator file (without --force: already imported, still corrupt)', async () => {
+    const operatorFile = await goodAndBroken();
+    const file = path.join(sandbox.tmp, 'fixture-badnet', MODEL_FILE); // what goodAndBroken imported
+    const again = await sandbox.abacus('models', 'import', file, '--operators', '2', '--name', 'badnet');
+    expect([again.code, again.stdout]).toEqual([0, expect.stringContaining('badnet: already imported into') as unknown]);
+    expect(await fs.readFile(operatorFile, 'utf8')).toBe('this is not an ONNX model');
+    const forced = await sandbox.abacus('models', 'import', file, '--operators', '2', '--name', 'badnet', '--force');
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stdout).toContain('badnet: imported into');
+    // whole again: a valid ONNX model with a graph
+    const bytes = await fs.readFile(operatorFile);
+    expect(onnx.ModelProto.decode(bytes).graph?.node?.length ?? 0).toBeGreaterThan(0);
+    await fs.writeFile(operatorFile, 'this is not an ONNX model'); // broken again for the tests after this one
   }, 300_000);
 
   it('with a policy that profiles a predictor on first start, the broken model is found alone and left out of the profile; the good one serves', async () => {

@@ -30,6 +30,10 @@ describe('element types beyond the zoo', () => {
     expect(() => decodeInputData(ctx, 'string', [2], 2, { kind: 'raw', bytes: raw.subarray(0, 9) })).toThrow(/ends inside the 4-byte length of element 1/);
     expect(() => decodeInputData(ctx, 'string', [1], 1, { kind: 'raw', bytes: Uint8Array.from([1, 0, 0, 0, 0xff]) })).toThrow(/element 0 of BYTES is not valid UTF-8/);
     expect(() => decodeInputData(ctx, 'string', [2], 2, { kind: 'json', values: ['a', 3] })).toThrow(/input 'in': element 1 is 3, expected a string/);
+    // lone surrogates in JSON are refused like invalid UTF-8 in binary data; a pair (an emoji) is fine
+    expect(() => decodeInputData(ctx, 'string', [2], 2, { kind: 'json', values: ['ok', 'ab\ud800'] })).toThrow(/input 'in': element 1 of BYTES is not well-formed Unicode: a lone surrogate at character 2/);
+    expect(() => decodeInputData(ctx, 'string', [1], 1, { kind: 'json', values: ['\udc00x'] })).toThrow(/element 0 of BYTES is not well-formed Unicode: a lone surrogate at character 0/);
+    expect(decodeInputData(ctx, 'string', [1], 1, { kind: 'json', values: ['\ud83d\ude00'] })).toEqual(['😀']);
   });
 
   it('INT16, UINT16, UINT32, UINT64: values in range decode, the bounds are enforced', () => {

@@ -7,7 +7,7 @@
 import { status as GrpcStatus, Metadata } from '@grpc/grpc-js';
 import type { HostTensor } from '../../tensor.ts';
 import { rawBytes } from '../tensors.ts';
-import { SERVE_ERROR_CODE_KEY, ServeError, type InferInput, type InferInputData, type InferRequest, type InferRequestedOutput, type InferResponse, type ServeErrorCode } from '../inference.ts';
+import { MAX_REQUEST_ID_LENGTH, SERVE_ERROR_CODE_KEY, ServeError, type InferInput, type InferInputData, type InferRequest, type InferRequestedOutput, type InferResponse, type ServeErrorCode } from '../inference.ts';
 import type {
   InferOutputTensorMessage,
   InferParameterMessage,
@@ -136,6 +136,7 @@ function typedValues(field: keyof InferTensorContentsMessage, contents: InferTen
 export function inferRequestFromWire(message: ModelInferRequestMessage, requestId: string, signal?: AbortSignal): InferRequest {
   const modelName = message.model_name ?? '';
   if (modelName === '') throw new ServeError('bad_request', 'model_name is required');
+  if (message.id !== undefined && message.id.length > MAX_REQUEST_ID_LENGTH) throw new ServeError('bad_request', `model ${modelName}: id is ${message.id.length} characters long; at most ${MAX_REQUEST_ID_LENGTH}`);
   const inputsWire = message.inputs ?? [];
   const raw = message.raw_input_contents ?? [];
   if (raw.length > 0 && raw.length !== inputsWire.length) {

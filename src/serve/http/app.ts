@@ -48,7 +48,7 @@ import { PassThrough, type Duplex, type Readable } from 'node:stream';
 import { createGunzip, createInflate } from 'node:zlib';
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from '../../log.ts';
-import { ServeError, type InferenceBackend, type ServeErrorCode } from '../inference.ts';
+import { MAX_REQUEST_ID_LENGTH, ServeError, type InferenceBackend, type ServeErrorCode } from '../inference.ts';
 import type { DashboardHub } from '../dashboard/hub.ts';
 import { registerDashboardRoutes } from '../dashboard/routes.ts';
 import type { ServeMetrics } from '../metrics.ts';
@@ -120,6 +120,11 @@ const GENERIC_500 = 'internal server error; the server log has the details';
 /** fastify's default `maxParamLength`: longer model names or versions in a path are 414. */
 const MAX_PARAM_LENGTH = 100;
 
+/** The `x-request-id` header's value (repeated headers joined as node joins them), or undefined when absent. */
+function clientRequestId(header: string | string[] | undefined): string | undefined {
+  return Array.isArray(header) ? header.join(', ') : header;
+}
+
 /** Build the app (not listening). The caller owns `listen` and `close`. */
 export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions = {}): FastifyInstance {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
@@ -132,8 +137,13 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: maxBodyBytes,
-    requestIdHeader: 'x-request-id',
-    genReqId: () => `${prefix}-${(nextId++).toString(36)}`,
+    // the client's x-request-id when it is 1–MAX_REQUEST_ID_LENGTH characters (a longer one is
+    // answered 400 in onRequest, under a generated id), else generated
+    requestIdHeader: false,
+    genReqId: (raw) => {
+      const given = clientRequestId(raw.headers['x-request-id']);
+      return given !== undefined && given !== '' && given.length <= MAX_REQUEST_ID_LENGTH ? given : `${prefix}-${(nextId++).toString(36)}`;
+    },
     // Requests arriving while closing reach the routes: the backend answers 503 not_ready with our error body.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
@@ -177,7 +187,10 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   app.addHook('onRequest', (request, reply, done) => {
     void reply.header('x-request-id', request.id);
     if (closing()) void reply.header('connection', 'close');
-    done();
+    const given = clientRequestId(request.headers['x-request-id']);
+    // answered here, without done(): the route does not run
+    if (given !== undefined && given.length > MAX_REQUEST_ID_LENGTH) void sendError(request, reply, 400, `the x-request-id header is ${given.length} characters long; at most ${MAX_REQUEST_ID_LENGTH}`);
+    else done();
   });
   // `application/json` exactly: fastify appends `; charset=utf-8` (JSON is UTF-8 by definition,
   // RFC 8259 §8.1), and KServe's REST client shows an error's text only for exactly `application/json`
@@ -287,6 +300,9 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   // the path, so that a name with slashes (`../x`, `%2F`-encoded) is a 400 naming it, not a 404.
   app.post('/v2/repository/index', (request) => {
     const body = jsonObjectBody(request, 'the repository index request');
+    // Triton's index request has `repository_name` (one repository here: any value lists it) and `ready`
+    const unknown = Object.keys(body ?? {}).filter((k) => k !== 'ready' && k !== 'repository_name');
+    if (unknown.length > 0) throw new ServeError('bad_request', `the repository index request: unknown field(s) ${unknown.map((k) => `'${k.slice(0, 40)}'`).join(', ')} (it has only "ready" and "repository_name")`);
     const ready = body?.['ready'];
     if (ready !== undefined && typeof ready !== 'boolean') throw new ServeError('bad_request', `ready must be true or false, got ${JSON.stringify(ready).slice(0, 40)}`);
     return backend.repositoryIndex(ready === true);

@@ -24,7 +24,7 @@
  * https://github.com/triton-inference-server/server/blob/main/docs/protocol/extension_binary_data.md
  */
 import { parse as parseLossless } from 'lossless-json';
-import { ServeError, type InferInput, type InferRequest, type InferRequestedOutput, type InferResponse, type ModelMetadata } from '../inference.ts';
+import { MAX_REQUEST_ID_LENGTH, ServeError, type InferInput, type InferRequest, type InferRequestedOutput, type InferResponse, type ModelMetadata } from '../inference.ts';
 import { describeValue, HOST_DATATYPE_OF, jsonDataText, rawBytes } from '../tensors.ts';
 import { BYTES_PER_ELEMENT, elementCount } from '../../tensor.ts';
 
@@ -108,6 +108,7 @@ export function decodeInferBody(body: Uint8Array, headerLength: string | undefin
   if (!isObject(raw)) throw bad(model, `the request must be a JSON object ({"inputs": [...]}), got ${describeValue(raw)}`);
   const id = raw['id'];
   if (id !== undefined && typeof id !== 'string') throw bad(model, `id must be a string, got ${describeValue(id)}`);
+  if (id !== undefined && id.length > MAX_REQUEST_ID_LENGTH) throw bad(model, `id is ${id.length} characters long; at most ${MAX_REQUEST_ID_LENGTH}`);
   try {
     return decodeFields(raw, id, body, headerLength, jsonEnd, model);
   } catch (err) {

@@ -1,0 +1,57 @@
+/**
+ * `resolveServices`: a config's model references resolved against the model repository.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolveServices } from '../src/deployment/services.ts';
+import type { DeploymentContext } from '../src/deployment/context.ts';
+import { ModelRepository } from '../src/model/repository.ts';
+import { parseServingConfig } from '../src/runtime/config.ts';
+import { SMALL_VARIANTS } from './helpers/small-variants.ts';
+
+let tmp: string;
+let repo: ModelRepository;
+const ctx: DeploymentContext = { err: () => undefined, cacheOptions: () => ({}) };
+
+beforeAll(async () => {
+  tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-services-'));
+  repo = new ModelRepository({ cacheDir: path.join(tmp, 'cache') });
+  const zoo = (await repo.zooArtifact('resnet50', SMALL_VARIANTS.resnet50)).artifact;
+  const file = path.join(tmp, 'mynet.onnx');
+  await fs.copyFile(zoo.modelPath, file);
+  await repo.importModel(file, { operators: 2 });
+  await repo.importModel(file, { operators: 4 });
+});
+afterAll(async () => {
+  await fs.rm(tmp, { recursive: true, force: true });
+});
+
+describe('resolveServices', () => {
+  it('refuses two operator counts of one model in one config (the predictor knows a model by its name), naming services[i].model', async () => {
+    const config = parseServingConfig(
+      {
+        device: 'sim:a100',
+        services: [
+          { name: 'two', model: 'mynet:2', qosTargetMs: 50 },
+          { name: 'four', model: 'mynet:4', qosTargetMs: 50 },
+        ],
+      },
+      'c.yaml',
+    );
+    await expect(resolveServices(ctx, repo, config)).rejects.toThrow(
+      "c.yaml: services[1].model: 'mynet:4' is model mynet with 4 operators, and services[0].model 'mynet:2' serves it with 2; a config serves one operator count per model, because the profiler and the predictor know a model by its name (mynet). Give every service of mynet the same model (one count), and serve another count from another server (its own config, or loaded at runtime with abacus serve --model-control explicit by a server whose config does not serve mynet)",
+    );
+  });
+
+  it('two services of the same model reference are fine; one count of a model beside another model too', async () => {
+    const same = parseServingConfig({ device: 'sim:a100', services: [{ name: 'a', model: 'mynet:2', qosTargetMs: 50 }, { name: 'b', model: 'mynet:2', qosTargetMs: 80 }, { name: 'c', model: 'resnet50-small', qosTargetMs: 80 }] }, 'c.yaml');
+    const hosted = await resolveServices(ctx, repo, same);
+    expect(hosted.services.map((s) => [s.name, s.spec.name, s.spec.operators.length])).toEqual([
+      ['a', 'mynet', 2],
+      ['b', 'mynet', 2],
+      ['c', 'resnet50-small', expect.any(Number)],
+    ]);
+  });
+});
