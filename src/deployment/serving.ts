@@ -108,7 +108,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   const modelControl: ModelControl | undefined =
     options.modelControl === 'explicit' ? { resolve: (name, text) => resolveLoadedModel(ctx, repo, config, hosted.isSim, name, text, deviceServices) } : undefined;
   const feed = new RecordFeed((err) => logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'a record observer failed and was removed'));
-  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, privatePaths: [{ path: repo.cacheDir, label: '<model cache>' }], ...(modelControl === undefined ? {} : { modelControl }) });
+  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, privatePaths: [{ path: repo.cacheDir, label: '<model cache>' }], shedHopeless: shedsHopeless(config.policy), ...(modelControl === undefined ? {} : { modelControl }) });
   const openEngine = async (): Promise<BackendEngine> => {
     const file = options.predictorFile ?? config.predictor;
     const predictorFor = async (h: Hosted) =>
@@ -322,3 +322,13 @@ async function probeServices(hosted: Hosted, opts: { seed: number; threads?: num
   }
   return failures;
 }
+
+/**
+ * Whether the serving backend sheds requests that cannot finish within their QoS target before
+ * decoding them (`serve/admission.ts`): for every policy that drops late queries itself, not for
+ * `drop: false` or overlap-all, which run every query however late.
+ */
+export function shedsHopeless(policy: { readonly name: string; readonly params: Readonly<Record<string, unknown>> }): boolean {
+  return policy.name !== 'overlap-all' && policy.params['drop'] !== false;
+}
+

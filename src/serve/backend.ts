@@ -76,6 +76,7 @@ import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
 import { ServeError, type ModelState, type RepositoryIndexEntry, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
 import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
+import { AdmissionGate } from './admission.ts';
 import { decodeInputData, describeValue, isV2Datatype, v2Datatype, V2_DATATYPES } from './tensors.ts';
 
 /** One served model (a service of the config with its model resolved). */
@@ -162,6 +163,12 @@ export interface RuntimeBackendOptions {
   readonly modelControl?: ModelControl;
   /** Where every group and query record goes as it ends (the live dashboard observes it); absent: nowhere. */
   readonly feed?: RecordFeed;
+  /**
+   * Shed requests that cannot finish within their QoS target before they are decoded and again
+   * before they are queued (`admission.ts`) [true]. False for policies that never drop a late
+   * query (`drop: false`, overlap-all): only `maxQueueLength` bounds their queues.
+   */
+  readonly shedHopeless?: boolean;
 }
 
 /** Largest `parameters.config` of a load request, bytes of UTF-8 (a service entry is well under 1 KiB). */
@@ -310,6 +317,7 @@ export class RuntimeBackend implements InferenceBackend {
   private readonly modelControl: ModelControl | undefined;
   private readonly privatePaths: readonly { readonly path: string; readonly label: string }[];
   private readonly feed: RecordFeed | undefined;
+  private readonly admission: AdmissionGate | undefined;
 
   /** @throws RangeError for no models, a name listed twice, or bad QoS / batch settings. */
   constructor(options: RuntimeBackendOptions) {
@@ -320,6 +328,7 @@ export class RuntimeBackend implements InferenceBackend {
     this.modelControl = options.modelControl;
     this.privatePaths = options.privatePaths ?? [];
     this.feed = options.feed;
+    this.admission = options.shedHopeless === false ? undefined : new AdmissionGate({ pendingQueries: () => this.pendingQueries() });
     this.server = { name: options.serverName ?? 'abacus', version: options.serverVersion ?? '0.0.0', extensions: SERVER_EXTENSIONS };
     for (const m of options.models) {
       if (this.models.has(m.name)) throw new RangeError(`RuntimeBackend: model '${m.name}' is listed twice`);
@@ -369,6 +378,24 @@ export class RuntimeBackend implements InferenceBackend {
   /** Queries waiting in `model`'s queue now (0 before `start` and for an unknown model). */
   queueLength(model: string): number {
     return this.models.has(model) ? (this.runtime?.queueLength(model) ?? 0) : 0;
+  }
+
+  /** Queries of every model waiting or running now. */
+  private pendingQueries(): number {
+    let n = 0;
+    if (this.runtime !== undefined) for (const name of this.models.keys()) n += this.runtime.queueLength(name);
+    return n;
+  }
+
+  admit(modelName: string): number | undefined {
+    const nowMs = this.engine?.clock.now();
+    const m = typeof modelName === 'string' ? this.models.get(modelName) : undefined;
+    if (nowMs === undefined || m === undefined || this.admission === undefined || !this.ready || this.closing || this.states.get(m.name)?.state !== 'READY') return nowMs;
+    const why = this.admission.shedReason(m.name, m.qosTargetMs, 0);
+    if (why === undefined) return nowMs;
+    this.metrics?.request(m.name, 'overloaded');
+    this.stats.fail(m.name, 0, undefined);
+    throw new ServeError('overloaded', `overloaded: model '${m.name}': ${why}; shed before its body was read (retry later or on another replica)`);
   }
 
   /** The controller's online predictor refinement, while it refines (abacus with `refine`); else undefined. */
@@ -666,12 +693,14 @@ export class RuntimeBackend implements InferenceBackend {
 
   async infer(request: InferRequest): Promise<InferResponse> {
     const t0 = performance.now();
+    // the time since arrival the front end spent before calling infer (reading, decoding) counts
+    const beforeMs = request.receivedMs === undefined ? 0 : Math.max(0, (this.engine?.clock.now() ?? request.receivedMs) - request.receivedMs);
     const name = typeof request.modelName === 'string' ? request.modelName : '';
     let queueMs: number | undefined;
     try {
       const { response, queueMs: q, sample, late } = await this.run(request);
       queueMs = q;
-      const latencyMs = performance.now() - t0;
+      const latencyMs = performance.now() - t0 + beforeMs;
       this.metrics?.request(name, 'success', { latencyMs, late, ...(queueMs === undefined ? {} : { queueMs }) });
       this.stats.success(name, { ...sample, latencyMs });
       return response;
@@ -680,7 +709,7 @@ export class RuntimeBackend implements InferenceBackend {
       const outcome: RequestOutcome = err instanceof CancelledError ? 'cancelled' : err instanceof DeviceRefusedError ? 'device_refused' : e.code === 'forbidden' ? 'bad_request' : e.code;
       const rejectedQueueMs = err instanceof RejectedError ? err.queueMs : undefined;
       this.metrics?.request(name, outcome, rejectedQueueMs !== undefined ? { queueMs: rejectedQueueMs } : {});
-      if (e.code !== 'model_not_found') this.stats.fail(name, performance.now() - t0, rejectedQueueMs);
+      if (e.code !== 'model_not_found') this.stats.fail(name, performance.now() - t0 + beforeMs, rejectedQueueMs);
       throw e;
     }
   }
@@ -713,6 +742,11 @@ export class RuntimeBackend implements InferenceBackend {
     }
     const plan = this.validate(model, request);
     if (request.signal?.aborted === true) throw new CancelledError(`model '${model.name}': the client disconnected before the request was queued`);
+    const nowMs = this.clockNowMs() ?? 0;
+    const arrivalMs = request.receivedMs !== undefined && request.receivedMs <= nowMs ? request.receivedMs : nowMs;
+    this.metrics?.admissionWait(model.name, nowMs - arrivalMs);
+    const why = this.admission?.shedReason(model.name, plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs);
+    if (why !== undefined) throw new RejectedError('overloaded', `overloaded: model '${model.name}': ${why}; shed before it was queued (retry later or on another replica)`, undefined);
     const id = `r${this.nextQuery++}`;
     const timing: Timing = { firstLaunchMs: undefined, computeMs: 0, groups: 0 };
     this.timings.set(id, timing);
@@ -724,13 +758,14 @@ export class RuntimeBackend implements InferenceBackend {
     try {
       let outcome;
       try {
-        outcome = await runtime.submit({ service: model.name, batch: plan.batch, seqLen: plan.seqLen, inputs: plan.inputs, id, ...(plan.qosMs === undefined ? {} : { qosTargetMs: plan.qosMs }) });
+        outcome = await runtime.submit({ service: model.name, batch: plan.batch, seqLen: plan.seqLen, inputs: plan.inputs, id, arrivalMs, ...(plan.qosMs === undefined ? {} : { qosTargetMs: plan.qosMs }) });
       } catch (err) {
         if (err instanceof RangeError) throw new ServeError('bad_request', `model '${model.name}': ${err.message}`, { cause: err });
         throw err;
       }
       const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - outcome.record.arrivalMs;
       if (!outcome.ok) throw this.rejection(model, outcome.reason, outcome.message, queueMs);
+      if (timing.firstLaunchMs !== undefined && outcome.record.endMs !== undefined) this.admission?.completed(model.name, timing.firstLaunchMs, outcome.record.endMs);
       const outputs: TensorMap = {};
       const outputDatatypes: Record<string, V2Datatype> = {};
       for (const name of plan.outputs) {

@@ -221,6 +221,12 @@ export interface InferRequest {
   readonly requestId: string;
   /** Aborted when the client disconnected: a query that has not started is withdrawn. */
   readonly signal?: AbortSignal;
+  /**
+   * When the request arrived, on the backend's clock, ms (`InferenceBackend.admit`): its QoS
+   * target counts from here, so the time spent reading and decoding it is part of its latency.
+   * Absent: when `infer` is called.
+   */
+  readonly receivedMs?: number;
 }
 
 /** One inference result, protocol-neutral. */
@@ -345,4 +351,13 @@ export interface InferenceBackend {
    * overloaded, qos_violation, device_failure. Exactly one settlement per call.
    */
   infer(request: InferRequest): Promise<InferResponse>;
+  /**
+   * Admission as soon as the model is known, before the request's body is read or decoded
+   * (`admission.ts`): a request that cannot finish within the model's QoS target behind the
+   * queries already waiting is shed here, at the cost of no decoding.
+   * @returns the arrival time on the backend's clock, ms, to pass as `InferRequest.receivedMs`;
+   *   undefined before start or for an unknown model (`infer` answers those).
+   * @throws ServeError overloaded when the request is shed.
+   */
+  admit?(modelName: string): number | undefined;
 }

@@ -10,6 +10,7 @@
  * | `abacus_late_completions_total` | counter | model | successful requests that completed after their QoS target (arrival → outputs on the runtime's clock > the request's target); QoS violations = this + `abacus_requests_total{outcome="qos_violation"}` (the dropped ones) |
  * | `abacus_request_duration_seconds` | histogram | model | end-to-end latency of successful requests (arrival in the backend → outputs ready) |
  * | `abacus_request_queue_seconds` | histogram | model | arrival → first operator group launched, for requests that ran |
+ * | `abacus_admission_wait_seconds` | histogram | model | arrival (the request's first bytes on the HTTP or gRPC front end) → queued in the runtime: the time spent reading and decoding it, for requests that reached the queue; it counts in their latency and QoS |
  * | `abacus_queue_depth` | gauge | model | queries waiting or running in the service's queue, read at scrape time |
  * | `abacus_violation_ratio` | gauge | model | the autoscaling signal (docs/deploy.md "Autoscaling"): over the last `VIOLATION_WINDOW_S` seconds, (late completions + `qos_violation` + `overloaded`) ÷ (successes + `qos_violation` + `overloaded`); 0 with no such request in the window. Other outcomes (bad requests, not ready, cancelled, …) say nothing about capacity and are left out |
  * | `abacus_operator_group_size` | histogram | | segments (queries) per launched operator group |
@@ -132,6 +133,7 @@ export class ServeMetrics {
   private readonly late: Counter<'model'>;
   private readonly latency: Histogram<'model'>;
   private readonly queue: Histogram<'model'>;
+  private readonly admission: Histogram<'model'>;
   private readonly groupSize: Histogram;
   private readonly batchSize: Histogram<'model'>;
   private readonly predictorError: Histogram;
@@ -155,6 +157,7 @@ export class ServeMetrics {
     const latencyBuckets = latencyBucketsS(options.qosTargetsMs ?? []);
     this.latency = new Histogram({ name: 'abacus_request_duration_seconds', help: 'End-to-end latency of successful inference requests, seconds (bucket edges around each QoS target)', labelNames: ['model'], buckets: latencyBuckets, registers });
     this.queue = new Histogram({ name: 'abacus_request_queue_seconds', help: 'Time from arrival to the first operator group launched, seconds', labelNames: ['model'], buckets: latencyBuckets, registers });
+    this.admission = new Histogram({ name: 'abacus_admission_wait_seconds', help: 'Time from the request\'s arrival at the front end to its admission into the queue (reading and decoding), seconds', labelNames: ['model'], buckets: latencyBuckets, registers });
     const depthOf = (m: string): number => this.queueDepthOf(m);
     const modelNames = this.models;
     new Gauge({
@@ -290,6 +293,11 @@ export class ServeMetrics {
     if (outcome === 'success' || outcome === 'qos_violation' || outcome === 'overloaded') this.violations.add(label, this.nowMs(), outcome !== 'success' || timing.late === true);
     if (timing.latencyMs !== undefined && outcome === 'success') this.latency.observe({ model: label }, timing.latencyMs / 1000);
     if (timing.queueMs !== undefined) this.queue.observe({ model: label }, Math.max(0, timing.queueMs) / 1000);
+  }
+
+  /** A request reached the queue `waitMs` after it arrived at the front end (reading and decoding it). */
+  admissionWait(model: string, waitMs: number): void {
+    this.admission.observe({ model: this.modelLabel(model) }, Math.max(0, waitMs) / 1000);
   }
 
   /**

@@ -234,7 +234,10 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
     if (call.cancelled) controller.abort(new Error('the client cancelled the call'));
     let pending: Promise<ModelInferResponseMessage>;
     try {
-      const request = inferRequestFromWire(call.request, requestId, controller.signal);
+      // admission before the tensors are decoded (`InferenceBackend.admit`): a shed call is UNAVAILABLE at once
+      const receivedMs = backend.admit?.(call.request.model_name ?? '');
+      const decoded = inferRequestFromWire(call.request, requestId, controller.signal);
+      const request = receivedMs === undefined ? decoded : { ...decoded, receivedMs };
       pending = backend.infer(request).then((response) => inferResponseToWire(response, outputContents));
     } catch (error) {
       answer(error);

@@ -243,6 +243,19 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     const ready = backend.modelReady(request.params.name, request.params.version);
     return reply.code(ready ? 200 : 400).send({ name: request.params.name, ready });
   };
+  // Admission before the body is read (`InferenceBackend.admit`): a shed request is answered 503
+  // `overloaded` at once and its body discarded unread (node drains it after the answer).
+  const receivedAt = new WeakMap<FastifyRequest, number>();
+  const admitInfer = (request: FastifyRequest<{ Params: ModelParams }>, _reply: FastifyReply, done: (err?: Error) => void): void => {
+    try {
+      const receivedMs = backend.admit?.(request.params.name);
+      if (receivedMs !== undefined) receivedAt.set(request, receivedMs);
+    } catch (err) {
+      done(err as Error);
+      return;
+    }
+    done();
+  };
   const infer = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
     try {
@@ -270,7 +283,8 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     };
     reply.raw.once('close', onClose);
     try {
-      const response = await backend.infer({ ...decoded.request, modelName: name, ...(version === undefined ? {} : { modelVersion: version }), requestId: request.id, signal: abort.signal });
+      const receivedMs = receivedAt.get(request);
+      const response = await backend.infer({ ...decoded.request, modelName: name, ...(version === undefined ? {} : { modelVersion: version }), requestId: request.id, signal: abort.signal, ...(receivedMs === undefined ? {} : { receivedMs }) });
       const encoded = encodeInferResponse(response, decoded.binaryOutputs);
       if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', String(encoded.headerLength));
       return reply.type(encoded.contentType).send(encoded.body);
@@ -285,8 +299,8 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   app.get('/v2/models/:name/versions/:version', metadata);
   app.get('/v2/models/:name/ready', modelReady);
   app.get('/v2/models/:name/versions/:version/ready', modelReady);
-  app.post('/v2/models/:name/infer', infer);
-  app.post('/v2/models/:name/versions/:version/infer', infer);
+  app.post('/v2/models/:name/infer', { onRequest: admitInfer }, infer);
+  app.post('/v2/models/:name/versions/:version/infer', { onRequest: admitInfer }, infer);
   // Triton extensions and KServe's model list; static `/v2/models/stats` wins over `/v2/models/:name`
   app.get('/v2/models', () => ({ models: backend.modelList() }));
   const config = (request: FastifyRequest<{ Params: ModelParams }>) => backend.modelConfig(request.params.name, request.params.version);
