@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard|cluster-realtime|event-loop|warm-up|executor-memory|import-memory]`: the foundation
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard|cluster-realtime|event-loop|warm-up|executor-memory|import-memory|overload]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
  * `--only sim` runs the simulator speed benchmark (issue 3) alone, `--only schedule` the
  * scheduling decision latency (issue 5) alone, `--only predictor [-- --data FILE.csv]` the
@@ -15,7 +15,9 @@
  * stream 5 MB binary requests, `--only warm-up` the first 10 requests after ready ÷ the steady
  * median on ort, with and without the warm-up at the serving shapes, `--only executor-memory
  * [-- --queries N]` executor RSS growth over N requests (default 10,000) cycling shapes on ort,
- * `--only import-memory` the peak RSS of `abacus models import` of a 1,000-node, 43 MB model.
+ * `--only import-memory` the peak RSS of `abacus models import` of a 1,000-node, 43 MB model,
+ * `--only overload [-- --duration-ms MS] [-- --configs serve-demo,serve-sim4]` goodput at 2×, 5×
+ * and 10× the measured capacity of `abacus serve` over HTTP JSON, HTTP binary and gRPC.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -35,6 +37,7 @@ import { benchEventLoop } from './event-loop.ts';
 import { benchWarmUp } from './warm-up.ts';
 import { benchExecutorMemory } from './executor-memory.ts';
 import { benchImportMemory } from './import-memory.ts';
+import { benchOverload, OVERLOAD_CONFIGS } from './overload.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 // onnxruntime's usage telemetry off, as `bin/abacus.js` sets it (read at the first session)
@@ -44,17 +47,18 @@ const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | dashboard | cluster-realtime | event-loop | warm-up | executor-memory | import-memory')
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | dashboard | cluster-realtime | event-loop | warm-up | executor-memory | import-memory | overload')
   .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000); executor-memory: requests (default 10,000)', (v) => Number(v))
   .option('--skip-ort', 'idle-gap, rejection: the sim:a100 rows only')
   .option('--minutes <n>', 'cluster-realtime: trace minutes replayed (default 20)', (v) => Number(v))
   .option('--nodes <n>', 'cluster-realtime: nodes (default 3)', (v) => Number(v))
   .option('--node-qps <x>', 'cluster-realtime: mean offered load per node, queries/s (default 25, at most one node\'s simulated peak)', (v) => Number(v))
-  .option('--duration-ms <ms>', 'event-loop: length of the measured phase', (v) => Number(v))
+  .option('--duration-ms <ms>', 'event-loop: length of the measured phase; overload: of each open-loop phase', (v) => Number(v))
+  .option('--configs <names>', `overload: configs to run (${Object.keys(OVERLOAD_CONFIGS).join(', ')})`, (v) => v.split(','))
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number }>();
-const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory'];
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; configs?: string[] }>();
+const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory', 'overload'];
 if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
@@ -78,6 +82,7 @@ if (opts.only === 'warm-up') out['warmUp'] = await benchWarmUp({ log });
 if (opts.only === 'executor-memory') out['executorMemory'] = await benchExecutorMemory({ log, ...(opts.queries === undefined ? {} : { requests: opts.queries }) });
 if (opts.only === 'import-memory') out['importMemory'] = await benchImportMemory({ log });
 if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }) });
+if (opts.only === 'overload') out['overload'] = await benchOverload({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), ...(opts.configs === undefined ? {} : { configs: opts.configs }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
@@ -187,6 +192,17 @@ if (opts.json) {
         formatTable(['run', 'nodes', 'offered', 'goodput q/s', 'violations %', 'p99 ms'], crt.rows.map((r) => [r.run, r.policy, r.offered, r.goodputQps.toFixed(0), (r.violationRatio * 100).toFixed(2), r.p99Ms.toFixed(1)])) +
         `\nabacus ÷ clockwork-style goodput: real time ${crt.ratios.realtime.toFixed(3)}, simulated ${crt.ratios.simulated.toFixed(3)} (16 simulated nodes, whole trace, abacus reproduce cluster: 1.281, docs/reproduction.md)\n`,
     );
+  }
+  const overload = out['overload'] as Awaited<ReturnType<typeof benchOverload>> | undefined;
+  if (overload) {
+    process.stdout.write('Goodput under overload: answers within QoS per second at the client, open-loop Poisson at a multiple of the measured capacity (best of 1, 2, 4 in flight):\n');
+    const rows: (string | number)[][] = [];
+    for (const [config, byProtocol] of Object.entries(overload)) {
+      for (const [protocol, r] of Object.entries(byProtocol)) {
+        for (const [factor, p] of Object.entries(r.byFactor)) rows.push([config, protocol, r.capacityQps, `${factor}×`, p.goodputQps, p.ratio, p.p99Ms, p.unanswered, JSON.stringify(p.byStatus), p.loadAverage1m]);
+      }
+    }
+    process.stdout.write(formatTable(['config', 'protocol', 'capacity q/s', 'offered', 'goodput q/s', 'goodput ÷ capacity', 'p99 ms (200s)', 'unanswered', 'answers by status', 'load avg'], rows) + '\n\n');
   }
   const loop = out['eventLoop'] as Awaited<ReturnType<typeof benchEventLoop>> | undefined;
   if (loop) {

@@ -24,6 +24,11 @@
  * the queue keeps about `qos ÷ drain` queries: the device never idles for lack of admitted work.
  */
 
+import { ServeError } from './inference.ts';
+
+/** Shortest time between two log lines about shed requests of one model, ms (one line per request would cost the loop as much as the shedding). */
+export const SHED_LOG_INTERVAL_MS = 10_000;
+
 /** Weight of a new sample in the running means (about the last 10 samples count). */
 export const ADMISSION_EWMA_WEIGHT = 0.1;
 
@@ -51,7 +56,27 @@ export class AdmissionGate {
   private lastCompletionMs: number | undefined;
   private backlogAtLast = false;
 
+  private readonly shedLog = new Map<string, { sinceMs: number; shed: number }>();
+
   constructor(private readonly queues: AdmissionQueues) {}
+
+  /**
+   * Count one shed request of `service` at `nowMs`; returns what to log (requests shed since the
+   * last line and over how long) at most once per `SHED_LOG_INTERVAL_MS`, else undefined.
+   */
+  countShed(service: string, nowMs: number): { shed: number; windowMs: number } | undefined {
+    const entry = this.shedLog.get(service);
+    if (entry === undefined) {
+      this.shedLog.set(service, { sinceMs: nowMs, shed: 0 });
+      return { shed: 1, windowMs: 0 };
+    }
+    entry.shed++;
+    if (nowMs - entry.sinceMs < SHED_LOG_INTERVAL_MS) return undefined;
+    const out = { shed: entry.shed, windowMs: nowMs - entry.sinceMs };
+    entry.sinceMs = nowMs;
+    entry.shed = 0;
+    return out;
+  }
 
   /**
    * One query completed (its outputs delivered).
@@ -98,3 +123,19 @@ export class AdmissionGate {
     return `${e.ahead} queries ahead; expected to finish in ${expectedMs.toFixed(1)} ms, past the QoS target of ${qosTargetMs} ms`;
   }
 }
+
+/**
+ * The `overloaded` error of a shed request, built without a stack trace: under overload it is
+ * made thousands of times a second, and capturing a stack is most of an error's cost. It goes
+ * to the client as a status and a message only.
+ */
+export function shedError(message: string): ServeError {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return new ServeError('overloaded', message);
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+

@@ -76,7 +76,7 @@ import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
 import { ServeError, type ModelState, type RepositoryIndexEntry, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
 import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
-import { AdmissionGate } from './admission.ts';
+import { AdmissionGate, shedError } from './admission.ts';
 import { decodeInputData, describeValue, isV2Datatype, v2Datatype, V2_DATATYPES } from './tensors.ts';
 
 /** One served model (a service of the config with its model resolved). */
@@ -395,7 +395,9 @@ export class RuntimeBackend implements InferenceBackend {
     if (why === undefined) return nowMs;
     this.metrics?.request(m.name, 'overloaded');
     this.stats.fail(m.name, 0, undefined);
-    throw new ServeError('overloaded', `overloaded: model '${m.name}': ${why}; shed before its body was read (retry later or on another replica)`);
+    const summary = this.admission.countShed(m.name, nowMs);
+    if (summary !== undefined) this.logger?.warn({ model: m.name, shed: summary.shed, windowMs: Math.round(summary.windowMs) }, `shedding requests before decoding: ${why}`);
+    throw shedError(`overloaded: model '${m.name}': ${why}; shed before its body was read (retry later or on another replica)`);
   }
 
   /** The controller's online predictor refinement, while it refines (abacus with `refine`); else undefined. */

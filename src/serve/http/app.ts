@@ -246,12 +246,18 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   // Admission before the body is read (`InferenceBackend.admit`): a shed request is answered 503
   // `overloaded` at once and its body discarded unread (node drains it after the answer).
   const receivedAt = new WeakMap<FastifyRequest, number>();
-  const admitInfer = (request: FastifyRequest<{ Params: ModelParams }>, _reply: FastifyReply, done: (err?: Error) => void): void => {
+  const admitInfer = (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply, done: (err?: Error) => void): void => {
     try {
       const receivedMs = backend.admit?.(request.params.name);
       if (receivedMs !== undefined) receivedAt.set(request, receivedMs);
     } catch (err) {
-      done(err as Error);
+      if (!(err instanceof ServeError && err.code === 'overloaded')) {
+        done(err as Error);
+        return;
+      }
+      // answered here, without done() and without a log line per request (the backend logs a
+      // summary): under overload this is most requests, and it must cost next to nothing
+      void reply.code(STATUS_OF.overloaded).header('retry-after', String(OVERLOADED_RETRY_AFTER_S)).type('application/json').send(JSON.stringify({ error: err.message }));
       return;
     }
     done();

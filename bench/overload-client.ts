@@ -1,0 +1,207 @@
+/**
+ * The client side of `npm run bench -- --only overload`, run as its own process so that the
+ * clients never share an event loop with the server: `node --import tsx bench/overload-client.ts
+ * '<JSON ClientSpec>'` prints one JSON `ClientResult` on stdout.
+ *
+ * Requests are encoded once per service (all-ones tensors at batch 1, dynamic dims from
+ * `dynamicDim`) and re-sent as the same bytes, so the client's own cost per request is small:
+ * - `http-json`: KServe v2 JSON body, JSON outputs;
+ * - `http-binary`: binary tensor data extension both ways (`binary_data_output`);
+ * - `grpc`: `ModelInfer` with `raw_input_contents` (the project's gRPC client).
+ *
+ * Load: `closed` keeps `inFlight` requests outstanding for `durationMs`; `open` sends Poisson
+ * arrivals at `rateQps` for `durationMs` (seeded), each at its intended time. Latency runs from
+ * the intended send time (open) or the send (closed) to the answer, so a client that falls
+ * behind counts against the server as a real user would see it. After the last send it waits
+ * up to `timeoutMs` for the answers; a request without one is counted under status `none`.
+ */
+import http from 'node:http';
+import { performance } from 'node:perf_hooks';
+import seedrandom from 'seedrandom';
+import { GrpcInferenceClient } from '../src/serve/client/grpc-client.ts';
+import type { TensorMap } from '../src/tensor.ts';
+import { hostTensorFromBytes } from '../src/serve/client/tensors.ts';
+
+export type OverloadProtocol = 'http-json' | 'http-binary' | 'grpc';
+
+export interface ClientService {
+  readonly name: string;
+  readonly qosTargetMs: number;
+  /** From the model's metadata: `-1` dims are filled with 1 (batch, dim 0) or `dynamicDim`. */
+  readonly inputs: readonly { readonly name: string; readonly datatype: string; readonly shape: readonly number[] }[];
+}
+
+export interface ClientSpec {
+  readonly httpUrl: string;
+  readonly grpcAddress: string;
+  readonly protocol: OverloadProtocol;
+  readonly services: readonly ClientService[];
+  readonly load: { readonly kind: 'closed'; readonly inFlight: number } | { readonly kind: 'open'; readonly rateQps: number };
+  readonly durationMs: number;
+  readonly timeoutMs: number;
+  readonly seed: number;
+  /** Size of every other dynamic dim (a sequence length) [32]. */
+  readonly dynamicDim?: number;
+}
+
+export interface ClientResult {
+  readonly sent: number;
+  /** Answered with 200 within its service's QoS target. */
+  readonly withinQos: number;
+  /** Answers by HTTP status (gRPC: `OK` or the status name), plus `none` (no answer in time) and `error` (socket error). */
+  readonly byStatus: Readonly<Record<string, number>>;
+  /** Latencies of the 200 answers, ms, sorted. */
+  readonly okLatenciesMs: readonly number[];
+  /**
+   * HTTP, the 200 answers: intended send time → the request's last byte handed to the kernel
+   * (`transmitMs`: the client's own lag and the transport's backpressure) and from there → the
+   * answer (`answerMs`), ms, sorted.
+   */
+  readonly transmitMs: readonly number[];
+  readonly answerMs: readonly number[];
+  /** How late the client sent behind the intended times (open loop), ms: max. */
+  readonly maxSendLagMs: number;
+  /** Seconds the load ran (first send to last send). */
+  readonly elapsedS: number;
+}
+
+const BYTES: Readonly<Record<string, number>> = { FP32: 4, INT64: 8, INT32: 4, FP16: 2, UINT8: 1, INT8: 1, BOOL: 1, FP64: 8, INT16: 2 };
+
+interface Prepared {
+  readonly service: ClientService;
+  readonly path: string;
+  readonly jsonBody: Buffer;
+  readonly binaryBody: Buffer;
+  readonly binaryHeaderLength: number;
+  readonly tensors: TensorMap;
+}
+
+function prepare(s: ClientService, dynamicDim: number): Prepared {
+  const shaped = s.inputs.map((i) => ({ ...i, shape: i.shape.map((d, k) => (d >= 0 ? d : k === 0 ? 1 : dynamicDim)) }));
+  const count = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
+  const jsonBody = Buffer.from(JSON.stringify({ inputs: shaped.map((i) => ({ name: i.name, datatype: i.datatype, shape: i.shape, data: new Array<number>(count(i.shape)).fill(1) })) }));
+  const raws = shaped.map((i) => rawOnes(i.datatype, count(i.shape)));
+  const header = Buffer.from(JSON.stringify({ inputs: shaped.map((i, k) => ({ name: i.name, datatype: i.datatype, shape: i.shape, parameters: { binary_data_size: raws[k]!.byteLength } })), parameters: { binary_data_output: true } }));
+  const tensors: TensorMap = {};
+  shaped.forEach((i, k) => (tensors[i.name] = hostTensorFromBytes(i.name, i.datatype, i.shape, raws[k]!)));
+  return { service: s, path: `/v2/models/${encodeURIComponent(s.name)}/infer`, jsonBody, binaryBody: Buffer.concat([header, ...raws]), binaryHeaderLength: header.byteLength, tensors };
+}
+
+function rawOnes(datatype: string, n: number): Buffer {
+  const size = BYTES[datatype];
+  if (size === undefined) throw new Error(`overload client: datatype ${datatype} is not supported`);
+  const b = Buffer.alloc(n * size);
+  for (let i = 0; i < n; i++) {
+    if (datatype === 'FP32') b.writeFloatLE(1, i * 4);
+    else if (datatype === 'INT64') b.writeBigInt64LE(1n, i * 8);
+    else if (datatype === 'INT32') b.writeInt32LE(1, i * 4);
+    else if (datatype === 'FP64') b.writeDoubleLE(1, i * 8);
+    else if (datatype === 'FP16') b.writeUInt16LE(0x3c00, i * 2);
+    else b.writeUInt8(1, i * size);
+  }
+  return b;
+}
+
+export async function runClient(spec: ClientSpec): Promise<ClientResult> {
+  const prepared = spec.services.map((s) => prepare(s, spec.dynamicDim ?? 32));
+  const url = new URL(spec.httpUrl);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+  const grpc = spec.protocol === 'grpc' ? new GrpcInferenceClient(spec.grpcAddress, { timeoutMs: spec.timeoutMs }) : undefined;
+  const byStatus: Record<string, number> = {};
+  const ok: number[] = [];
+  const transmitMs: number[] = [];
+  const answerMs: number[] = [];
+  let withinQos = 0;
+  let sent = 0;
+  const count = (status: string): void => {
+    byStatus[status] = (byStatus[status] ?? 0) + 1;
+  };
+  /** Send one request; resolves when it is answered (or given up). */
+  const send = (p: Prepared, startMs: number): Promise<void> => {
+    sent++;
+    const done = (status: string): void => {
+      count(status);
+      if (status === '200' || status === 'OK') {
+        const latencyMs = performance.now() - startMs;
+        ok.push(latencyMs);
+        if (latencyMs <= p.service.qosTargetMs) withinQos++;
+      }
+    };
+    if (grpc !== undefined) {
+      return grpc.infer({ model: p.service.name, inputs: p.tensors }).then((r) => done(r.ok ? 'OK' : r.code === 'transport' && /deadline/i.test(r.message) ? 'none' : `grpc ${r.status}`));
+    }
+    const binary = spec.protocol === 'http-binary';
+    const body = binary ? p.binaryBody : p.jsonBody;
+    const headers: http.OutgoingHttpHeaders = { 'content-type': binary ? 'application/octet-stream' : 'application/json', 'content-length': body.byteLength };
+    if (binary) headers['inference-header-content-length'] = p.binaryHeaderLength;
+    return new Promise<void>((resolve) => {
+      let settled = false;
+      let flushedMs: number | undefined;
+      const settle = (status: string): void => {
+        if (settled) return;
+        settled = true;
+        done(status);
+        if (status === '200' && flushedMs !== undefined) {
+          transmitMs.push(flushedMs - startMs);
+          answerMs.push(performance.now() - flushedMs);
+        }
+        resolve();
+      };
+      const req = http.request({ host: url.hostname, port: url.port, path: p.path, method: 'POST', agent, headers, timeout: spec.timeoutMs }, (res) => {
+        res.resume();
+        res.on('end', () => settle(String(res.statusCode)));
+        res.on('error', () => settle('error'));
+      });
+      req.on('timeout', () => {
+        req.destroy();
+        settle('none');
+      });
+      req.on('error', () => settle('error'));
+      req.on('finish', () => (flushedMs = performance.now()));
+      req.end(body);
+    });
+  };
+  const rng = seedrandom(String(spec.seed));
+  const pick = (): Prepared => prepared[Math.floor(rng() * prepared.length)]!;
+  const t0 = performance.now();
+  const endMs = t0 + spec.durationMs;
+  const pending = new Set<Promise<void>>();
+  let maxSendLagMs = 0;
+  let lastSendMs = t0;
+  if (spec.load.kind === 'closed') {
+    const worker = async (): Promise<void> => {
+      while (performance.now() < endMs) {
+        lastSendMs = performance.now();
+        await send(pick(), lastSendMs);
+      }
+    };
+    await Promise.all(Array.from({ length: spec.load.inFlight }, () => worker()));
+  } else {
+    const meanGapMs = 1000 / spec.load.rateQps;
+    let nextMs = t0;
+    while (nextMs < endMs) {
+      const now = performance.now();
+      while (nextMs <= now && nextMs < endMs) {
+        maxSendLagMs = Math.max(maxSendLagMs, now - nextMs);
+        const p = send(pick(), nextMs);
+        pending.add(p);
+        void p.then(() => pending.delete(p));
+        lastSendMs = nextMs;
+        nextMs += -Math.log(1 - rng()) * meanGapMs;
+      }
+      await new Promise((r) => setTimeout(r, Math.max(0, Math.min(5, nextMs - performance.now()))));
+    }
+    await Promise.all([...pending]);
+  }
+  agent.destroy();
+  await grpc?.close();
+  for (const xs of [ok, transmitMs, answerMs]) xs.sort((a, b) => a - b);
+  return { sent, withinQos, byStatus, okLatenciesMs: ok, transmitMs, answerMs, maxSendLagMs, elapsedS: Math.max(1e-3, (lastSendMs - t0) / 1000) };
+}
+
+if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].split('/').pop() ?? '')) {
+  const spec = JSON.parse(process.argv[2] ?? '{}') as ClientSpec;
+  const result = await runClient(spec);
+  process.stdout.write(JSON.stringify(result) + '\n');
+  process.exit(0);
+}

@@ -1,0 +1,153 @@
+/**
+ * Goodput under overload (`npm run bench -- --only overload [--json]`): does `abacus serve` keep
+ * answering within QoS at its capacity however much more load arrives?
+ *
+ * For each config (`examples/serve-demo.yaml` on this CPU with onnxruntime, and
+ * `examples/serve-sim4.yaml`, four models on a simulated A100 served in real time), `abacus
+ * serve` runs as a child process and the clients run in another (`overload-client.ts`). Per
+ * protocol (HTTP JSON, HTTP binary tensor data, gRPC):
+ * 1. capacity: answers within QoS per second of closed-loop clients with 1, 2 and 4 requests in
+ *    flight (`capacityByInFlight`); `capacityQps` is the best of the three;
+ * 2. overload: Poisson arrivals at 2×, 5× and 10× that capacity, open loop, for `durationMs`
+ *    each: goodput (answers within their service's QoS target per second), goodput ÷ capacity,
+ *    p99 of the 200 answers, and every answer by status (`none`: no answer within `timeoutMs`).
+ *
+ * Requests mix the config's services uniformly, batch 1, all-ones inputs (sequence length 32).
+ * QoS is judged at the client, from the intended send time. The clients share this machine's
+ * cores with the server: on a small machine the client's own work takes device time from the
+ * server, and the load average is reported beside every figure.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadServingConfig } from '../src/runtime/config.ts';
+import { nearestRank } from '../src/runtime/stats.ts';
+import type { ClientResult, ClientService, ClientSpec, OverloadProtocol } from './overload-client.ts';
+import { startBenchServer } from './serve-child.ts';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const CLIENT = path.join(HERE, 'overload-client.ts');
+
+export const OVERLOAD_CONFIGS: Readonly<Record<string, string>> = {
+  'serve-demo': path.join(HERE, '..', 'examples', 'serve-demo.yaml'),
+  'serve-sim4': path.join(HERE, '..', 'examples', 'serve-sim4.yaml'),
+};
+export const OVERLOAD_PROTOCOLS: readonly OverloadProtocol[] = ['http-json', 'http-binary', 'grpc'];
+export const OVERLOAD_FACTORS: readonly number[] = [2, 5, 10];
+const IN_FLIGHT: readonly number[] = [1, 2, 4];
+
+export interface OverloadPoint {
+  readonly offeredQps: number;
+  readonly goodputQps: number;
+  /** goodput ÷ capacity. */
+  readonly ratio: number;
+  /** p99 of the 200 answers, ms (NaN when none). */
+  readonly p99Ms: number;
+  readonly byStatus: Readonly<Record<string, number>>;
+  readonly sent: number;
+  /** Requests that got no answer within the client's timeout. */
+  readonly unanswered: number;
+  readonly maxSendLagMs: number;
+  readonly loadAverage1m: number;
+}
+
+export interface OverloadProtocolResult {
+  readonly capacityQps: number;
+  readonly capacityByInFlight: Readonly<Record<string, number>>;
+  readonly byFactor: Readonly<Record<string, OverloadPoint>>;
+}
+
+export interface OverloadOptions {
+  readonly log?: (s: string) => void;
+  /** Configs by name [both]; `protocols` [all three]; `factors` [2, 5, 10]. */
+  readonly configs?: readonly string[];
+  readonly protocols?: readonly OverloadProtocol[];
+  readonly factors?: readonly number[];
+  /** Length of each open-loop phase, ms [10 000]; each closed-loop capacity phase is half of it. */
+  readonly durationMs?: number;
+  /** Client timeout per request, ms [30 000]. */
+  readonly timeoutMs?: number;
+  /** `ABACUS_CACHE_DIR` of the servers [the default cache]. */
+  readonly cacheDir?: string;
+}
+
+function runClient(spec: ClientSpec): Promise<ClientResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLIENT, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.once('exit', (code) => {
+      const line = out.trim().split('\n').pop() ?? '';
+      if (code !== 0 || line === '') reject(new Error(`overload client exited ${code}: ${err.slice(-2000)}`));
+      else resolve(JSON.parse(line) as ClientResult);
+    });
+  });
+}
+
+const loadAverage = (): number => Math.round(os.loadavg()[0]! * 100) / 100;
+
+export async function benchOverload(options: OverloadOptions = {}): Promise<Record<string, Record<string, OverloadProtocolResult>>> {
+  const log = options.log ?? (() => undefined);
+  const durationMs = options.durationMs ?? 10_000;
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const out: Record<string, Record<string, OverloadProtocolResult>> = {};
+  const tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-bench-overload-'));
+  try {
+    for (const name of options.configs ?? Object.keys(OVERLOAD_CONFIGS)) {
+      const file = OVERLOAD_CONFIGS[name];
+      if (file === undefined) throw new RangeError(`overload: unknown config '${name}' (known: ${Object.keys(OVERLOAD_CONFIGS).join(', ')})`);
+      const config = await loadServingConfig(file);
+      log(`overload ${name}: starting abacus serve (a first start builds and profiles the models: minutes) …\n`);
+      const server = await startBenchServer(file, { logFile: path.join(tmp, `${name}.log`), env: { ABACUS_LOG_LEVEL: 'warn', ...(options.cacheDir === undefined ? {} : { ABACUS_CACHE_DIR: options.cacheDir }) } });
+      try {
+        const services: ClientService[] = [];
+        for (const s of config.services) {
+          const meta = (await (await fetch(`${server.httpUrl}/v2/models/${encodeURIComponent(s.name)}`)).json()) as { inputs: { name: string; datatype: string; shape: number[] }[] };
+          services.push({ name: s.name, qosTargetMs: s.qosTargetMs, inputs: meta.inputs });
+        }
+        const base = { httpUrl: server.httpUrl, grpcAddress: server.grpcAddress ?? '', services, timeoutMs, seed: 1 };
+        out[name] = {};
+        for (const protocol of options.protocols ?? OVERLOAD_PROTOCOLS) {
+          const capacityByInFlight: Record<string, number> = {};
+          for (const inFlight of IN_FLIGHT) {
+            const r = await runClient({ ...base, protocol, load: { kind: 'closed', inFlight }, durationMs: durationMs / 2 });
+            capacityByInFlight[String(inFlight)] = r.withinQos / (durationMs / 2 / 1000);
+            log(`overload ${name} ${protocol}: ${inFlight} in flight: ${capacityByInFlight[String(inFlight)]!.toFixed(1)} answers within QoS/s (load ${loadAverage()})\n`);
+          }
+          const capacityQps = Math.max(...Object.values(capacityByInFlight));
+          const byFactor: Record<string, OverloadPoint> = {};
+          for (const factor of options.factors ?? OVERLOAD_FACTORS) {
+            const offeredQps = factor * capacityQps;
+            if (!(offeredQps > 0)) continue;
+            const r = await runClient({ ...base, protocol, load: { kind: 'open', rateQps: offeredQps }, durationMs });
+            const goodputQps = r.withinQos / (durationMs / 1000);
+            const sorted = Float64Array.from(r.okLatenciesMs);
+            const point: OverloadPoint = {
+              offeredQps,
+              goodputQps,
+              ratio: goodputQps / capacityQps,
+              p99Ms: sorted.length === 0 ? NaN : nearestRank(sorted, 99),
+              byStatus: r.byStatus,
+              sent: r.sent,
+              unanswered: r.byStatus['none'] ?? 0,
+              maxSendLagMs: r.maxSendLagMs,
+              loadAverage1m: loadAverage(),
+            };
+            byFactor[String(factor)] = point;
+            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms, ${JSON.stringify(r.byStatus)} (load ${point.loadAverage1m})\n`);
+          }
+          out[name][protocol] = { capacityQps, capacityByInFlight, byFactor };
+        }
+      } finally {
+        await server.stop();
+      }
+    }
+  } finally {
+    await fs.rm(tmp, { recursive: true, force: true });
+  }
+  return out;
+}
