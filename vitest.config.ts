@@ -1,7 +1,7 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
 /** Tests that load the whole machine (a 10× overload storm) run alone, after the rest (groupOrder 1), so that they do not slow the others down. */
-const ALONE = ['test/serve/overload.test.ts'];
+const ALONE = ['test/serve/overload.test.ts', 'test/serve/overload-admission.test.ts'];
 
 export default defineConfig({
   test: {

@@ -121,6 +121,17 @@ describe('triton in the runtime', () => {
     expect(o.record.endMs).toBe(3);
     expect(runtime.groups).toEqual([]);
   });
+
+  it("a query waiting behind its service's running batch is rejected at its deadline, not when the batch ends", async () => {
+    // A takes 100 ms per batch; 'first' fills nothing and goes at 5 (5..105); 'late' arrives at 10
+    // with a 20 ms target: hidden from batch formation while A's batch runs, timed out at 30
+    const { clock, runtime, submitAt } = setup({ A: 100, B: 8 });
+    const [first, late] = await driveUntilSettled(clock, Promise.all([submitAt(0, 'A', 'first'), submitAt(10, 'A', 'late', 20)]));
+    expect(first.ok).toBe(true);
+    expect(late.ok === false && late.reason).toBe('qos_violation');
+    expect(late.record.endMs).toBe(30);
+    expect(runtime.groups.map((g) => g.segments[0]!.queryId)).toEqual(['first']);
+  });
 });
 
 describe('batching policies on sim:a100', () => {

@@ -448,7 +448,20 @@ export class ServingRuntime {
   /** `launchWhileBusy`: decide on the visible queries and launch at once. @returns whether to decide again. */
   private decideConcurrent(): boolean {
     const queues = this.visibleQueues(false);
-    return queues !== undefined && this.decideNowAndLaunch(queues);
+    const held = this.heldQueues();
+    return (queues !== undefined || held !== undefined) && this.decideNowAndLaunch(queues ?? [], held);
+  }
+
+  /** `oneGroupPerService`: the waiting queries of services whose batch is in flight (`ScheduleInput.held`); undefined when none. */
+  private heldQueues(): WaitingQuery[][] | undefined {
+    if (this.controller.oneGroupPerService !== true) return undefined;
+    const held: WaitingQuery[][] = [];
+    for (const state of this.services.values()) {
+      if (state.running === 0 || state.queue.length === 0) continue;
+      const views = state.queue.filter((u) => !u.inFlight).map((u) => u.view);
+      if (views.length > 0) held.push(views);
+    }
+    return held.length === 0 ? undefined : held;
   }
 
   /**
@@ -456,8 +469,8 @@ export class ServingRuntime {
    * the rejections, arm the decision's wake, and launch its group. @returns whether to go on (a
    * group was launched, queries were rejected, or a controller failure answered them).
    */
-  private decideNowAndLaunch(queues: WaitingQuery[][]): boolean {
-    const d = this.decideOn(queues, 0, false);
+  private decideNowAndLaunch(queues: WaitingQuery[][], held?: WaitingQuery[][]): boolean {
+    const d = this.decideOn(queues, 0, false, held);
     if (d === undefined) return true;
     this.setWake(d.decision.wakeAtMs);
     this.applyRejections(d.decision, 0);
@@ -567,9 +580,9 @@ export class ServingRuntime {
    * failed: the queries it was shown are answered `device_failure` (one of the running group:
    * when the group ends). @returns undefined then.
    */
-  private decideOn(queues: WaitingQuery[][], runningRemainingMs: number, ahead: boolean): { decision: Decision; members: Unit[][] } | undefined {
+  private decideOn(queues: WaitingQuery[][], runningRemainingMs: number, ahead: boolean, held?: WaitingQuery[][]): { decision: Decision; members: Unit[][] } | undefined {
     try {
-      const decision = this.controller.decide({ nowMs: this.clock.now(), queues, runningRemainingMs });
+      const decision = this.controller.decide({ nowMs: this.clock.now(), queues, runningRemainingMs, ...(held === undefined ? {} : { held }) });
       return { decision, members: this.checkDecision(decision, ahead) };
     } catch (err) {
       const message = `the ${this.controller.policy} controller failed: ${describeError(err)}`;

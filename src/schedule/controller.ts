@@ -138,6 +138,14 @@ export interface ScheduleInput {
    * started then (rejected when remaining solo + this > its headroom).
    */
   readonly runningRemainingMs: number;
+  /**
+   * `oneGroupPerService` policies only: the waiting queries of the services whose batch is in
+   * flight (hidden from `queues`), one FIFO per service. They may not be launched now; a policy
+   * with a queue timeout may reject them, and report its next timeout in `wakeAtMs`, so that a
+   * query is timed out at its deadline rather than when its service's batch ends (Triton's queue
+   * policy). Absent or empty: none.
+   */
+  readonly held?: readonly (readonly WaitingQuery[])[];
 }
 
 /** One segment of the decided group: operators `[start, end)` of a waiting query. */

@@ -75,6 +75,10 @@ function before(a: Ready, b: Ready): boolean {
  *    followers in `fused`; `wakeAtMs` = the earliest hold of the other services (absent when
  *    none holds). No `predictedMs`; the group is empty only when every visible query was
  *    rejected or is held.
+ * 6. Queue policy on the busy services (with `drop`): a query in `held` (its service's batch is in
+ *    flight) whose deadline has passed is rejected (`qos_violation`) and `wakeAtMs` is at most
+ *    the earliest deadline still ahead among them, so a hopeless query is answered at its
+ *    deadline, as Triton's queue policy times a request out, not when its service's batch ends.
  *
  * With `maxQueueDelayMs` 0 and no preferred sizes this is greedy batching: as many samples as
  * wait, up to `maxBatchSize`, at once.
@@ -104,6 +108,17 @@ export class TritonController implements QueryController {
       if (step === undefined) continue;
       if ('holdUntilMs' in step) wakeAtMs = Math.min(wakeAtMs, step.holdUntilMs);
       else if (chosen === undefined || before(step.ready, chosen)) chosen = step.ready;
+    }
+    // queue policy on the queues of busy services: time out at the deadline, wake at the next one
+    if (this.#params.drop) {
+      for (const queue of input.held ?? []) {
+        for (const q of queue) {
+          checkQuery(q);
+          const deadlineMs = q.arrivalMs + q.qosTargetMs;
+          if (deadlineMs <= input.nowMs) rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs: deadlineMs - input.nowMs });
+          else wakeAtMs = Math.min(wakeAtMs, deadlineMs);
+        }
+      }
     }
     const wake = Number.isFinite(wakeAtMs) ? { wakeAtMs } : {};
     if (chosen === undefined) return { group: [], rejected, stats: NO_STATS, ...wake };
