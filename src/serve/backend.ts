@@ -395,9 +395,16 @@ export class RuntimeBackend implements InferenceBackend {
     if (why === undefined) return nowMs;
     this.metrics?.request(m.name, 'overloaded');
     this.stats.fail(m.name, 0, undefined);
+    this.feedShed(m.name, nowMs, nowMs, m.qosTargetMs, 1, why);
     const summary = this.admission.countShed(m.name, nowMs);
     if (summary !== undefined) this.logger?.warn({ model: m.name, shed: summary.shed, windowMs: Math.round(summary.windowMs) }, `shedding requests before decoding: ${why}`);
     throw shedError(`overloaded: model '${m.name}': ${why}; shed before its body was read (retry later or on another replica)`);
+  }
+
+  /** A shed request as a rejected query record for the feed's observers (the dashboard counts it), only while someone observes. */
+  private feedShed(service: string, arrivalMs: number, nowMs: number, qosTargetMs: number, batch: number, why: string): void {
+    if (this.feed?.watched !== true) return;
+    this.feed.query({ id: `shed-${this.nextQuery++}`, service, arrivalMs, batch, seqLen: 0, qosTargetMs, groups: [], outcome: 'rejected', reason: 'overloaded', detail: `shed: ${why}`, endMs: nowMs });
   }
 
   /** The controller's online predictor refinement, while it refines (abacus with `refine`); else undefined. */
@@ -748,6 +755,7 @@ export class RuntimeBackend implements InferenceBackend {
     const arrivalMs = request.receivedMs !== undefined && request.receivedMs <= nowMs ? request.receivedMs : nowMs;
     this.metrics?.admissionWait(model.name, nowMs - arrivalMs);
     const why = this.admission?.shedReason(model.name, plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs);
+    if (why !== undefined) this.feedShed(model.name, arrivalMs, nowMs, plan.qosMs ?? model.qosTargetMs, plan.batch, why);
     if (why !== undefined) throw new RejectedError('overloaded', `overloaded: model '${model.name}': ${why}; shed before it was queued (retry later or on another replica)`, undefined);
     const id = `r${this.nextQuery++}`;
     const timing: Timing = { firstLaunchMs: undefined, computeMs: 0, groups: 0 };
