@@ -391,7 +391,7 @@ export class RuntimeBackend implements InferenceBackend {
     const nowMs = this.engine?.clock.now();
     const m = typeof modelName === 'string' ? this.models.get(modelName) : undefined;
     if (nowMs === undefined || m === undefined || this.admission === undefined || !this.ready || this.closing || this.states.get(m.name)?.state !== 'READY') return nowMs;
-    const why = this.admission.shedReason(m.name, m.qosTargetMs, 0);
+    const why = this.admission.shedReason(m.qosTargetMs, 0);
     if (why === undefined) return nowMs;
     this.metrics?.request(m.name, 'overloaded');
     this.stats.fail(m.name, 0, undefined);
@@ -754,7 +754,7 @@ export class RuntimeBackend implements InferenceBackend {
     const nowMs = this.clockNowMs() ?? 0;
     const arrivalMs = request.receivedMs !== undefined && request.receivedMs <= nowMs ? request.receivedMs : nowMs;
     this.metrics?.admissionWait(model.name, nowMs - arrivalMs);
-    const why = this.admission?.shedReason(model.name, plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs);
+    const why = this.admission?.shedReason(plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs);
     if (why !== undefined) this.feedShed(model.name, arrivalMs, nowMs, plan.qosMs ?? model.qosTargetMs, plan.batch, why);
     if (why !== undefined) throw new RejectedError('overloaded', `overloaded: model '${model.name}': ${why}; shed before it was queued (retry later or on another replica)`, undefined);
     const id = `r${this.nextQuery++}`;
@@ -775,7 +775,7 @@ export class RuntimeBackend implements InferenceBackend {
       }
       const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - outcome.record.arrivalMs;
       if (!outcome.ok) throw this.rejection(model, outcome.reason, outcome.message, queueMs);
-      if (timing.firstLaunchMs !== undefined && outcome.record.endMs !== undefined) this.admission?.completed(model.name, timing.firstLaunchMs, outcome.record.endMs);
+      if (outcome.record.endMs !== undefined) this.admission?.completed(outcome.record.endMs);
       const outputs: TensorMap = {};
       const outputDatatypes: Record<string, V2Datatype> = {};
       for (const name of plan.outputs) {
@@ -827,6 +827,7 @@ export class RuntimeBackend implements InferenceBackend {
     const endMs = this.engine?.clock.now() ?? record.launchMs;
     this.metrics?.group(record, endMs);
     this.feed?.group(record, endMs);
+    this.admission?.groupEnded(record.launchMs, endMs);
     for (const s of record.segments) {
       // a fused batch runs under its own id: its members are the requests
       for (const id of s.members ?? [s.queryId]) {

@@ -43,7 +43,7 @@
  * withdraws a query that has not run.
  */
 import { randomBytes } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import { PassThrough, type Duplex, type Readable } from 'node:stream';
 import { createGunzip, createInflate } from 'node:zlib';
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -117,6 +117,9 @@ interface ModelParams {
 
 const GENERIC_500 = 'internal server error; the server log has the details';
 
+/** The infer routes' path (query string allowed); group 1 is the model name, still percent-encoded. */
+const INFER_PATH = /^\/v2\/models\/([^/?]+)(?:\/versions\/[^/?]+)?\/infer(?:\?.*)?$/;
+
 /** fastify's default `maxParamLength`: longer model names or versions in a path are 414. */
 const MAX_PARAM_LENGTH = 100;
 
@@ -133,7 +136,49 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   const pool = new BodyPool(options.bodyPoolBytes);
   let nextId = 0;
   const logger: FastifyBaseLogger | undefined = options.logger;
+  // Admission before routing and before the body is read (`InferenceBackend.admit`), on node's
+  // own request: a shed request is answered 503 `overloaded` with `Retry-After` at once, without
+  // fastify's routing, hooks or a log line (the backend logs a summary), and node discards its
+  // body unread once the answer is out. Under overload this is most requests, so it must cost
+  // next to nothing. An admitted request's arrival time travels to `infer` as `receivedMs`.
+  const receivedAt = new WeakMap<IncomingMessage, number>();
+  let shedCount = 0;
+  const admitRaw = (req: IncomingMessage, res: ServerResponse): boolean => {
+    if (req.method !== 'POST' || backend.admit === undefined) return false;
+    const m = INFER_PATH.exec(req.url ?? '');
+    if (m === null) return false;
+    let name: string;
+    try {
+      name = decodeURIComponent(m[1]!);
+    } catch {
+      return false; // fastify answers the bad percent-encoding
+    }
+    try {
+      const receivedMs = backend.admit(name);
+      if (receivedMs !== undefined) receivedAt.set(req, receivedMs);
+      return false;
+    } catch (err) {
+      if (!(err instanceof ServeError)) throw err;
+      const given = clientRequestId(req.headers['x-request-id']);
+      const id = given !== undefined && given !== '' && given.length <= MAX_REQUEST_ID_LENGTH ? given : `${prefix}-s${(shedCount++).toString(36)}`;
+      const body = JSON.stringify({ error: err.message });
+      res.writeHead(STATUS_OF[err.code], { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'retry-after': String(OVERLOADED_RETRY_AFTER_S), 'x-request-id': id, ...(options.closing?.() === true ? { connection: 'close' } : {}) });
+      res.end(body);
+      return true;
+    }
+  };
   const app = fastify({
+    serverFactory: (handler, opts) => {
+      const server = createServer((req, res) => {
+        if (!admitRaw(req, res)) handler(req, res);
+      });
+      // what fastify sets on the server it creates itself (its defaults are in `opts`)
+      const timeouts = opts as { keepAliveTimeout?: number; requestTimeout?: number; connectionTimeout?: number };
+      if (timeouts.keepAliveTimeout !== undefined) server.keepAliveTimeout = timeouts.keepAliveTimeout;
+      if (timeouts.requestTimeout !== undefined) server.requestTimeout = timeouts.requestTimeout;
+      server.setTimeout(timeouts.connectionTimeout ?? 0);
+      return server;
+    },
     ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: maxBodyBytes,
@@ -243,25 +288,6 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     const ready = backend.modelReady(request.params.name, request.params.version);
     return reply.code(ready ? 200 : 400).send({ name: request.params.name, ready });
   };
-  // Admission before the body is read (`InferenceBackend.admit`): a shed request is answered 503
-  // `overloaded` at once and its body discarded unread (node drains it after the answer).
-  const receivedAt = new WeakMap<FastifyRequest, number>();
-  const admitInfer = (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply, done: (err?: Error) => void): void => {
-    try {
-      const receivedMs = backend.admit?.(request.params.name);
-      if (receivedMs !== undefined) receivedAt.set(request, receivedMs);
-    } catch (err) {
-      if (!(err instanceof ServeError && err.code === 'overloaded')) {
-        done(err as Error);
-        return;
-      }
-      // answered here, without done() and without a log line per request (the backend logs a
-      // summary): under overload this is most requests, and it must cost next to nothing
-      void reply.code(STATUS_OF.overloaded).header('retry-after', String(OVERLOADED_RETRY_AFTER_S)).type('application/json').send(JSON.stringify({ error: err.message }));
-      return;
-    }
-    done();
-  };
   const infer = async (request: FastifyRequest<{ Params: ModelParams }>, reply: FastifyReply) => {
     const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
     try {
@@ -289,7 +315,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     };
     reply.raw.once('close', onClose);
     try {
-      const receivedMs = receivedAt.get(request);
+      const receivedMs = receivedAt.get(request.raw);
       const response = await backend.infer({ ...decoded.request, modelName: name, ...(version === undefined ? {} : { modelVersion: version }), requestId: request.id, signal: abort.signal, ...(receivedMs === undefined ? {} : { receivedMs }) });
       const encoded = encodeInferResponse(response, decoded.binaryOutputs);
       if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', String(encoded.headerLength));
@@ -305,8 +331,8 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   app.get('/v2/models/:name/versions/:version', metadata);
   app.get('/v2/models/:name/ready', modelReady);
   app.get('/v2/models/:name/versions/:version/ready', modelReady);
-  app.post('/v2/models/:name/infer', { onRequest: admitInfer }, infer);
-  app.post('/v2/models/:name/versions/:version/infer', { onRequest: admitInfer }, infer);
+  app.post('/v2/models/:name/infer', infer);
+  app.post('/v2/models/:name/versions/:version/infer', infer);
   // Triton extensions and KServe's model list; static `/v2/models/stats` wins over `/v2/models/:name`
   app.get('/v2/models', () => ({ models: backend.modelList() }));
   const config = (request: FastifyRequest<{ Params: ModelParams }>) => backend.modelConfig(request.params.name, request.params.version);
