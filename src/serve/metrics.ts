@@ -8,7 +8,7 @@
  * |---|---|---|---|
  * | `abacus_requests_total` | counter | model, outcome | inference requests answered, by outcome (`REQUEST_OUTCOMES`): `bad_request` for requests the front end refused, `device_refused` for valid-looking requests the device refused (answered 400 `bad_request` too, e.g. a token id beyond the vocabulary) |
  * | `abacus_late_completions_total` | counter | model | successful requests that completed after their QoS target (arrival → outputs on the runtime's clock > the request's target); QoS violations = this + `abacus_requests_total{outcome="qos_violation"}` (the dropped ones) |
- * | `abacus_request_duration_seconds` | histogram | model | end-to-end latency of successful requests (arrival in the backend → outputs ready) |
+ * | `abacus_request_duration_seconds` | histogram | model | end-to-end latency of successful requests (arrival at the front end → outputs ready; the time before admission counts) |
  * | `abacus_request_queue_seconds` | histogram | model | arrival → first operator group launched, for requests that ran |
  * | `abacus_admission_wait_seconds` | histogram | model | arrival (the request's first bytes on the HTTP or gRPC front end) → queued in the runtime: the time spent reading and decoding it, for requests that reached the queue; it counts in their latency and QoS |
  * | `abacus_queue_depth` | gauge | model | queries waiting or running in the service's queue, read at scrape time |
