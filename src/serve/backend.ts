@@ -755,8 +755,10 @@ export class RuntimeBackend implements InferenceBackend {
     const arrivalMs = request.receivedMs !== undefined && request.receivedMs <= nowMs ? request.receivedMs : nowMs;
     this.metrics?.admissionWait(model.name, nowMs - arrivalMs);
     const why = this.admission?.shedReason(plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs);
-    if (why !== undefined) this.feedShed(model.name, arrivalMs, nowMs, plan.qosMs ?? model.qosTargetMs, plan.batch, why);
-    if (why !== undefined) throw new RejectedError('overloaded', `overloaded: model '${model.name}': ${why}; shed before it was queued (retry later or on another replica)`, undefined);
+    if (why !== undefined) {
+      this.feedShed(model.name, arrivalMs, nowMs, plan.qosMs ?? model.qosTargetMs, plan.batch, why);
+      throw new RejectedError('overloaded', `overloaded: model '${model.name}': ${why}; shed before it was queued (retry later or on another replica)`, undefined);
+    }
     const id = `r${this.nextQuery++}`;
     const timing: Timing = { firstLaunchMs: undefined, computeMs: 0, groups: 0 };
     this.timings.set(id, timing);
