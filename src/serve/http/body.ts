@@ -26,7 +26,7 @@
  * `FST_ERR_CTP_BODY_TOO_LARGE` (413) when `Content-Length` or the bytes received pass the
  * limit — raised once the rest of the body has been read and discarded (up to `drainBytes` on
  * the wire), so that a client that sends its whole body before it reads the answer (urllib,
- * tritonclient) gets the 413 and not a broken pipe, as nginx and Triton do; a body past that
+ * tritonclient) gets the 413 and not a broken pipe, as nginx does; a body past that
  * bound, or one whose client waits for `100 Continue`, is refused at once (the connection is
  * then closed), `FST_ERR_CTP_INVALID_CONTENT_LENGTH` (400) when the bytes received differ from
  * `Content-Length`, and a stream error (e.g. an invalid gzip stream) as it is, 400 unless it
