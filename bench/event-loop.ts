@@ -21,6 +21,13 @@
  * abacus serve. Reported: p50 / p99 / max delay of each phase, abacus ÷ drain p99 (the
  * server's own share), requests answered and MB/s received, the live probe's latency under
  * load, and the load average.
+ *
+ * Then hostile clients (`event-loop-hostile.ts`: a 3 M-key JSON object, a 60 MB JSON float
+ * array, 2 MB of nested brackets, 16 of the float arrays at once, 300 slow-header connections)
+ * against the same server with the default limits (`defaults`), and against a second one whose
+ * JSON limit is raised to the binary limit, 64 MiB (`jsonLimitRaised`), so that the large JSON
+ * bodies are read and go through the key / depth scan and a codec thread instead of being refused
+ * by their size.
  */
 import fs from 'node:fs/promises';
 import http from 'node:http';
@@ -33,6 +40,8 @@ import { pino } from 'pino';
 import { assembleServing } from '../src/deployment/serving.ts';
 import { parseServingConfig } from '../src/runtime/config.ts';
 import { startServer } from '../src/serve/server.ts';
+import { DEFAULT_MAX_BODY_BYTES } from '../src/serve/http/limits.ts';
+import { runHostile, type HostileKindResult } from './event-loop-hostile.ts';
 
 export interface EventLoopResult {
   readonly loadAverage1m: number;
@@ -50,6 +59,8 @@ export interface EventLoopResult {
   readonly byStatus: Readonly<Record<string, number>>;
   readonly receivedMBps: number;
   readonly liveProbeMs: { readonly p50: number; readonly p99: number; readonly max: number; readonly n: number };
+  /** Hostile clients (see the file docs); absent with `hostile: false`. */
+  readonly hostile?: { readonly defaults: readonly HostileKindResult[]; readonly jsonLimitRaised: readonly HostileKindResult[]; readonly loadAverage1m: number };
 }
 
 interface Delay {
@@ -59,6 +70,10 @@ interface Delay {
 }
 
 const BATCH = 8;
+
+const NO_DELAY = { p50: Number.NaN, p99: Number.NaN, max: Number.NaN };
+/** The steady-load fields when that part is skipped (`steady: false`). */
+const EMPTY: EventLoopResult = { loadAverage1m: 0, clients: 0, requestBytes: 0, durationMs: 0, idleDelayMs: NO_DELAY, drainDelayMs: NO_DELAY, drainMBps: 0, loadDelayMs: NO_DELAY, p99Ratio: Number.NaN, requests: 0, byStatus: {}, receivedMBps: 0, liveProbeMs: { ...NO_DELAY, n: 0 } };
 const IMAGE = 3 * 224 * 224;
 
 /** The client worker: plain JavaScript (CommonJS, `eval: true`), no TypeScript loader needed. */
@@ -142,7 +157,7 @@ async function phase(base: string, mode: 'idle' | 'load', clients: number, durat
   return { delay: { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max) }, report };
 }
 
-export async function benchEventLoop(opts: { log?: (s: string) => void; durationMs?: number; idleMs?: number; clients?: number } = {}): Promise<EventLoopResult> {
+export async function benchEventLoop(opts: { log?: (s: string) => void; durationMs?: number; idleMs?: number; clients?: number; hostile?: boolean; steady?: boolean } = {}): Promise<EventLoopResult> {
   const log = opts.log ?? (() => undefined);
   const durationMs = opts.durationMs ?? 15_000;
   const idleMs = opts.idleMs ?? 3000;
@@ -159,8 +174,23 @@ export async function benchEventLoop(opts: { log?: (s: string) => void; duration
     log('event loop: assembling abacus serve (sim:a100, resnet50 batch 8, fcfs; profiling a small predictor) …\n');
     const { backend, metrics, openEngine } = await assembleServing(ctx, config, { logger, serverVersion: 'bench', seed: 1, profileSamples: 200 });
     const server = await startServer({ backend, openEngine, logger, metrics, host: '127.0.0.1', httpPort: 0 });
+    let hostile: EventLoopResult['hostile'];
     try {
       await server.ready;
+      if (opts.hostile ?? true) {
+        const target = { model: 'resnet', input: 'input', shape: [BATCH, 3, 224, 224] };
+        const defaults = await runHostile(server.httpUrl, target, log);
+        log('event loop: hostile clients again, against a server whose JSON limit is raised to 64 MiB …\n');
+        const second = await assembleServing(ctx, config, { logger, serverVersion: 'bench', seed: 1, profileSamples: 200 });
+        const raised = await startServer({ ...second, logger, host: '127.0.0.1', httpPort: 0, maxJsonBodyBytes: DEFAULT_MAX_BODY_BYTES });
+        try {
+          await raised.ready;
+          hostile = { defaults, jsonLimitRaised: await runHostile(raised.httpUrl, target, log), loadAverage1m: os.loadavg()[0]! };
+        } finally {
+          await raised.shutdown(2000);
+        }
+      }
+      if (opts.steady === false) return { ...EMPTY, loadAverage1m: os.loadavg()[0]!, ...(hostile === undefined ? {} : { hostile }) };
       log(`event loop: idle ${idleMs / 1000} s (probe only), then (to a bare drain server, then to abacus serve) ${clients} clients streaming ${((BATCH * IMAGE * 4) / 1e6).toFixed(1)} MB requests for ${durationMs / 1000} s …\n`);
       const idle = await phase(server.httpUrl, 'idle', clients, idleMs);
       const bare = await drainServer();
@@ -188,6 +218,7 @@ export async function benchEventLoop(opts: { log?: (s: string) => void; duration
         byStatus,
         receivedMBps: (load.report.results.length * load.report.bodyBytes) / 1e6 / (durationMs / 1000),
         liveProbeMs: live,
+        ...(hostile === undefined ? {} : { hostile }),
       };
     } finally {
       await server.shutdown(2000);

@@ -11,8 +11,9 @@
  * `--only serve-overload` how fast `abacus serve` answers 503 under a 10× overload, `--only dashboard`
  * the serving throughput with and without an open dashboard stream,
  * `--only cluster-realtime` the §7.6 trace through HAProxy to real-time sim nodes,
- * `--only event-loop [-- --duration-ms MS]` the server's event-loop delay while four clients
- * stream 5 MB binary requests, `--only warm-up` the first 10 requests after ready ÷ the steady
+ * `--only event-loop [-- --duration-ms MS] [-- --hostile-only | --no-hostile]` the server's
+ * event-loop delay while four clients stream 5 MB binary requests, and the liveness latency and
+ * RSS growth while hostile bodies and slow-header connections arrive, `--only warm-up` the first 10 requests after ready ÷ the steady
  * median on ort, with and without the warm-up at the serving shapes, `--only executor-memory
  * [-- --queries N]` executor RSS growth over N requests (default 10,000) cycling shapes on ort,
  * `--only import-memory` the peak RSS of `abacus models import` of a 1,000-node, 43 MB model,
@@ -54,10 +55,12 @@ const program = new Command('bench')
   .option('--nodes <n>', 'cluster-realtime: nodes (default 3)', (v) => Number(v))
   .option('--node-qps <x>', 'cluster-realtime: mean offered load per node, queries/s (default 25, at most one node\'s simulated peak)', (v) => Number(v))
   .option('--duration-ms <ms>', 'event-loop: length of the measured phase; overload: of each open-loop phase', (v) => Number(v))
+  .option('--hostile-only', 'event-loop: only the hostile clients (no steady-load phases)')
+  .option('--no-hostile', 'event-loop: no hostile clients')
   .option('--configs <names>', `overload: configs to run (${Object.keys(OVERLOAD_CONFIGS).join(', ')})`, (v) => v.split(','))
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; configs?: string[] }>();
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; configs?: string[] }>();
 const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory', 'overload'];
 if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
@@ -81,7 +84,7 @@ if (opts.only === 'cluster-realtime') out['clusterRealtime'] = await benchCluste
 if (opts.only === 'warm-up') out['warmUp'] = await benchWarmUp({ log });
 if (opts.only === 'executor-memory') out['executorMemory'] = await benchExecutorMemory({ log, ...(opts.queries === undefined ? {} : { requests: opts.queries }) });
 if (opts.only === 'import-memory') out['importMemory'] = await benchImportMemory({ log });
-if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }) });
+if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), hostile: opts.hostile, steady: opts.hostileOnly !== true });
 if (opts.only === 'overload') out['overload'] = await benchOverload({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), ...(opts.configs === undefined ? {} : { configs: opts.configs }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
@@ -205,7 +208,27 @@ if (opts.json) {
     process.stdout.write(formatTable(['config', 'protocol', 'capacity q/s', 'offered', 'goodput q/s', 'goodput ÷ capacity', 'p99 ms (200s)', 'unanswered', 'answers by status', 'load avg'], rows) + '\n\n');
   }
   const loop = out['eventLoop'] as Awaited<ReturnType<typeof benchEventLoop>> | undefined;
-  if (loop) {
+  if (loop?.hostile) {
+    const rows = (which: string, results: NonNullable<typeof loop.hostile>['defaults']) =>
+      results.map((r) => [
+        which,
+        r.kind === 'slow-headers' ? '300 conns' : `${r.kind === 'floats×16' ? '16 × ' : ''}${r.bodyMB.toFixed(1)}`,
+        r.kind,
+        `${r.liveMs.p50.toFixed(1)} / ${r.liveMs.p99.toFixed(1)} / ${r.liveMs.p100.toFixed(1)} (${r.liveMs.n})`,
+        `${r.loopDelayMs.p99.toFixed(1)} / ${r.loopDelayMs.max.toFixed(1)}`,
+        r.rssGrowthMB.toFixed(0),
+        (r.wallMs / 1000).toFixed(1),
+        `${JSON.stringify(r.byStatus)}${r.closed === undefined ? '' : `, closed ${r.closed}, last at ${(r.lastClosedMs! / 1000).toFixed(1)} s`}`,
+      ]);
+    process.stdout.write(
+      `abacus serve under hostile clients (sim:a100; goal: live p99 ≤ 20 ms, p100 ≤ 100 ms), load average ${loop.hostile.loadAverage1m.toFixed(2)} at the end:\n` +
+        formatTable(['limits', 'body MB', 'kind', 'GET live p50/p99/p100 ms (n)', 'loop delay p99/max ms', 'RSS growth MB', 'wall s', 'answers'], [...rows('defaults', loop.hostile.defaults), ...rows('JSON 64 MiB', loop.hostile.jsonLimitRaised)]) +
+        '\n' +
+        [...loop.hostile.defaults, ...loop.hostile.jsonLimitRaised].filter((r) => r.firstError !== '').map((r) => `  ${r.kind}: ${r.firstError}`).join('\n') +
+        '\n\n',
+    );
+  }
+  if (loop && loop.requests > 0) {
     const d = (x: { p50: number; p99: number; max: number }): string => `p50 ${x.p50.toFixed(2)} ms, p99 ${x.p99.toFixed(2)} ms, max ${x.max.toFixed(2)} ms`;
     process.stdout.write(
       `abacus serve event-loop delay (sim:a100, monitorEventLoopDelay at 1 ms; goal: p99 ≤ 20 ms under load), load average ${loop.loadAverage1m.toFixed(2)} at the end:\n` +

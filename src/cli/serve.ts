@@ -1,6 +1,7 @@
 /**
  * `abacus serve --config FILE [--host 127.0.0.1] [--http-port 8000] [--grpc-port 8001 | --no-grpc]
- * [--grace-ms 10000] [--max-body-bytes N] [--predictor FILE] [--model-control none|explicit] [--no-dashboard]`
+ * [--grace-ms 10000] [--max-body-bytes N] [--max-json-body-bytes N] [--headers-timeout-ms MS]
+ * [--request-timeout-ms MS] [--keep-alive-timeout-ms MS] [--predictor FILE] [--model-control none|explicit] [--no-dashboard]`
  * (issue 6): serve the config's services over KServe v2 HTTP (and gRPC) with Prometheus metrics at
  * `/metrics` and the live dashboard at `/dashboard` (issue 18, docs/dashboard.md).
  *
@@ -37,7 +38,8 @@ import { createLogger } from '../log.ts';
 import { loadServingConfig } from '../runtime/config.ts';
 import { policyHelpText } from './policies.ts';
 import { createGrpcServer } from '../serve/grpc/server.ts';
-import { DEFAULT_MAX_BODY_BYTES } from '../serve/http/app.ts';
+import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_JSON_BODY_BYTES } from '../serve/http/app.ts';
+import { DEFAULT_HEADERS_TIMEOUT_MS, DEFAULT_KEEP_ALIVE_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS } from '../serve/http/timeouts.ts';
 import { DashboardHub } from '../serve/dashboard/hub.ts';
 import { startServer, type GrpcServerFactory, type RunningServer } from '../serve/server.ts';
 import { assembleServing, MODEL_CONTROL_MODES, type ModelControlMode } from '../deployment/serving.ts';
@@ -53,6 +55,11 @@ export interface ServeCliOptions {
   grpc: boolean;
   graceMs: number;
   maxBodyBytes: number;
+  /** Absent: the smaller of `DEFAULT_MAX_JSON_BODY_BYTES` and `maxBodyBytes`. */
+  maxJsonBodyBytes?: number;
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepAliveTimeoutMs: number;
   predictor?: string;
   allowUnseen?: boolean;
   profileSamples?: number;
@@ -91,6 +98,15 @@ export function watchParent(onGone: (parentPid: number) => void, pollMs = LAUNCH
   }, pollMs);
   timer.unref();
   return () => clearInterval(timer);
+}
+
+/** Parser for a flag taking a decimal integer ≥ 0 (a timeout where 0 means none). */
+export function nonNegativeInt(flag: string): (value: string) => number {
+  return (value: string) => {
+    const x = Number(value);
+    if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(x)) throw new InvalidArgumentError(`${flag} expects an integer ≥ 0, got '${value}'`);
+    return x;
+  };
 }
 
 /** A commander parser for a port flag: an integer in [0, 65535] (0: any free port). */
@@ -135,6 +151,8 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
     host: opts.host,
     httpPort: opts.httpPort,
     maxBodyBytes: opts.maxBodyBytes,
+    ...(opts.maxJsonBodyBytes === undefined ? {} : { maxJsonBodyBytes: opts.maxJsonBodyBytes }),
+    timeouts: { headersTimeoutMs: opts.headersTimeoutMs, requestTimeoutMs: opts.requestTimeoutMs, keepAliveTimeoutMs: opts.keepAliveTimeoutMs },
     ...(grpc === undefined ? {} : { grpc }),
     ...(dashboard === undefined ? {} : { dashboard }),
     announce: (line) => ctx.out(`abacus serve: ${line}\n`),
@@ -184,7 +202,11 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--no-grpc', 'serve HTTP only')
     .option('--no-dashboard', 'do not serve the live dashboard at /dashboard (docs/dashboard.md)')
     .option('--grace-ms <ms>', 'on SIGTERM/SIGINT: finish or answer every request within this many ms, then exit 0', positiveInt('--grace-ms'), 10_000)
-    .option('--max-body-bytes <n>', 'largest HTTP request body / gRPC message, bytes', positiveInt('--max-body-bytes'), DEFAULT_MAX_BODY_BYTES)
+    .option('--max-body-bytes <n>', 'largest HTTP binary-tensor request body / gRPC message, bytes', positiveInt('--max-body-bytes'), DEFAULT_MAX_BODY_BYTES)
+    .option('--max-json-body-bytes <n>', `largest HTTP JSON body (and JSON header of a binary request), bytes [the smaller of ${DEFAULT_MAX_JSON_BODY_BYTES} and --max-body-bytes]`, positiveInt('--max-json-body-bytes'))
+    .option('--headers-timeout-ms <ms>', 'HTTP: time a client has to send a request\'s headers (then 408 and closed; 0: none)', nonNegativeInt('--headers-timeout-ms'), DEFAULT_HEADERS_TIMEOUT_MS)
+    .option('--request-timeout-ms <ms>', 'HTTP: time a client has to send a whole request, body included (0: none)', nonNegativeInt('--request-timeout-ms'), DEFAULT_REQUEST_TIMEOUT_MS)
+    .option('--keep-alive-timeout-ms <ms>', 'HTTP: idle time of a keep-alive connection between requests (0: none)', nonNegativeInt('--keep-alive-timeout-ms'), DEFAULT_KEEP_ALIVE_TIMEOUT_MS)
     .option('--predictor <file>', "predictor.json (abacus train); default: the config's, else profile and train one (cached)")
     .option('--allow-unseen', 'let a flop-feature predictor score models it was not trained on')
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))

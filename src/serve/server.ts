@@ -21,6 +21,7 @@ import { within, type BackendEngine, type RuntimeBackend } from './backend.ts';
 import type { DashboardHub } from './dashboard/hub.ts';
 import type { GrpcInferenceServer, GrpcServerOptions } from './grpc/server.ts';
 import { createHttpApp } from './http/app.ts';
+import type { HttpTimeouts } from './http/timeouts.ts';
 import type { InferenceBackend } from './inference.ts';
 import type { ServeMetrics } from './metrics.ts';
 
@@ -40,8 +41,12 @@ export interface ServerOptions {
   readonly host: string;
   /** HTTP port; 0 picks a free one. */
   readonly httpPort: number;
-  /** Largest HTTP request body, bytes; also the gRPC message limit both ways. */
+  /** Largest HTTP binary-tensor request body, bytes; also the gRPC message limit both ways. */
   readonly maxBodyBytes?: number;
+  /** Largest HTTP JSON body, bytes (`http/limits.ts`). */
+  readonly maxJsonBodyBytes?: number;
+  /** HTTP header, request and keep-alive timeouts (`http/timeouts.ts`). */
+  readonly timeouts?: HttpTimeouts;
   /** gRPC front end: its port (0: a free one) and the factory; absent: HTTP only. */
   readonly grpc?: { readonly port: number; readonly factory: GrpcServerFactory };
   /** The live dashboard (`/dashboard`); absent: none. */
@@ -75,7 +80,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const { backend, logger } = options;
   const announce = options.announce ?? (() => undefined);
   let closing = false;
-  const http = createHttpApp(backend, { logger, ...(options.metrics === undefined ? {} : { metrics: options.metrics }), ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }), closing: () => closing, ...(options.dashboard === undefined ? {} : { dashboard: options.dashboard }) });
+  const http = createHttpApp(backend, {
+    logger,
+    ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+    ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
+    ...(options.maxJsonBodyBytes === undefined ? {} : { maxJsonBodyBytes: options.maxJsonBodyBytes }),
+    ...(options.timeouts === undefined ? {} : { timeouts: options.timeouts }),
+    // codec threads start with the listener, so the first large body does not wait for one
+    offload: { start: true },
+    closing: () => closing,
+    ...(options.dashboard === undefined ? {} : { dashboard: options.dashboard }),
+  });
   let grpc: GrpcInferenceServer | undefined;
   let grpcPort: number | undefined;
   let httpUrl: string;

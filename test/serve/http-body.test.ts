@@ -32,6 +32,22 @@ describe('readBody', () => {
     await expect(readBody(chunked(Buffer.alloc(10), 5), { 'content-length': '8' }, 100)).rejects.toMatchObject({ code: 'FST_ERR_CTP_INVALID_CONTENT_LENGTH' });
   });
 
+  it('a body over the limit is read to its end before the 413 (up to drainBytes); past that bound, or waiting for 100-continue, refused at once', async () => {
+    const consumed = (stream: Readable): boolean => stream.readableEnded;
+    const drained = chunked(Buffer.alloc(100), 10);
+    await expect(readBody(drained, { 'content-length': '100' }, 50, undefined, 1000)).rejects.toMatchObject({ statusCode: 413 });
+    expect(consumed(drained)).toBe(true);
+    const counted = chunked(Buffer.alloc(100), 10);
+    await expect(readBody(counted, {}, 50, undefined, 1000)).rejects.toMatchObject({ statusCode: 413 });
+    expect(consumed(counted)).toBe(true);
+    const huge = chunked(Buffer.alloc(100), 10);
+    await expect(readBody(huge, { 'content-length': '100' }, 50, undefined, 99)).rejects.toMatchObject({ statusCode: 413 });
+    expect(consumed(huge)).toBe(false);
+    const waiting = chunked(Buffer.alloc(100), 10);
+    await expect(readBody(waiting, { 'content-length': '100', expect: '100-continue' }, 50, undefined, 1000)).rejects.toMatchObject({ statusCode: 413 });
+    expect(consumed(waiting)).toBe(false);
+  });
+
   it('a stream error is a 400 unless it carries a 4xx', async () => {
     const failing = new Readable({ read() { this.destroy(Object.assign(new Error('bad gzip'), { statusCode: 415 })); } });
     await expect(readBody(failing, {}, 100)).rejects.toMatchObject({ message: 'bad gzip', statusCode: 415 });

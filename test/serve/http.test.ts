@@ -404,7 +404,7 @@ describe('KServe v2 HTTP: bodies and error answers', () => {
       const bomb = gzipSync(Buffer.from(`${' '.repeat(100_000)}${JSON.stringify(request)}`));
       expect(bomb.byteLength).toBeLessThan(4096);
       const tooBig = await post(echo, bomb, { 'content-encoding': 'gzip' });
-      expect([tooBig.statusCode, tooBig.json<Json>()['error']]).toEqual([413, 'the request body (decompressed) is larger than the limit of 4096 bytes (abacus serve --max-body-bytes)']);
+      expect([tooBig.statusCode, tooBig.json<Json>()['error']]).toEqual([413, expect.stringMatching(/^the request body \(decompressed\) is larger than the limit of 4096 bytes for JSON bodies \(abacus serve --max-json-body-bytes\); larger tensors can be sent as binary tensor data/)]);
       expect(fake.last).toBeUndefined();
     } finally {
       await echo.close();

@@ -43,7 +43,7 @@
  * withdraws a query that has not run.
  */
 import { randomBytes } from 'node:crypto';
-import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type ServerOptions, type ServerResponse } from 'node:http';
 import { PassThrough, type Duplex, type Readable } from 'node:stream';
 import { createGunzip, createInflate } from 'node:zlib';
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -52,9 +52,12 @@ import { MAX_REQUEST_ID_LENGTH, ServeError, type InferenceBackend, type ServeErr
 import type { DashboardHub } from '../dashboard/hub.ts';
 import { registerDashboardRoutes } from '../dashboard/routes.ts';
 import type { ServeMetrics } from '../metrics.ts';
-import { decodeInferBody, encodeInferResponse, INFERENCE_HEADER } from './codec.ts';
+import { INFERENCE_HEADER } from './codec.ts';
 import { compressionHook, type CompressionOptions } from './compress.ts';
-import { BodyPool, readBody } from './body.ts';
+import { BodyPool, readBody, refuseBody } from './body.ts';
+import { appliedLimit, declaredTooLarge, DEFAULT_JSON_LIMITS, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_JSON_BODY_BYTES, scanJson, tooLargeMessage, type BodyLimits, type JsonLimits } from './limits.ts';
+import { Offload, type OffloadOptions } from './offload.ts';
+import { httpServerOptions, type HttpTimeouts } from './timeouts.ts';
 
 /**
  * HTTP status of each `ServeErrorCode` (docs/serving.md "Status codes").
@@ -88,15 +91,27 @@ export const OVERLOADED_RETRY_AFTER_S = 1;
 /** `Content-Encoding`s of request bodies this server decodes (RFC 9110 §8.4.1; `identity` is none). */
 export const REQUEST_ENCODINGS = ['gzip', 'x-gzip', 'deflate', 'identity'] as const;
 
-/** Default request body limit, bytes (64 MiB: a batch of 16 × 3 × 224 × 224 FP32 images as JSON fits). */
-export const DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024;
+export { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_JSON_BODY_BYTES };
 
 export interface HttpAppOptions {
   /** pino logger for fastify and request lines; absent: no logs. */
   readonly logger?: Logger;
   readonly metrics?: ServeMetrics;
-  /** Largest request body, bytes [`DEFAULT_MAX_BODY_BYTES`]; larger bodies get 413. */
+  /** Largest binary-tensor request body, bytes [`DEFAULT_MAX_BODY_BYTES`]; larger bodies get 413 (`limits.ts`). */
   readonly maxBodyBytes?: number;
+  /** Largest JSON body, and JSON header of a binary request, bytes [`DEFAULT_MAX_JSON_BODY_BYTES`, at most `maxBodyBytes`]; larger get 413. */
+  readonly maxJsonBodyBytes?: number;
+  /** JSON nesting and key limits, checked before parsing [`DEFAULT_JSON_LIMITS`]; past them a 400. */
+  readonly jsonLimits?: JsonLimits;
+  /**
+   * Most bytes of a body over its limit read and discarded before the 413, so that clients that
+   * send the whole body first can read it (`body.ts` `refuseBody`) [2 × `maxBodyBytes`]; 0: none.
+   */
+  readonly drainBytes?: number;
+  /** Header, request and keep-alive timeouts of the listening server (`timeouts.ts`) [defaults there]. */
+  readonly timeouts?: HttpTimeouts;
+  /** Codec threads for large bodies (`offload.ts`) [defaults there]; `start: true` starts them with the app. */
+  readonly offload?: OffloadOptions & { readonly start?: boolean };
   /** True while the server shuts down: responses then carry `Connection: close`. */
   readonly closing?: () => boolean;
   /** The live dashboard's hub: serves `/dashboard` and `/dashboard/events`; absent: no dashboard routes. */
@@ -132,6 +147,12 @@ function clientRequestId(header: string | string[] | undefined): string | undefi
 export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions = {}): FastifyInstance {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes < 1) throw new RangeError(`maxBodyBytes must be an integer ≥ 1, got ${maxBodyBytes}`);
+  const maxJsonBodyBytes = options.maxJsonBodyBytes ?? Math.min(DEFAULT_MAX_JSON_BODY_BYTES, maxBodyBytes);
+  if (!Number.isSafeInteger(maxJsonBodyBytes) || maxJsonBodyBytes < 1) throw new RangeError(`maxJsonBodyBytes must be an integer ≥ 1, got ${maxJsonBodyBytes}`);
+  const limits: BodyLimits = { maxBodyBytes, maxJsonBodyBytes };
+  const jsonLimits = options.jsonLimits ?? DEFAULT_JSON_LIMITS;
+  const drainBytes = options.drainBytes ?? 2 * maxBodyBytes;
+  const offload = new Offload({ ...options.offload, jsonLimits, ...(options.logger === undefined ? {} : { logger: options.logger }) });
   const prefix = randomBytes(3).toString('hex');
   const pool = new BodyPool(options.bodyPoolBytes);
   let nextId = 0;
@@ -169,11 +190,11 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   };
   const app = fastify({
     serverFactory: (handler, opts) => {
-      const server = createServer((req, res) => {
+      // what fastify sets on the server it creates itself (its defaults are in `opts`)
+      const timeouts = opts as { keepAliveTimeout?: number; requestTimeout?: number; connectionTimeout?: number; http?: ServerOptions };
+      const server = createServer({ ...(timeouts.http ?? {}) }, (req, res) => {
         if (!admitRaw(req, res)) handler(req, res);
       });
-      // what fastify sets on the server it creates itself (its defaults are in `opts`)
-      const timeouts = opts as { keepAliveTimeout?: number; requestTimeout?: number; connectionTimeout?: number };
       if (timeouts.keepAliveTimeout !== undefined) server.keepAliveTimeout = timeouts.keepAliveTimeout;
       if (timeouts.requestTimeout !== undefined) server.requestTimeout = timeouts.requestTimeout;
       server.setTimeout(timeouts.connectionTimeout ?? 0);
@@ -181,7 +202,8 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     },
     ...(logger === undefined ? { logger: false } : { loggerInstance: logger }),
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: maxBodyBytes,
+    bodyLimit: Math.max(maxBodyBytes, maxJsonBodyBytes),
+    ...httpServerOptions(options.timeouts),
     // the client's x-request-id when it is 1–MAX_REQUEST_ID_LENGTH characters (a longer one is
     // answered 400 in onRequest, under a generated id), else generated
     requestIdHeader: false,
@@ -220,12 +242,29 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     }
   });
   app.removeAllContentTypeParsers();
-  // read into one buffer placed for the binary part (`body.ts`): no whole-body concatenation on the loop
+  // read into one buffer placed for the binary part (`body.ts`): no whole-body concatenation on
+  // the loop. The limit by kind (`limits.ts`); a JSON body is not pooled: a large one is
+  // transferred to a codec thread (`offload.ts`).
   app.addContentTypeParser('*', (request, payload, done) => {
-    readBody(payload, request.headers, maxBodyBytes, pool).then(
+    const binary = request.headers[INFERENCE_HEADER] !== undefined;
+    const read = binary && declaredTooLarge(request.headers, limits) !== undefined ? refuseBody(payload, request.headers, drainBytes) : readBody(payload, request.headers, appliedLimit(request.headers, limits).bytes, binary ? pool : undefined, drainBytes);
+    read.then(
       (body) => done(null, body),
       (err: Error) => done(err, undefined),
     );
+  });
+  // `Expect: 100-continue`: a body over its limit is refused before the client sends it (no
+  // `100 Continue`; `readBody` then reads nothing and the connection closes after the 413)
+  app.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    if (declaredTooLarge(req.headers, limits) === undefined) res.writeContinue();
+    app.server.emit('request', req, res);
+  });
+  if (options.offload?.start === true) app.addHook('onListen', (done) => {
+    offload.start();
+    done();
+  });
+  app.addHook('onClose', async () => {
+    await offload.close();
   });
 
   const closing = options.closing ?? (() => false);
@@ -266,7 +305,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     const status = typeof err.statusCode === 'number' ? err.statusCode : 500;
     if (isInferRoute(request) && metrics !== undefined) metrics.request(modelOf(request), status >= 500 ? 'internal' : 'bad_request');
     if (status >= 400 && status < 500) {
-      const message = err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? `the request body${request.headers['content-encoding'] === undefined ? '' : ' (decompressed)'} is larger than the limit of ${maxBodyBytes} bytes (abacus serve --max-body-bytes)` : err.message;
+      const message = err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' ? (declaredTooLarge(request.headers, limits) ?? tooLargeMessage(appliedLimit(request.headers, limits), request.headers['content-encoding'] !== undefined)) : err.message;
       return sendError(request, reply, status, message);
     }
     request.log.error({ err: err.stack ?? err.message }, 'unexpected error');
@@ -304,7 +343,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     try {
       const meta = backend.modelMetadata(name, version);
       const header = request.headers[INFERENCE_HEADER];
-      decoded = decodeInferBody(body, Array.isArray(header) ? header.join(',') : header, meta);
+      decoded = await offload.decode(body, Array.isArray(header) ? header.join(',') : header, meta);
     } catch (err) {
       if (err instanceof ServeError) metrics?.request(name, err.code === 'model_not_found' ? 'model_not_found' : 'bad_request');
       throw err;
@@ -317,7 +356,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     try {
       const receivedMs = receivedAt.get(request.raw);
       const response = await backend.infer({ ...decoded.request, modelName: name, ...(version === undefined ? {} : { modelVersion: version }), requestId: request.id, signal: abort.signal, ...(receivedMs === undefined ? {} : { receivedMs }) });
-      const encoded = encodeInferResponse(response, decoded.binaryOutputs);
+      const encoded = await offload.encode(response, decoded.binaryOutputs);
       if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', String(encoded.headerLength));
       return reply.type(encoded.contentType).send(encoded.body);
     } catch (err) {
@@ -345,7 +384,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   // Triton's model repository extension. Load and unload take the model name from the rest of
   // the path, so that a name with slashes (`../x`, `%2F`-encoded) is a 400 naming it, not a 404.
   app.post('/v2/repository/index', (request) => {
-    const body = jsonObjectBody(request, 'the repository index request');
+    const body = jsonObjectBody(request, 'the repository index request', jsonLimits);
     // Triton's index request has `repository_name` (one repository here: any value lists it) and `ready`
     const unknown = Object.keys(body ?? {}).filter((k) => k !== 'ready' && k !== 'repository_name');
     if (unknown.length > 0) throw new ServeError('bad_request', `the repository index request: unknown field(s) ${unknown.map((k) => `'${k.slice(0, 40)}'`).join(', ')} (it has only "ready" and "repository_name")`);
@@ -359,7 +398,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     if (m === null) return sendError(request, reply, 404, `no route ${request.method} ${request.url.slice(0, 200)} (repository extension: POST /v2/repository/index, /v2/repository/models/{name}/load, /v2/repository/models/{name}/unload)`);
     const name = m[1]!;
     const action = m[2] as 'load' | 'unload';
-    const body = jsonObjectBody(request, `the ${action} request`);
+    const body = jsonObjectBody(request, `the ${action} request`, jsonLimits);
     const unknown = Object.keys(body ?? {}).filter((k) => k !== 'parameters');
     if (unknown.length > 0) throw new ServeError('bad_request', `${action} '${name.slice(0, 80)}': unknown field(s) ${unknown.map((k) => `'${k.slice(0, 40)}'`).join(', ')} (a ${action} request has only "parameters")`);
     const parameters: unknown = body?.['parameters'];
@@ -408,8 +447,9 @@ function decodedBody(header: string | undefined, payload: Readable): Readable {
     throw bodyError(415, `Content-Encoding '${encoding.slice(0, 60)}' is not supported for request bodies (supported: ${REQUEST_ENCODINGS.join(', ')}, one at a time)`);
   }
   const inflate = encoding === 'deflate' ? createInflate() : createGunzip();
-  const out = new PassThrough() as PassThrough & { receivedEncodedLength: number };
+  const out = new PassThrough() as PassThrough & { receivedEncodedLength: number; source: Readable };
   out.receivedEncodedLength = 0;
+  out.source = payload;
   payload.on('data', (chunk: Buffer) => {
     out.receivedEncodedLength += chunk.length;
   });
@@ -427,9 +467,11 @@ function decodedBody(header: string | undefined, payload: Readable): Readable {
  * A request body that is a JSON object; undefined for an empty body.
  * @throws ServeError bad_request when it is not valid JSON or not an object.
  */
-function jsonObjectBody(request: FastifyRequest, what: string): Record<string, unknown> | undefined {
+function jsonObjectBody(request: FastifyRequest, what: string, limits: JsonLimits): Record<string, unknown> | undefined {
   const body = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
   if (body.byteLength === 0) return undefined;
+  const violation = scanJson(body, 0, body.byteLength, limits);
+  if (violation !== undefined) throw new ServeError('bad_request', `${what}: ${violation}`);
   let value: unknown;
   try {
     value = JSON.parse(body.toString('utf8'));

@@ -24,7 +24,11 @@
  *
  * Errors (fastify's own codes, so the app's error handler words them as for any body):
  * `FST_ERR_CTP_BODY_TOO_LARGE` (413) when `Content-Length` or the bytes received pass the
- * limit, `FST_ERR_CTP_INVALID_CONTENT_LENGTH` (400) when the bytes received differ from
+ * limit — raised once the rest of the body has been read and discarded (up to `drainBytes` on
+ * the wire), so that a client that sends its whole body before it reads the answer (urllib,
+ * tritonclient) gets the 413 and not a broken pipe, as nginx does; a body past that
+ * bound, or one whose client waits for `100 Continue`, is refused at once (the connection is
+ * then closed), `FST_ERR_CTP_INVALID_CONTENT_LENGTH` (400) when the bytes received differ from
  * `Content-Length`, and a stream error (e.g. an invalid gzip stream) as it is, 400 unless it
  * carries a 4xx status.
  */
@@ -86,18 +90,57 @@ export class BodyPool {
   }
 }
 
+/** The stream `readBody` reads: the request, or the inflating stream of an encoded body (`receivedEncodedLength`: the encoded bytes read; `source`: the request under it). */
+export type BodyStream = Readable & { receivedEncodedLength?: number; source?: Readable };
+
+/**
+ * Refuse a body over its limit with 413 (`FST_ERR_CTP_BODY_TOO_LARGE`) once its rest has been
+ * read and discarded: from the wire (`payload.source` when the body is inflated: what is past
+ * the limit is not inflated), until the body ends or `seen` + the bytes discarded pass
+ * `drainBytes`. At once when the client waits for `100 Continue` (nothing was sent), when the
+ * declared `Content-Length` is over `drainBytes`, or when the body has already ended.
+ * @param seen bytes of the body already read from the wire.
+ */
+export function refuseBody(payload: BodyStream, headers: IncomingHttpHeaders, drainBytes: number, seen = 0): Promise<never> {
+  const tooLarge = new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE();
+  const wire = payload.source ?? payload;
+  const declared = headers['content-length'] === undefined ? 0 : Number(headers['content-length']);
+  const waiting = seen === 0 && /100-continue/i.test(headers.expect ?? '');
+  if (waiting || declared > drainBytes || seen > drainBytes || wire.readableEnded) return Promise.reject(tooLarge);
+  if (wire !== payload) wire.unpipe();
+  return new Promise<never>((_resolve, reject) => {
+    let wireBytes = seen;
+    const done = (): void => {
+      wire.removeListener('data', onData);
+      wire.removeListener('end', done);
+      wire.removeListener('error', done);
+      reject(tooLarge);
+    };
+    const onData = (chunk: Buffer | string): void => {
+      wireBytes += chunk.length;
+      if (wireBytes > drainBytes) done();
+    };
+    wire.on('data', onData);
+    wire.on('end', done);
+    wire.on('error', done);
+    wire.resume();
+  });
+}
+
 /**
  * Read `payload` (the request stream, or the inflating stream of the preParsing hook, which
  * reports the encoded bytes as `receivedEncodedLength`) into one Buffer.
  * @param headers the request headers (`content-length`, `content-encoding`, `inference-header-content-length`).
  * @param limitBytes the body limit, bytes (inflated bytes count for an encoded body).
+ * @param drainBytes most bytes of a body over the limit read (on the wire, from its start) and
+ *   discarded before the 413 (see the file docs); 0: refuse at once.
  * @returns the body; for a binary-tensor request its byte `h` (the header length) lies at a
  *   multiple of `BINARY_PART_ALIGNMENT` in `body.buffer`.
  */
-export function readBody(payload: Readable & { receivedEncodedLength?: number }, headers: IncomingHttpHeaders, limitBytes: number, pool?: BodyPool): Promise<Buffer> {
+export function readBody(payload: BodyStream, headers: IncomingHttpHeaders, limitBytes: number, pool?: BodyPool, drainBytes = 0): Promise<Buffer> {
   const encoded = headers['content-encoding'] !== undefined && headers['content-encoding'].trim().toLowerCase() !== 'identity';
   const declared = headers['content-length'] === undefined ? Number.NaN : Number(headers['content-length']);
-  if (declared > limitBytes) return Promise.reject(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
+  if (declared > limitBytes) return refuseBody(payload, headers, drainBytes);
   const headerLength = Number(headers['inference-header-content-length']);
   const pad = Number.isSafeInteger(headerLength) && headerLength > 0 ? (BINARY_PART_ALIGNMENT - (headerLength % BINARY_PART_ALIGNMENT)) % BINARY_PART_ALIGNMENT : 0;
   const placed = (length: number): Buffer => (pool === undefined ? Buffer.from(new ArrayBuffer(pad + length), pad, length) : pool.take(length, pad));
@@ -118,7 +161,7 @@ export function readBody(payload: Readable & { receivedEncodedLength?: number },
       if (received > limitBytes || (payload.receivedEncodedLength ?? 0) > limitBytes) {
         stop();
         if (target !== undefined) pool?.give(target);
-        reject(new errorCodes.FST_ERR_CTP_BODY_TOO_LARGE());
+        refuseBody(payload, headers, drainBytes, payload.receivedEncodedLength ?? received).catch(reject);
         return;
       }
       if (target === undefined) chunks.push(chunk);

@@ -27,6 +27,7 @@ import { parse as parseLossless } from 'lossless-json';
 import { MAX_REQUEST_ID_LENGTH, ServeError, type InferInput, type InferRequest, type InferRequestedOutput, type InferResponse, type ModelMetadata } from '../inference.ts';
 import { describeValue, HOST_DATATYPE_OF, jsonDataText, rawBytes } from '../tensors.ts';
 import { BYTES_PER_ELEMENT, elementCount } from '../../tensor.ts';
+import { DEFAULT_JSON_LIMITS, scanJson, type JsonLimits } from './limits.ts';
 
 /** The header that gives the JSON part's byte length in a binary request or response. */
 export const INFERENCE_HEADER = 'inference-header-content-length';
@@ -60,7 +61,7 @@ export function parseJsonLossless(text: string): unknown {
   });
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
+export function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
@@ -78,34 +79,68 @@ function optionalBool(model: string, v: unknown, field: string): boolean | undef
 }
 
 /**
- * Decode an infer request body.
+ * Byte length of the JSON part of a body: the whole body without the header, else the
+ * `Inference-Header-Content-Length` value (0: the extension's raw binary request).
+ * @param headerLength the header as sent (undefined: absent).
+ * @throws ServeError bad_request naming the header and the body's length when it is not an integer in [0, body length].
+ */
+export function jsonPartLength(bodyLength: number, headerLength: string | undefined, model: string): number {
+  if (headerLength === undefined) return bodyLength;
+  const n = /^\d{1,15}$/.test(headerLength.trim()) ? Number(headerLength.trim()) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n > bodyLength) {
+    throw bad(model, `the Inference-Header-Content-Length header must be an integer in [0, ${bodyLength}] (the body's length in bytes), got '${headerLength.slice(0, 40)}'`);
+  }
+  return n;
+}
+
+/**
+ * Parse the JSON part `bytes[0, jsonEnd)` of an infer request body into an object, after the
+ * structural limits (`limits.ts` `scanJson`). Pure: runs on the event loop or in a codec thread.
+ * @param bodyLength the whole body's length (for messages about the header).
+ * @param headerLength the `Inference-Header-Content-Length` header as sent (undefined: absent).
+ * @throws ServeError bad_request: a limit passed, not JSON (naming the header when it gave the
+ *   JSON part's length), or not an object.
+ */
+export function parseInferJson(bytes: Uint8Array, jsonEnd: number, bodyLength: number, headerLength: string | undefined, model: string, limits: JsonLimits = DEFAULT_JSON_LIMITS): Record<string, unknown> {
+  if (jsonEnd === 0) throw bad(model, 'the request has no body; expected a JSON inference request ({"inputs": [...]})');
+  const violation = scanJson(bytes, 0, jsonEnd, limits);
+  if (violation !== undefined) throw bad(model, violation);
+  const text = Buffer.from(bytes.buffer, bytes.byteOffset, jsonEnd).toString('utf8');
+  let raw: unknown;
+  try {
+    raw = parseJsonLossless(text);
+  } catch (err) {
+    const why = (err instanceof RangeError ? 'nested too deeply' : err instanceof Error ? err.message : String(err)).slice(0, 200);
+    if (headerLength !== undefined) {
+      throw bad(model, `the JSON header is not valid JSON (${why}): the Inference-Header-Content-Length header says it is the first ${jsonEnd} bytes of the ${bodyLength}-byte body; check the header's value`);
+    }
+    const looksBinary = text.includes('\0') || text.includes('\uFFFD');
+    throw bad(model, `the request body is not valid JSON${looksBinary ? ' (binary tensor data needs the Inference-Header-Content-Length header)' : ''}: ${why}`);
+  }
+  if (!isObject(raw)) throw bad(model, `the request must be a JSON object ({"inputs": [...]}), got ${describeValue(raw)}`);
+  return raw;
+}
+
+/**
+ * Decode an infer request body on the calling thread (`offload.ts` decodes large ones in a codec thread).
  * @param body the raw body (empty for none).
  * @param headerLength the `Inference-Header-Content-Length` header as sent (undefined: absent).
  * @param metadata the model's metadata (for the raw binary request and messages).
  * @throws ServeError bad_request naming the model and the field.
  */
-export function decodeInferBody(body: Uint8Array, headerLength: string | undefined, metadata: ModelMetadata): DecodedInferBody {
+export function decodeInferBody(body: Uint8Array, headerLength: string | undefined, metadata: ModelMetadata, limits: JsonLimits = DEFAULT_JSON_LIMITS): DecodedInferBody {
   const model = metadata.name;
-  let jsonEnd = body.byteLength;
-  if (headerLength !== undefined) {
-    const n = /^\d{1,15}$/.test(headerLength.trim()) ? Number(headerLength.trim()) : Number.NaN;
-    if (!Number.isSafeInteger(n) || n > body.byteLength) {
-      throw bad(model, `the Inference-Header-Content-Length header must be an integer in [0, ${body.byteLength}] (the body's length), got '${headerLength.slice(0, 40)}'`);
-    }
-    if (n === 0) return rawBinaryRequest(body, metadata);
-    jsonEnd = n;
-  }
-  if (jsonEnd === 0) throw bad(model, 'the request has no body; expected a JSON inference request ({"inputs": [...]})');
-  const text = Buffer.from(body.buffer, body.byteOffset, jsonEnd).toString('utf8');
-  let raw: unknown;
-  try {
-    raw = parseJsonLossless(text);
-  } catch (err) {
-    const looksBinary = headerLength === undefined && (text.includes("\0") || text.includes("\uFFFD"));
-    const why = err instanceof RangeError ? 'nested too deeply' : err instanceof Error ? err.message : String(err);
-    throw bad(model, `the request body is not valid JSON${looksBinary ? ' (binary tensor data needs the Inference-Header-Content-Length header)' : ''}: ${why.slice(0, 200)}`);
-  }
-  if (!isObject(raw)) throw bad(model, `the request must be a JSON object ({"inputs": [...]}), got ${describeValue(raw)}`);
+  const jsonEnd = jsonPartLength(body.byteLength, headerLength, model);
+  if (headerLength !== undefined && jsonEnd === 0) return rawBinaryRequest(body, metadata);
+  return decodeParsed(parseInferJson(body, jsonEnd, body.byteLength, headerLength, model, limits), body, headerLength, jsonEnd, model);
+}
+
+/**
+ * The request of a parsed JSON part (`parseInferJson`); an input's `data` that is a
+ * `Uint8Array` (tensor bytes a codec thread made of its JSON data, `offload.ts`) is taken as raw data.
+ * @throws ServeError bad_request naming the field, with the request's id when it has one.
+ */
+export function decodeParsed(raw: Record<string, unknown>, body: Uint8Array, headerLength: string | undefined, jsonEnd: number, model: string): DecodedInferBody {
   const id = raw['id'];
   if (id !== undefined && typeof id !== 'string') throw bad(model, `id must be a string, got ${describeValue(id)}`);
   if (id !== undefined && id.length > MAX_REQUEST_ID_LENGTH) throw bad(model, `id is ${id.length} characters long; at most ${MAX_REQUEST_ID_LENGTH}`);
@@ -151,8 +186,9 @@ function decodeFields(raw: Record<string, unknown>, id: string | undefined, body
       inputs.push({ name, datatype, shape: shape as number[], data: { kind: 'raw', bytes: body.subarray(offset, offset + size) } });
       offset += size;
     } else {
-      if (entry['data'] === undefined) throw bad(model, `${where}: data is missing (or give parameters.binary_data_size with binary data)`);
-      inputs.push({ name, datatype, shape: shape as number[], data: { kind: 'json', values: entry['data'] } });
+      const data = entry['data'];
+      if (data === undefined) throw bad(model, `${where}: data is missing (or give parameters.binary_data_size with binary data)`);
+      inputs.push({ name, datatype, shape: shape as number[], data: data instanceof Uint8Array ? { kind: 'raw', bytes: data } : { kind: 'json', values: data } });
     }
   }
   if (offset !== body.byteLength) {
