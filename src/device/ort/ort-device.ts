@@ -85,11 +85,11 @@
  *   it reaches the front of its executor's queue; an overrun kills the executor (SIGKILL),
  *   fails that segment ("exceeded segmentTimeoutMs N ms") and the others queued there, and
  *   restarts it (details: `executor-handle.ts`).
- * - Restart backoff: after `MAX_FAILED_RESTARTS` (3) consecutive failed restarts of one
- *   service's executor, it is left down and that service's segments fail at once with a
- *   `DeviceFailureError` saying so. Loading the service again under the same name (`load`)
- *   replaces the down executor with a fresh one (0 restarts); while it is up, that name stays
- *   taken.
+ * - Restart backoff: a failed restart is tried again after a capped exponential backoff
+ *   (`restartBackoff`), forever; meanwhile that service's segments fail at once with a
+ *   `DeviceFailureError` saying when the next try is. `watchHealth` listeners hear each
+ *   executor going down and coming back. Loading the service again under the same name
+ *   (`load`) while it waits out a backoff replaces it with a fresh executor (0 restarts).
  * - Bounded bookkeeping: the device remembers at most `maxLostQueries` queries whose state was
  *   lost (so their next `resume` gets an error result; the oldest are forgotten first, after
  *   which a resume is a BadRequestError "no kept state"), and keeps the state of at most
@@ -108,9 +108,9 @@ import type { Logger } from '../../log.ts';
 import { GraphBuilder } from '../../model/onnx/builder.ts';
 import { onnx } from '../../model/onnx/proto.ts';
 import type { ModelSpec } from '../../model/spec.ts';
-import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from '../device.ts';
-import type { ExecutorFault } from './executor-handle.ts';
-import { ExecutorHandle, probeExecutionProvider } from './executor-handle.ts';
+import type { Device, DeviceService, GroupResult, Segment, SegmentResult, ServiceHealthEvent } from '../device.ts';
+import type { ExecutorFault, RestartBackoff } from './executor-handle.ts';
+import { DEFAULT_RESTART_BACKOFF, ExecutorHandle, probeExecutionProvider } from './executor-handle.ts';
 import type { SessionConfig, WarmupSettle } from './protocol.ts';
 import { QueryBook } from '../query-book.ts';
 import { validateGroup } from '../validate.ts';
@@ -190,6 +190,8 @@ export interface OrtDeviceOptions {
   readonly maxLostQueries?: number;
   /** Most unfinished queries whose state is kept [10000]; beyond that the oldest is evicted (treated as lost). */
   readonly maxKeptQueries?: number;
+  /** Backoff between failed executor restarts, ms [{ initialMs: 250, maxMs: 30000 }], each in [1, 2147483647]. */
+  readonly restartBackoff?: RestartBackoff;
   /** Where executor exits, restarts, timeouts and load timings are logged [silent]. */
   readonly logger?: Logger;
 }
@@ -225,6 +227,7 @@ interface ResolvedOptions {
   readonly executorMemoryLimitMb: number;
   readonly maxLostQueries: number;
   readonly maxKeptQueries: number;
+  readonly restartBackoff: RestartBackoff;
   readonly logger: Logger;
 }
 
@@ -305,6 +308,10 @@ function resolveOptions(o: OrtDeviceOptions): ResolvedOptions {
     executorMemoryLimitMb: memoryLimitOption(o.executorMemoryLimitMb),
     maxLostQueries: intOption('maxLostQueries', o.maxLostQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER),
     maxKeptQueries: intOption('maxKeptQueries', o.maxKeptQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER),
+    restartBackoff: {
+      initialMs: intOption('restartBackoff.initialMs', o.restartBackoff?.initialMs, DEFAULT_RESTART_BACKOFF.initialMs, 1, MAX_TIMER_MS),
+      maxMs: intOption('restartBackoff.maxMs', o.restartBackoff?.maxMs, DEFAULT_RESTART_BACKOFF.maxMs, 1, MAX_TIMER_MS),
+    },
     logger: o.logger ?? pino({ enabled: false }),
   };
 }
@@ -333,6 +340,7 @@ export class OrtDevice implements Device {
   /** Executors that a `load` in progress is starting (not yet in `handles`). */
   private readonly loading = new Set<ExecutorHandle>();
   private closing: Promise<void> | undefined;
+  private readonly healthListeners = new Set<(event: ServiceHealthEvent) => void>();
 
   private constructor(options: ResolvedOptions) {
     this.options = options;
@@ -433,9 +441,14 @@ export class OrtDevice implements Device {
             loadTimeoutMs: this.options.loadTimeoutMs,
             segmentTimeoutMs: this.options.segmentTimeoutMs,
             memoryLimitBytes: Math.round(this.options.executorMemoryLimitMb * 1024 * 1024),
+            restartBackoff: this.options.restartBackoff,
             logger: this.log,
           },
           (reason) => this.onStateLost(s.name, reason),
+          (h) => {
+            // only the handle serving the name speaks for it (not one a `load` is replacing)
+            if (this.handles.get(s.name) === handle) for (const l of this.healthListeners) l({ service: s.name, ...h });
+          },
         );
         started.push({ name: s.name, spec: s.model.spec, handle });
         this.loading.add(handle);
@@ -580,6 +593,12 @@ export class OrtDevice implements Device {
   /** Largest `Segment.intraOpThreads` this device accepts (`OrtDeviceOptions.maxIntraOpThreads`). */
   get maxIntraOpThreads(): number {
     return this.options.maxIntraOpThreads;
+  }
+
+  /** See `Device.watchHealth`: executor down (crash, failed restart) and up (restarted) per service. */
+  watchHealth(listener: (event: ServiceHealthEvent) => void): () => void {
+    this.healthListeners.add(listener);
+    return () => this.healthListeners.delete(listener);
   }
 
   /**
