@@ -64,6 +64,8 @@ export interface ServeCliOptions {
   exitWithParent?: boolean;
   /** `--model-control none|explicit` (Triton's term): `explicit` lets clients load and unload models. */
   modelControl: ModelControlMode;
+  /** `--strict-readiness true|false` (Triton's flag): the server readiness rule of docs/serving.md "Health and readiness". */
+  strictReadiness: boolean;
 }
 
 /** How often `serve` checks that its parent process is still there, ms. */
@@ -124,6 +126,7 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
     ...(opts.profileSamples === undefined ? {} : { profileSamples: opts.profileSamples }),
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
     modelControl: opts.modelControl,
+    strictReadiness: opts.strictReadiness,
   });
   const dashboard = opts.dashboard ? new DashboardHub({ feed, source: backend, logger }) : undefined;
   const grpc: { port: number; factory: GrpcServerFactory } | undefined = opts.grpc ? { port: opts.grpcPort, factory: createGrpcServer } : undefined;
@@ -198,6 +201,15 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
         return value as ModelControlMode;
       },
       'none',
+    )
+    .option(
+      '--strict-readiness <bool>',
+      "Triton's readiness rule: true: /v2/health/ready is 503 while any loaded model is down (its executor restarting); false: ready while at least one model is READY (docs/serving.md)",
+      (value: string): boolean => {
+        if (value !== 'true' && value !== 'false') throw new InvalidArgumentError(`--strict-readiness expects true or false, got '${value}'`);
+        return value === 'true';
+      },
+      true,
     )
     .option('--exit-with-parent', 'shut down (gracefully) when the parent process exits, e.g. when `npx abacus serve` is killed (default: on when launched through npm/npx)')
     .option('--no-exit-with-parent', 'keep running when the parent process exits, even when launched through npm/npx')

@@ -46,6 +46,8 @@ export interface ServingOptions {
    * work (`abacus serve --model-control explicit`); `none` (default): they answer 403.
    */
   readonly modelControl?: ModelControlMode;
+  /** Server readiness rule (`RuntimeBackendOptions.strictReadiness`) [true]. */
+  readonly strictReadiness?: boolean;
 }
 
 /** `abacus serve --model-control`: `none` (default) or `explicit` (load/unload at runtime). */
@@ -108,7 +110,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   const modelControl: ModelControl | undefined =
     options.modelControl === 'explicit' ? { resolve: (name, text) => resolveLoadedModel(ctx, repo, config, hosted.isSim, name, text, deviceServices) } : undefined;
   const feed = new RecordFeed((err) => logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'a record observer failed and was removed'));
-  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, privatePaths: [{ path: repo.cacheDir, label: '<model cache>' }], ...(modelControl === undefined ? {} : { modelControl }) });
+  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, privatePaths: [{ path: repo.cacheDir, label: '<model cache>' }], strictReadiness: options.strictReadiness ?? true, ...(modelControl === undefined ? {} : { modelControl }) });
   const openEngine = async (): Promise<BackendEngine> => {
     const file = options.predictorFile ?? config.predictor;
     const predictorFor = async (h: Hosted) =>

@@ -17,7 +17,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../log.ts';
-import { within, type BackendEngine, type RuntimeBackend } from './backend.ts';
+import type { BackendEngine, RuntimeBackend } from './backend.ts';
+import { within } from './waits.ts';
 import type { DashboardHub } from './dashboard/hub.ts';
 import type { GrpcInferenceServer, GrpcServerOptions } from './grpc/server.ts';
 import { createHttpApp } from './http/app.ts';
