@@ -144,16 +144,34 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
   });
 }
 
-/** Run until SIGTERM / SIGINT (or, with `exitWithParent`, until the parent process goes), then shut down gracefully (exit code 0). */
+/**
+ * Run until SIGTERM / SIGINT (or, with `exitWithParent`, until the parent process goes), then shut
+ * down gracefully (exit code 0). A signal before the server listens (the config is read and models
+ * are built; no child process runs yet, and a model build writes its cache entry atomically)
+ * exits 0 at once.
+ */
 async function serveUntilSignalled(ctx: CliContext, opts: ServeCliOptions): Promise<void> {
-  const server = await startServeCommand(ctx, opts);
   let stop: ((signal: string) => void) | undefined;
   const stopped = new Promise<string>((resolve) => {
     stop = resolve;
   });
   const onSignal = (signal: NodeJS.Signals): void => stop?.(signal);
-  process.once('SIGTERM', onSignal);
-  process.once('SIGINT', onSignal);
+  const beforeListening = (signal: NodeJS.Signals): void => {
+    ctx.out(`abacus serve: ${signal} while starting (building models): exiting\n`);
+    process.exit(0);
+  };
+  process.once('SIGTERM', beforeListening);
+  process.once('SIGINT', beforeListening);
+  let server: RunningServer;
+  try {
+    server = await startServeCommand(ctx, opts);
+  } finally {
+    process.off('SIGTERM', beforeListening);
+    process.off('SIGINT', beforeListening);
+  }
+  // kept during the shutdown: a second signal does not kill the process half-way (executors left behind)
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
   const unwatch = (opts.exitWithParent ?? exitsWithParentByDefault(process.env)) ? watchParent((pid) => stop?.(`parent process ${pid} (the launcher) exited`)) : undefined;
   try {
     // a failed start-up rejects `ready` (the server has shut itself down): that error is the command's
