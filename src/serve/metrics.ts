@@ -19,7 +19,7 @@
  * | `abacus_predictor_guard_active` | gauge | guard | with online refinement on: 1 while the predictor is out of calibration and the guard acts, else 0; `guard="inflate_quantile"`: it inflates the predictions of overlapped groups by a quantile of the recent measured ÷ predicted ratios (`predict/refine.ts` "Guard"); no series otherwise |
  * | `abacus_predictor_guard_factor` | gauge | guard | with online refinement on: the factor (≥ 1) the guard multiplies the prediction of an overlapped group by, 1 while calibrated; no series otherwise |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
- * | `abacus_ready` | gauge | | 1 when every service that can load is warmed up (at least one READY) and the server is not shutting down |
+ * | `abacus_ready` | gauge | | 1 while `/v2/health/ready` is 200 (the readiness rule of docs/serving.md "Health and readiness") |
  * | `abacus_executor_restarts_total` | counter | model | automatic restarts of the model's executor after it died (crash, OOM kill, segment timeout); a failed restart tried again after its backoff is not counted again |
  * | `abacus_model_state` | gauge | model, state | 1 for the model's current state (`LOADING`, `READY`, `UNLOADING`, `UNAVAILABLE`), 0 for the others, read at scrape time |
  * | `abacus_executor_rss_bytes` | gauge | model | resident memory of the process executing the model (ort: its executor child, as it reported after its last segment), read at scrape time through the runtime's device (`Device.residentBytes`); no series for a device without such processes (sim) or while the executor restarts |
@@ -189,7 +189,7 @@ export class ServeMetrics {
     const readyOf = (): boolean => this.readyOf();
     new Gauge({
       name: 'abacus_ready',
-      help: '1 when every service that can load is warmed up (at least one READY) and the server is not shutting down',
+      help: '1 while the server is ready (/v2/health/ready is 200; the rule of docs/serving.md "Health and readiness")',
       registers,
       collect() {
         this.set(readyOf() ? 1 : 0);

@@ -380,7 +380,7 @@ export class OrtDevice implements Device {
   /**
    * Start one executor per service, create its operator sessions and warm each operator up;
    * resolves once all are ready. May be called again, also concurrently, to add services.
-   * A service whose executor was left down after repeated failed restarts may be loaded again
+   * A service whose executor waits out a restart backoff (its restarts failed) may be loaded again
    * under its name: on success the fresh executor replaces the down one.
    * @throws RangeError for a name listed twice, already loaded (and up), or being loaded by
    *   another `load` call in progress.
