@@ -214,7 +214,7 @@ export async function ensurePredictor(
  * may refuse those). Undefined when every model's shapes are the shared lists (`batchSizes`,
  * `seqLens`), which keeps the predictor cache key of such configs as it was.
  */
-function ownShapes(services: readonly ExperimentService[], batchSizes: readonly number[], seqLens: readonly number[]): ReadonlyMap<string, ModelShapes> | undefined {
+export function ownShapes(services: readonly ExperimentService[], batchSizes: readonly number[], seqLens: readonly number[]): ReadonlyMap<string, ModelShapes> | undefined {
   const byModel = new Map<string, { batchSizes: Set<number>; seqLens: Set<number>; seqAxis: boolean }>();
   for (const s of services) {
     let m = byModel.get(s.spec.name);

@@ -296,7 +296,7 @@ async function openPredictor(predictor: Predictor, source: string, hosted: Hoste
  * `device/ort`, by service or model name), with the error as their reason; empty when it names
  * no model or several.
  */
-function failedServiceOf(hosted: Hosted, err: unknown): Map<string, string> {
+export function failedServiceOf(hosted: Hosted, err: unknown): Map<string, string> {
   const message = describeError(err);
   const names = (name: string): boolean => new RegExp(`\\bservice ${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\b`).test(message);
   const named = hosted.services.filter((s) => names(s.name) || names(s.spec.name));
