@@ -51,37 +51,13 @@ import type { AbacusError } from '../../errors.ts';
 import { DeviceFailureError, DeviceUnavailableError, describeError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { TensorMap } from '../../tensor.ts';
-import type { ChildMessage, LoadMessage, ParentMessage, RunMessage, SessionConfig } from './protocol.ts';
+import type { ChildMessage, LoadMessage, RunMessage, SessionConfig } from './protocol.ts';
 import { fromWire } from './protocol.ts';
+import { exitDescription, isAlive, OutputTail, sendTo } from './child-io.ts';
+import { DEFAULT_RESTART_BACKOFF, restartDelayMs, type ExecutorHealth, type RestartBackoff } from './restart-backoff.ts';
 
 /** Grace period between SIGTERM and SIGKILL when closing, in ms. */
 export const CLOSE_GRACE_MS = 2000;
-/**
- * Default restart backoff: the wait before the next restart after n consecutive failed ones is
- * `initialMs` × 2^(n − 1), at most `maxMs`. Chosen, not measured: 250 ms lets a transient fault
- * (a file being replaced) pass quickly; 30 s bounds what a persistent fault costs in spawns.
- */
-export const DEFAULT_RESTART_BACKOFF: RestartBackoff = { initialMs: 250, maxMs: 30_000 };
-
-/** Capped exponential backoff between failed restarts, ms. */
-export interface RestartBackoff {
-  readonly initialMs: number;
-  readonly maxMs: number;
-}
-
-/** The wait before the next restart after `failures` (≥ 1) consecutive failed ones, ms. */
-export function restartDelayMs(backoff: RestartBackoff, failures: number): number {
-  return Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
-}
-
-/** What `onHealth` reports: whether the executor is up, and why not. */
-export interface ExecutorHealth {
-  readonly up: boolean;
-  /** Why it is down (exit, failed restart and the next try); '' when up. */
-  readonly reason: string;
-  /** Automatic restarts so far (the handle's `restarts`). */
-  readonly restarts: number;
-}
 /** Characters of child stdout/stderr kept for error messages and logs. */
 const OUTPUT_TAIL_CHARS = 2000;
 
@@ -134,50 +110,6 @@ export function spawnExecutorProcess(): ChildProcess {
     execArgv: ['--import', loader, '--expose-gc'],
     serialization: 'advanced',
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-  });
-}
-
-/** Keeps the last `limit` characters a child wrote to stdout/stderr. */
-class OutputTail {
-  private buffer = '';
-  constructor(private readonly limit: number) {}
-  attach(child: ChildProcess): void {
-    const push = (chunk: Buffer): void => {
-      this.buffer = (this.buffer + chunk.toString('utf8')).slice(-this.limit);
-    };
-    child.stdout?.on('data', push);
-    child.stderr?.on('data', push);
-  }
-  text(): string {
-    return this.buffer.trim();
-  }
-  suffix(): string {
-    const t = this.text();
-    return t ? `; executor output (tail): ${t}` : '';
-  }
-}
-
-function exitDescription(code: number | null, signal: NodeJS.Signals | null): string {
-  return signal ? `signal ${signal}` : `exit code ${String(code)}`;
-}
-
-function isAlive(child: ChildProcess): boolean {
-  return child.exitCode === null && child.signalCode === null;
-}
-
-/**
- * Send a message. Never rejects: resolves `undefined` once the channel took it, or the reason
- * it did not (channel closed, or a value structured clone cannot copy — `child.send` throws
- * that synchronously, before anything is written).
- */
-function sendTo(child: ChildProcess, msg: ParentMessage): Promise<string | undefined> {
-  if (!child.connected) return Promise.resolve('the IPC channel is closed');
-  return new Promise((resolve) => {
-    try {
-      child.send(msg, (err) => resolve(err ? describeError(err) : undefined));
-    } catch (err) {
-      resolve(describeError(err));
-    }
   });
 }
 
