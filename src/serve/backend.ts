@@ -627,6 +627,7 @@ export class RuntimeBackend implements InferenceBackend {
 
   private async doShutdown(graceMs: number): Promise<void> {
     this.closing = true;
+    this.states.release();
     const t0 = performance.now();
     const left = (): number => graceMs - (performance.now() - t0);
     const runtime = this.runtime;
@@ -711,13 +712,14 @@ export class RuntimeBackend implements InferenceBackend {
       const crashes = this.states.crashes(model.name);
       let outcome = await submit(plan.qosMs);
       const arrivalMs = outcome.record.arrivalMs;
-      // caught by an executor crash: once more on the restarted executor, with what is left of its QoS target (docs/serving.md "Executor restarts")
-      const leftMs = (plan.qosMs ?? model.qosTargetMs) - ((this.engine?.clock.now() ?? Infinity) - arrivalMs);
-      if (!outcome.ok && outcome.reason === 'device_failure' && this.states.crashes(model.name) !== crashes && leftMs > 0 && !isAborted(request.signal)) {
-        this.logger?.info({ model: model.name, queryId: id, leftMs, err: outcome.message }, 'query failed by an executor crash: retrying it once');
+      // caught by an executor crash: once more when it is back, with what is left of its QoS target (docs/serving.md "Executor restarts")
+      const leftMs = (): number => (plan.qosMs ?? model.qosTargetMs) - ((this.engine?.clock.now() ?? Infinity) - arrivalMs);
+      const crashed = !outcome.ok && outcome.reason === 'device_failure' && this.states.crashes(model.name) !== crashes;
+      if (crashed && (await this.states.whenUp(model.name, leftMs())) && leftMs() > 0 && !isAborted(request.signal) && !this.closing) {
+        this.logger?.info({ model: model.name, queryId: id, leftMs: leftMs(), err: outcome.ok ? '' : outcome.message }, 'query failed by an executor crash: retrying it once');
         this.timings.delete(id);
         this.timings.set((id = `r${this.nextQuery++}`), timing);
-        outcome = await submit(leftMs);
+        outcome = await submit(leftMs());
       }
       const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - arrivalMs;
       if (!outcome.ok) throw this.rejection(model, outcome.reason, outcome.message, queueMs);

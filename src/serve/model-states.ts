@@ -7,7 +7,8 @@
  * Executor health: a READY model whose executor goes down (crash, OOM kill, failed restart) is
  * UNAVAILABLE with the reason at once, and READY again (with its earlier note) when the device
  * reports it up. Each new crash is counted (`crashes`, `abacus_executor_restarts_total`), so the
- * backend can tell a query failed by a crash from one failed by its inputs and retry it once.
+ * backend can tell a query failed by a crash from one failed by its inputs, wait for the executor
+ * (`whenUp`) and retry it once.
  */
 import type { ServiceHealthEvent } from '../device/device.ts';
 import type { Logger } from '../log.ts';
@@ -69,6 +70,8 @@ export class ModelStates {
   private readonly logger: Logger | undefined;
   private readonly privatePaths: readonly PrivatePath[];
   private readonly onRestart: (model: string) => void;
+  /** `whenUp` callers per model, resolved when its executor is back (or by `release`). */
+  private readonly waiters = new Map<string, Set<(up: boolean) => void>>();
   /** See `ModelStatesOptions.strictReadiness`. */
   readonly strictReadiness: boolean;
 
@@ -112,6 +115,31 @@ export class ModelStates {
   }
 
   /**
+   * Resolves true once `name` is not down because of its executor (at once when it is not),
+   * false after `timeoutMs` or at `release` (shutdown).
+   */
+  whenUp(name: string, timeoutMs: number): Promise<boolean> {
+    if (this.entries.get(name)?.executorDown !== true) return Promise.resolve(true);
+    if (!(timeoutMs > 0)) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const set = this.waiters.get(name) ?? new Set<(up: boolean) => void>();
+      this.waiters.set(name, set);
+      const done = (up: boolean): void => {
+        clearTimeout(timer);
+        set.delete(done);
+        resolve(up);
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      set.add(done);
+    });
+  }
+
+  /** Resolve every `whenUp` with false (the server shuts down). */
+  release(): void {
+    for (const set of this.waiters.values()) for (const done of [...set]) done(false);
+  }
+
+  /**
    * Whether the server is ready once started (the caller checks start-up and shutdown): at
    * least one model READY and, with strict readiness, no model down because of its executor.
    */
@@ -144,6 +172,7 @@ export class ModelStates {
       e.reason = e.note;
       e.executorDown = false;
       this.logger?.info({ model: event.service, state: 'READY', restarts: event.restarts }, 'model state: executor back');
+      for (const done of [...(this.waiters.get(event.service) ?? [])]) done(true);
     }
   }
 }

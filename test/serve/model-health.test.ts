@@ -76,6 +76,11 @@ async function setUp(options: { strictReadiness?: boolean; qosTargetMs?: number 
   return { backend, device, metrics };
 }
 
+/** Poll `cond` every 10 ms until it holds (the test's own timeout bounds the wait). */
+async function until(cond: () => boolean): Promise<void> {
+  while (!cond()) await new Promise((r) => setTimeout(r, 10));
+}
+
 const request = (modelName: string): InferRequest => ({ modelName, requestId: 't', inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 3, 64, 64], data: { kind: 'raw', bytes: Buffer.alloc(3 * 64 * 64 * 4) } }] });
 
 describe('model state follows executor health', () => {
@@ -110,15 +115,18 @@ describe('model state follows executor health', () => {
     await backend.shutdown(1000);
   });
 
-  it('a query caught by a crash is retried once on the restarted executor; a second crash is its answer', async () => {
+  it('a query caught by a crash is retried once when the executor is back; a second crash is its answer', async () => {
     const { backend, device, metrics } = await setUp();
     device.crashNext = 1;
     const answer = backend.infer(request('a'));
-    const ok = await answer;
-    expect(ok.modelName).toBe('a');
+    await until(() => backend.modelState('a')?.state === 'UNAVAILABLE');
     device.emit(true);
+    expect((await answer).modelName).toBe('a');
     device.crashNext = 2;
-    await expect(backend.infer(request('a'))).rejects.toMatchObject({ code: 'device_failure' });
+    const second = backend.infer(request('a'));
+    await until(() => backend.modelState('a')?.state === 'UNAVAILABLE');
+    device.emit(true);
+    await expect(second).rejects.toMatchObject({ code: 'device_failure' });
     device.emit(true);
     const text = await metrics.text();
     expect(text).toMatch(/abacus_executor_restarts_total\{model="a"\} 3/);
@@ -126,6 +134,21 @@ describe('model state follows executor health', () => {
     expect(text).toMatch(/abacus_requests_total\{model="a",outcome="success"\} 1/);
     expect(text).toMatch(/abacus_requests_total\{model="a",outcome="device_failure"\} 1/);
     await backend.shutdown(1000);
+  });
+
+  it('no retry when the executor is not back within the query\'s QoS target, nor once the server shuts down', async () => {
+    const { backend, device } = await setUp({ qosTargetMs: 200 });
+    device.crashNext = 1;
+    await expect(backend.infer(request('a'))).rejects.toMatchObject({ code: 'device_failure' });
+    device.emit(true);
+    device.crashNext = 1;
+    const answer = backend.infer(request('b')); // b does not crash: a control
+    expect((await answer).modelName).toBe('b');
+    const caught = backend.infer(request('a'));
+    await until(() => backend.modelState('a')?.state === 'UNAVAILABLE');
+    const down = backend.shutdown(1000);
+    await expect(caught).rejects.toMatchObject({ code: expect.stringMatching(/^(device_failure|not_ready)$/) as unknown });
+    await down;
   });
 
   it('reasons name no absolute path: private folders by their label, others by their last segment', () => {
