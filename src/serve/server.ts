@@ -140,6 +140,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       const engine = await opening;
       if (engine === undefined) return;
       await backend.start(engine);
+      if (closing) return; // shut down while loading and warming up: not a start-up to announce
       const down = backend.repositoryIndex().filter((m) => m.state !== 'READY');
       const unavailable = down.length === 0 ? '' : `; UNAVAILABLE: ${down.map((m) => `${m.name} (${m.reason})`).join('; ')}`;
       const ms = Math.round(performance.now() - t0);
