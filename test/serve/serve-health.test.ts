@@ -5,7 +5,9 @@
  *   `/v2/health/ready` (strict readiness) follow; the restarts are in /metrics; the other model
  *   serves throughout; every request sent meanwhile got exactly one HTTP answer. Then the server
  *   is killed with SIGKILL and its executors end by themselves.
- * - SIGTERM while the first-start profile runs: exit 0, and none of its child processes is left.
+ * - SIGTERM while the first-start profile runs, while a zoo model is built, while a model is
+ *   loaded and warmed up: exit 0, and none of its child processes is left; SIGKILL while
+ *   profiling: its executors end by themselves.
  * No wall-clock asserts: every wait polls with a generous bound.
  */
 import { spawn } from 'node:child_process';
@@ -83,6 +85,44 @@ function runs<T>(xs: readonly T[]): T[] {
 }
 
 const X = { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4, 8, 8], data: new Array<number>(256).fill(0.5) }] };
+
+/**
+ * Start a server, send SIGTERM once `phase` is reached, check exit 0 and that every child it had
+ * is gone; logs the phase the signal met (the server may have moved on by then). `building` and
+ * `warming up`: zoo model resnet50-small on a fresh cache (built first, then loaded and warmed up
+ * at five batch sizes, triton: no predictor); `training`: alpha and beta profiled at a sample
+ * count no other test uses (a fresh predictor), signalled once the MLP trains.
+ */
+async function signalWhile(phase: 'building' | 'warming up' | 'training'): Promise<void> {
+  const training = phase === 'training';
+  if (training) await importModels();
+  const cacheDir = training ? sandbox.cacheDir : path.join(sandbox.tmp, `cache-${phase.replace(' ', '-')}`);
+  const services = training ? ['  - model: alpha', '    qosTargetMs: 60000', '  - model: beta', '    qosTargetMs: 60000'] : ['  - model: resnet50-small', '    qosTargetMs: 60000', '    batchSizes: [1, 2, 4, 8, 16]'];
+  const config = await writeConfig(sandbox.tmp, `phase-${phase.replace(' ', '-')}.yaml`, ['device: ort', `policy: ${training ? '{ name: fcfs, drop: false }' : 'triton'}`, 'services:', ...services]);
+  const child = spawn(process.execPath, [ABACUS_BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', '--no-grpc', '--grace-ms', '3000', ...(training ? ['--profile-samples', '24'] : [])], {
+    env: { ...process.env, ABACUS_CACHE_DIR: cacheDir, ABACUS_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const pid = child.pid!;
+  try {
+    let executors: number[] = [];
+    if (phase === 'building') await until('the model build', () => /building resnet50-small/.test(out));
+    else if (training) await until('the training', () => /training an MLP predictor/.test(out));
+    else await until('an executor to start', async () => (executors = await childrenOf(pid)).length >= 1 || /ready: /.test(out));
+    executors = [...new Set([...executors, ...(await childrenOf(pid))])];
+    child.kill('SIGTERM');
+    expect(await exit, out).toBe(0);
+    await until('no child process of the server left', () => executors.every((p) => !alive(p)), 60_000);
+    const met = /while starting \(building models\)/.test(out) ? 'building' : /ready: /.test(out) ? 'serving' : /predictor trained in/.test(out) ? 'loading and warming up' : training ? 'training' : 'loading and warming up';
+    console.log(`SIGTERM sent while ${phase}: met the server ${met}, exit 0, ${executors.length} executor(s) gone`);
+  } finally {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  }
+}
 
 /** Start a server whose first start profiles (an empty cache, many samples), send `signal` while it profiles, check that it ends and leaves no child. */
 async function profileThen(signal: 'SIGTERM' | 'SIGKILL'): Promise<void> {
@@ -205,6 +245,12 @@ describe('abacus serve (child process, ort): health follows executor crashes; sh
       await server.stop(1000);
     }
   }, 300_000);
+
+  for (const phase of ['building', 'warming up', 'training'] as const) {
+    it(`SIGTERM while ${phase}: exit 0, no child process left`, async () => {
+      await signalWhile(phase);
+    }, 300_000);
+  }
 
   for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
     it(`${signal} during the first-start profile: ${signal === 'SIGTERM' ? 'exit 0, ' : ''}no child process left`, async () => {
