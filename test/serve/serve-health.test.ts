@@ -162,7 +162,7 @@ describe('abacus serve (child process, ort): health follows executor crashes; sh
     await importModels();
     const config = await writeConfig(sandbox.tmp, 'health.yaml', ['device: ort', 'policy: triton', 'services:', '  - model: alpha', '    qosTargetMs: 60000', '  - model: beta', '    qosTargetMs: 60000']);
     const logFile = path.join(sandbox.tmp, 'health.log');
-    const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--grace-ms', '2000', '--no-grpc'], logLevel: 'info', stderrFile: logFile });
+    const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--grace-ms', '2000', '--no-grpc'], logLevel: 'debug', stderrFile: logFile });
     const url = server.httpUrl;
     const statusOf = async (p: string): Promise<number> => (await fetch(`${url}${p}`)).status;
     const alphaPids = async (): Promise<number[]> => (await logLines(logFile)).filter((l) => l.service === 'alpha' && (l.msg === 'executor loaded' || l.msg === 'executor restarted') && typeof l.pid === 'number').map((l) => l.pid!);
@@ -173,18 +173,20 @@ describe('abacus serve (child process, ort): health follows executor crashes; sh
       let observing = true;
       const observer = (async () => {
         while (observing) {
+          // a server gone (the test failed and stopped it) ends the loop, not the run
+          if (server.child.exitCode !== null || server.child.signalCode !== null) return;
           const index = (await (await fetch(`${url}/v2/repository/index`, { method: 'POST' })).json()) as { name: string; state: string }[];
           const state = index.find((m) => m.name === 'alpha')?.state ?? '?';
           seen.push({ state, model: await statusOf('/v2/models/alpha/ready'), server: await statusOf('/v2/health/ready') });
           await new Promise((r) => setTimeout(r, 20));
         }
-      })();
+      })().catch(() => undefined);
       // load: requests to both models, each must get exactly one HTTP answer
       const answers: { model: string; status: number | string }[] = [];
       let loading = true;
       const load = (async () => {
         let i = 0;
-        while (loading) {
+        while (loading && server.child.exitCode === null && server.child.signalCode === null) {
           const model = i++ % 2 === 0 ? 'alpha' : 'beta';
           try {
             const r = await fetch(`${url}/v2/models/${model}/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(X) });
@@ -196,13 +198,21 @@ describe('abacus serve (child process, ort): health follows executor crashes; sh
         }
       })();
 
-      const kills = 4;
+      const kills = 5;
       for (let k = 0; k < kills; k++) {
         let pids: number[] = [];
         await until(`alpha's executor #${k + 1}`, async () => (pids = await alphaPids()).length === k + 1);
         process.kill(pids[k]!, 'SIGKILL'); // as soon as it is back
       }
-      await until('alpha back', async () => (await alphaPids()).length === kills + 1);
+      // then kill the next executors while they start: failed restarts, tried again after a backoff
+      const spawned = async (): Promise<number[]> => (await logLines(logFile)).filter((l) => l.service === 'alpha' && l.msg === 'executor spawned' && typeof l.pid === 'number').map((l) => l.pid!);
+      for (let j = 0; j < 2; j++) {
+        // spawns so far: the first load and one per death (a kill that lands after it loaded is a death too)
+        let pids: number[] = [];
+        await until(`alpha's executor spawn #${kills + 1 + j}`, async () => (pids = await spawned()).length >= kills + 1 + j);
+        process.kill(pids[kills + j]!, 'SIGKILL');
+      }
+      await until('alpha back', async () => (await alphaPids()).length >= kills + 1);
       await until('alpha READY and the server ready', async () => (await statusOf('/v2/models/alpha/ready')) === 200 && (await statusOf('/v2/health/ready')) === 200);
       const ok = await fetch(`${url}/v2/models/alpha/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(X) });
       expect(ok.status).toBe(200);
@@ -229,7 +239,11 @@ describe('abacus serve (child process, ort): health follows executor crashes; sh
       expect(answers.filter((a) => a.model === 'beta').every((a) => a.status === 200)).toBe(true);
       // the restarts and the state are in /metrics
       const metrics = await (await fetch(`${url}/metrics`)).text();
-      expect(metricValue(metrics, 'abacus_executor_restarts_total{model="alpha"}')).toBe(kills);
+      const lines = await logLines(logFile);
+      const restarts = lines.filter((l) => l.service === 'alpha' && l.msg === 'restarting executor').length;
+      expect(restarts).toBeGreaterThanOrEqual(kills);
+      expect(metricValue(metrics, 'abacus_executor_restarts_total{model="alpha"}')).toBe(restarts);
+      expect(lines.some((l) => l.service === 'alpha' && l.msg === 'executor restart failed; retrying after backoff')).toBe(true);
       expect(metricValue(metrics, 'abacus_executor_restarts_total{model="beta"}')).toBe(0);
       expect(metricValue(metrics, 'abacus_model_state{model="alpha",state="READY"}')).toBe(1);
       expect(metricValue(metrics, 'abacus_ready')).toBe(1);
