@@ -5,7 +5,9 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { resolveServices } from '../src/deployment/services.ts';
+import { ownShapes, profiledBatchSizes, resolveServices } from '../src/deployment/services.ts';
+import { failedServiceOf } from '../src/deployment/serving.ts';
+import type { ModelShapes } from '../src/profile/sampler.ts';
 import type { DeploymentContext } from '../src/deployment/context.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import { parseServingConfig } from '../src/runtime/config.ts';
@@ -53,5 +55,32 @@ describe('resolveServices', () => {
       ['b', 'mynet', 2],
       ['c', 'resnet50-small', expect.any(Number)],
     ]);
+  });
+});
+
+describe('first-start profile: each model at its own shapes; a failure naming one model', () => {
+  it('ownShapes: per model the union of its own services\' batch sizes; undefined when every model has the shared lists', async () => {
+    const mixed = parseServingConfig({ device: 'sim:a100', services: [{ name: 'a', model: 'mynet:2', qosTargetMs: 50, batchSizes: [1, 2] }, { name: 'b', model: 'mynet:2', qosTargetMs: 80, batchSizes: [4] }, { name: 'c', model: 'resnet50-small', qosTargetMs: 80, batchSizes: [8] }] }, 'c.yaml');
+    const hosted = await resolveServices(ctx, repo, mixed);
+    const all = hosted.services.flatMap((s) => profiledBatchSizes(s));
+    const shapes = ownShapes(hosted.services, all, []);
+    const listed: [string, number[]][] = [...(shapes ?? new Map<string, ModelShapes>())].map(([m, s]) => [m, [...(s.batchSizes ?? [])].sort((x, y) => x - y)]);
+    expect(listed).toEqual([
+      ['mynet', [1, 2, 4]],
+      ['resnet50-small', [8]],
+    ]);
+    const same = parseServingConfig({ device: 'sim:a100', services: [{ name: 'a', model: 'mynet:2', qosTargetMs: 50, batchSizes: [1, 2] }, { name: 'c', model: 'resnet50-small', qosTargetMs: 80, batchSizes: [2, 1] }] }, 'c.yaml');
+    const h2 = await resolveServices(ctx, repo, same);
+    expect(ownShapes(h2.services, h2.services.flatMap((s) => profiledBatchSizes(s)), [])).toBeUndefined();
+  });
+
+  it('failedServiceOf: the services of the one model the error names (by service or model name), else none', async () => {
+    const config = parseServingConfig({ device: 'sim:a100', services: [{ name: 'a', model: 'mynet:2', qosTargetMs: 50 }, { name: 'b', model: 'mynet:2', qosTargetMs: 80 }, { name: 'c', model: 'resnet50-small', qosTargetMs: 80 }] }, 'c.yaml');
+    const hosted = await resolveServices(ctx, repo, config);
+    expect([...failedServiceOf(hosted, new Error('service c, query p1: operator 0 failed'))].map(([s]) => s)).toEqual(['c']);
+    expect([...failedServiceOf(hosted, new Error('service mynet, query p1: Got invalid dimensions'))].map(([s]) => s)).toEqual(['a', 'b']);
+    expect(failedServiceOf(hosted, new Error('service mynet and service c failed')).size).toBe(0);
+    expect(failedServiceOf(hosted, new Error('out of memory')).size).toBe(0);
+    expect(failedServiceOf(hosted, new Error('service c failed')).get('c')).toMatch(/^it failed while the predictor was profiled: service c failed/);
   });
 });

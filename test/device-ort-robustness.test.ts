@@ -14,9 +14,8 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { DeviceService, SegmentResult } from '../src/device/device.ts';
+import type { DeviceService, SegmentResult, ServiceHealthEvent } from '../src/device/device.ts';
 import { OrtDevice } from '../src/device/ort/index.ts';
-import { MAX_FAILED_RESTARTS } from '../src/device/ort/executor-handle.ts';
 import { STALL_MS } from '../src/device/ort/protocol.ts';
 import { BadRequestError, DeviceFailureError, DeviceUnavailableError } from '../src/errors.ts';
 import type { Logger } from '../src/log.ts';
@@ -56,7 +55,6 @@ function captureLogs(onLine?: (line: LogLine) => void): { logger: Logger; lines:
 const STALL_DEADLINE_MS = 5000;
 
 const WARN = 40;
-const ERROR = 50;
 const synth = (seed: number) => ({ kind: 'synthetic', seed }) as const;
 
 function isAlive(pid: number): boolean {
@@ -66,6 +64,11 @@ function isAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** Poll `cond` every 20 ms until it holds (the test's own timeout bounds the wait). */
+async function until(cond: () => boolean): Promise<void> {
+  while (!cond()) await new Promise((r) => setTimeout(r, 20));
 }
 
 function failed(r: SegmentResult | undefined): Extract<SegmentResult, { ok: false }> {
@@ -274,40 +277,38 @@ describe('OrtDevice robustness (onnxruntime-node, cpu)', () => {
     okResult((await device.runGroup([seg(cnn, 'q', 0, 4, synth(1))])).segments[0]);
   });
 
-  it(`an executor failing ${MAX_FAILED_RESTARTS} restarts in a row is left down; loading the service again brings it back`, async () => {
+  it('an executor whose restarts fail is retried after a backoff, forever, and comes back by itself; health events follow', async () => {
     const dir = path.join(fixtures.dir, 'flaky');
     const flaky: DeviceService = { name: 'flaky', model: await buildSkipNet(dir) };
     const { logger, lines } = captureLogs();
-    const device = track(await OrtDevice.create({ warmupRuns: 0, logger }));
+    const device = track(await OrtDevice.create({ warmupRuns: 0, logger, restartBackoff: { initialMs: 50, maxMs: 200 } }));
+    const events: ServiceHealthEvent[] = [];
+    device.watchHealth((e) => events.push(e));
     await device.load([flaky, nlp]);
     const file = flaky.model.operatorPaths[0]!;
     const good = await fs.readFile(file);
     await fs.writeFile(file, 'not an onnx model'); // every restart now fails to load
     await device.injectExecutorFault('flaky', 'kill');
+    expect(events[0]).toMatchObject({ service: 'flaky', up: false, restarts: 1 });
 
-    // Each run waits for (or triggers) one restart attempt until the handle gives up.
-    let last: Extract<SegmentResult, { ok: false }> | undefined;
-    for (let i = 0; i < MAX_FAILED_RESTARTS + 2 && !last?.error.message.includes('is down:'); i++) {
-      last = failed((await device.runGroup([seg(flaky, `try-${i}`, 0, 4, synth(1))])).segments[0]);
-      expect(last.error).toBeInstanceOf(DeviceFailureError);
-      if (!last.error.message.includes('is down:')) expect(last.error.message).toMatch(/flaky could not be restarted \([12] of at most 3 consecutive failures\).*Protobuf parsing failed/);
-    }
-    expect(last?.error.message).toMatch(new RegExp(`executor of service flaky is down: ${MAX_FAILED_RESTARTS} consecutive restarts failed`));
-    expect(lines.filter((l) => l.level === WARN && l.msg === 'executor restart failed')).toHaveLength(MAX_FAILED_RESTARTS - 1);
-    expect(lines.filter((l) => l.level === ERROR && l.service === 'flaky' && l.msg.startsWith('executor is down'))).toHaveLength(1);
-
-    // Down: fails at once, no new process; other services are unaffected.
-    const spawned = lines.filter((l) => l.msg === 'executor spawned').length;
+    // Restarts keep failing (more than the old limit of 3), each followed by a backoff.
+    await until(() => lines.filter((l) => l.level === WARN && l.msg === 'executor restart failed; retrying after backoff').length >= 5);
+    const backoffs = lines.filter((l) => l.msg === 'executor restart failed; retrying after backoff').map((l) => l['nextRestartInMs']);
+    expect(backoffs.slice(0, 4)).toEqual([50, 100, 200, 200]);
+    expect(events.every((e) => !e.up)).toBe(true);
+    expect(events.at(-1)?.reason).toMatch(/flaky is down: \d+ consecutive restarts failed.*next restart is in/);
+    // Meanwhile: its segments fail (at once during a backoff), other services are unaffected.
     const r = await device.runGroup([seg(flaky, 'down', 0, 4, synth(1)), seg(nlp, 'fine', 0, 3, synth(1))]);
-    expect(failed(r.segments[0]).error.message).toMatch(/is down.*query down was not run/);
+    expect(failed(r.segments[0]).error).toBeInstanceOf(DeviceFailureError);
     okResult(r.segments[1]);
-    expect(lines.filter((l) => l.msg === 'executor spawned')).toHaveLength(spawned);
+    expect(lines.some((l) => l.msg === 'restarting executor after backoff')).toBe(true);
 
-    // Fixed files + load again under the same name: a fresh executor replaces the down one.
+    // Fixed files: the executor comes back without a new load.
     await fs.writeFile(file, good);
-    await device.load([flaky]);
-    okResult((await device.runGroup([seg(flaky, 'back', 0, 4, synth(1))])).segments[0]);
-    expect(device.executorRestarts('flaky')).toBe(0);
+    await until(() => events.at(-1)?.up === true);
+    okResult((await device.runGroup([seg(flaky, 'back', 0, 4, synth(1)), seg(nlp, 'fine', 0, 3, synth(1))])).segments[0]);
+    expect(events.filter((e) => e.up)).toHaveLength(1);
+    expect(device.executorRestarts('flaky')).toBe(1);
     await expect(device.load([flaky])).rejects.toThrow(RangeError);
   });
 });

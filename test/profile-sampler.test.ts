@@ -112,6 +112,32 @@ describe('ProfileSampler', () => {
     expect([...urgent].sort()).toEqual(['bert', 'resnet50', 'vgg16']); // any model can be the urgent one
   });
 
+  it('with shapes, a model draws only from its own batch sizes and sequence lengths; the others from the shared lists; the same samples without shapes', () => {
+    const shapes = new Map([
+      [bert.name, { batchSizes: [3], seqLens: [5, 6] }],
+      [resnet50.name, { batchSizes: [16] }],
+    ]);
+    const own = new ProfileSampler(opts({ shapes }));
+    const seen = new Map<string, { batches: Set<number>; seqs: Set<number> }>();
+    for (let i = 0; i < 400; i++) {
+      for (const s of own.sampleAt(i).slots) {
+        const m = seen.get(s.model) ?? { batches: new Set<number>(), seqs: new Set<number>() };
+        seen.set(s.model, m);
+        m.batches.add(s.batch);
+        m.seqs.add(s.seqLen);
+      }
+    }
+    expect([...seen.get(bert.name)!.batches]).toEqual([3]);
+    expect([...seen.get(bert.name)!.seqs].sort()).toEqual([5, 6]);
+    expect([...seen.get(resnet50.name)!.batches]).toEqual([16]);
+    expect([...seen.get(vgg16.name)!.batches].sort((a, b) => a - b)).toEqual([1, 2, 4, 8]);
+    // no shapes (or an empty map): slot for slot the sampler of before
+    const plain = new ProfileSampler(opts());
+    const empty = new ProfileSampler(opts({ shapes: new Map() }));
+    for (let i = 0; i < 50; i++) expect(empty.sampleAt(i)).toEqual(plain.sampleAt(i));
+    expect(() => new ProfileSampler(opts({ shapes: new Map([[bert.name, { batchSizes: [0] }]]) }))).toThrow(RangeError);
+  });
+
   it('uses the model default sequence length without seqLens, a fixed batch, and [0, 1) for one-operator models', () => {
     const fixed: ModelSpec = { ...resnet50, name: 'fixed4', inputs: resnet50.inputs.map((t) => ({ ...t, shape: [4, ...t.shape.slice(1)] })) };
     const single: ModelSpec = { ...vgg16, name: 'single', operators: vgg16.operators.slice(0, 1) };

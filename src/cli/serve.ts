@@ -71,6 +71,8 @@ export interface ServeCliOptions {
   exitWithParent?: boolean;
   /** `--model-control none|explicit` (Triton's term): `explicit` lets clients load and unload models. */
   modelControl: ModelControlMode;
+  /** `--strict-readiness true|false` (Triton's flag): the server readiness rule of docs/serving.md "Health and readiness". */
+  strictReadiness: boolean;
 }
 
 /** How often `serve` checks that its parent process is still there, ms. */
@@ -140,6 +142,7 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
     ...(opts.profileSamples === undefined ? {} : { profileSamples: opts.profileSamples }),
     ...(opts.threads === undefined ? {} : { threads: opts.threads }),
     modelControl: opts.modelControl,
+    strictReadiness: opts.strictReadiness,
   });
   const dashboard = opts.dashboard ? new DashboardHub({ feed, source: backend, logger }) : undefined;
   const grpc: { port: number; factory: GrpcServerFactory } | undefined = opts.grpc ? { port: opts.grpcPort, factory: createGrpcServer } : undefined;
@@ -159,16 +162,34 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
   });
 }
 
-/** Run until SIGTERM / SIGINT (or, with `exitWithParent`, until the parent process goes), then shut down gracefully (exit code 0). */
+/**
+ * Run until SIGTERM / SIGINT (or, with `exitWithParent`, until the parent process goes), then shut
+ * down gracefully (exit code 0). A signal before the server listens (the config is read and models
+ * are built; no child process runs yet, and a model build writes its cache entry atomically)
+ * exits 0 at once.
+ */
 async function serveUntilSignalled(ctx: CliContext, opts: ServeCliOptions): Promise<void> {
-  const server = await startServeCommand(ctx, opts);
   let stop: ((signal: string) => void) | undefined;
   const stopped = new Promise<string>((resolve) => {
     stop = resolve;
   });
   const onSignal = (signal: NodeJS.Signals): void => stop?.(signal);
-  process.once('SIGTERM', onSignal);
-  process.once('SIGINT', onSignal);
+  const beforeListening = (signal: NodeJS.Signals): void => {
+    ctx.out(`abacus serve: ${signal} while starting (building models): exiting\n`);
+    process.exit(0);
+  };
+  process.once('SIGTERM', beforeListening);
+  process.once('SIGINT', beforeListening);
+  let server: RunningServer;
+  try {
+    server = await startServeCommand(ctx, opts);
+  } finally {
+    process.off('SIGTERM', beforeListening);
+    process.off('SIGINT', beforeListening);
+  }
+  // kept during the shutdown: a second signal does not kill the process half-way (executors left behind)
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
   const unwatch = (opts.exitWithParent ?? exitsWithParentByDefault(process.env)) ? watchParent((pid) => stop?.(`parent process ${pid} (the launcher) exited`)) : undefined;
   try {
     // a failed start-up rejects `ready` (the server has shut itself down): that error is the command's
@@ -220,6 +241,15 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
         return value as ModelControlMode;
       },
       'none',
+    )
+    .option(
+      '--strict-readiness <bool>',
+      "Triton's readiness rule: true: /v2/health/ready is 503 while any loaded model is down (its executor restarting); false: ready while at least one model is READY (docs/serving.md)",
+      (value: string): boolean => {
+        if (value !== 'true' && value !== 'false') throw new InvalidArgumentError(`--strict-readiness expects true or false, got '${value}'`);
+        return value === 'true';
+      },
+      true,
     )
     .option('--exit-with-parent', 'shut down (gracefully) when the parent process exits, e.g. when `npx abacus serve` is killed (default: on when launched through npm/npx)')
     .option('--no-exit-with-parent', 'keep running when the parent process exits, even when launched through npm/npx')

@@ -29,6 +29,7 @@ import type { Predictor } from '../predict/predictor.ts';
 import { trainPredictor } from '../predict/train.ts';
 import { readProfileCsv } from '../profile/csv.ts';
 import { profileDevice, type ProfileProgress } from '../profile/profiler.ts';
+import type { ModelShapes } from '../profile/sampler.ts';
 import { cachedPredictorAction, parseProfileConditions, sampleLoad as machineLoad, isUnderLoad, type LoadSample, type ProfileConditions } from './load-conditions.ts';
 import type { DeploymentContext } from './context.ts';
 import os from 'node:os';
@@ -43,6 +44,13 @@ export interface PredictorRequest {
   readonly batchSizes: readonly number[];
   /** Sequence lengths for sequence models (empty: each model's default). */
   readonly seqLens: readonly number[];
+  /**
+   * Per model name: the batch sizes and sequence lengths of its own services, so that a model
+   * is profiled only at shapes it is served at (`SamplerOptions.shapes`) [none: the shared lists].
+   */
+  readonly shapes?: ReadonlyMap<string, ModelShapes>;
+  /** Stop profiling (after the sample in progress; the profile stays resumable) and throw `ProfileStoppedError`. */
+  readonly signal?: AbortSignal;
   /** Largest group profiled (1..8). */
   readonly maxGroupSize: number;
   readonly samples: number;
@@ -79,6 +87,11 @@ export interface CachedPredictor {
   readonly note?: string;
 }
 
+/** Profiling or training was stopped by `PredictorRequest.signal` (nothing was written but the resumable profile). */
+export class ProfileStoppedError extends Error {
+  override readonly name = 'ProfileStoppedError';
+}
+
 /** Held-out MAPE above which a freshly trained predictor gets a warning (the paper's MLP: ~6 %). */
 const POOR_MAPE = 0.15;
 
@@ -102,6 +115,9 @@ export async function cachedPredictor(ctx: DeploymentContext, repo: ModelReposit
   const batchSizes = [...new Set(request.batchSizes)].sort((a, b) => a - b);
   const seqLens = [...new Set(request.seqLens)].sort((a, b) => a - b);
   const threadRules = request.threadRules ?? [];
+  const shapes = [...(request.shapes ?? new Map<string, ModelShapes>())]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([model, s]) => ({ model, batchSizes: [...new Set(s.batchSizes ?? [])].sort((a, b) => a - b), seqLens: [...new Set(s.seqLens ?? [])].sort((a, b) => a - b) }));
   const key = createHash('sha256')
     .update(
       JSON.stringify({
@@ -118,6 +134,7 @@ export async function cachedPredictor(ctx: DeploymentContext, repo: ModelReposit
         // Only when not the defaults, so the keys of predictors cached before threads and rules were part of the key stay valid.
         ...((request.threads ?? 1) !== 1 || threadRules.length > 0 ? { threads: request.threads ?? 1 } : {}),
         ...(threadRules.length > 0 ? { threadRules: threadRules.map(formatThreadRule) } : {}),
+        ...(shapes.length > 0 ? { shapes } : {}),
       }),
     )
     .digest('hex')
@@ -162,6 +179,8 @@ export async function cachedPredictor(ctx: DeploymentContext, repo: ModelReposit
     batchSizes,
     ...(seqLens.length > 0 ? { seqLens } : {}),
     ...(threadRules.length > 0 ? { threadRules } : {}),
+    ...(request.shapes === undefined ? {} : { shapes: request.shapes }),
+    ...(request.signal === undefined ? {} : { signal: request.signal }),
     seed: 1,
     repeat,
     warmup: 1,
@@ -192,10 +211,14 @@ export async function cachedPredictor(ctx: DeploymentContext, repo: ModelReposit
   } finally {
     progress.stop();
   }
+  const stopped = (): void => {
+    if (request.signal?.aborted === true) throw new ProfileStoppedError(`profiling stopped before the predictor was trained (the profile in ${dir} is resumed at the next start)`);
+  };
+  stopped();
   const conditions: ProfileConditions | undefined = isReal ? { start, end: sampleLoad(), underLoad: isUnderLoad(start), profiledAt: new Date().toISOString() } : undefined;
   const rows = await readProfileCsv([csv], { models: specs });
   say(`training an MLP predictor on ${rows.length} groups …\n`);
-  const trained = await trainPredictor(rows, { kind: 'mlp', specs, holdout: 0.1, folds: 0, files: [csv] });
+  const trained = await trainPredictor(rows, { kind: 'mlp', specs, holdout: 0.1, folds: 0, files: [csv], onProgress: stopped });
   if (conditions !== undefined) {
     // Written before the predictor: a present predictor.json always has its conditions.
     const tmpConditions = `${conditionsFile}.tmp-${process.pid}`;

@@ -30,6 +30,7 @@ import { formatThreadRule, parseThreadRule, threadDeviceOptions, type ThreadRule
 import type { DeploymentContext } from './context.ts';
 import type { LoadSample, ProfileConditions } from './load-conditions.ts';
 import { cachedPredictor } from './predictor-cache.ts';
+import type { ModelShapes } from '../profile/sampler.ts';
 
 export { predictorCacheDir } from './predictor-cache.ts';
 
@@ -174,7 +175,7 @@ export async function ensurePredictor(
   ctx: DeploymentContext,
   repo: ModelRepository,
   hosted: Hosted,
-  opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; threadRules?: readonly ThreadRule[]; maxGroupSize?: number; quiet?: boolean; loadBefore?: LoadSample },
+  opts: { file?: string; fromConfig?: boolean; allowUnseen?: boolean; samples?: number; threads?: number; threadRules?: readonly ThreadRule[]; maxGroupSize?: number; quiet?: boolean; loadBefore?: LoadSample; signal?: AbortSignal },
 ): Promise<{ predictor: Predictor; source: string; conditions?: ProfileConditions; note?: string }> {
   const deviceId = hosted.isSim ? parseSimDeviceId(hosted.config.device).id : 'ort:cpu';
   if (opts.file !== undefined) {
@@ -187,11 +188,16 @@ export async function ensurePredictor(
     }
     return { predictor: await loadPredictor(opts.file, { deviceId, models: byModelName, ...(opts.allowUnseen ? { allowUnseen: true } : {}) }), source: opts.file };
   }
+  const batchSizes = hosted.services.flatMap((s) => profiledBatchSizes(s));
+  const seqLens = hosted.services.flatMap((s) => s.seqLens ?? []);
+  const shapes = ownShapes(hosted.services, batchSizes, seqLens);
   return cachedPredictor(ctx, repo, {
     deviceId,
     models: [...hosted.artifacts.values()],
-    batchSizes: hosted.services.flatMap((s) => profiledBatchSizes(s)),
-    seqLens: hosted.services.flatMap((s) => s.seqLens ?? []),
+    batchSizes,
+    seqLens,
+    ...(shapes === undefined ? {} : { shapes }),
+    ...(opts.signal === undefined ? {} : { signal: opts.signal }),
     maxGroupSize: opts.maxGroupSize ?? Math.min(AUTO_PROFILE.maxGroupSize, hosted.services.length),
     samples: opts.samples ?? (hosted.isSim ? AUTO_PROFILE.simSamples : AUTO_PROFILE.ortSamples),
     repeat: AUTO_PROFILE.repeat,
@@ -200,6 +206,26 @@ export async function ensurePredictor(
     ...(opts.quiet === true ? { quiet: true } : {}),
     ...(opts.loadBefore === undefined ? {} : { loadBefore: opts.loadBefore }),
   });
+}
+
+/**
+ * Per model (spec name): the batch sizes and sequence lengths of its own services, so a model
+ * is profiled only at shapes it is served at, never at another service's (an onnxruntime model
+ * may refuse those). Undefined when every model's shapes are the shared lists (`batchSizes`,
+ * `seqLens`), which keeps the predictor cache key of such configs as it was.
+ */
+export function ownShapes(services: readonly ExperimentService[], batchSizes: readonly number[], seqLens: readonly number[]): ReadonlyMap<string, ModelShapes> | undefined {
+  const byModel = new Map<string, { batchSizes: Set<number>; seqLens: Set<number>; seqAxis: boolean }>();
+  for (const s of services) {
+    let m = byModel.get(s.spec.name);
+    if (m === undefined) byModel.set(s.spec.name, (m = { batchSizes: new Set(), seqLens: new Set(), seqAxis: s.spec.dynamicAxes.seq !== undefined }));
+    for (const b of profiledBatchSizes(s)) m.batchSizes.add(b);
+    for (const l of s.seqLens ?? []) m.seqLens.add(l);
+  }
+  const same = (a: ReadonlySet<number>, b: readonly number[]): boolean => a.size === new Set(b).size && b.every((x) => a.has(x));
+  const differs = [...byModel.values()].some((m) => !same(m.batchSizes, batchSizes) || (m.seqAxis && !same(m.seqLens, seqLens)));
+  if (!differs) return undefined;
+  return new Map([...byModel].map(([model, m]) => [model, { batchSizes: [...m.batchSizes], seqLens: [...m.seqLens] }]));
 }
 
 /**

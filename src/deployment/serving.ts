@@ -46,6 +46,8 @@ export interface ServingOptions {
    * work (`abacus serve --model-control explicit`); `none` (default): they answer 403.
    */
   readonly modelControl?: ModelControlMode;
+  /** Server readiness rule (`RuntimeBackendOptions.strictReadiness`) [true]. */
+  readonly strictReadiness?: boolean;
 }
 
 /** `abacus serve --model-control`: `none` (default) or `explicit` (load/unload at runtime). */
@@ -65,7 +67,8 @@ export interface ServingAssembly {
   readonly metrics: ServeMetrics;
   /** Every group and query record as it ends (observed by the dashboard; free while unobserved). */
   readonly feed: RecordFeed;
-  readonly openEngine: () => Promise<BackendEngine>;
+  /** `signal` (the server shutting down) stops profiling and training and rejects; nothing is left running. */
+  readonly openEngine: (signal?: AbortSignal) => Promise<BackendEngine>;
 }
 
 /**
@@ -108,8 +111,8 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   const modelControl: ModelControl | undefined =
     options.modelControl === 'explicit' ? { resolve: (name, text) => resolveLoadedModel(ctx, repo, config, hosted.isSim, name, text, deviceServices) } : undefined;
   const feed = new RecordFeed((err) => logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'a record observer failed and was removed'));
-  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, privatePaths: [{ path: repo.cacheDir, label: '<model cache>' }], shedHopeless: shedsHopeless(config.policy), ...(modelControl === undefined ? {} : { modelControl }) });
-  const openEngine = async (): Promise<BackendEngine> => {
+  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, privatePaths: [{ path: repo.cacheDir, label: '<model cache>' }], strictReadiness: options.strictReadiness ?? true, shedHopeless: shedsHopeless(config.policy), ...(modelControl === undefined ? {} : { modelControl }) });
+  const openEngine = async (signal?: AbortSignal): Promise<BackendEngine> => {
     const file = options.predictorFile ?? config.predictor;
     const predictorFor = async (h: Hosted) =>
       ensurePredictor(ctx, repo, h, {
@@ -117,6 +120,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
         ...(options.allowUnseen === true ? { allowUnseen: true } : {}),
         ...(options.profileSamples === undefined ? {} : { samples: options.profileSamples }),
         ...(options.threads === undefined ? {} : { threads: options.threads }),
+        ...(signal === undefined ? {} : { signal }),
       });
     // Services that failed to load while the predictor was profiled: UNAVAILABLE with that reason (below).
     let probeFailures = new Map<string, string>();
@@ -128,8 +132,10 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
         found = await predictorFor(hosted);
       } catch (err) {
         // profiling loads every model at once: find the ones that cannot load alone, profile without them
-        if (file !== undefined) throw err;
+        if (file !== undefined || signal?.aborted === true) throw err;
         probeFailures = await probeServices(hosted, { seed: options.seed, ...(options.threads === undefined ? {} : { threads: options.threads }) });
+        // each loads alone: the profile failed at a shape or in a group, and its error names the service
+        if (probeFailures.size === 0) probeFailures = failedServiceOf(hosted, err);
         if (probeFailures.size === 0 || probeFailures.size === hosted.services.length) throw err;
         for (const [service, reason] of probeFailures) logger.error({ service, reason }, 'model cannot load: profiling the predictor without it');
         found = await predictorFor(subsetOf(hosted, (s) => !probeFailures.has(s)));
@@ -141,6 +147,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
         predictor = open;
       }
     }
+    signal?.throwIfAborted();
     const controller = createController(config.policy.name, config.policy.params, predictor, { logger });
     const env = await openEnv(hosted, predictor, { virtual: false, seed: options.seed, loadServices: false, ...(options.threads === undefined ? {} : { threads: options.threads }) });
     const opened = await env.open();
@@ -282,6 +289,19 @@ async function openPredictor(predictor: Predictor, source: string, hosted: Hoste
   const file = source.endsWith('.json') ? await readPredictorFile(source) : undefined;
   if (file?.features.set !== 'flop') return new OpenPredictor(predictor, { specs });
   return new OpenPredictor(predictor, { specs, rebuild: (all) => predictorFromFile(file, { deviceId: predictor.deviceId, models: all, allowUnseen: true }, source) });
+}
+
+/**
+ * The services of the one model a profiling error names (`service NAME` in the messages of
+ * `device/ort`, by service or model name), with the error as their reason; empty when it names
+ * no model or several.
+ */
+export function failedServiceOf(hosted: Hosted, err: unknown): Map<string, string> {
+  const message = describeError(err);
+  const names = (name: string): boolean => new RegExp(`\\bservice ${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\b`).test(message);
+  const named = hosted.services.filter((s) => names(s.name) || names(s.spec.name));
+  if (new Set(named.map((s) => s.spec.name)).size !== 1) return new Map();
+  return new Map(named.map((s) => [s.name, `it failed while the predictor was profiled: ${message}`]));
 }
 
 /** `hosted` with only the services whose name passes `keep` (and their models). */

@@ -15,6 +15,16 @@ import type { ModelArtifact } from '../model/artifact.ts';
 import type { AbacusError } from '../errors.ts';
 import type { TensorMap } from '../tensor.ts';
 
+/** A loaded service went down or came back (`Device.watchHealth`). */
+export interface ServiceHealthEvent {
+  readonly service: string;
+  readonly up: boolean;
+  /** Why it is down (exit, failed restart, next try), for operators; '' when up. */
+  readonly reason: string;
+  /** Automatic restarts of the service since it was loaded. */
+  readonly restarts: number;
+}
+
 /** One service to host: a name and its partitioned model. */
 export interface DeviceService {
   readonly name: string;
@@ -169,6 +179,15 @@ export interface Device {
    * (`abacus_executor_rss_bytes`), not for decisions.
    */
   residentBytes?(): ReadonlyMap<string, number>;
+  /**
+   * Optional: be told when a loaded service stops being able to run segments and when it can
+   * again (`device/ort`: its executor process died and restarts, or came back). Events of one
+   * service alternate from `up: false`; a `down` may repeat with a new reason (a failed restart).
+   * `close` and `unload` send none. Devices with nothing that can go down (`device/sim`) leave it
+   * out. Listeners are called synchronously, before the segments a crash failed see their
+   * results. Returns a function that removes the listener.
+   */
+  watchHealth?(listener: (event: ServiceHealthEvent) => void): () => void;
   /**
    * Stop executors and free everything, including what a `load` in progress was starting
    * (that `load` rejects with DeviceUnavailableError). Segments still running get

@@ -45,7 +45,7 @@ import { median } from '../stats.ts';
 import type { GroupSlot } from '../predict/predictor.ts';
 import { formatProfileHeader, formatProfileRow, parseProfileCsv } from './csv.ts';
 import type { ProfileRow } from './dataset.ts';
-import { ProfileSampler, sameSlots, sampleSeed, type Sample } from './sampler.ts';
+import { ProfileSampler, sameSlots, sampleSeed, type ModelShapes, type Sample } from './sampler.ts';
 import type { ThreadRule } from '../threads.ts';
 
 /** A device to profile and the clock it runs on. */
@@ -80,6 +80,8 @@ interface ProfileCommonOptions {
   readonly batchSizes: readonly number[];
   /** Sequence lengths for models with a sequence axis [each model's default]. */
   readonly seqLens?: readonly number[];
+  /** Per model name: its own batch sizes and sequence lengths (`SamplerOptions.shapes`) [none]. */
+  readonly shapes?: ReadonlyMap<string, ModelShapes>;
   /** Seed of the sample sequence (and of per-sample devices) [0]. */
   readonly seed?: number;
   /**
@@ -178,6 +180,7 @@ export async function profileDevice(options: ProfileDeviceOptions): Promise<Prof
     maxGroupSize: options.maxGroupSize,
     batchSizes: options.batchSizes,
     ...(options.seqLens === undefined ? {} : { seqLens: options.seqLens }),
+    ...(options.shapes === undefined ? {} : { shapes: options.shapes }),
     seed,
     ...(options.threadRules === undefined ? {} : { threadRules: options.threadRules }),
   });

@@ -15,6 +15,8 @@
  * - **Inputs.** Batch uniform over `batchSizes` (a model with a fixed batch, `fixedBatchOf`,
  *   always takes that batch); sequence length uniform over `seqLens` for models with a
  *   sequence axis (the model's `defaultSeqLen` when `seqLens` is empty), 0 for the others.
+ *   With `shapes`, a model listed there draws from its own batch sizes and sequence lengths
+ *   instead (a served model is profiled only at the shapes its own service allows).
  * - **Threads** (only with `threadRules`, issue 13 item 6): after the slots, one rule is drawn
  *   uniformly from `threadRules` and every slot of the k-slot group gets `threadsFor(rule, k)`
  *   intra-op threads (`threads.ts`; none for the `device` rule). Profiling with the rules the
@@ -50,6 +52,18 @@ export interface SamplerOptions {
   readonly seed?: number;
   /** Thread rules to draw one from per sample (file comment, "Threads") [none: slots carry no thread count]. */
   readonly threadRules?: readonly ThreadRule[];
+  /**
+   * Per model name: the batch sizes and sequence lengths that model draws from instead of
+   * `batchSizes` / `seqLens` (same rules; an absent or empty list falls back to the shared one)
+   * [none: every model draws from the shared lists].
+   */
+  readonly shapes?: ReadonlyMap<string, ModelShapes>;
+}
+
+/** The shapes one model is profiled at (`SamplerOptions.shapes`). */
+export interface ModelShapes {
+  readonly batchSizes?: readonly number[];
+  readonly seqLens?: readonly number[];
 }
 
 /** One sample: its index, its model combination (indices into `models`, ascending) and its group. */
@@ -133,6 +147,7 @@ export class ProfileSampler {
   /** Every model combination, ascending model indices; sample i uses `combinations[i % length]`. */
   readonly combinations: readonly (readonly number[])[];
   private readonly fixedBatch: readonly (number | undefined)[];
+  private readonly batchChoices: readonly (readonly number[])[];
   private readonly seqChoices: readonly (readonly number[])[];
 
   /**
@@ -159,13 +174,21 @@ export class ProfileSampler {
     if (batchSizes.length === 0) throw new RangeError('SamplerOptions.batchSizes must list at least one batch size');
     checkIntList('seqLens', seqLens, 1);
     if (typeof seed !== 'number' || !Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`SamplerOptions.seed ${String(seed)} must be a safe integer ≥ 0`);
+    const own = (spec: ModelSpec, key: keyof ModelShapes): readonly number[] | undefined => {
+      const list = options.shapes?.get(spec.name)?.[key];
+      if (list === undefined || list.length === 0) return undefined;
+      checkIntList(`shapes.${spec.name}.${key}`, list, 1);
+      return list;
+    };
+    this.batchChoices = models.map((spec) => [...(own(spec, 'batchSizes') ?? batchSizes)]);
     this.seqChoices = models.map((spec) => {
       if (spec.dynamicAxes.seq === undefined) return [0];
-      if (seqLens.length === 0) return [spec.defaultSeqLen];
+      const lens = own(spec, 'seqLens') ?? seqLens;
+      if (lens.length === 0) return [spec.defaultSeqLen];
       const max = spec.maxSeqLen;
-      const over = max === undefined ? undefined : seqLens.find((s) => s > max);
+      const over = max === undefined ? undefined : lens.find((s) => s > max);
       if (over !== undefined) throw new RangeError(`SamplerOptions.seqLens: ${over} exceeds ${spec.name}'s maximum sequence length ${String(max)}`);
-      return [...seqLens];
+      return [...lens];
     });
     this.models = [...models];
     this.maxGroupSize = maxGroupSize;
@@ -202,7 +225,8 @@ export class ProfileSampler {
       const toEnd = slot === 0 || below(2) === 0;
       const start = isNew || n === 1 ? 0 : 1 + below(n - 1);
       const end = toEnd ? n : start + 1 + below(n - start);
-      const batch = this.fixedBatch[m] ?? this.batchSizes[below(this.batchSizes.length)]!;
+      const batches = this.batchChoices[m]!;
+      const batch = this.fixedBatch[m] ?? batches[below(batches.length)]!;
       const choices = this.seqChoices[m]!;
       const seqLen = choices[below(choices.length)]!;
       return { model: spec.name, start, end, batch, seqLen };

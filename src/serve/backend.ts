@@ -73,6 +73,8 @@ import type { BatchingLimits, QueryController, RefinementStatus } from '../sched
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { elementCount, halfToNumber } from '../tensor.ts';
 import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
+import { ModelStates, type PrivatePath } from './model-states.ts';
+import { isAborted, within } from './waits.ts';
 import { ServeError, type ModelState, type RepositoryIndexEntry, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
 import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
@@ -151,11 +153,13 @@ export interface RuntimeBackendOptions {
   readonly serverName?: string;
   readonly serverVersion?: string;
   /**
-   * Server folders that must not reach clients in a model's state reason (the model cache, whose
-   * absolute path a failed operator file's error names): each `path` is shown as its `label`
-   * (`<model cache>`); the log keeps the full error.
+   * Server folders that must not reach clients in a model's state reason (the model cache): each
+   * `path` is shown as its `label` (`<model cache>`), any other absolute path by its last segment
+   * (`redactPaths`); the log keeps the full error.
    */
-  readonly privatePaths?: readonly { readonly path: string; readonly label: string }[];
+  readonly privatePaths?: readonly PrivatePath[];
+  /** Server readiness rule (`ModelStatesOptions.strictReadiness`, docs/serving.md "Health and readiness") [true]. */
+  readonly strictReadiness?: boolean;
   /**
    * Model control on (Triton's explicit mode, `abacus serve --model-control explicit`): the
    * repository extension's load and unload work. Absent: they answer `forbidden` (the index stays).
@@ -277,23 +281,6 @@ function metadataShape(t: TensorSpec): number[] {
   return t.shape.map((d) => (typeof d === 'number' ? d : -1));
 }
 
-/**
- * Wait for `promise` at most `ms` of wall time (≤ 0: one timer turn, so an already settled
- * promise still counts); true when it settled in time. The timer never outlives the call.
- * Shared with `server.ts`'s shutdown.
- */
-export async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), Math.max(0, ms));
-  });
-  try {
-    return await Promise.race([promise.then(() => true), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 export class RuntimeBackend implements InferenceBackend {
   private readonly models = new Map<string, Served>();
   private readonly platform: string;
@@ -310,12 +297,11 @@ export class RuntimeBackend implements InferenceBackend {
   private readonly timings = new Map<string, Timing>();
   private readonly fused = new Map<string, FusedExecution>();
   private readonly stats: ModelStatsRecorder;
-  /** State and reason of every known model (`ModelState`); `unloaded`: UNAVAILABLE because a request unloaded it. */
-  private readonly states = new Map<string, { state: ModelState; reason: string; unloaded: boolean }>();
+  /** State and reason of every known model, executor health, readiness rule (`model-states.ts`). */
+  private readonly states: ModelStates;
   /** Load or unload in progress per model: the next one waits for it. */
   private readonly control = new Map<string, Promise<unknown>>();
   private readonly modelControl: ModelControl | undefined;
-  private readonly privatePaths: readonly { readonly path: string; readonly label: string }[];
   private readonly feed: RecordFeed | undefined;
   private readonly admission: AdmissionGate | undefined;
 
@@ -326,17 +312,17 @@ export class RuntimeBackend implements InferenceBackend {
     this.logger = options.logger;
     this.metrics = options.metrics;
     this.modelControl = options.modelControl;
-    this.privatePaths = options.privatePaths ?? [];
+    this.states = new ModelStates({ ...(options.logger === undefined ? {} : { logger: options.logger }), privatePaths: options.privatePaths ?? [], strictReadiness: options.strictReadiness ?? true, onRestart: (m) => this.metrics?.executorRestart(m) });
     this.feed = options.feed;
     this.admission = options.shedHopeless === false ? undefined : new AdmissionGate({ pendingQueries: () => this.pendingQueries() });
     this.server = { name: options.serverName ?? 'abacus', version: options.serverVersion ?? '0.0.0', extensions: SERVER_EXTENSIONS };
     for (const m of options.models) {
       if (this.models.has(m.name)) throw new RangeError(`RuntimeBackend: model '${m.name}' is listed twice`);
       this.models.set(m.name, this.prepare(m, true));
-      this.states.set(m.name, { state: 'LOADING', reason: 'the server is starting', unloaded: false });
+      this.states.set(m.name, 'LOADING', 'the server is starting');
     }
     this.stats = new ModelStatsRecorder(this.modelNames, MODEL_VERSION);
-    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), refinement: () => this.engine?.controller.refinement, residentBytes: () => this.engine?.device.residentBytes?.() });
+    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), modelStates: () => this.states.states(), refinement: () => this.engine?.controller.refinement, residentBytes: () => this.engine?.device.residentBytes?.() });
   }
 
   /** @throws RangeError for bad QoS / batch settings. */
@@ -430,15 +416,15 @@ export class RuntimeBackend implements InferenceBackend {
     return !this.closed;
   }
 
-  /** Start-up finished (every model that can load is READY), at least one model is READY, and not shutting down. */
+  /** Start-up finished, not shutting down, and the readiness rule of `ModelStates.isReady` holds. */
   isReady(): boolean {
-    return this.ready && !this.closing && [...this.states.values()].some((s) => s.state === 'READY');
+    return this.ready && !this.closing && this.states.isReady();
   }
 
   /** True only while the model is READY (and the server is not shutting down). */
   modelReady(name: string, version?: string): boolean {
     const m = this.lookup(name, version);
-    return this.ready && !this.closing && this.states.get(m.name)?.state === 'READY';
+    return this.ready && !this.closing && this.states.isModelReady(m.name);
   }
 
   /** The v2 metadata plus the model's `state` and `reason`. */
@@ -449,7 +435,7 @@ export class RuntimeBackend implements InferenceBackend {
   }
 
   modelList(): string[] {
-    return this.modelNames.filter((n) => this.states.get(n)?.state === 'READY');
+    return this.modelNames.filter((n) => this.states.isModelReady(n));
   }
 
   repositoryIndex(readyOnly = false): RepositoryIndexEntry[] {
@@ -486,7 +472,7 @@ export class RuntimeBackend implements InferenceBackend {
           throw new ServeError('bad_request', `load '${name}': parameters.config: ${describeError(err)}`, { cause: err });
         }
       }
-      if (this.states.get(name)?.state === 'READY') await this.takeDown(engine, name, 'being re-loaded');
+      if (this.states.isModelReady(name)) await this.takeDown(engine, name, 'being re-loaded');
       this.models.set(name, model);
       this.stats.add(name);
       this.metrics?.addModel(name);
@@ -503,12 +489,12 @@ export class RuntimeBackend implements InferenceBackend {
     }
     if (!this.models.has(name)) throw new ServeError('model_not_found', `unload '${name}': no such model (known: ${this.modelNames.join(', ')})`);
     // refuse new requests at once (not after a turn of the event loop) when nothing else is in progress for it
-    if (!this.control.has(name) && this.ready && !this.closing && this.states.get(name)?.state === 'READY') this.setState(name, 'UNLOADING', 'unloaded');
+    if (!this.control.has(name) && this.ready && !this.closing && this.states.isModelReady(name)) this.states.set(name, 'UNLOADING', 'unloaded');
     await this.serialized(name, async () => {
       const engine = this.requireStarted(name);
       const s = this.states.get(name)!;
       if (s.state === 'READY' || s.state === 'UNLOADING') await this.takeDown(engine, name, 'unloaded');
-      this.setState(name, 'UNAVAILABLE', 'unloaded', true);
+      this.states.set(name, 'UNAVAILABLE', 'unloaded', true);
     });
   }
 
@@ -541,11 +527,6 @@ export class RuntimeBackend implements InferenceBackend {
     }
   }
 
-  private setState(name: string, state: ModelState, reason: string, unloaded = false): void {
-    this.states.set(name, { state, reason, unloaded });
-    if (state !== 'LOADING' && state !== 'UNLOADING') this.logger?.info({ model: name, state, reason }, 'model state');
-  }
-
   /**
    * Load `model` on the device, add it to the runtime and warm it up: READY. On any failure it
    * is UNAVAILABLE with the reason (returned), and nothing of it is left on the device or in
@@ -553,7 +534,7 @@ export class RuntimeBackend implements InferenceBackend {
    */
   private async bringUp(engine: BackendEngine, model: Served): Promise<string | undefined> {
     const runtime = this.runtime!;
-    this.setState(model.name, 'LOADING', 'loading on the device');
+    this.states.set(model.name, 'LOADING', 'loading on the device');
     let loaded = false;
     let added = false;
     try {
@@ -561,20 +542,20 @@ export class RuntimeBackend implements InferenceBackend {
       loaded = true;
       runtime.addService({ name: model.name, spec: model.spec, qosTargetMs: model.qosTargetMs, maxQueueLength: model.maxQueueLength, ...(model.batching === undefined ? {} : { batching: model.batching }) });
       added = true;
-      this.setState(model.name, 'LOADING', 'warming up');
+      this.states.set(model.name, 'LOADING', 'warming up');
       for (const batch of model.fixedBatch !== undefined ? [model.fixedBatch] : model.batchSizes) {
         const o = await runtime.submit({ service: model.name, batch, qosTargetMs: WARM_UP_QOS_MS });
         if (this.closing) {
-          this.setState(model.name, 'UNAVAILABLE', 'the server is shutting down');
+          this.states.set(model.name, 'UNAVAILABLE', 'the server is shutting down');
           return 'the server is shutting down';
         }
         if (!o.ok) throw new Error(`warm-up at batch ${batch} failed (${o.reason}): ${o.message}`);
       }
-      this.setState(model.name, 'READY', note);
+      this.states.set(model.name, 'READY', note);
       return undefined;
     } catch (err) {
-      // clients see the reason without server folders (`privatePaths`); the log has it whole
-      const reason = this.privatePaths.reduce((text, p) => (p.path === '' ? text : text.replaceAll(p.path, p.label)), describeError(err));
+      // clients see the reason without server folders (`redactPaths`); the log has it whole
+      const reason = this.states.redact(describeError(err));
       this.logger?.error({ model: model.name, err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'model failed to load');
       if (added) {
         await within(runtime.serviceDrained(model.name), UNLOAD_DRAIN_MS);
@@ -585,7 +566,7 @@ export class RuntimeBackend implements InferenceBackend {
         }
       }
       if (loaded) await this.unloadFromDevice(engine, model.name);
-      this.setState(model.name, 'UNAVAILABLE', reason);
+      this.states.set(model.name, 'UNAVAILABLE', reason);
       return reason;
     }
   }
@@ -597,7 +578,7 @@ export class RuntimeBackend implements InferenceBackend {
    */
   private async takeDown(engine: BackendEngine, name: string, why: string): Promise<void> {
     const runtime = this.runtime!;
-    this.setState(name, 'UNLOADING', why);
+    this.states.set(name, 'UNLOADING', why);
     const drained = runtime.serviceDrained(name);
     if (!(await within(drained, UNLOAD_DRAIN_MS))) {
       this.logger?.warn({ model: name, pending: runtime.queueLength(name), afterMs: UNLOAD_DRAIN_MS }, 'unload: still waiting for the model\'s requests to finish');
@@ -639,6 +620,7 @@ export class RuntimeBackend implements InferenceBackend {
   async start(engine: BackendEngine): Promise<void> {
     if (this.runtime !== undefined || this.closing) throw new Error('RuntimeBackend.start: already started or shut down');
     this.engine = engine;
+    engine.device.watchHealth?.((event) => this.states.onHealth(event));
     for (const m of this.models.values()) {
       // checked before anything loads: settings the runtime refuses are a config error, not a model failure
       new ServingRuntime({ clock: engine.clock, device: engine.device, controller: engine.controller, services: [{ name: m.name, spec: m.spec, qosTargetMs: m.qosTargetMs, maxQueueLength: m.maxQueueLength, ...(m.batching === undefined ? {} : { batching: m.batching }) }] });
@@ -681,6 +663,7 @@ export class RuntimeBackend implements InferenceBackend {
 
   private async doShutdown(graceMs: number): Promise<void> {
     this.closing = true;
+    this.states.release();
     const t0 = performance.now();
     const left = (): number => graceMs - (performance.now() - t0);
     const runtime = this.runtime;
@@ -759,7 +742,7 @@ export class RuntimeBackend implements InferenceBackend {
       this.feedShed(model.name, arrivalMs, nowMs, plan.qosMs ?? model.qosTargetMs, plan.batch, why);
       throw new RejectedError('overloaded', `overloaded: model '${model.name}': ${why}; shed before it was queued (retry later or on another replica)`, undefined);
     }
-    const id = `r${this.nextQuery++}`;
+    let id = `r${this.nextQuery++}`;
     const timing: Timing = { firstLaunchMs: undefined, computeMs: 0, groups: 0 };
     this.timings.set(id, timing);
     const onAbort = (): void => {
@@ -767,15 +750,23 @@ export class RuntimeBackend implements InferenceBackend {
       this.logger?.debug({ reqId: request.requestId, queryId: id, cancel: what }, 'client disconnected');
     };
     request.signal?.addEventListener('abort', onAbort, { once: true });
+    const submit = (qosTargetMs: number | undefined, atMs: number | undefined): ReturnType<ServingRuntime['submit']> =>
+      runtime.submit({ service: model.name, batch: plan.batch, seqLen: plan.seqLen, inputs: plan.inputs, id, ...(atMs === undefined ? {} : { arrivalMs: atMs }), ...(qosTargetMs === undefined ? {} : { qosTargetMs }) }).catch((err: unknown) => {
+        throw err instanceof RangeError ? new ServeError('bad_request', `model '${model.name}': ${err.message}`, { cause: err }) : err;
+      });
     try {
-      let outcome;
-      try {
-        outcome = await runtime.submit({ service: model.name, batch: plan.batch, seqLen: plan.seqLen, inputs: plan.inputs, id, arrivalMs, ...(plan.qosMs === undefined ? {} : { qosTargetMs: plan.qosMs }) });
-      } catch (err) {
-        if (err instanceof RangeError) throw new ServeError('bad_request', `model '${model.name}': ${err.message}`, { cause: err });
-        throw err;
+      const crashes = this.states.crashes(model.name);
+      let outcome = await submit(plan.qosMs, arrivalMs);
+      // caught by an executor crash: once more when it is back, with what is left of its QoS target (docs/serving.md "Executor restarts")
+      const leftMs = (): number => (plan.qosMs ?? model.qosTargetMs) - ((this.engine?.clock.now() ?? Infinity) - arrivalMs);
+      const crashed = !outcome.ok && outcome.reason === 'device_failure' && this.states.crashes(model.name) !== crashes;
+      if (crashed && (await this.states.whenUp(model.name, leftMs())) && leftMs() > 0 && !isAborted(request.signal) && !this.closing) {
+        this.logger?.info({ model: model.name, queryId: id, leftMs: leftMs(), err: outcome.ok ? '' : outcome.message }, 'query failed by an executor crash: retrying it once');
+        this.timings.delete(id);
+        this.timings.set((id = `r${this.nextQuery++}`), timing);
+        outcome = await submit(leftMs(), this.engine?.clock.now());
       }
-      const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - outcome.record.arrivalMs;
+      const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - arrivalMs;
       if (!outcome.ok) throw this.rejection(model, outcome.reason, outcome.message, queueMs);
       if (outcome.record.endMs !== undefined) this.admission?.completed(outcome.record.endMs);
       const outputs: TensorMap = {};

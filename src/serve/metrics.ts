@@ -20,7 +20,9 @@
  * | `abacus_predictor_guard_active` | gauge | guard | with online refinement on: 1 while the predictor is out of calibration and the guard acts, else 0; `guard="inflate_quantile"`: it inflates the predictions of overlapped groups by a quantile of the recent measured ÷ predicted ratios (`predict/refine.ts` "Guard"); no series otherwise |
  * | `abacus_predictor_guard_factor` | gauge | guard | with online refinement on: the factor (≥ 1) the guard multiplies the prediction of an overlapped group by, 1 while calibrated; no series otherwise |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
- * | `abacus_ready` | gauge | | 1 when every service that can load is warmed up (at least one READY) and the server is not shutting down |
+ * | `abacus_ready` | gauge | | 1 while `/v2/health/ready` is 200 (the readiness rule of docs/serving.md "Health and readiness") |
+ * | `abacus_executor_restarts_total` | counter | model | automatic restarts of the model's executor after it died (crash, OOM kill, segment timeout); a failed restart tried again after its backoff is not counted again |
+ * | `abacus_model_state` | gauge | model, state | 1 for the model's current state (`LOADING`, `READY`, `UNLOADING`, `UNAVAILABLE`), 0 for the others, read at scrape time |
  * | `abacus_executor_rss_bytes` | gauge | model | resident memory of the process executing the model (ort: its executor child, as it reported after its last segment), read at scrape time through the runtime's device (`Device.residentBytes`); no series for a device without such processes (sim) or while the executor restarts |
  * | `process_*`, `nodejs_*` | | | prom-client's default process metrics (RSS, event-loop lag, …) |
  *
@@ -40,6 +42,9 @@ export const GUARD_MODE = 'inflate_quantile';
  */
 export const REQUEST_OUTCOMES = ['success', 'bad_request', 'device_refused', 'model_not_found', 'qos_violation', 'overloaded', 'not_ready', 'device_failure', 'cancelled', 'internal'] as const;
 export type RequestOutcome = (typeof REQUEST_OUTCOMES)[number];
+
+/** The values of `abacus_model_state`'s `state` label (Triton's model states). */
+const MODEL_STATE_NAMES = ['LOADING', 'READY', 'UNLOADING', 'UNAVAILABLE'] as const;
 
 /** Label for requests naming no served model. */
 export const UNKNOWN_MODEL = 'unknown';
@@ -138,6 +143,8 @@ export class ServeMetrics {
   private readonly batchSize: Histogram<'model'>;
   private readonly predictorError: Histogram;
   private readonly busy: Counter;
+  private readonly restarts: Counter<'model'>;
+  private modelStatesOf: () => ReadonlyMap<string, string> = () => new Map();
   private queueDepthOf: (model: string) => number = () => 0;
   private readyOf: () => boolean = () => false;
   private refinementOf: () => RefinementStatus | undefined = () => undefined;
@@ -185,10 +192,22 @@ export class ServeMetrics {
     const readyOf = (): boolean => this.readyOf();
     new Gauge({
       name: 'abacus_ready',
-      help: '1 when every service that can load is warmed up (at least one READY) and the server is not shutting down',
+      help: '1 while the server is ready (/v2/health/ready is 200; the rule of docs/serving.md "Health and readiness")',
       registers,
       collect() {
         this.set(readyOf() ? 1 : 0);
+      },
+    });
+    this.restarts = new Counter({ name: 'abacus_executor_restarts_total', help: "Automatic restarts of the model's executor after it died", labelNames: ['model'], registers });
+    const statesOf = (): ReadonlyMap<string, string> => this.modelStatesOf();
+    new Gauge({
+      name: 'abacus_model_state',
+      help: "1 for the model's current state (LOADING, READY, UNLOADING, UNAVAILABLE), 0 for the others",
+      labelNames: ['model', 'state'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [model, state] of statesOf()) for (const s of MODEL_STATE_NAMES) this.set({ model, state: s }, s === state ? 1 : 0);
       },
     });
     const residentOf = (): ReadonlyMap<string, number> | undefined => this.residentOf();
@@ -261,6 +280,7 @@ export class ServeMetrics {
   private zeroSeries(model: string): void {
     for (const outcome of REQUEST_OUTCOMES) this.requests.inc({ model, outcome }, 0);
     this.late.inc({ model }, 0);
+    this.restarts.inc({ model }, 0);
     this.latency.zero({ model });
     this.queue.zero({ model });
     this.batchSize.zero({ model });
@@ -275,11 +295,17 @@ export class ServeMetrics {
    * Read queue depths (per served model), readiness and, when given, the predictor's online
    * refinement and the executors' resident memory (bytes by served model name) at scrape time.
    */
-  bind(sources: { queueDepth(model: string): number; ready(): boolean; refinement?(): RefinementStatus | undefined; residentBytes?(): ReadonlyMap<string, number> | undefined }): void {
+  bind(sources: { queueDepth(model: string): number; ready(): boolean; modelStates?(): ReadonlyMap<string, string>; refinement?(): RefinementStatus | undefined; residentBytes?(): ReadonlyMap<string, number> | undefined }): void {
     this.queueDepthOf = (m) => sources.queueDepth(m);
+    this.modelStatesOf = () => sources.modelStates?.() ?? new Map();
     this.readyOf = () => sources.ready();
     this.refinementOf = () => sources.refinement?.();
     this.residentOf = () => sources.residentBytes?.();
+  }
+
+  /** One automatic restart of `model`'s executor. */
+  executorRestart(model: string): void {
+    this.restarts.inc({ model: this.modelLabel(model) });
   }
 
   /**

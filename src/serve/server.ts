@@ -9,7 +9,10 @@
  * cannot load or warm up is UNAVAILABLE with its reason, the others serve), and only then report
  * ready (`ready` resolves; `/v2/health/ready` turns 200 when at least one model is READY).
  *
- * Shutdown (`shutdown(graceMs)`): not ready at once (new inference requests: 503 `not_ready`;
+ * Shutdown (`shutdown(graceMs)`) in any phase: while the engine opens (profiling, training) its
+ * signal is aborted, so profiling stops after the sample in progress, training after the epoch,
+ * and the devices they opened are closed before `shutdown` resolves (within the grace period);
+ * `ready` then resolves without serving. While serving: not ready at once (new inference requests: 503 `not_ready`;
  * responses carry `Connection: close`); listeners stop accepting; queued requests run for up to
  * half the grace period, the rest are answered, running operator groups finish, the device is
  * closed (`RuntimeBackend.shutdown`); connections still open at the deadline are closed. Every
@@ -17,7 +20,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../log.ts';
-import { within, type BackendEngine, type RuntimeBackend } from './backend.ts';
+import type { BackendEngine, RuntimeBackend } from './backend.ts';
+import { within } from './waits.ts';
 import type { DashboardHub } from './dashboard/hub.ts';
 import type { GrpcInferenceServer, GrpcServerOptions } from './grpc/server.ts';
 import { createHttpApp } from './http/app.ts';
@@ -34,7 +38,7 @@ export interface ServerOptions {
   /** Constructed, not started: `startServer` starts it on the engine. */
   readonly backend: RuntimeBackend;
   /** Opens the engine: predictor, device, controller, and the per-model load/unload the backend calls (may take minutes: profiling, model builds). */
-  readonly openEngine: () => Promise<BackendEngine>;
+  readonly openEngine: (signal: AbortSignal) => Promise<BackendEngine>;
   readonly logger: Logger;
   readonly metrics?: ServeMetrics;
   /** Interface to bind (loopback by default in the CLI). */
@@ -113,11 +117,17 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   }
 
   let shutdownDone: Promise<void> | undefined;
+  const abort = new AbortController();
+  /** The engine being opened, closed again when the server shut down meanwhile; undefined then. */
+  let opening: Promise<BackendEngine | undefined> = Promise.resolve(undefined);
   const shutdown = (graceMs: number): Promise<void> => {
     shutdownDone ??= (async () => {
       closing = true;
+      abort.abort();
       const t0 = performance.now();
       logger.info({ graceMs }, 'shutting down');
+      // an engine still opening (profiling, training) stops and closes what it opened
+      if (!(await within(opening.catch(() => undefined), graceMs * 0.9))) logger.warn('the engine was still opening at the grace deadline');
       const backendDone = backend.shutdown(graceMs * 0.9);
       const httpDone = http.close();
       const grpcDone = grpc?.close(graceMs * 0.9) ?? Promise.resolve();
@@ -137,18 +147,25 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const ready = (async () => {
     const t0 = performance.now();
     try {
-      const engine = await options.openEngine();
-      if (closing) {
+      opening = options.openEngine(abort.signal).then(async (engine) => {
+        if (!closing) return engine;
         await (engine.close?.() ?? engine.device.close());
-        return;
-      }
+        return undefined;
+      });
+      const engine = await opening;
+      if (engine === undefined) return;
       await backend.start(engine);
+      if (closing) return; // shut down while loading and warming up: not a start-up to announce
       const down = backend.repositoryIndex().filter((m) => m.state !== 'READY');
       const unavailable = down.length === 0 ? '' : `; UNAVAILABLE: ${down.map((m) => `${m.name} (${m.reason})`).join('; ')}`;
       const ms = Math.round(performance.now() - t0);
       if (backend.isReady()) announce(`ready: ${backend.modelList().join(', ')} (${ms} ms to load and warm up)${unavailable}`);
       else announce(`started, not ready: no model could be loaded${unavailable}`);
     } catch (err) {
+      if (closing) {
+        logger.info({ err: err instanceof Error ? err.message : String(err) }, 'start-up stopped by the shutdown');
+        return;
+      }
       logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'start-up failed');
       await shutdown(1000);
       throw err;

@@ -347,6 +347,9 @@ describe('containment on abacus serve (child process, ort)', () => {
       const shown = `<model cache>${operatorFile.slice(sandbox.cacheDir.length)}`;
       expect(index[1]!.reason).toMatch(new RegExp(`^badnet: operator \\d+ \\(op\\d+\\) at ${shown.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} cannot be loaded: .*Protobuf parsing failed`));
       expect(index[1]!.reason).not.toContain(sandbox.cacheDir);
+      // nor the imported model's source file by its absolute path (it sits in the sandbox): by its name only
+      expect(index[1]!.reason).not.toContain(sandbox.tmp);
+      expect(index[1]!.reason).toContain('abacus models import <…>/');
       // ends with the repair: the command, and the entry's folder by name (not its full path)
       const folder = path.basename(path.dirname(operatorFile));
       expect(index[1]!.reason).toMatch(new RegExp(`Protobuf parsing failed.*; re-import it with \`abacus models import \\S+\\.onnx --name badnet --operators 2 --force\`, or delete the folder ${folder} of the model cache and import it again$`, 's'));
@@ -358,6 +361,8 @@ describe('containment on abacus serve (child process, ort)', () => {
       const bad = await post(`${server.httpUrl}/v2/models/badnet/infer`, x);
       expect(bad.status).toBe(503);
       expect((bad.json as { error: string }).error).toMatch(/^not_ready: model 'badnet' is UNAVAILABLE: /);
+      expect((bad.json as { error: string }).error).not.toContain(sandbox.tmp);
+      expect(JSON.stringify(await (await fetch(`${server.httpUrl}/v2/models/badnet`)).json())).not.toContain(sandbox.tmp);
       expect((await fetch(`${server.httpUrl}/v2/models/badnet/ready`)).status).toBe(400);
       expect(await (await fetch(`${server.httpUrl}/v2/models`)).json()).toEqual({ models: ['goodnet'] });
       const { Client } = loadInferenceService();

@@ -79,4 +79,30 @@ describe('startServer', () => {
     expect(formatHostPort('::1', 80)).toBe('[::1]:80');
     expect(formatHostPort('127.0.0.1', 80)).toBe('127.0.0.1:80');
   });
+
+  it('a shutdown while the engine opens (profiling) aborts its signal, waits for it to stop and close what it opened; ready resolves without serving', async () => {
+    const b = await simBackend([{ name: 'r', model: 'resnet50-small' }], { start: false });
+    const events: string[] = [];
+    const server = await startServer({
+      backend: b.backend,
+      openEngine: (signal) =>
+        new Promise((_resolve, reject) => {
+          events.push('opening');
+          signal.addEventListener('abort', () => {
+            // like profiling: stop after the sample in progress, close the profiling device, then fail
+            setTimeout(() => {
+              events.push('profiling device closed');
+              reject(new Error('profiling stopped'));
+            }, 50);
+          });
+        }),
+      logger: createLogger({ defaultLevel: 'silent' }),
+      host: '127.0.0.1',
+      httpPort: 0,
+    });
+    await server.shutdown(5000);
+    events.push('shutdown done');
+    await server.ready; // resolves: a stop during start-up is not a failed start-up
+    expect(events).toEqual(['opening', 'profiling device closed', 'shutdown done']);
+  });
 });

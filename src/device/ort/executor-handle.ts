@@ -25,15 +25,20 @@
  *   with a `DeviceFailureError` naming the limit, kept states are lost (`onStateLost`), and the
  *   restart path below runs: later segments are served by the fresh child. A child already above
  *   the limit right after loading fails its start (a limit below what the model needs).
- * - Restarts: a failed restart is reported as the error of the segments waiting for it, and
- *   the next `run` tries again. After `MAX_FAILED_RESTARTS` consecutive failed restarts the
- *   handle gives up (state `failed`): every later `run` resolves at once with a
- *   `DeviceFailureError` saying the executor is down. Only a new handle (the device's `load`
- *   of that service again) brings it back. A successful restart resets the count.
+ * - Restarts: the first restart after an unexpected exit begins at once. A failed restart is
+ *   reported as the error of the segments waiting for it, and the next one is tried after a
+ *   capped exponential backoff (`restartBackoff`: `initialMs` × 2^(failures − 1), at most
+ *   `maxMs`), forever: the executor comes back by itself once it can load again. While it waits
+ *   out a backoff, `run` resolves at once with a `DeviceFailureError` saying when the next try
+ *   is. A successful restart resets the count.
+ * - Health (`onHealth`): `up: false` when a loaded child dies unexpectedly and after each failed
+ *   restart (with the reason), `up: true` when a restart succeeds; never for the first load, a
+ *   failed first load, or `close()`. Called synchronously, before the segments the death failed
+ *   see their results, so an owner can tell a crash from an ordinary failure.
  *
  * Logging (the `logger` of the config): `warn` for every unexpected exit (service, pid, exit
- * code, signal, output tail), segment-timeout kill, restart and failed restart; `error` when
- * the handle gives up; `info` with `loadMs` for each (re)load; `debug` for each spawn.
+ * code, signal, output tail), segment-timeout kill, restart, and failed restart (with the backoff
+ * before the next try); `info` with `loadMs` for each (re)load; `debug` for each spawn.
  *
  * Ownership: the handle owns the child process; `close()` ends it (SIGTERM, SIGKILL after
  * `CLOSE_GRACE_MS`), also while it is starting.
@@ -46,13 +51,13 @@ import type { AbacusError } from '../../errors.ts';
 import { DeviceFailureError, DeviceUnavailableError, describeError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { TensorMap } from '../../tensor.ts';
-import type { ChildMessage, LoadMessage, ParentMessage, RunMessage, SessionConfig } from './protocol.ts';
+import type { ChildMessage, LoadMessage, RunMessage, SessionConfig } from './protocol.ts';
 import { fromWire } from './protocol.ts';
+import { exitDescription, isAlive, OutputTail, sendTo } from './child-io.ts';
+import { DEFAULT_RESTART_BACKOFF, restartDelayMs, type ExecutorHealth, type RestartBackoff } from './restart-backoff.ts';
 
 /** Grace period between SIGTERM and SIGKILL when closing, in ms. */
 export const CLOSE_GRACE_MS = 2000;
-/** Consecutive failed restarts after which a handle stops restarting its child. */
-export const MAX_FAILED_RESTARTS = 3;
 /** Characters of child stdout/stderr kept for error messages and logs. */
 const OUTPUT_TAIL_CHARS = 2000;
 
@@ -87,6 +92,8 @@ export interface ExecutorConfig extends Omit<LoadMessage, 't'> {
   readonly segmentTimeoutMs: number;
   /** Largest resident set size of the child, bytes; above it the child is restarted (see the file docs). 0 = none. */
   readonly memoryLimitBytes: number;
+  /** Backoff between failed restarts [`DEFAULT_RESTART_BACKOFF`]. */
+  readonly restartBackoff?: RestartBackoff;
   readonly logger: Logger;
 }
 
@@ -103,50 +110,6 @@ export function spawnExecutorProcess(): ChildProcess {
     execArgv: ['--import', loader, '--expose-gc'],
     serialization: 'advanced',
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-  });
-}
-
-/** Keeps the last `limit` characters a child wrote to stdout/stderr. */
-class OutputTail {
-  private buffer = '';
-  constructor(private readonly limit: number) {}
-  attach(child: ChildProcess): void {
-    const push = (chunk: Buffer): void => {
-      this.buffer = (this.buffer + chunk.toString('utf8')).slice(-this.limit);
-    };
-    child.stdout?.on('data', push);
-    child.stderr?.on('data', push);
-  }
-  text(): string {
-    return this.buffer.trim();
-  }
-  suffix(): string {
-    const t = this.text();
-    return t ? `; executor output (tail): ${t}` : '';
-  }
-}
-
-function exitDescription(code: number | null, signal: NodeJS.Signals | null): string {
-  return signal ? `signal ${signal}` : `exit code ${String(code)}`;
-}
-
-function isAlive(child: ChildProcess): boolean {
-  return child.exitCode === null && child.signalCode === null;
-}
-
-/**
- * Send a message. Never rejects: resolves `undefined` once the channel took it, or the reason
- * it did not (channel closed, or a value structured clone cannot copy — `child.send` throws
- * that synchronously, before anything is written).
- */
-function sendTo(child: ChildProcess, msg: ParentMessage): Promise<string | undefined> {
-  if (!child.connected) return Promise.resolve('the IPC channel is closed');
-  return new Promise((resolve) => {
-    try {
-      child.send(msg, (err) => resolve(err ? describeError(err) : undefined));
-    } catch (err) {
-      resolve(describeError(err));
-    }
   });
 }
 
@@ -202,7 +165,7 @@ function mb(bytes: number): string {
 
 export class ExecutorHandle {
   private child: ChildProcess | undefined;
-  private state: 'down' | 'starting' | 'ready' | 'failed' | 'closed' = 'down';
+  private state: 'down' | 'starting' | 'ready' | 'closed' = 'down';
   private starting: Promise<void> | undefined;
   private loadWaiter: { resolve: () => void; reject: (err: AbacusError) => void } | undefined;
   private readonly pending = new Map<number, Pending>();
@@ -214,6 +177,8 @@ export class ExecutorHandle {
   private loadedOnce = false;
   private failedRestarts = 0;
   private lastRestartError = '';
+  /** The pending backoff restart, while the handle waits out a backoff. */
+  private backoff: { readonly timer: NodeJS.Timeout; readonly at: number } | undefined;
   private deadline: { readonly reqId: number; readonly timer: NodeJS.Timeout } | undefined;
   private killedForDeadline: DeadlineKill | undefined;
   /** The RSS above the memory limit for which the parent killed the current child. */
@@ -225,10 +190,12 @@ export class ExecutorHandle {
   /**
    * @param onStateLost called (synchronously, before any restart) when the child died and
    *   every kept query state of this service is gone; `reason` names the exit.
+   * @param onHealth called when the executor goes down or comes back (see the file docs).
    */
   constructor(
     private readonly cfg: ExecutorConfig,
     private readonly onStateLost: (reason: string) => void,
+    private readonly onHealth: (health: ExecutorHealth) => void = () => undefined,
   ) {
     this.log = cfg.logger;
   }
@@ -253,20 +220,20 @@ export class ExecutorHandle {
     return this.child?.pid;
   }
 
-  /** True once the handle gave up after `MAX_FAILED_RESTARTS` consecutive failed restarts. */
+  /** True while the child is down after a failed restart, waiting out the backoff before the next try. */
   get isDown(): boolean {
-    return this.state === 'failed';
+    return this.backoff !== undefined;
   }
 
   /**
    * Start the child and load the sessions (idempotent while starting).
    * @throws DeviceUnavailableError (CUDA missing, or the handle is closed), InvalidModelError
    *   (a model that does not load), DeviceFailureError (the child died while loading, or did
-   *   not load within `loadTimeoutMs`, or the handle gave up restarting).
+   *   not load within `loadTimeoutMs`, or the handle waits out a restart backoff).
    */
   start(): Promise<void> {
     if (this.state === 'closed') return Promise.reject(new DeviceUnavailableError(`executor of service ${this.cfg.service} is closed`));
-    if (this.state === 'failed') return Promise.reject(this.downError());
+    if (this.backoff !== undefined) return Promise.reject(this.downError());
     if (this.state === 'ready') return Promise.resolve();
     if (this.starting) return this.starting;
     this.state = 'starting';
@@ -283,6 +250,7 @@ export class ExecutorHandle {
         this.loadedOnce = true;
         this.failedRestarts = 0;
         this.log.info({ service: this.cfg.service, pid: this.child?.pid, loadMs: performance.now() - t0, restart }, restart ? 'executor restarted' : 'executor loaded');
+        if (restart) this.onHealth({ up: true, reason: '', restarts: this.restartCount });
       },
       (err: unknown) => {
         this.starting = undefined;
@@ -308,18 +276,14 @@ export class ExecutorHandle {
   run(req: RunRequest): Promise<RunOutcome> {
     if (this.state === 'ready' && this.child) return this.dispatch(this.child, req);
     if (this.state === 'closed') return Promise.resolve({ ok: false, error: new DeviceUnavailableError(`device closed: query ${req.queryId} of service ${this.cfg.service} was not run`) });
-    if (this.state === 'failed') return Promise.resolve({ ok: false, error: this.downError(req.queryId) });
+    if (this.backoff !== undefined) return Promise.resolve({ ok: false, error: this.downError(req.queryId) });
     return this.start().then(
       () => this.run(req),
       (err: unknown): RunOutcome => {
         if (this.state === 'closed') return { ok: false, error: new DeviceUnavailableError(`device closed: query ${req.queryId} of service ${this.cfg.service} was not run`) };
-        if (this.state === 'failed') return { ok: false, error: this.downError(req.queryId) };
         return {
           ok: false,
-          error: new DeviceFailureError(
-            `executor of service ${this.cfg.service} could not be restarted (${this.failedRestarts} of at most ${MAX_FAILED_RESTARTS} consecutive failures), query ${req.queryId} was not run: ${describeError(err)}`,
-            { cause: err },
-          ),
+          error: new DeviceFailureError(`executor of service ${this.cfg.service} could not be restarted (${this.failedRestarts} consecutive failures), query ${req.queryId} was not run: ${describeError(err)}`, { cause: err }),
         };
       },
     );
@@ -400,6 +364,8 @@ export class ExecutorHandle {
   async close(): Promise<void> {
     this.state = 'closed';
     this.clearDeadline();
+    if (this.backoff !== undefined) clearTimeout(this.backoff.timer);
+    this.backoff = undefined;
     const child = this.child;
     if (!child || !isAlive(child)) return;
     await new Promise<void>((resolve) => {
@@ -413,23 +379,30 @@ export class ExecutorHandle {
   }
 
   private downError(queryId?: string): DeviceFailureError {
-    const svc = this.cfg.service;
     const notRun = queryId === undefined ? '' : `; query ${queryId} was not run`;
-    return new DeviceFailureError(
-      `executor of service ${svc} is down: ${this.failedRestarts} consecutive restarts failed (last: ${this.lastRestartError}), so it is not restarted again until service ${svc} is loaded again${notRun}`,
-    );
+    return new DeviceFailureError(`${this.downReason()}${notRun}`);
   }
 
+  private downReason(): string {
+    const inMs = this.backoff === undefined ? 0 : Math.max(0, Math.round(this.backoff.at - performance.now()));
+    return `executor of service ${this.cfg.service} is down: ${this.failedRestarts} consecutive restarts failed (last: ${this.lastRestartError}); the next restart is in ${inMs} ms`;
+  }
+
+  /** Count a failed restart and schedule the next one after the backoff (forever, until `close`). */
   private restartFailed(err: unknown): void {
     this.failedRestarts += 1;
     this.lastRestartError = describeError(err);
-    const fields = { service: this.cfg.service, failedRestarts: this.failedRestarts, err: this.lastRestartError };
-    if (this.failedRestarts >= MAX_FAILED_RESTARTS) {
-      this.state = 'failed';
-      this.log.error(fields, `executor is down: ${MAX_FAILED_RESTARTS} consecutive restarts failed; not restarting again`);
-    } else {
-      this.log.warn(fields, 'executor restart failed');
-    }
+    const delayMs = restartDelayMs(this.cfg.restartBackoff ?? DEFAULT_RESTART_BACKOFF, this.failedRestarts);
+    const timer = setTimeout(() => {
+      this.backoff = undefined;
+      if (this.state === 'closed') return;
+      this.log.info({ service: this.cfg.service, failedRestarts: this.failedRestarts }, 'restarting executor after backoff');
+      this.start().catch(() => undefined);
+    }, delayMs);
+    timer.unref();
+    this.backoff = { timer, at: performance.now() + delayMs };
+    this.log.warn({ service: this.cfg.service, failedRestarts: this.failedRestarts, nextRestartInMs: delayMs, err: this.lastRestartError }, 'executor restart failed; retrying after backoff');
+    this.onHealth({ up: false, reason: this.downReason(), restarts: this.restartCount });
   }
 
   private spawnAndLoad(): Promise<void> {
@@ -648,6 +621,7 @@ export class ExecutorHandle {
     this.state = 'down';
     this.restartCount += 1;
     if (memory !== undefined) this.memoryRestartCount += 1;
+    this.onHealth({ up: false, reason: `${killed ? `executor killed: query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms` : memory !== undefined ? `executor killed: ${memoryWhy}` : `executor ended unexpectedly (${how})`}; restarting`, restarts: this.restartCount });
     this.log.warn({ service: svc, restarts: this.restartCount }, 'restarting executor');
     // A failed restart is not lost: the next run() retries and reports it as the segment's error.
     this.start().catch(() => undefined);

@@ -7,8 +7,8 @@
  * Every `loaded` and `result` message carries the process's resident set size (`rssBytes`), which
  * the parent shows as a gauge and holds against its memory limit (`ExecutorHandle`).
  *
- * The process exits when the parent disconnects (parent gone or device closed), so executors
- * never outlive their device. Protocol: `protocol.ts`.
+ * The process exits when the parent disconnects (parent gone or device closed) or when its parent
+ * process changes (the parent died, even by SIGKILL), so executors never outlive their device. Protocol: `protocol.ts`.
  */
 import process from 'node:process';
 import { InferenceSession, listSupportedBackends } from 'onnxruntime-node';
@@ -48,6 +48,9 @@ function injectFault(fault: Exclude<FaultMessage['fault'], 'hold-memory'>): void
       break;
   }
 }
+
+/** How often an executor checks that its parent is still there, ms (an orphan lives at most about this long). */
+const PARENT_WATCH_MS = 500;
 
 function main(): void {
   const sendRaw = process.send?.bind(process);
@@ -104,6 +107,12 @@ function main(): void {
   process.on('disconnect', () => {
     process.exit(0);
   });
+  // Backs up 'disconnect': once the parent is gone (even killed with SIGKILL) this process is
+  // re-parented, so a changed ppid ends it too, whatever became of the IPC channel.
+  const parentPid = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parentPid) process.exit(0);
+  }, PARENT_WATCH_MS).unref();
 
   process.on('message', (raw: unknown) => {
     const msg = raw as ParentMessage;
