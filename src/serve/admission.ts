@@ -18,7 +18,8 @@
  * the load: a gate that only learned while a backlog existed would stop learning once it shed
  * everything behind the query running.
  *
- * A request that finds `ahead` queries of all services waiting or running is expected to finish
+ * A request that finds `ahead` queries of all services waiting or running, or admitted and still
+ * being read or decoded by a front end (`ticket`), is expected to finish
  * after `spentMs + (ahead + ½) × drainMs`: the one running is half done on average, the others
  * ahead take one each, then it takes one (`spentMs`: what it already spent since it arrived).
  * It is shed when that exceeds `SHED_MARGIN` × its QoS target: hopeless, not merely at risk.
@@ -33,7 +34,7 @@
  * sixth of the goodput of one request in flight.
  */
 
-import { ServeError } from './inference.ts';
+import { ServeError, type AdmissionTicket } from './inference.ts';
 
 /** Shortest time between two log lines about shed requests of one model, ms (one line per request would cost the loop as much as the shedding). */
 export const SHED_LOG_INTERVAL_MS = 10_000;
@@ -63,6 +64,8 @@ export interface AdmissionQueues {
 }
 
 export class AdmissionGate {
+  /** Admitted requests still read or decoded by a front end (not yet queued): work ahead of later arrivals. */
+  private inFrontEnd = 0;
   /** Decaying sums of busy device time (ms) and completed queries, as of `sumsAtMs`. */
   private busyMs = 0;
   private completions = 0;
@@ -98,9 +101,23 @@ export class AdmissionGate {
     this.total++;
   }
 
+  /** A ticket for a request admitted at `receivedMs`: it counts as ahead of later arrivals until settled (`AdmissionTicket`). */
+  ticket(receivedMs: number): AdmissionTicket {
+    this.inFrontEnd++;
+    let open = true;
+    return {
+      receivedMs,
+      settle: () => {
+        if (!open) return;
+        open = false;
+        this.inFrontEnd--;
+      },
+    };
+  }
+
   /** The expected finish of a request arriving now (see the file docs). */
   estimate(): AdmissionEstimate {
-    const ahead = this.queues.pendingQueries();
+    const ahead = this.queues.pendingQueries() + this.inFrontEnd;
     if (this.total < MIN_SAMPLES || !(this.completions > 0)) return { ahead, finishMs: undefined };
     const drainMs = this.busyMs / this.completions;
     return { ahead, finishMs: (ahead + 0.5) * drainMs, drainMs };

@@ -75,7 +75,7 @@ import { elementCount, halfToNumber } from '../tensor.ts';
 import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
 import { ModelStates, type PrivatePath } from './model-states.ts';
 import { isAborted, within } from './waits.ts';
-import { ServeError, type ModelState, type RepositoryIndexEntry, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
+import { ServeError, type AdmissionTicket, type ModelState, type RepositoryIndexEntry, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
 import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
 import { AdmissionGate, shedError } from './admission.ts';
@@ -373,16 +373,19 @@ export class RuntimeBackend implements InferenceBackend {
     return n;
   }
 
-  admit(modelName: string): number | undefined {
+  admit(modelName: string): AdmissionTicket | undefined {
     const nowMs = this.engine?.clock.now();
     const m = typeof modelName === 'string' ? this.models.get(modelName) : undefined;
-    if (nowMs === undefined || m === undefined || this.admission === undefined || !this.ready || this.closing || this.states.get(m.name)?.state !== 'READY') return nowMs;
-    const why = this.admission.shedReason(m.qosTargetMs, 0);
-    if (why === undefined) return nowMs;
+    if (nowMs === undefined || m === undefined) return undefined;
+    const gate = this.admission;
+    if (gate === undefined) return { receivedMs: nowMs, settle: () => undefined };
+    // not ready: admitted, and `infer` answers it
+    const why = !this.ready || this.closing || this.states.get(m.name)?.state !== 'READY' ? undefined : gate.shedReason(m.qosTargetMs, 0);
+    if (why === undefined) return gate.ticket(nowMs);
     this.metrics?.request(m.name, 'overloaded');
     this.stats.fail(m.name, 0, undefined);
     this.feedShed(m.name, nowMs, nowMs, m.qosTargetMs, 1, why);
-    const summary = this.admission.countShed(m.name, nowMs);
+    const summary = gate.countShed(m.name, nowMs);
     if (summary !== undefined) this.logger?.warn({ model: m.name, shed: summary.shed, windowMs: Math.round(summary.windowMs) }, `shedding requests before decoding: ${why}`);
     throw shedError(`overloaded: model '${m.name}': ${why}; shed before its body was read (retry later or on another replica)`);
   }
@@ -686,7 +689,8 @@ export class RuntimeBackend implements InferenceBackend {
   async infer(request: InferRequest): Promise<InferResponse> {
     const t0 = performance.now();
     // the time since arrival the front end spent before calling infer (reading, decoding) counts
-    const beforeMs = request.receivedMs === undefined ? 0 : Math.max(0, (this.engine?.clock.now() ?? request.receivedMs) - request.receivedMs);
+    const receivedMs = request.admission?.receivedMs;
+    const beforeMs = receivedMs === undefined ? 0 : Math.max(0, (this.engine?.clock.now() ?? receivedMs) - receivedMs);
     const name = typeof request.modelName === 'string' ? request.modelName : '';
     let queueMs: number | undefined;
     try {
@@ -703,6 +707,8 @@ export class RuntimeBackend implements InferenceBackend {
       this.metrics?.request(name, outcome, rejectedQueueMs !== undefined ? { queueMs: rejectedQueueMs } : {});
       if (e.code !== 'model_not_found') this.stats.fail(name, performance.now() - t0 + beforeMs, rejectedQueueMs);
       throw e;
+    } finally {
+      request.admission?.settle();
     }
   }
 
@@ -735,7 +741,9 @@ export class RuntimeBackend implements InferenceBackend {
     const plan = this.validate(model, request);
     if (request.signal?.aborted === true) throw new CancelledError(`model '${model.name}': the client disconnected before the request was queued`);
     const nowMs = this.clockNowMs() ?? 0;
-    const arrivalMs = request.receivedMs !== undefined && request.receivedMs <= nowMs ? request.receivedMs : nowMs;
+    const receivedMs = request.admission?.receivedMs;
+    const arrivalMs = receivedMs !== undefined && receivedMs <= nowMs ? receivedMs : nowMs;
+    request.admission?.settle(); // queued (or shed) now: the runtime's queue counts it from here
     this.metrics?.admissionWait(model.name, nowMs - arrivalMs);
     const why = this.admission?.shedReason(plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs);
     if (why !== undefined) {

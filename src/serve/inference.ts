@@ -222,11 +222,26 @@ export interface InferRequest {
   /** Aborted when the client disconnected: a query that has not started is withdrawn. */
   readonly signal?: AbortSignal;
   /**
-   * When the request arrived, on the backend's clock, ms (`InferenceBackend.admit`): its QoS
-   * target counts from here, so the time spent reading and decoding it is part of its latency.
-   * Absent: when `infer` is called.
+   * Its admission (`InferenceBackend.admit`): its QoS target counts from `receivedMs`, so the
+   * time spent reading and decoding it is part of its latency. Absent: it arrived when `infer`
+   * was called.
    */
-  readonly receivedMs?: number;
+  readonly admission?: AdmissionTicket;
+}
+
+/**
+ * A request admitted by `InferenceBackend.admit`, from its arrival until it is queued: while it is
+ * read and decoded it counts as work ahead of later arrivals.
+ */
+export interface AdmissionTicket {
+  /** Arrival on the backend's clock, ms. */
+  readonly receivedMs: number;
+  /**
+   * It no longer waits in the front end (queued, refused, or answered). Idempotent: the backend
+   * calls it when it queues the request, and the front end when the request is answered, so a
+   * request that never reaches `infer` (a body refused while read) is released too.
+   */
+  readonly settle: () => void;
 }
 
 /** One inference result, protocol-neutral. */
@@ -355,9 +370,9 @@ export interface InferenceBackend {
    * Admission as soon as the model is known, before the request's body is read or decoded
    * (`admission.ts`): a request that cannot finish within the model's QoS target behind the
    * queries already waiting is shed here, at the cost of no decoding.
-   * @returns the arrival time on the backend's clock, ms, to pass as `InferRequest.receivedMs`;
+   * @returns its ticket, to pass as `InferRequest.admission` and to settle once it is answered;
    *   undefined before start or for an unknown model (`infer` answers those).
    * @throws ServeError overloaded when the request is shed.
    */
-  admit?(modelName: string): number | undefined;
+  admit?(modelName: string): AdmissionTicket | undefined;
 }

@@ -211,9 +211,11 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
     const requestId = randomUUID();
     const controller = new AbortController();
     let answered = false;
+    let settleTicket: (() => void) | undefined;
     const answer = (error: unknown, response?: ModelInferResponseMessage): void => {
       if (answered) return;
       answered = true;
+      settleTicket?.();
       call.removeListener('cancelled', onCancelled);
       if (response !== undefined) {
         callback(null, response);
@@ -235,9 +237,10 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
     let pending: Promise<ModelInferResponseMessage>;
     try {
       // admission before the tensors are decoded (`InferenceBackend.admit`): a shed call is UNAVAILABLE at once
-      const receivedMs = backend.admit?.(call.request.model_name ?? '');
+      const admission = backend.admit?.(call.request.model_name ?? '');
+      if (admission !== undefined) settleTicket = admission.settle;
       const decoded = inferRequestFromWire(call.request, requestId, controller.signal);
-      const request = receivedMs === undefined ? decoded : { ...decoded, receivedMs };
+      const request = admission === undefined ? decoded : { ...decoded, admission };
       pending = backend.infer(request).then((response) => inferResponseToWire(response, outputContents));
     } catch (error) {
       answer(error);

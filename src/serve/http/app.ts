@@ -48,7 +48,7 @@ import { PassThrough, type Duplex, type Readable } from 'node:stream';
 import { createGunzip, createInflate } from 'node:zlib';
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from '../../log.ts';
-import { MAX_REQUEST_ID_LENGTH, ServeError, type InferenceBackend, type ServeErrorCode } from '../inference.ts';
+import { MAX_REQUEST_ID_LENGTH, ServeError, type AdmissionTicket, type InferenceBackend, type ServeErrorCode } from '../inference.ts';
 import type { DashboardHub } from '../dashboard/hub.ts';
 import { registerDashboardRoutes } from '../dashboard/routes.ts';
 import type { ServeMetrics } from '../metrics.ts';
@@ -161,8 +161,8 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   // own request: a shed request is answered 503 `overloaded` with `Retry-After` at once, without
   // fastify's routing, hooks or a log line (the backend logs a summary), and node discards its
   // body unread once the answer is out. Under overload this is most requests, so it must cost
-  // next to nothing. An admitted request's arrival time travels to `infer` as `receivedMs`.
-  const receivedAt = new WeakMap<IncomingMessage, number>();
+  // next to nothing. An admitted request's ticket travels to `infer` (`InferRequest.admission`).
+  const tickets = new WeakMap<IncomingMessage, AdmissionTicket>();
   let shedCount = 0;
   const admitRaw = (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== 'POST' || backend.admit === undefined) return false;
@@ -175,8 +175,11 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
       return false; // fastify answers the bad percent-encoding
     }
     try {
-      const receivedMs = backend.admit(name);
-      if (receivedMs !== undefined) receivedAt.set(req, receivedMs);
+      const ticket = backend.admit(name);
+      if (ticket !== undefined) {
+        tickets.set(req, ticket);
+        res.once('close', ticket.settle);
+      }
       return false;
     } catch (err) {
       if (!(err instanceof ServeError)) throw err;
@@ -354,8 +357,8 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     };
     reply.raw.once('close', onClose);
     try {
-      const receivedMs = receivedAt.get(request.raw);
-      const response = await backend.infer({ ...decoded.request, modelName: name, ...(version === undefined ? {} : { modelVersion: version }), requestId: request.id, signal: abort.signal, ...(receivedMs === undefined ? {} : { receivedMs }) });
+      const admission = tickets.get(request.raw);
+      const response = await backend.infer({ ...decoded.request, modelName: name, ...(version === undefined ? {} : { modelVersion: version }), requestId: request.id, signal: abort.signal, ...(admission === undefined ? {} : { admission }) });
       const encoded = await offload.encode(response, decoded.binaryOutputs);
       if (encoded.headerLength !== undefined) void reply.header('Inference-Header-Content-Length', String(encoded.headerLength));
       return reply.type(encoded.contentType).send(encoded.body);

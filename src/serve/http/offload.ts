@@ -164,7 +164,11 @@ export class Offload {
   private run(job: CodecJob, transfer: ArrayBuffer[]): Promise<CodecResult> {
     if (this.closed) return Promise.resolve(gone('the server is closing'));
     return new Promise<CodecResult>((resolve) => {
-      this.queue.push({ job, transfer, resolve });
+      // an encode finishes a request that was served: it goes before every decode waiting (FIFO
+      // among encodes), so that answers are not held up behind bodies that may yet be shed
+      const at = job.op === 'encode' ? this.queue.findIndex((p) => p.job.op !== 'encode') : -1;
+      if (at < 0) this.queue.push({ job, transfer, resolve });
+      else this.queue.splice(at, 0, { job, transfer, resolve });
       this.dispatch();
     });
   }
