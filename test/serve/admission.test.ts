@@ -86,6 +86,21 @@ describe('AdmissionGate', () => {
     expect(h.estimate().drainMs!).toBeGreaterThan(before);
   });
 
+  it('counts admitted requests not yet queued as ahead until their ticket settles (once)', () => {
+    const pending = { n: 1 };
+    const g = gate(pending);
+    run(g, 0, 10, 10);
+    const t1 = g.ticket(100);
+    const t2 = g.ticket(101);
+    expect(t1.receivedMs).toBe(100);
+    expect(g.estimate().ahead).toBe(3);
+    t1.settle();
+    t1.settle();
+    expect(g.estimate().ahead).toBe(2);
+    t2.settle();
+    expect(g.estimate().ahead).toBe(1);
+  });
+
   it('logs a summary at most once per SHED_LOG_INTERVAL_MS per service', () => {
     const g = gate({ n: 0 });
     expect(g.countShed('a', 0)).toEqual({ shed: 1, windowMs: 0 });
