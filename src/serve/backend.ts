@@ -436,7 +436,7 @@ export class RuntimeBackend implements InferenceBackend {
           throw new ServeError('bad_request', `load '${name}': parameters.config: ${describeError(err)}`, { cause: err });
         }
       }
-      if (this.states.isModelReady(name)) await this.takeDown(engine, name, 'being re-loaded');
+      if (this.states.isLoaded(name)) await this.takeDown(engine, name, 'being re-loaded');
       this.models.set(name, model);
       this.stats.add(name);
       this.metrics?.addModel(name);
@@ -457,7 +457,7 @@ export class RuntimeBackend implements InferenceBackend {
     await this.serialized(name, async () => {
       const engine = this.requireStarted(name);
       const s = this.states.get(name)!;
-      if (s.state === 'READY' || s.state === 'UNLOADING') await this.takeDown(engine, name, 'unloaded');
+      if (this.states.isLoaded(name) || s.state === 'UNLOADING') await this.takeDown(engine, name, 'unloaded');
       this.states.set(name, 'UNAVAILABLE', 'unloaded', true);
     });
   }

@@ -109,6 +109,12 @@ export class ModelStates {
     return this.entries.get(name)?.state === 'READY';
   }
 
+  /** READY, or UNAVAILABLE only while its executor restarts: the model is on the device and in the runtime (an unload or re-load takes it down first). */
+  isLoaded(name: string): boolean {
+    const e = this.entries.get(name);
+    return e !== undefined && (e.state === 'READY' || e.executorDown);
+  }
+
   /** Executor crashes of `name` since the server started (0 for an unknown name). */
   crashes(name: string): number {
     return this.entries.get(name)?.crashes ?? 0;

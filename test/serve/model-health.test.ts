@@ -56,13 +56,19 @@ class CrashingDevice implements Device {
   }
 }
 
-async function setUp(options: { strictReadiness?: boolean; qosTargetMs?: number } = {}) {
+async function setUp(options: { strictReadiness?: boolean; qosTargetMs?: number; modelControl?: boolean } = {}) {
   const spec = await resolveModelSpec(new ModelRepository(), 'resnet50-small');
   const models: ServedModel[] = ['a', 'b'].map((name) => ({ name, spec, qosTargetMs: options.qosTargetMs ?? 5000, maxQosMs: 50_000, batchSizes: [1], maxQueueLength: 100 }));
   const clock = new WallClock();
   const device = new CrashingDevice(await SimDevice.create({ clock, id: 'sim:a100', seed: 1 }), 'a');
   const metrics = new ServeMetrics({ models: ['a', 'b'], processMetrics: false });
-  const backend = new RuntimeBackend({ models, platform: 'abacus_sim', metrics, ...(options.strictReadiness === undefined ? {} : { strictReadiness: options.strictReadiness }) });
+  const backend = new RuntimeBackend({
+    models,
+    platform: 'abacus_sim',
+    metrics,
+    ...(options.strictReadiness === undefined ? {} : { strictReadiness: options.strictReadiness }),
+    ...(options.modelControl === true ? { modelControl: { resolve: () => Promise.reject(new Error('no new models here')) } } : {}),
+  });
   const engine: BackendEngine = {
     clock,
     device,
@@ -149,6 +155,24 @@ describe('model state follows executor health', () => {
     const down = backend.shutdown(1000);
     await expect(caught).rejects.toMatchObject({ code: expect.stringMatching(/^(device_failure|not_ready)$/) as unknown });
     await down;
+  });
+
+  it('a model down while its executor restarts can be unloaded (its executor ends, the server is ready) and loaded again', async () => {
+    const { backend, device } = await setUp({ modelControl: true });
+    device.emit(false, 'executor ended unexpectedly (signal SIGKILL); restarting');
+    expect(backend.isReady()).toBe(false);
+    await backend.unloadModel('a', undefined);
+    expect(backend.modelState('a')).toEqual({ state: 'UNAVAILABLE', reason: 'unloaded' });
+    expect(backend.isReady()).toBe(true); // an unloaded model is not one that should be served
+    device.emit(true); // a late report of the old executor changes nothing
+    expect(backend.modelState('a')?.state).toBe('UNAVAILABLE');
+    await backend.loadModel('a', undefined);
+    expect(backend.modelState('a')?.state).toBe('READY');
+    expect((await backend.infer(request('a'))).modelName).toBe('a');
+    device.emit(false, 'down again');
+    await backend.loadModel('a', undefined); // a re-load takes the down model off first
+    expect(backend.modelState('a')?.state).toBe('READY');
+    await backend.shutdown(1000);
   });
 
   it('reasons name no absolute path: private folders by their label, others by their last segment', () => {
