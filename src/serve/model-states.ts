@@ -92,6 +92,8 @@ export class ModelStates {
     const old = this.entries.get(name);
     const restartsSeen = state === 'LOADING' || old === undefined ? 0 : old.restartsSeen;
     this.entries.set(name, { state, reason, unloaded, executorDown: false, note: state === 'READY' ? reason : '', restartsSeen, crashes: old?.crashes ?? 0 });
+    // taken down or loaded anew while queries waited for its executor: they are not retried
+    for (const done of [...(this.waiters.get(name) ?? [])]) done(false);
     if (state !== 'LOADING' && state !== 'UNLOADING') this.logger?.info({ model: name, state, reason }, 'model state');
   }
 
@@ -122,7 +124,8 @@ export class ModelStates {
 
   /**
    * Resolves true once `name` is not down because of its executor (at once when it is not),
-   * false after `timeoutMs` or at `release` (shutdown).
+   * false after `timeoutMs`, when its state is set otherwise (unload, re-load), or at `release`
+   * (shutdown).
    */
   whenUp(name: string, timeoutMs: number): Promise<boolean> {
     if (this.entries.get(name)?.executorDown !== true) return Promise.resolve(true);
