@@ -764,7 +764,7 @@ export class RuntimeBackend implements InferenceBackend {
       case 'qos_violation':
         return new RejectedError('qos_violation', `qos_violation: ${where}: ${message}`, queueMs);
       case 'device_failure':
-        return new RejectedError('device_failure', `device_failure: ${where}: ${message}`, queueMs);
+        return new RejectedError('device_failure', `device_failure: ${where}: ${this.states.redact(message)}`, queueMs); // an executor's output tail may name server folders
       case 'bad_request':
         return new DeviceRefusedError(`${where}: the device refused the inputs: ${message}`, queueMs);
     }

@@ -15,7 +15,7 @@ import { resolveModelSpec } from '../../src/model/catalog.ts';
 import { ModelRepository } from '../../src/model/repository.ts';
 import { createController } from '../../src/schedule/index.ts';
 import { RuntimeBackend, type BackendEngine, type ServedModel } from '../../src/serve/backend.ts';
-import type { InferRequest } from '../../src/serve/inference.ts';
+import type { InferRequest, ServeError } from '../../src/serve/inference.ts';
 import { ServeMetrics } from '../../src/serve/metrics.ts';
 import { redactPaths } from '../../src/serve/model-states.ts';
 import { fixedPredictor } from '../helpers/fixed-predictor.ts';
@@ -49,7 +49,7 @@ class CrashingDevice implements Device {
       this.crashNext--;
       this.restarts++;
       this.emit(false, 'executor ended unexpectedly (signal SIGKILL); restarting');
-      const segments = group.map((s): SegmentResult => ({ ok: false, queryId: s.queryId, service: s.service, error: new DeviceFailureError(`executor of service ${s.service} ended (signal SIGKILL) while running query ${s.queryId}`) }));
+      const segments = group.map((s): SegmentResult => ({ ok: false, queryId: s.queryId, service: s.service, error: new DeviceFailureError(`executor of service ${s.service} ended (signal SIGKILL) while running query ${s.queryId}; executor output (tail): at /srv/private/op1.onnx`) }));
       return { groupLatencyMs: 0, segments };
     }
     return this.inner.runGroup(group);
@@ -132,7 +132,9 @@ describe('model state follows executor health', () => {
     const second = backend.infer(request('a'));
     await until(() => backend.modelState('a')?.state === 'UNAVAILABLE');
     device.emit(true);
-    await expect(second).rejects.toMatchObject({ code: 'device_failure' });
+    const e = await second.catch((err: unknown) => err as ServeError);
+    expect(e).toMatchObject({ code: 'device_failure' });
+    expect((e as ServeError).message).toMatch(/executor output \(tail\): at <…>\/op1\.onnx/); // no server folder in a 503 body
     device.emit(true);
     const text = await metrics.text();
     expect(text).toMatch(/abacus_executor_restarts_total\{model="a"\} 3/);
