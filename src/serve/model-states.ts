@@ -10,9 +10,19 @@
  * backend can tell a query failed by a crash from one failed by its inputs, wait for the executor
  * (`whenUp`) and retry it once.
  */
-import type { ServiceHealthEvent } from '../device/device.ts';
 import type { Logger } from '../log.ts';
 import type { ModelState } from './inference.ts';
+
+/**
+ * What the device reports about a service's executor (`Device.watchHealth`'s event, repeated
+ * here because the front end reaches the device only through the runtime's types).
+ */
+export interface ServiceHealth {
+  readonly service: string;
+  readonly up: boolean;
+  readonly reason: string;
+  readonly restarts: number;
+}
 
 /** A folder whose path must not reach clients, and what to show instead. */
 export interface PrivatePath {
@@ -162,7 +172,7 @@ export class ModelStates {
   }
 
   /** A device health event (`Device.watchHealth`): READY ⇄ UNAVAILABLE for the model it names. */
-  onHealth(event: ServiceHealthEvent): void {
+  onHealth(event: ServiceHealth): void {
     const e = this.entries.get(event.service);
     if (e === undefined) return;
     if (event.restarts > e.restartsSeen) {
