@@ -72,6 +72,14 @@ describe('first-start profile: each model at its own shapes; a failure naming on
     const same = parseServingConfig({ device: 'sim:a100', services: [{ name: 'a', model: 'mynet:2', qosTargetMs: 50, batchSizes: [1, 2] }, { name: 'c', model: 'resnet50-small', qosTargetMs: 80, batchSizes: [2, 1] }] }, 'c.yaml');
     const h2 = await resolveServices(ctx, repo, same);
     expect(ownShapes(h2.services, h2.services.flatMap((s) => profiledBatchSizes(s)), [])).toBeUndefined();
+    // a sequence model with no seqLens of its own is profiled at its default, not at another service's
+    const seq = parseServingConfig({ device: 'sim:a100', services: [{ name: 'b', model: 'bert-small', qosTargetMs: 50, batchSizes: [1] }, { name: 'b2', model: 'bert-small', qosTargetMs: 50, batchSizes: [1], seqLens: [8] }] }, 'c.yaml');
+    const h3 = await resolveServices(ctx, repo, seq);
+    const bert = h3.services[0]!.spec;
+    expect(ownShapes(h3.services, [1], [8])?.get(bert.name)?.seqLens?.slice().sort((x, y) => x - y)).toEqual([8, bert.defaultSeqLen].sort((x, y) => x - y));
+    const alone = parseServingConfig({ device: 'sim:a100', services: [{ name: 'b', model: 'bert-small', qosTargetMs: 50, batchSizes: [1] }, { name: 'r', model: 'resnet50-small', qosTargetMs: 50, batchSizes: [1] }] }, 'c.yaml');
+    const h4 = await resolveServices(ctx, repo, alone);
+    expect(ownShapes(h4.services, [1], [])).toBeUndefined(); // the sampler's own fallback: nothing changes, nor the cache key
   });
 
   it('failedServiceOf: the services of the one model the error names (by service or model name), else none', async () => {

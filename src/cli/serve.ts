@@ -75,6 +75,9 @@ export interface ServeCliOptions {
   strictReadiness: boolean;
 }
 
+/** After `stopped`, how long the process may take to exit by itself before it exits anyway, ms (a bound, not a measurement). */
+const EXIT_AFTER_STOP_MS = 2000;
+
 /** How often `serve` checks that its parent process is still there, ms. */
 export const LAUNCHER_POLL_MS = 1000;
 
@@ -205,6 +208,12 @@ async function serveUntilSignalled(ctx: CliContext, opts: ServeCliOptions): Prom
     await server.shutdown(opts.graceMs);
     clearTimeout(guard);
     ctx.out('abacus serve: stopped\n');
+    // Everything is answered and closed; should a handle still hold the process (a start-up step
+    // that did not stop in the grace period), do not wait for it: executors end with their parent.
+    setTimeout(() => {
+      ctx.err('abacus serve: work still open after the shutdown; exiting\n');
+      process.exit(0);
+    }, EXIT_AFTER_STOP_MS).unref();
   } finally {
     unwatch?.();
     process.off('SIGTERM', onSignal);

@@ -215,15 +215,19 @@ export async function ensurePredictor(
  * `seqLens`), which keeps the predictor cache key of such configs as it was.
  */
 export function ownShapes(services: readonly ExperimentService[], batchSizes: readonly number[], seqLens: readonly number[]): ReadonlyMap<string, ModelShapes> | undefined {
-  const byModel = new Map<string, { batchSizes: Set<number>; seqLens: Set<number>; seqAxis: boolean }>();
+  const byModel = new Map<string, { batchSizes: Set<number>; seqLens: Set<number>; spec: ModelSpec }>();
   for (const s of services) {
     let m = byModel.get(s.spec.name);
-    if (m === undefined) byModel.set(s.spec.name, (m = { batchSizes: new Set(), seqLens: new Set(), seqAxis: s.spec.dynamicAxes.seq !== undefined }));
+    if (m === undefined) byModel.set(s.spec.name, (m = { batchSizes: new Set(), seqLens: new Set(), spec: s.spec }));
     for (const b of profiledBatchSizes(s)) m.batchSizes.add(b);
     for (const l of s.seqLens ?? []) m.seqLens.add(l);
   }
+  // a sequence model none of whose services lists seqLens is served (and warmed up) at its default
+  for (const m of byModel.values()) if (m.spec.dynamicAxes.seq !== undefined && m.seqLens.size === 0) m.seqLens.add(m.spec.defaultSeqLen);
   const same = (a: ReadonlySet<number>, b: readonly number[]): boolean => a.size === new Set(b).size && b.every((x) => a.has(x));
-  const differs = [...byModel.values()].some((m) => !same(m.batchSizes, batchSizes) || (m.seqAxis && !same(m.seqLens, seqLens)));
+  // what the sampler draws for a model without shapes: the shared lists (its default sequence length when none is shared)
+  const shared = (m: { spec: ModelSpec }): readonly number[] => (seqLens.length > 0 ? seqLens : [m.spec.defaultSeqLen]);
+  const differs = [...byModel.values()].some((m) => !same(m.batchSizes, batchSizes) || (m.spec.dynamicAxes.seq !== undefined && !same(m.seqLens, shared(m))));
   if (!differs) return undefined;
   return new Map([...byModel].map(([model, m]) => [model, { batchSizes: [...m.batchSizes], seqLens: [...m.seqLens] }]));
 }

@@ -475,7 +475,7 @@ export class RuntimeBackend implements InferenceBackend {
           throw new ServeError('bad_request', `load '${name}': parameters.config: ${describeError(err)}`, { cause: err });
         }
       }
-      if (this.states.isModelReady(name)) await this.takeDown(engine, name, 'being re-loaded');
+      if (this.states.isLoaded(name)) await this.takeDown(engine, name, 'being re-loaded');
       this.models.set(name, model);
       this.stats.add(name);
       this.metrics?.addModel(name);
@@ -496,7 +496,7 @@ export class RuntimeBackend implements InferenceBackend {
     await this.serialized(name, async () => {
       const engine = this.requireStarted(name);
       const s = this.states.get(name)!;
-      if (s.state === 'READY' || s.state === 'UNLOADING') await this.takeDown(engine, name, 'unloaded');
+      if (this.states.isLoaded(name) || s.state === 'UNLOADING') await this.takeDown(engine, name, 'unloaded');
       this.states.set(name, 'UNAVAILABLE', 'unloaded', true);
     });
   }
@@ -818,7 +818,7 @@ export class RuntimeBackend implements InferenceBackend {
       case 'qos_violation':
         return new RejectedError('qos_violation', `qos_violation: ${where}: ${message}`, queueMs);
       case 'device_failure':
-        return new RejectedError('device_failure', `device_failure: ${where}: ${message}`, queueMs);
+        return new RejectedError('device_failure', `device_failure: ${where}: ${this.states.redact(message)}`, queueMs); // an executor's output tail may name server folders
       case 'bad_request':
         return new DeviceRefusedError(`${where}: the device refused the inputs: ${message}`, queueMs);
     }

@@ -10,9 +10,19 @@
  * backend can tell a query failed by a crash from one failed by its inputs, wait for the executor
  * (`whenUp`) and retry it once.
  */
-import type { ServiceHealthEvent } from '../device/device.ts';
 import type { Logger } from '../log.ts';
 import type { ModelState } from './inference.ts';
+
+/**
+ * What the device reports about a service's executor (`Device.watchHealth`'s event, repeated
+ * here because the front end reaches the device only through the runtime's types).
+ */
+export interface ServiceHealth {
+  readonly service: string;
+  readonly up: boolean;
+  readonly reason: string;
+  readonly restarts: number;
+}
 
 /** A folder whose path must not reach clients, and what to show instead. */
 export interface PrivatePath {
@@ -92,6 +102,8 @@ export class ModelStates {
     const old = this.entries.get(name);
     const restartsSeen = state === 'LOADING' || old === undefined ? 0 : old.restartsSeen;
     this.entries.set(name, { state, reason, unloaded, executorDown: false, note: state === 'READY' ? reason : '', restartsSeen, crashes: old?.crashes ?? 0 });
+    // taken down or loaded anew while queries waited for its executor: they are not retried
+    for (const done of [...(this.waiters.get(name) ?? [])]) done(false);
     if (state !== 'LOADING' && state !== 'UNLOADING') this.logger?.info({ model: name, state, reason }, 'model state');
   }
 
@@ -109,6 +121,12 @@ export class ModelStates {
     return this.entries.get(name)?.state === 'READY';
   }
 
+  /** READY, or UNAVAILABLE only while its executor restarts: the model is on the device and in the runtime (an unload or re-load takes it down first). */
+  isLoaded(name: string): boolean {
+    const e = this.entries.get(name);
+    return e !== undefined && (e.state === 'READY' || e.executorDown);
+  }
+
   /** Executor crashes of `name` since the server started (0 for an unknown name). */
   crashes(name: string): number {
     return this.entries.get(name)?.crashes ?? 0;
@@ -116,7 +134,8 @@ export class ModelStates {
 
   /**
    * Resolves true once `name` is not down because of its executor (at once when it is not),
-   * false after `timeoutMs` or at `release` (shutdown).
+   * false after `timeoutMs`, when its state is set otherwise (unload, re-load), or at `release`
+   * (shutdown).
    */
   whenUp(name: string, timeoutMs: number): Promise<boolean> {
     if (this.entries.get(name)?.executorDown !== true) return Promise.resolve(true);
@@ -153,7 +172,7 @@ export class ModelStates {
   }
 
   /** A device health event (`Device.watchHealth`): READY ⇄ UNAVAILABLE for the model it names. */
-  onHealth(event: ServiceHealthEvent): void {
+  onHealth(event: ServiceHealth): void {
     const e = this.entries.get(event.service);
     if (e === undefined) return;
     if (event.restarts > e.restartsSeen) {

@@ -15,7 +15,7 @@ import { resolveModelSpec } from '../../src/model/catalog.ts';
 import { ModelRepository } from '../../src/model/repository.ts';
 import { createController } from '../../src/schedule/index.ts';
 import { RuntimeBackend, type BackendEngine, type ServedModel } from '../../src/serve/backend.ts';
-import type { InferRequest } from '../../src/serve/inference.ts';
+import type { InferRequest, ServeError } from '../../src/serve/inference.ts';
 import { ServeMetrics } from '../../src/serve/metrics.ts';
 import { redactPaths } from '../../src/serve/model-states.ts';
 import { fixedPredictor } from '../helpers/fixed-predictor.ts';
@@ -49,20 +49,26 @@ class CrashingDevice implements Device {
       this.crashNext--;
       this.restarts++;
       this.emit(false, 'executor ended unexpectedly (signal SIGKILL); restarting');
-      const segments = group.map((s): SegmentResult => ({ ok: false, queryId: s.queryId, service: s.service, error: new DeviceFailureError(`executor of service ${s.service} ended (signal SIGKILL) while running query ${s.queryId}`) }));
+      const segments = group.map((s): SegmentResult => ({ ok: false, queryId: s.queryId, service: s.service, error: new DeviceFailureError(`executor of service ${s.service} ended (signal SIGKILL) while running query ${s.queryId}; executor output (tail): at /srv/private/op1.onnx`) }));
       return { groupLatencyMs: 0, segments };
     }
     return this.inner.runGroup(group);
   }
 }
 
-async function setUp(options: { strictReadiness?: boolean; qosTargetMs?: number } = {}) {
+async function setUp(options: { strictReadiness?: boolean; qosTargetMs?: number; modelControl?: boolean } = {}) {
   const spec = await resolveModelSpec(new ModelRepository(), 'resnet50-small');
   const models: ServedModel[] = ['a', 'b'].map((name) => ({ name, spec, qosTargetMs: options.qosTargetMs ?? 5000, maxQosMs: 50_000, batchSizes: [1], maxQueueLength: 100 }));
   const clock = new WallClock();
   const device = new CrashingDevice(await SimDevice.create({ clock, id: 'sim:a100', seed: 1 }), 'a');
   const metrics = new ServeMetrics({ models: ['a', 'b'], processMetrics: false });
-  const backend = new RuntimeBackend({ models, platform: 'abacus_sim', metrics, ...(options.strictReadiness === undefined ? {} : { strictReadiness: options.strictReadiness }) });
+  const backend = new RuntimeBackend({
+    models,
+    platform: 'abacus_sim',
+    metrics,
+    ...(options.strictReadiness === undefined ? {} : { strictReadiness: options.strictReadiness }),
+    ...(options.modelControl === true ? { modelControl: { resolve: () => Promise.reject(new Error('no new models here')) } } : {}),
+  });
   const engine: BackendEngine = {
     clock,
     device,
@@ -126,7 +132,9 @@ describe('model state follows executor health', () => {
     const second = backend.infer(request('a'));
     await until(() => backend.modelState('a')?.state === 'UNAVAILABLE');
     device.emit(true);
-    await expect(second).rejects.toMatchObject({ code: 'device_failure' });
+    const e = await second.catch((err: unknown) => err as ServeError);
+    expect(e).toMatchObject({ code: 'device_failure' });
+    expect((e as ServeError).message).toMatch(/executor output \(tail\): at <…>\/op1\.onnx/); // no server folder in a 503 body
     device.emit(true);
     const text = await metrics.text();
     expect(text).toMatch(/abacus_executor_restarts_total\{model="a"\} 3/);
@@ -149,6 +157,24 @@ describe('model state follows executor health', () => {
     const down = backend.shutdown(1000);
     await expect(caught).rejects.toMatchObject({ code: expect.stringMatching(/^(device_failure|not_ready)$/) as unknown });
     await down;
+  });
+
+  it('a model down while its executor restarts can be unloaded (its executor ends, the server is ready) and loaded again', async () => {
+    const { backend, device } = await setUp({ modelControl: true });
+    device.emit(false, 'executor ended unexpectedly (signal SIGKILL); restarting');
+    expect(backend.isReady()).toBe(false);
+    await backend.unloadModel('a', undefined);
+    expect(backend.modelState('a')).toEqual({ state: 'UNAVAILABLE', reason: 'unloaded' });
+    expect(backend.isReady()).toBe(true); // an unloaded model is not one that should be served
+    device.emit(true); // a late report of the old executor changes nothing
+    expect(backend.modelState('a')?.state).toBe('UNAVAILABLE');
+    await backend.loadModel('a', undefined);
+    expect(backend.modelState('a')?.state).toBe('READY');
+    expect((await backend.infer(request('a'))).modelName).toBe('a');
+    device.emit(false, 'down again');
+    await backend.loadModel('a', undefined); // a re-load takes the down model off first
+    expect(backend.modelState('a')?.state).toBe('READY');
+    await backend.shutdown(1000);
   });
 
   it('reasons name no absolute path: private folders by their label, others by their last segment', () => {
