@@ -177,8 +177,13 @@ export class Offload {
       if (slot === undefined && this.slots.length < this.threads) slot = this.spawn();
       if (slot === undefined) return;
       const pending = this.queue.shift()!;
-      slot.busy = pending;
-      slot.worker.postMessage({ seq: ++this.seq, job: pending.job }, pending.transfer);
+      try {
+        slot.worker.postMessage({ seq: ++this.seq, job: pending.job }, pending.transfer);
+        slot.busy = pending;
+      } catch (err) {
+        // a job that cannot be sent (a buffer that cannot be transferred): its own failure only
+        pending.resolve(gone(err instanceof Error ? err.message : String(err)));
+      }
     }
   }
 
