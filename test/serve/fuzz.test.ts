@@ -11,9 +11,11 @@
  * ones must succeed throughout.
  *
  * In-process through `app.inject` (fast: the bulk), then a few hundred over real sockets to
- * `abacus serve` as a child process (including raw HTTP garbage on a TCP socket).
+ * `abacus serve` as a child process (including raw HTTP garbage on a TCP socket, a body over the
+ * limit sent whole before the answer is read, and headers that never end).
  */
 import fs from 'node:fs/promises';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -403,7 +405,7 @@ describe('fuzz: malformed requests over real sockets (abacus serve child process
       '    batchSizes: [1, 2]',
       '    seqLens: [4, 16]',
     ]);
-    server = await startChildServer(config, { cacheDir: path.join(tmp, 'models'), flags: ['--no-grpc', '--max-body-bytes', String(MAX_BODY)] });
+    server = await startChildServer(config, { cacheDir: path.join(tmp, 'models'), flags: ['--no-grpc', '--max-body-bytes', String(MAX_BODY), '--headers-timeout-ms', '1000'] });
   }, 120_000);
   afterAll(async () => {
     const code = await server?.stop(5000);
@@ -485,6 +487,38 @@ describe('fuzz: malformed requests over real sockets (abacus serve child process
       expect(body, what).toMatch(/HTTP\/1\.1 request|headers are larger/);
     }
     const v = validRequest(0);
+    const res = await fetch(`${server.httpUrl}${v.url}`, { method: 'POST', headers: v.headers!, body: v.body! });
+    expect(res.status).toBe(200);
+  }, 120_000);
+
+  it('a body over the limit gets a 413 a client that sends it all before reading can read; a connection that never ends its headers gets a 408 and is closed', async () => {
+    const port = Number(new URL(server.httpUrl).port);
+    const big = Buffer.alloc(MAX_BODY + MAX_BODY / 2, 0x20);
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port, path: '/v2/models/resnet/infer', method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': String(big.byteLength) } }, (r) => {
+        let body = '';
+        r.setEncoding('utf8');
+        r.on('data', (c: string) => (body += c));
+        r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.end(big);
+    });
+    expect(answer.status).toBe(413);
+    expect(JSON.parse(answer.body)).toEqual({ error: expect.stringMatching(/larger than the limit of 1048576 bytes for JSON bodies \(abacus serve --max-json-body-bytes\)/) });
+    const received = await new Promise<string>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1', () => socket.write('GET /v2 HTTP/1.1\r\nHost: x\r\nX-Slow: '));
+      const drip = setInterval(() => socket.write('a'), 200);
+      let data = '';
+      socket.on('data', (d: Buffer) => (data += d.toString('latin1')));
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        clearInterval(drip);
+        resolve(data);
+      });
+    });
+    expect(received).toMatch(/^HTTP\/1\.1 408 /);
+    const v = validRequest(1);
     const res = await fetch(`${server.httpUrl}${v.url}`, { method: 'POST', headers: v.headers!, body: v.body! });
     expect(res.status).toBe(200);
   }, 120_000);

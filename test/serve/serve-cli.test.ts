@@ -174,5 +174,8 @@ describe('abacus serve (child process, sim:a100)', () => {
     const flags = await runAbacus(['serve', '--config', config, '--http-port', '70000'], { cacheDir: path.join(tmp, 'models') });
     expect(flags.code).toBe(2);
     expect(flags.stderr).toMatch(/--http-port expects a port in \[0, 65535\]/);
+    const timeout = await runAbacus(['serve', '--config', config, '--headers-timeout-ms', '1.5'], { cacheDir: path.join(tmp, 'models') });
+    expect(timeout.code).toBe(2);
+    expect(timeout.stderr).toMatch(/--headers-timeout-ms expects an integer ≥ 0, got '1\.5'/);
   }, 60_000);
 });

@@ -21,6 +21,13 @@
  *
  * Request bodies may be compressed (`Content-Encoding: gzip | x-gzip | deflate`; a stream that
  * does not inflate is a 400 saying so, another encoding 415); the body limit counts inflated bytes.
+ *
+ * Limits and timeouts (docs/serving.md "Limits and timeouts"): a JSON body is held to
+ * `maxJsonBodyBytes`, a binary-tensor request to `maxBodyBytes` (`limits.ts`); a body over its
+ * limit is read and discarded before its 413, or refused before it is sent when the client asked
+ * `Expect: 100-continue`; JSON nesting and keys are counted before parsing; large JSON is decoded
+ * and encoded in codec threads (`offload.ts`); header, request and keep-alive timeouts
+ * (`timeouts.ts`) close connections that hold still.
  * Responses of 1 KiB or more are compressed when the request's `Accept-Encoding` asks for gzip or
  * deflate (`compress.ts`; `Content-Encoding` and `Vary: Accept-Encoding` set), JSON, binary tensor
  * data, errors and `/metrics` alike; without the header they are sent as they are.
@@ -99,7 +106,7 @@ export interface HttpAppOptions {
   readonly metrics?: ServeMetrics;
   /** Largest binary-tensor request body, bytes [`DEFAULT_MAX_BODY_BYTES`]; larger bodies get 413 (`limits.ts`). */
   readonly maxBodyBytes?: number;
-  /** Largest JSON body, and JSON header of a binary request, bytes [`DEFAULT_MAX_JSON_BODY_BYTES`, at most `maxBodyBytes`]; larger get 413. */
+  /** Largest JSON body, and JSON header of a binary request, bytes [the smaller of `DEFAULT_MAX_JSON_BODY_BYTES` and `maxBodyBytes`]; larger get 413. */
   readonly maxJsonBodyBytes?: number;
   /** JSON nesting and key limits, checked before parsing [`DEFAULT_JSON_LIMITS`]; past them a 400. */
   readonly jsonLimits?: JsonLimits;

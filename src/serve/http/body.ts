@@ -118,7 +118,14 @@ export function refuseBody(payload: BodyStream, headers: IncomingHttpHeaders, dr
     };
     const onData = (chunk: Buffer | string): void => {
       wireBytes += chunk.length;
-      if (wireBytes > drainBytes) done();
+      if (wireBytes > drainBytes) {
+        done();
+        return;
+      }
+      // one chunk per socket per turn of the loop: many bodies drained at once must not read
+      // tens of MB in one poll phase while probes and other requests wait
+      wire.pause();
+      setImmediate(() => wire.resume());
     };
     wire.on('data', onData);
     wire.on('end', done);

@@ -16,10 +16,12 @@
  * Threads run the TypeScript sources through tsx's ESM loader, registered inside the thread
  * (workers do not inherit the parent's loader, nor take `--import` from `execArgv` here).
  *
- * Thresholds measured on the 2-core development machine (load 2.4; `decodeInputData` after
- * `JSON.parse`, `jsonDataText`): decoding JSON runs at ~180 MB/s, so a 64 KiB JSON part costs
- * ~0.4 ms inline, about one thread round trip; encoding costs ~190 ns an FP32 element, so 4096
- * elements cost ~0.8 ms inline.
+ * Thresholds (2-core development machine): decoding JSON runs at ~180 MB/s (`JSON.parse` then
+ * `decodeInputData`, load 2.4) and encoding at ~190 ns an FP32 element (`jsonDataText`), so a
+ * 256 KiB JSON part costs ~1.4 ms inline and 32,768 elements ~6 ms. Lower thresholds cost more
+ * than they save on a busy machine: with 4,096 elements, the event-loop bench's 8,000-element
+ * JSON answers went to a thread and throughput fell from 345–419 to 190 MB/s, event-loop p99
+ * from 21–35 to 69 ms (load 6–6.5): each hand-off waits for the thread to be scheduled.
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
@@ -31,10 +33,10 @@ import type { CodecJob, CodecResult, EncodedBody } from './codec-jobs.ts';
 import { DEFAULT_JSON_LIMITS, type JsonLimits } from './limits.ts';
 
 /** JSON parts from this many bytes on are decoded in a codec thread (see the file docs). */
-export const DEFAULT_DECODE_MIN_BYTES = 64 * 1024;
+export const DEFAULT_DECODE_MIN_BYTES = 256 * 1024;
 
 /** Responses with this many JSON-encoded elements or more are encoded in a codec thread (see the file docs). */
-export const DEFAULT_ENCODE_MIN_ELEMENTS = 4096;
+export const DEFAULT_ENCODE_MIN_ELEMENTS = 32_768;
 
 /**
  * Default number of codec threads: the cores less one, which the event loop keeps (at least 1,
@@ -179,8 +181,13 @@ export class Offload {
       if (slot === undefined && this.slots.length < this.threads) slot = this.spawn();
       if (slot === undefined) return;
       const pending = this.queue.shift()!;
-      slot.busy = pending;
-      slot.worker.postMessage({ seq: ++this.seq, job: pending.job }, pending.transfer);
+      try {
+        slot.worker.postMessage({ seq: ++this.seq, job: pending.job }, pending.transfer);
+        slot.busy = pending;
+      } catch (err) {
+        // a job that cannot be sent (a buffer that cannot be transferred): its own failure only
+        pending.resolve(gone(err instanceof Error ? err.message : String(err)));
+      }
     }
   }
 
