@@ -112,6 +112,7 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
         const base = { httpUrl: server.httpUrl, grpcAddress: server.grpcAddress ?? '', services, timeoutMs, seed: 1 };
         out[name] = {};
         for (const protocol of options.protocols ?? OVERLOAD_PROTOCOLS) {
+          if (!OVERLOAD_PROTOCOLS.includes(protocol)) throw new RangeError(`overload: unknown protocol '${protocol}' (known: ${OVERLOAD_PROTOCOLS.join(', ')})`);
           const capacityByInFlight: Record<string, number> = {};
           for (const inFlight of IN_FLIGHT) {
             const r = await runClient({ ...base, protocol, load: { kind: 'closed', inFlight }, durationMs: durationMs / 2 });

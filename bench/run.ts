@@ -38,7 +38,8 @@ import { benchEventLoop } from './event-loop.ts';
 import { benchWarmUp } from './warm-up.ts';
 import { benchExecutorMemory } from './executor-memory.ts';
 import { benchImportMemory } from './import-memory.ts';
-import { benchOverload, OVERLOAD_CONFIGS } from './overload.ts';
+import { benchOverload, OVERLOAD_CONFIGS, OVERLOAD_PROTOCOLS } from './overload.ts';
+import type { OverloadProtocol } from './overload-client.ts';
 import { formatTable } from '../src/cli/format.ts';
 
 // onnxruntime's usage telemetry off, as `bin/abacus.js` sets it (read at the first session)
@@ -58,9 +59,10 @@ const program = new Command('bench')
   .option('--hostile-only', 'event-loop: only the hostile clients (no steady-load phases)')
   .option('--no-hostile', 'event-loop: no hostile clients')
   .option('--configs <names>', `overload: configs to run (${Object.keys(OVERLOAD_CONFIGS).join(', ')})`, (v) => v.split(','))
+  .option('--protocols <names>', `overload: protocols to run (${OVERLOAD_PROTOCOLS.join(', ')})`, (v) => v.split(','))
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; configs?: string[] }>();
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; configs?: string[]; protocols?: string[] }>();
 const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory', 'overload'];
 if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
@@ -85,7 +87,7 @@ if (opts.only === 'warm-up') out['warmUp'] = await benchWarmUp({ log });
 if (opts.only === 'executor-memory') out['executorMemory'] = await benchExecutorMemory({ log, ...(opts.queries === undefined ? {} : { requests: opts.queries }) });
 if (opts.only === 'import-memory') out['importMemory'] = await benchImportMemory({ log });
 if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), hostile: opts.hostile, steady: opts.hostileOnly !== true });
-if (opts.only === 'overload') out['overload'] = await benchOverload({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), ...(opts.configs === undefined ? {} : { configs: opts.configs }) });
+if (opts.only === 'overload') out['overload'] = await benchOverload({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), ...(opts.configs === undefined ? {} : { configs: opts.configs }), ...(opts.protocols === undefined ? {} : { protocols: opts.protocols as OverloadProtocol[] }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
