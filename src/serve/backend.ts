@@ -380,7 +380,7 @@ export class RuntimeBackend implements InferenceBackend {
     const gate = this.admission;
     if (gate === undefined) return { receivedMs: nowMs, settle: () => undefined };
     // not ready: admitted, and `infer` answers it
-    const why = !this.ready || this.closing || this.states.get(m.name)?.state !== 'READY' ? undefined : gate.shedReason(m.qosTargetMs, 0);
+    const why = !this.ready || this.closing || this.states.get(m.name)?.state !== 'READY' ? undefined : gate.shedReason(m.name, m.qosTargetMs, 0);
     if (why === undefined) return gate.ticket(nowMs);
     this.metrics?.request(m.name, 'overloaded');
     this.stats.fail(m.name, 0, undefined);
@@ -745,7 +745,7 @@ export class RuntimeBackend implements InferenceBackend {
     const arrivalMs = receivedMs !== undefined && receivedMs <= nowMs ? receivedMs : nowMs;
     request.admission?.settle(); // queued (or shed) now: the runtime's queue counts it from here
     this.metrics?.admissionWait(model.name, nowMs - arrivalMs);
-    const why = this.admission?.shedReason(plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs);
+    const why = this.admission?.shedReason(model.name, plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs);
     if (why !== undefined) {
       this.feedShed(model.name, arrivalMs, nowMs, plan.qosMs ?? model.qosTargetMs, plan.batch, why);
       throw new RejectedError('overloaded', `overloaded: model '${model.name}': ${why}; shed before it was queued (retry later or on another replica)`, undefined);
@@ -776,7 +776,7 @@ export class RuntimeBackend implements InferenceBackend {
       }
       const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - arrivalMs;
       if (!outcome.ok) throw this.rejection(model, outcome.reason, outcome.message, queueMs);
-      if (outcome.record.endMs !== undefined) this.admission?.completed(outcome.record.endMs);
+      if (outcome.record.endMs !== undefined && timing.firstLaunchMs !== undefined) this.admission?.completed(model.name, outcome.record.endMs, outcome.record.endMs - timing.firstLaunchMs);
       const outputs: TensorMap = {};
       const outputDatatypes: Record<string, V2Datatype> = {};
       for (const name of plan.outputs) {

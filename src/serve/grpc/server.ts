@@ -32,6 +32,7 @@
  * Spec: https://github.com/kserve/open-inference-protocol/blob/main/specification/protocol/inference_grpc.md
  */
 import { randomUUID } from 'node:crypto';
+import type { Http2Server, ServerHttp2Session } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../log.ts';
 import { ServeError, type InferenceBackend } from '../inference.ts';
@@ -347,6 +348,7 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
             reject(new Error(`gRPC server cannot bind ${address}: ${error.message}`, { cause: error }));
             return;
           }
+          widenFlowControl(server, logger);
           logger?.info({ address, port: boundPort }, 'grpc server listening');
           resolve(boundPort);
         });
@@ -371,3 +373,36 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
     },
   };
 }
+
+/**
+ * HTTP/2 receive window of every gRPC connection and stream, bytes (16 MiB). Node's default is
+ * 64 KiB (RFC 9113 §6.9.2's initial value) for the connection and for each stream, so a client
+ * can have at most 64 KiB of request bytes in flight on a connection: a 196 KB tensor needs four
+ * round trips through the server's event loop, and every request on the connection shares that
+ * window. grpc-js sets a client's window (`grpc-node.flow_control_window`) but not a server's.
+ */
+export const GRPC_FLOW_CONTROL_WINDOW_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Open the receive windows of the HTTP/2 sessions grpc-js accepts (`GRPC_FLOW_CONTROL_WINDOW_BYTES`).
+ * grpc-js keeps its node HTTP/2 servers in a private map, `http2Servers`; when a later version
+ * has no such map, this logs a warning and leaves node's defaults.
+ */
+function widenFlowControl(server: grpc.Server, logger: Logger | undefined): void {
+  const servers = (server as unknown as { http2Servers?: unknown }).http2Servers;
+  if (!(servers instanceof Map)) {
+    logger?.warn('grpc server: cannot reach the HTTP/2 servers of grpc-js; the flow-control window stays at 64 KiB');
+    return;
+  }
+  for (const h2 of servers.keys() as IterableIterator<Http2Server>) {
+    h2.on('session', (session: ServerHttp2Session) => {
+      try {
+        session.setLocalWindowSize(GRPC_FLOW_CONTROL_WINDOW_BYTES);
+        session.settings({ initialWindowSize: GRPC_FLOW_CONTROL_WINDOW_BYTES });
+      } catch (err) {
+        logger?.warn({ err: err instanceof Error ? err.message : String(err) }, 'grpc server: could not widen the flow-control window of a connection');
+      }
+    });
+  }
+}
+
