@@ -20,6 +20,7 @@ import { performance } from 'node:perf_hooks';
 import seedrandom from 'seedrandom';
 import { GrpcInferenceClient } from '../src/serve/client/grpc-client.ts';
 import type { TensorMap } from '../src/tensor.ts';
+import { nearestRank } from '../src/runtime/stats.ts';
 import { hostTensorFromBytes } from '../src/serve/client/tensors.ts';
 
 export type OverloadProtocol = 'http-json' | 'http-binary' | 'grpc';
@@ -50,19 +51,32 @@ export interface ClientResult {
   readonly withinQos: number;
   /** Answers by HTTP status (gRPC: `OK` or the status name), plus `none` (no answer in time) and `error` (socket error). */
   readonly byStatus: Readonly<Record<string, number>>;
-  /** Latencies of the 200 answers, ms, sorted. */
-  readonly okLatenciesMs: readonly number[];
+  /** Latency of the 200 answers, ms: median and p99 (nearest rank; NaN when none). */
+  readonly okLatencyMs: Quantiles;
+  /** The same latencies ÷ their service's QoS target (≤ 1: within it). */
+  readonly okLatencyOverQos: Quantiles;
   /**
    * HTTP, the 200 answers: intended send time → the request's last byte handed to the kernel
    * (`transmitMs`: the client's own lag and the transport's backpressure) and from there → the
-   * answer (`answerMs`), ms, sorted.
+   * answer (`answerMs`), ms.
    */
-  readonly transmitMs: readonly number[];
-  readonly answerMs: readonly number[];
+  readonly transmitMs: Quantiles;
+  readonly answerMs: Quantiles;
   /** How late the client sent behind the intended times (open loop), ms: max. */
   readonly maxSendLagMs: number;
   /** Seconds the load ran (first send to last send). */
   readonly elapsedS: number;
+}
+
+export interface Quantiles {
+  readonly p50: number;
+  readonly p99: number;
+  readonly n: number;
+}
+
+function quantiles(xs: number[]): Quantiles {
+  const sorted = Float64Array.from(xs).sort();
+  return sorted.length === 0 ? { p50: NaN, p99: NaN, n: 0 } : { p50: nearestRank(sorted, 50), p99: nearestRank(sorted, 99), n: sorted.length };
 }
 
 const BYTES: Readonly<Record<string, number>> = { FP32: 4, INT64: 8, INT32: 4, FP16: 2, UINT8: 1, INT8: 1, BOOL: 1, FP64: 8, INT16: 2 };
@@ -109,6 +123,7 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
   const grpc = spec.protocol === 'grpc' ? new GrpcInferenceClient(spec.grpcAddress, { timeoutMs: spec.timeoutMs }) : undefined;
   const byStatus: Record<string, number> = {};
   const ok: number[] = [];
+  const okOverQos: number[] = [];
   const transmitMs: number[] = [];
   const answerMs: number[] = [];
   let withinQos = 0;
@@ -124,6 +139,7 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
       if (status === '200' || status === 'OK') {
         const latencyMs = performance.now() - startMs;
         ok.push(latencyMs);
+        okOverQos.push(latencyMs / p.service.qosTargetMs);
         if (latencyMs <= p.service.qosTargetMs) withinQos++;
       }
     };
@@ -195,13 +211,12 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
   }
   agent.destroy();
   await grpc?.close();
-  for (const xs of [ok, transmitMs, answerMs]) xs.sort((a, b) => a - b);
-  return { sent, withinQos, byStatus, okLatenciesMs: ok, transmitMs, answerMs, maxSendLagMs, elapsedS: Math.max(1e-3, (lastSendMs - t0) / 1000) };
+  return { sent, withinQos, byStatus, okLatencyMs: quantiles(ok), okLatencyOverQos: quantiles(okOverQos), transmitMs: quantiles(transmitMs), answerMs: quantiles(answerMs), maxSendLagMs, elapsedS: Math.max(1e-3, (lastSendMs - t0) / 1000) };
 }
 
 if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].split('/').pop() ?? '')) {
   const spec = JSON.parse(process.argv[2] ?? '{}') as ClientSpec;
   const result = await runClient(spec);
-  process.stdout.write(JSON.stringify(result) + '\n');
-  process.exit(0);
+  // exit only once the line is out: stdout to a pipe is written asynchronously
+  process.stdout.write(JSON.stringify(result) + '\n', () => process.exit(0));
 }

@@ -23,7 +23,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadServingConfig } from '../src/runtime/config.ts';
-import { nearestRank } from '../src/runtime/stats.ts';
 import type { ClientResult, ClientService, ClientSpec, OverloadProtocol } from './overload-client.ts';
 import { startBenchServer } from './serve-child.ts';
 
@@ -45,6 +44,8 @@ export interface OverloadPoint {
   readonly ratio: number;
   /** p99 of the 200 answers, ms (NaN when none). */
   readonly p99Ms: number;
+  /** p99 of the 200 answers' latency ÷ their service's QoS target (≤ 1: the p99 met the targets). */
+  readonly p99OverQos: number;
   readonly byStatus: Readonly<Record<string, number>>;
   readonly sent: number;
   /** Requests that got no answer within the client's timeout. */
@@ -126,12 +127,12 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
             if (!(offeredQps > 0)) continue;
             const r = await runClient({ ...base, protocol, load: { kind: 'open', rateQps: offeredQps }, durationMs });
             const goodputQps = r.withinQos / (durationMs / 1000);
-            const sorted = Float64Array.from(r.okLatenciesMs);
             const point: OverloadPoint = {
               offeredQps,
               goodputQps,
               ratio: goodputQps / capacityQps,
-              p99Ms: sorted.length === 0 ? NaN : nearestRank(sorted, 99),
+              p99Ms: r.okLatencyMs.p99,
+              p99OverQos: r.okLatencyOverQos.p99,
               byStatus: r.byStatus,
               sent: r.sent,
               unanswered: r.byStatus['none'] ?? 0,
@@ -139,7 +140,7 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
               loadAverage1m: loadAverage(),
             };
             byFactor[String(factor)] = point;
-            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms, ${JSON.stringify(r.byStatus)} (load ${point.loadAverage1m})\n`);
+            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)} (load ${point.loadAverage1m})\n`);
           }
           out[name][protocol] = { capacityQps, capacityByInFlight, byFactor };
         }

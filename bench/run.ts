@@ -204,10 +204,10 @@ if (opts.json) {
     const rows: (string | number)[][] = [];
     for (const [config, byProtocol] of Object.entries(overload)) {
       for (const [protocol, r] of Object.entries(byProtocol)) {
-        for (const [factor, p] of Object.entries(r.byFactor)) rows.push([config, protocol, r.capacityQps, `${factor}×`, p.goodputQps, p.ratio, p.p99Ms, p.unanswered, JSON.stringify(p.byStatus), p.loadAverage1m]);
+        for (const [factor, p] of Object.entries(r.byFactor)) rows.push([config, protocol, r.capacityQps, `${factor}×`, p.goodputQps, p.ratio, p.p99Ms, p.p99OverQos, p.unanswered, JSON.stringify(p.byStatus), p.loadAverage1m]);
       }
     }
-    process.stdout.write(formatTable(['config', 'protocol', 'capacity q/s', 'offered', 'goodput q/s', 'goodput ÷ capacity', 'p99 ms (200s)', 'unanswered', 'answers by status', 'load avg'], rows) + '\n\n');
+    process.stdout.write(formatTable(['config', 'protocol', 'capacity q/s', 'offered', 'goodput q/s', 'goodput ÷ capacity', 'p99 ms (200s)', 'p99 ÷ QoS', 'unanswered', 'answers by status', 'load avg'], rows) + '\n\n');
   }
   const loop = out['eventLoop'] as Awaited<ReturnType<typeof benchEventLoop>> | undefined;
   if (loop?.hostile) {
