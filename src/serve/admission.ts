@@ -70,6 +70,11 @@ export interface AdmissionQueues {
   pendingQueries(): number;
 }
 
+/**
+ * The measurements and the shedding decision of the file docs, for one serving backend. It
+ * keeps no reference to requests: the backend reports groups and completions, front ends hold
+ * tickets. All times are on the runtime's clock, ms.
+ */
 export class AdmissionGate {
   /** Admitted requests still read or decoded by a front end (not yet queued): work ahead of later arrivals. */
   private inFrontEnd = 0;
@@ -114,7 +119,6 @@ export class AdmissionGate {
     const prev = this.runMs.get(service);
     this.runMs.set(service, prev === undefined ? runMs : prev + RUN_WEIGHT * (runMs - prev));
   }
-
 
   /** A ticket for a request admitted at `receivedMs`: it counts as ahead of later arrivals until settled (`AdmissionTicket`). */
   ticket(receivedMs: number): AdmissionTicket {
