@@ -189,7 +189,11 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
       }
       return false;
     } catch (err) {
-      if (!(err instanceof ServeError)) throw err;
+      if (!(err instanceof ServeError)) {
+        // a bug in admission must not take the listener down: serve the request unadmitted
+        logger?.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'admission failed; the request goes on without it');
+        return false;
+      }
       const given = clientRequestId(req.headers['x-request-id']);
       const id = given !== undefined && given !== '' && given.length <= MAX_REQUEST_ID_LENGTH ? given : `${prefix}-s${(shedCount++).toString(36)}`;
       const body = JSON.stringify({ error: err.message });
