@@ -14,15 +14,13 @@
  * requests (the client shares the CPUs with the server: its tail measures the machine), p50 /
  * p99 / max, with the load average.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { nearestRank } from '../src/runtime/stats.ts';
+import { startBenchServer } from './serve-child.ts';
 
-const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'abacus.js');
 const IMAGE_BYTES = 3 * 64 * 64 * 4;
 
 export interface ServeOverloadResult {
@@ -48,23 +46,10 @@ export async function benchServeOverload(opts: { log?: (s: string) => void; dura
   const config = path.join(tmp, 'overload.yaml');
   await fs.writeFile(config, ['device: sim:a100', 'policy: { name: fcfs, drop: false }', 'services:', '  - name: resnet', '    model: resnet50-small', '    qosTargetMs: 2000', '    batchSizes: [1]', '    maxQueueLength: 32', ''].join('\n'));
   const logFile = path.join(tmp, 'serve.log');
-  const logHandle = await fs.open(logFile, 'w');
   log(`serve overload: starting abacus serve (sim:a100, resnet50-small, fcfs, queue 32) …\n`);
-  const child = spawn(process.execPath, [BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', '--no-grpc', '--profile-samples', '100', '--grace-ms', '2000'], {
-    env: { ...process.env, ABACUS_LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', logHandle.fd],
-  });
-  await logHandle.close();
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const server = await startBenchServer(config, { logFile, flags: ['--no-grpc', '--profile-samples', '100', '--grace-ms', '2000'], env: { ABACUS_LOG_LEVEL: 'info' }, readyTimeoutMs: 10 * 60_000 });
   try {
-    while (!/abacus serve: ready: /.test(out)) {
-      if (child.exitCode !== null) throw new Error(`abacus serve exited ${child.exitCode}: ${out}\n${await fs.readFile(logFile, 'utf8')}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const httpUrl = /HTTP listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];
-    if (httpUrl === undefined) throw new Error(`no HTTP listening line: ${out}`);
+    const httpUrl = server.httpUrl;
     const url = new URL(`${httpUrl}/v2/models/resnet/infer`);
     const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 3, 64, 64], parameters: { binary_data_size: IMAGE_BYTES } }] }));
     const body = Buffer.concat([header, Buffer.alloc(IMAGE_BYTES)]);
@@ -126,8 +111,7 @@ export async function benchServeOverload(opts: { log?: (s: string) => void; dura
       client503Ms: summary(results.filter((r) => r.status === 503).map((r) => r.ms)),
     };
   } finally {
-    child.kill('SIGTERM');
-    await exited;
+    await server.stop();
     await fs.rm(tmp, { recursive: true, force: true });
   }
 }
