@@ -1,6 +1,5 @@
 /**
- * Event-loop delay of `abacus serve` while four clients stream ~5 MB binary requests (issue 14
- * item 5; goal: p99 ≤ 20 ms by `perf_hooks.monitorEventLoopDelay`).
+ * Event-loop delay of `abacus serve` while four clients stream ~5 MB binary requests (goal: p99 ≤ 20 ms by `perf_hooks.monitorEventLoopDelay`).
  *
  * Setup: the server is assembled in this process the way `abacus serve` assembles it
  * (`assembleServing` + `startServer`, HTTP only) on `sim:a100` — a simulated device, so the

@@ -1,10 +1,10 @@
 /**
  * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard|cluster-realtime|event-loop|warm-up|executor-memory|import-memory|overload]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
- * `--only sim` runs the simulator speed benchmark (issue 3) alone, `--only schedule` the
- * scheduling decision latency (issue 5) alone, `--only predictor [-- --data FILE.csv]` the
- * predictor call latency and training time (issue 4) alone, `--only runtime [-- --queries N]` the
- * simulation speed of the whole serving path (issue 5) alone, `--only idle-gap [-- --queries N]
+ * `--only sim` runs the simulator speed benchmark alone, `--only schedule` the
+ * scheduling decision latency alone, `--only predictor [-- --data FILE.csv]` the
+ * predictor call latency and training time alone, `--only runtime [-- --queries N]` the
+ * simulation speed of the whole serving path alone, `--only idle-gap [-- --queries N]
  * [-- --skip-ort]` the device's idle time between groups at saturation, deciding ahead vs only
  * when idle, on sim:a100 and on this CPU, `--only rejection [-- --skip-ort]` how long after its
  * arrival a hopeless query is answered on the wall clock, deciding ahead vs only when idle,

@@ -1,9 +1,9 @@
 /**
  * `abacus serve --config FILE [--host 127.0.0.1] [--http-port 8000] [--grpc-port 8001 | --no-grpc]
  * [--grace-ms 10000] [--max-body-bytes N] [--max-json-body-bytes N] [--headers-timeout-ms MS]
- * [--request-timeout-ms MS] [--keep-alive-timeout-ms MS] [--predictor FILE] [--model-control none|explicit] [--no-dashboard]`
- * (issue 6): serve the config's services over KServe v2 HTTP (and gRPC) with Prometheus metrics at
- * `/metrics` and the live dashboard at `/dashboard` (issue 18, docs/dashboard.md).
+ * [--request-timeout-ms MS] [--keep-alive-timeout-ms MS] [--predictor FILE] [--model-control none|explicit] [--no-dashboard]`:
+ * serve the config's services over KServe v2 HTTP (and gRPC) with Prometheus metrics at
+ * `/metrics` and the live dashboard at `/dashboard` (docs/dashboard.md).
  *
  * The config becomes a device, predictor and services through the assembly layer
  * (`deployment/serving.ts`, on `deployment/services.ts` as `bench` uses it), except that dynamic

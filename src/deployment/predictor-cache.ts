@@ -59,7 +59,7 @@ export interface PredictorRequest {
   /** ort: intra-op threads per executor [1]. */
   readonly threads?: number;
   /**
-   * Thread rules drawn per profiled sample (`profile/sampler.ts` "Threads"; issue 13 item 6)
+   * Thread rules drawn per profiled sample (`profile/sampler.ts` "Threads")
    * [none]: the predictor then learns the thread count as a feature.
    */
   readonly threadRules?: readonly ThreadRule[];

@@ -260,7 +260,7 @@ export function profileThreadRules(used: readonly ThreadRule[], cores: number): 
   return [...all.values()];
 }
 
-/** Warn when the predictor and the runs' thread rules do not go together (issue 13 item 6). */
+/** Warn when the predictor and the runs' thread rules do not go together (docs/threads.md). */
 export function warnThreadMismatch(ctx: DeploymentContext, predictor: Predictor | undefined, source: string, used: readonly ThreadRule[], anyDeviceRule: boolean): void {
   if (predictor === undefined) return;
   if (used.length > 0 && predictor.threadFeature !== true) {
@@ -274,7 +274,7 @@ export function warnThreadMismatch(ctx: DeploymentContext, predictor: Predictor 
 /**
  * The device service of hosted service `s`: its name, its model's artifact, and every shape it
  * serves (batch sizes × sequence lengths; `seqLen` 0 for models without a sequence axis), which
- * `ort` warms up until steady before the service is ready (issue 14, docs/serving.md "Warm-up").
+ * `ort` warms up until steady before the service is ready (docs/serving.md "Warm-up").
  */
 export function deviceServiceOf(hosted: Hosted, s: ExperimentService): DeviceService {
   return {

@@ -1,5 +1,5 @@
 /**
- * The Device contract (DESIGN.md "Pieces and contracts"): run an operator group — segments
+ * The Device contract: run an operator group — segments
  * `[start, end)` of queries of different services launched together — and report how long
  * each segment and the whole group took. Interfaces only; implementations live in
  * `device/ort` (onnxruntime-node, real hardware) and `device/sim` (modeled accelerators).
@@ -67,7 +67,7 @@ export interface Segment {
   readonly input: SegmentInput;
   /**
    * Intra-op threads the segment's operators may use, an integer in [1, the device's limit]
-   * (issue 13 item 6: cores as a decision, `threads.ts`). Absent: the device's default.
+   * (cores as a decision, `threads.ts`, docs/threads.md). Absent: the device's default.
    * `device/ort`: a session per (operator, thread count), created on first use and kept
    * (`OrtDeviceOptions.maxIntraOpThreads` bounds the distinct counts); `device/sim` has no
    * thread model and ignores it (validated all the same). A non-integer, a count < 1 or one
@@ -112,7 +112,7 @@ export interface GroupResult {
 
 /**
  * A device that hosts several services and runs operator groups of their queries
- * (DESIGN.md "Pieces and contracts"). Lifecycle: `load` (any number of times, adding
+ *. Lifecycle: `load` (any number of times, adding
  * services) → `runGroup` / `releaseQuery` (/ `unload` of a service) → `close`.
  *
  * Scheduling within a group: segments of different services run concurrently (that overlap

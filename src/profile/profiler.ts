@@ -1,5 +1,5 @@
 /**
- * The overlap profiler (issue 4 "Profiler — `abacus profile`"): runs the sampled operator
+ * The overlap profiler (`abacus profile`, docs/predictor.md): runs the sampled operator
  * groups (`sampler.ts`) through the `Device` contract and appends one CSV row per group
  * (`dataset.ts` schema, `csv.ts` format). Works for any Device: `device/sim` on a
  * `VirtualClock` (virtual time: the device calls are driven with `driveUntilSettled`) and
@@ -86,7 +86,7 @@ interface ProfileCommonOptions {
   readonly seed?: number;
   /**
    * Thread rules: each sample draws one and runs its segments at the rule's intra-op threads
-   * (`sampler.ts` "Threads"; issue 13 item 6); the CSV then has `threads_i` columns [none].
+   * (`sampler.ts` "Threads"); the CSV then has `threads_i` columns [none].
    */
   readonly threadRules?: readonly ThreadRule[];
   /** Timed runs per sample, ≥ 1 [5]. */

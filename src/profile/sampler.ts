@@ -1,6 +1,6 @@
 /**
- * The profiler's deterministic sample sequence (issue 4 "Profiler"): operator groups drawn
- * the way the query controller creates them (DESIGN.md "The Abacus query controller").
+ * The profiler's deterministic sample sequence (docs/predictor.md): operator groups drawn
+ * the way the query controller creates them (docs/scheduling-runtime.md).
  *
  * - **Coverage.** The groups' model combinations are all multisets of size 1..K over the
  *   listed models — a model co-located with itself included — enumerated once
@@ -17,7 +17,7 @@
  *   sequence axis (the model's `defaultSeqLen` when `seqLens` is empty), 0 for the others.
  *   With `shapes`, a model listed there draws from its own batch sizes and sequence lengths
  *   instead (a served model is profiled only at the shapes its own service allows).
- * - **Threads** (only with `threadRules`, issue 13 item 6): after the slots, one rule is drawn
+ * - **Threads** (only with `threadRules`): after the slots, one rule is drawn
  *   uniformly from `threadRules` and every slot of the k-slot group gets `threadsFor(rule, k)`
  *   intra-op threads (`threads.ts`; none for the `device` rule). Profiling with the rules the
  *   policies will serve with (e.g. `fixed:1` and `split:2`) covers exactly the thread counts

@@ -1,5 +1,5 @@
 /**
- * The serving runtime (DESIGN.md "Pieces and contracts": `runtime/`; issue 5): one FIFO queue
+ * The serving runtime (docs/scheduling-runtime.md): one FIFO queue
  * per service, a scheduling loop that asks the query controller (`schedule/`) for the next
  * operator group whenever the device can take one, dispatch to a `Device`, and a record of
  * everything each query experiences (`records.ts`).
@@ -354,7 +354,7 @@ export class ServingRuntime {
       unit.members.push(p);
       this.byId.set(id, p);
       if (this.closed) return this.finish(p, 'overloaded', 'the runtime is closed');
-      // The limit counts waiting queries, not those whose segment runs now (issue 14): one group
+      // The limit counts waiting queries, not those whose segment runs now: one group
       // at a time bounds the running ones. A launchWhileBusy policy (overlap-all) bounds nothing
       // else, so there the running ones count too.
       const waiting = this.controller.launchWhileBusy ? state.queries : state.queries - state.runningQueries;

@@ -1,6 +1,6 @@
 /**
- * The QueryController contract (DESIGN.md "Pieces and contracts", "The Abacus query controller
- * (generalized)"): given the queries waiting in each service's FIFO queue, pick the next
+ * The QueryController contract (docs/scheduling-runtime.md, the generalized Abacus query
+ * controller): given the queries waiting in each service's FIFO queue, pick the next
  * operator group to launch and the queries to reject. Interfaces only; the policies live
  * beside this file (`abacus/`, `one-at-a-time/` = fcfs | sjf | edf | fcfs-batch | edf-batch,
  * `overlap-all/`, `clockwork/`, `triton/`), the factory with parameter validation in `index.ts`.
@@ -13,7 +13,7 @@
  * device failures, concatenating and splitting the tensors of a fused batch — those are the
  * runtime's.
  *
- * ## Dynamic batching (DESIGN.md "Batching and adaptation")
+ * ## Dynamic batching (docs/batching.md)
  * A service with `BatchingLimits` lets a policy fuse several of its waiting queries into ONE
  * segment along the batch axis (dim 0): `LaunchSegment.fused` lists the queries fused behind
  * `queryId`. Only queries that have run no operator yet (`nextOperator === 0`), carry
@@ -164,7 +164,7 @@ export interface LaunchSegment {
    */
   readonly fused?: readonly string[];
   /**
-   * Intra-op threads for the segment (issue 13 item 6, cores as a decision), an integer ≥ 1,
+   * Intra-op threads for the segment (cores as a decision, docs/threads.md), an integer ≥ 1,
    * passed by the runtime into the device's `Segment.intraOpThreads`; absent: the device's
    * default. Set by a policy with a thread rule (`threads` parameter, `schedule/threads.ts`).
    */

@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics of `abacus serve` (issue 6 "Metrics"), served as text at `GET /metrics`.
+ * Prometheus metrics of `abacus serve` (docs/serving.md "Metrics"), served as text at `GET /metrics`.
  * One prom-client `Registry` per `ServeMetrics` (no global registry: STYLE.md §8), so every
  * server and every test has its own. Names follow the Prometheus conventions: base units
  * (seconds) in the name, `_total` for counters.

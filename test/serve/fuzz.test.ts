@@ -1,5 +1,5 @@
 /**
- * Fuzz (issue 6, "Load and fault tests"): a few thousand malformed inference requests from a
+ * Fuzz: a few thousand malformed inference requests from a
  * seeded generator — bad JSON, wrong types, negative / huge / fractional dims, mismatched element
  * counts, unknown datatypes, unknown model / inputs / outputs, truncated binary payloads, wrong
  * `Inference-Header-Content-Length`, bodies over the limit, deep nesting, INT64 strings, NaN

@@ -1,5 +1,5 @@
 /**
- * OrtDevice: the `Device` contract on onnxruntime-node (DESIGN.md "Devices": `ort`).
+ * OrtDevice: the `Device` contract on onnxruntime-node (docs/devices.md).
  *
  * ## Executors: one child process per service
  *
@@ -52,7 +52,7 @@
  * - One ORT InferenceSession per operator and intra-op thread count, created once and reused
  *   (repeated create/release leaks memory in onnxruntime-node): the default count
  *   (`intraOpNumThreads`) and `preloadIntraOpThreads` at `load`, any other count a segment
- *   names (`Segment.intraOpThreads`, issue 13 item 6) on its first use, outside the segment's
+ *   names (`Segment.intraOpThreads`) on its first use, outside the segment's
  *   `latencyMs` (details: `executor.ts`). A segment's count is an integer in
  *   [1, `maxIntraOpThreads`] (else BadRequestError), so each operator holds at most
  *   `maxIntraOpThreads` + 1 sessions, each with its own copy of the operator's weights.

@@ -1,7 +1,6 @@
 /**
- * Reading an HTTP request body into one buffer without holding the event loop (issue 14
- * item 5): every arriving chunk is copied straight to its place in a buffer allocated once
- * from `Content-Length`, so there is no final concatenation of the whole body (a 5 MB
+ * Reading an HTTP request body into one buffer without holding the event loop: every
+ * arriving chunk is copied straight to its place in a buffer allocated once from `Content-Length`, so there is no final concatenation of the whole body (a 5 MB
  * synchronous copy per request, with fastify's `parseAs: 'buffer'`) and one large allocation
  * less for the garbage collector.
  *
