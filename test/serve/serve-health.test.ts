@@ -10,7 +10,7 @@
  *   profiling: its executors end by themselves.
  * No wall-clock asserts: every wait polls with a generous bound.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -87,6 +87,22 @@ function runs<T>(xs: readonly T[]): T[] {
 const X = { inputs: [{ name: 'x', datatype: 'FP32', shape: [1, 4, 8, 8], data: new Array<number>(256).fill(0.5) }] };
 
 /**
+ * `abacus serve` on `config` (HTTP on an ephemeral port, no gRPC, `--grace-ms 3000`, `extra`) with
+ * its cache in `cacheDir`; `output()` is its stdout and stderr so far.
+ */
+function spawnServe(config: string, cacheDir: string, extra: readonly string[]): { child: ChildProcess; output: () => string; exit: Promise<number | null>; pid: number } {
+  const child = spawn(process.execPath, [ABACUS_BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', '--no-grpc', '--grace-ms', '3000', ...extra], {
+    env: { ...process.env, ABACUS_CACHE_DIR: cacheDir, ABACUS_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, output: () => out, exit, pid: child.pid! };
+}
+
+/**
  * Start a server, send SIGTERM once `phase` is reached, check exit 0 and that every child it had
  * is gone; logs the phase the signal met (the server may have moved on by then). `building` and
  * `warming up`: zoo model resnet50-small on a fresh cache (built first, then loaded and warmed up
@@ -99,25 +115,17 @@ async function signalWhile(phase: 'building' | 'warming up' | 'training'): Promi
   const cacheDir = training ? sandbox.cacheDir : path.join(sandbox.tmp, `cache-${phase.replace(' ', '-')}`);
   const services = training ? ['  - model: alpha', '    qosTargetMs: 60000', '  - model: beta', '    qosTargetMs: 60000'] : ['  - model: resnet50-small', '    qosTargetMs: 60000', '    batchSizes: [1, 2, 4, 8, 16]'];
   const config = await writeConfig(sandbox.tmp, `phase-${phase.replace(' ', '-')}.yaml`, ['device: ort', `policy: ${training ? '{ name: fcfs, drop: false }' : 'triton'}`, 'services:', ...services]);
-  const child = spawn(process.execPath, [ABACUS_BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', '--no-grpc', '--grace-ms', '3000', ...(training ? ['--profile-samples', '24'] : [])], {
-    env: { ...process.env, ABACUS_CACHE_DIR: cacheDir, ABACUS_LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const pid = child.pid!;
+  const { child, output, exit, pid } = spawnServe(config, cacheDir, training ? ['--profile-samples', '24'] : []);
   try {
     let executors: number[] = [];
-    if (phase === 'building') await until('the model build', () => /building resnet50-small/.test(out));
-    else if (training) await until('the training', () => /training an MLP predictor/.test(out));
-    else await until('an executor to start', async () => (executors = await childrenOf(pid)).length >= 1 || /ready: /.test(out));
+    if (phase === 'building') await until('the model build', () => /building resnet50-small/.test(output()));
+    else if (training) await until('the training', () => /training an MLP predictor/.test(output()));
+    else await until('an executor to start', async () => (executors = await childrenOf(pid)).length >= 1 || /ready: /.test(output()));
     executors = [...new Set([...executors, ...(await childrenOf(pid))])];
     child.kill('SIGTERM');
-    expect(await exit, out).toBe(0);
+    expect(await exit, output()).toBe(0);
     await until('no child process of the server left', () => executors.every((p) => !alive(p)), 60_000);
-    const met = /while starting \(building models\)/.test(out) ? 'building' : /ready: /.test(out) ? 'serving' : /predictor trained in/.test(out) ? 'loading and warming up' : training ? 'training' : 'loading and warming up';
+    const met = /while starting \(building models\)/.test(output()) ? 'building' : /ready: /.test(output()) ? 'serving' : /predictor trained in/.test(output()) ? 'loading and warming up' : training ? 'training' : 'loading and warming up';
     console.log(`SIGTERM sent while ${phase}: met the server ${met}, exit 0, ${executors.length} executor(s) gone`);
   } finally {
     if (child.exitCode === null) child.kill('SIGKILL');
@@ -128,15 +136,7 @@ async function signalWhile(phase: 'building' | 'warming up' | 'training'): Promi
 async function profileThen(signal: 'SIGTERM' | 'SIGKILL'): Promise<void> {
   await importModels();
   const config = await writeConfig(sandbox.tmp, `profiling-${signal}.yaml`, ['device: ort', 'policy: { name: fcfs, drop: false }', 'services:', '  - model: alpha', '    qosTargetMs: 60000', '  - model: beta', '    qosTargetMs: 60000']);
-  const child = spawn(process.execPath, [ABACUS_BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', '--no-grpc', '--grace-ms', '3000', '--profile-samples', '100000'], {
-    env: { ...process.env, ABACUS_CACHE_DIR: sandbox.cacheDir, ABACUS_LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const pid = child.pid!;
+  const { child, output, exit, pid } = spawnServe(config, sandbox.cacheDir, ['--profile-samples', '100000']);
   try {
     // profiling: the executors of the profiling device run, and samples are being written
     let executors: number[] = [];
@@ -144,12 +144,12 @@ async function profileThen(signal: 'SIGTERM' | 'SIGKILL'): Promise<void> {
       const files = await fs.readdir(path.join(sandbox.tmp, 'cache-predictors'), { recursive: true }).catch(() => []);
       return files.some((f) => f.endsWith('profile.csv'));
     };
-    await until('the profile to run', async () => /no cached predictor: profiling/.test(out) && (await profiled()) && (executors = await childrenOf(pid)).length >= 2);
+    await until('the profile to run', async () => /no cached predictor: profiling/.test(output()) && (await profiled()) && (executors = await childrenOf(pid)).length >= 2);
     child.kill(signal);
     const code = await exit;
     if (signal === 'SIGTERM') {
       expect(code).toBe(0);
-      expect(out).toMatch(/abacus serve: stopped/);
+      expect(output()).toMatch(/abacus serve: stopped/);
     }
     await until('no child process of the server left', () => executors.every((p) => !alive(p)), 60_000);
   } finally {
