@@ -24,47 +24,24 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import cliProgress from 'cli-progress';
 import { InvalidArgumentError, type Command } from 'commander';
 import * as ort from 'onnxruntime-node';
-import type { Device } from '../device/device.ts';
 import { measureOverlap } from '../device/overlap.ts';
-import type { ModelArtifact } from '../model/artifact.ts';
-import { resolveModelArtifact } from '../model/catalog.ts';
 import { ModelRepository } from '../model/repository.ts';
-import type { ModelSpec } from '../model/spec.ts';
-import { segmentGflops } from '../model/cost.ts';
-import { renderReportHtml, type ReportTable } from '../report/html.ts';
-import { groupedBarSpec, latencyCdfSpec, renderSvg, type BarDatum } from '../report/plots.ts';
-import { metQos } from '../runtime/records.ts';
-import { parseServingConfig } from '../runtime/config.ts';
 import { runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
-import type { GroupRecord, QueryRecord } from '../runtime/records.ts';
 import type { RoundSpread } from '../report/rounds.ts';
-import { GroupStatsCollector, servingStats } from '../runtime/stats.ts';
 import { median } from '../stats.ts';
 import { BUSY_LOAD_PER_CORE, demoVerdict, MAX_RELATIVE_SPREAD, MIN_ROUNDS, NO_OVERLAP_RATIO } from './demo-verdict.ts';
-import { ensurePredictor, openEnv, predictorCacheDir, type Hosted } from '../deployment/services.ts';
+import { ensurePredictor, openEnv, predictorCacheDir } from '../deployment/services.ts';
 import { sampleLoad } from '../deployment/load-conditions.ts';
-import { runJson, type RunJson, type RunSummary } from './experiment.ts';
+import { runJson, type RunJson } from './experiment.ts';
+import { DEFAULT_MODELS, DEMO_MODELS, hostModels, measureSolo, pool, RATE_RULE, SMALL_MODELS, SOLO_REPEAT, startTicker, threadsLabel, type Solo, type Variant } from './demo-setup.ts';
+import { buildReport, resultTables } from './demo-report.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
 import { UsageError } from './usage.ts';
 
-/** The demo's own variants (`model/catalog.ts` `DEMO_ZOO_OPTIONS`; every command accepts these names). */
-const DEMO_MODELS: Readonly<Record<string, { readonly about: string }>> = {
-  'resnet50-demo': { about: 'ResNet-50 at 128 px, half width' },
-  'bert-demo': { about: 'BERT, 8 layers, hidden 256, 4 heads' },
-};
-
-const DEFAULT_MODELS = ['resnet50-demo', 'bert-demo'] as const;
-const SMALL_MODELS = ['resnet50-small', 'bert-small'] as const;
-/** Query mix: batch sizes drawn uniformly per query; sequence lengths for sequence models. */
-const BATCH_SIZES = [1, 2] as const;
-const SEQ_LENS = [32, 64] as const;
-/** Timed solo runs per (service, batch, seq) after one warm-up. */
-const SOLO_REPEAT = 5;
 /** Above this group ÷ sequential ratio the demo warns that overlap has little to gain right now. */
 const OVERLAP_WARN = 0.85;
 /** Profiling samples for the predictor (each: 1 warm-up + 5 timed runs of one group). */
@@ -83,18 +60,7 @@ const MIN_SOLO_PROFILE_SAMPLES = 10;
  */
 const DEFAULT_ROUNDS = 3;
 const DEFAULT_QUERIES = 450;
-
-const QOS_RULE = (factor: number): string => `QoS target = ${factor} × the service's solo p50 latency over its query mix, rounded up to 1 ms`;
-/**
- * The default load is the FCFS capacity itself (`--load 1`): one query at a time just keeps up
- * on average, so Poisson bursts queue and FCFS misses targets, while overlap has spare cores to
- * use. Measured here: at 0.9 × capacity FCFS still meets ~90 % of its queries, which caps
- * any goodput gain near 1.1; at 1.0 the gap is what the demo is about.
- */
-const RATE_RULE = (load: number): string =>
-  `rate = ${load} × the FCFS capacity, where capacity = 1 / mean solo latency of a query over the mix (services share the rate equally)`;
-
-interface DemoOptions {
+export interface DemoOptions {
   models?: string[];
   rate?: number;
   load: number;
@@ -236,28 +202,6 @@ export interface DemoJson {
   readonly elapsedS: number;
 }
 
-/** Solo latency of one service over its query mix. */
-interface Solo {
-  readonly service: string;
-  /** Median of every timed solo run over the mix, ms. */
-  readonly p50Ms: number;
-  /** Mean over the mix's (batch, seq) combinations of their median, ms: the mean service time under FCFS. */
-  readonly meanMs: number;
-  readonly byShape: readonly { batch: number; seqLen: number; medianMs: number }[];
-}
-
-/** One policy variant of the comparison. */
-interface Variant {
-  readonly label: string;
-  readonly policy: 'fcfs' | 'abacus';
-  readonly threads: number;
-  readonly env: ExperimentEnv;
-}
-
-/** A variant's runs pooled over the rounds (what the tables, plots and `runs` show). */
-type Pooled = RunSummary & { readonly records: { readonly queries: readonly QueryRecord[]; readonly groups: readonly GroupRecord[] } };
-
-const threadsLabel = (n: number): string => `${n} thread${n === 1 ? '' : 's'}`;
 
 async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   const t0 = performance.now();
@@ -290,7 +234,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   const repo = new ModelRepository(ctx.cacheOptions());
   const tModels = performance.now();
   progress(`[1/5] models: ${models.join(', ')} …\n`);
-  const hosted = await hostModels(ctx, repo, models, opts);
+  const hosted = await hostModels(ctx, repo, models, opts.threads);
   progress(`      ready in ${seconds(tModels)} (cache ${repo.cacheDir})\n`);
 
   // 2. predictors: abacus's (groups, --threads); the all-cores fcfs's (solo runs with every core: its drop rule predicts its own solo latency)
@@ -481,244 +425,4 @@ export function headlineOf(json: Pick<DemoJson, 'meaningful' | 'reasons' | 'abac
       : `abacus goodput ÷ ${json.baseline} goodput (the better fcfs) = ${s.median.toFixed(2)}, median of ${n} round${n === 1 ? '' : 's'}, range ${s.min.toFixed(2)}–${s.max.toFixed(2)}${others.length > 0 ? ` (${others.join(', ')})` : ''}`;
   if (json.meaningful) return [measured.charAt(0).toUpperCase() + measured.slice(1)];
   return [`NOT A MEANINGFUL RESULT: ${json.reasons.join('; ')}.`, `Measured anyway, not a result: ${measured}.`];
-}
-
-/**
- * A variant's runs pooled over the rounds: every query and group of every round; rates over
- * the summed spans of the runs (each service's too, as `runExperiment` does per run).
- */
-function pool(label: string, results: readonly ExperimentResult[]): Pooled {
-  const queries = results.flatMap((r) => r.records?.queries ?? []);
-  const groups = results.flatMap((r) => r.records?.groups ?? []);
-  const spanMs = results.reduce((a, r) => a + r.overall.spanMs, 0);
-  const g = new GroupStatsCollector();
-  for (const x of groups) g.add(x);
-  const names = results[0]?.services.map((s) => s.service) ?? [];
-  return {
-    policy: label,
-    rateQps: results[0]?.rateQps ?? 0,
-    overall: servingStats(queries, spanMs),
-    services: names.map((name) => ({ service: name, ...servingStats(queries.filter((q) => q.service === name), spanMs) })),
-    meanGroupSize: g.meanGroupSize,
-    meanBatch: g.meanSegmentBatch,
-    predictorMape: g.predictorMape,
-    records: { queries, groups },
-  };
-}
-
-/** ", profiled under load average X on N cores (…)" for the report, or "" when unknown. */
-function predictorConditionsText(p: DemoJson['conditions']['predictor']): string {
-  const when = p.profiledLoadAverage1m === undefined ? ', profiling load not recorded' : `, profiled at load average ${p.profiledLoadAverage1m} on ${p.profiledCores} cores (${p.profiledUnderLoad === true ? 'under load: profiled again on a quiet machine at a later run' : 'quiet'})`;
-  return `${when}${p.note === undefined ? '' : `; ${p.note}`}`;
-}
-
-/** Resolve the models (demo variants first, then the catalog) into the `Hosted` the experiment helpers take. */
-async function hostModels(ctx: CliContext, repo: ModelRepository, models: readonly string[], opts: DemoOptions): Promise<Hosted> {
-  const specs = new Map<string, ModelSpec>();
-  const artifacts = new Map<string, ModelArtifact>();
-  for (const model of models) {
-    if (specs.has(model)) continue;
-    const t0 = performance.now();
-    const { artifact, built } = await resolveModelArtifact(repo, model);
-    const spec = artifact.spec;
-    ctx.err(`      ${model}: ${spec.operators.length} operators, ${segmentGflops(spec, 0, spec.operators.length, 1, spec.dynamicAxes.seq === undefined ? 0 : seqLensOf(spec)[0]!).toFixed(2)} GFLOP at batch 1 — ${built ? `built in ${((performance.now() - t0) / 1000).toFixed(1)} s` : 'from the cache'}\n`);
-    specs.set(model, spec);
-    artifacts.set(model, artifact);
-  }
-  const names = models.map((m, i) => (models.indexOf(m) === i ? m : `${m}-${i}`));
-  const config = parseServingConfig(
-    {
-      device: 'ort',
-      services: models.map((model, i) => ({ name: names[i], model, qosTargetMs: 1_000, batchSizes: [...BATCH_SIZES], ...(specs.get(model)!.dynamicAxes.seq === undefined ? {} : { seqLens: seqLensOf(specs.get(model)!) }) })),
-    },
-    'demo',
-  );
-  const services: ExperimentService[] = config.services.map((s) => {
-    const spec = specs.get(s.model)!;
-    return { name: s.name, spec, qosTargetMs: s.qosTargetMs, maxQueueLength: s.maxQueueLength, batchSizes: s.batchSizes, ...(s.seqLens === undefined ? {} : { seqLens: s.seqLens }) };
-  });
-  if (opts.threads > os.cpus().length) ctx.err(`      note: --threads ${opts.threads} is more than the ${os.cpus().length} cores here\n`);
-  return { config, services, specs, artifacts, isSim: false };
-}
-
-/** The demo's sequence lengths that a model accepts (its default when none does). */
-function seqLensOf(spec: ModelSpec): number[] {
-  const max = spec.maxSeqLen ?? Infinity;
-  const ok = SEQ_LENS.filter((s) => s <= max);
-  return ok.length > 0 ? [...ok] : [spec.defaultSeqLen];
-}
-
-/** Each service alone, each (batch, seq) of its mix: one warm-up, then `SOLO_REPEAT` timed runs of the whole query. */
-async function measureSolo(device: Device, services: readonly ExperimentService[]): Promise<Solo[]> {
-  const out: Solo[] = [];
-  let id = 0;
-  for (const s of services) {
-    const all: number[] = [];
-    const byShape: { batch: number; seqLen: number; medianMs: number }[] = [];
-    for (const batch of s.batchSizes) {
-      for (const seqLen of s.seqLens ?? [0]) {
-        const ms: number[] = [];
-        for (let run = 0; run <= SOLO_REPEAT; run++) {
-          const result = await device.runGroup([{ service: s.name, queryId: `demo-solo-${id++}`, start: 0, end: s.spec.operators.length, batchSize: batch, seqLen, input: { kind: 'synthetic', seed: 1 } }]);
-          for (const seg of result.segments) if (!seg.ok) throw seg.error;
-          if (run > 0) ms.push(result.groupLatencyMs);
-        }
-        all.push(...ms);
-        byShape.push({ batch, seqLen, medianMs: median(ms) });
-      }
-    }
-    out.push({ service: s.name, p50Ms: median(all), meanMs: byShape.reduce((a, b) => a + b.medianMs, 0) / byShape.length, byShape });
-  }
-  return out;
-}
-
-/**
- * Progress while a run's load is offered: a bar over the expected duration (queries / rate)
- * on a terminal, else a line every ~25 %. The backlog drains after the last arrival.
- */
-function startTicker(ctx: CliContext, label: string, expectedS: number): { stop(): void } {
-  const t0 = performance.now();
-  const total = Math.max(1, Math.round(expectedS));
-  const elapsed = (): number => Math.min(total, Math.round((performance.now() - t0) / 1000));
-  if (process.stderr.isTTY) {
-    const bar = new cliProgress.SingleBar({ format: `      ${label} [{bar}] {value}/{total} s of load`, fps: 4, hideCursor: true, stream: process.stderr }, cliProgress.Presets.shades_classic);
-    bar.start(total, 0);
-    const timer = setInterval(() => bar.update(elapsed()), 500);
-    timer.unref();
-    return {
-      stop: () => {
-        clearInterval(timer);
-        bar.update(total);
-        bar.stop();
-      },
-    };
-  }
-  let quarter = 1;
-  const timer = setInterval(() => {
-    const e = (performance.now() - t0) / 1000;
-    if (e >= (quarter * expectedS) / 4 && quarter < 4) {
-      ctx.err(`      ${label}: ${Math.round(e)} s of ~${Math.round(expectedS)} s of load\n`);
-      quarter++;
-    }
-  }, 500);
-  timer.unref();
-  return { stop: () => clearInterval(timer) };
-}
-
-const fmt = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(digits) : '–');
-
-/** The printed (and reported) tables: per policy variant (pooled over the rounds), per service and variant, per round. */
-function resultTables(results: readonly Pooled[], services: readonly ExperimentService[], variants: readonly Variant[], rounds: readonly DemoRound[]): { overall: ReportTable; perService: ReportTable; rounds: ReportTable } {
-  const overall: ReportTable = {
-    header: ['policy', 'threads / executor', 'p50 ms', 'p99 ms', 'violations %', 'goodput q/s', 'throughput q/s', 'group size', 'pred. MAPE %'],
-    rows: results.map((r, i) => [
-      r.policy,
-      String(variants[i]!.threads),
-      fmt(r.overall.p50Ms, 1),
-      fmt(r.overall.p99Ms, 1),
-      fmt(r.overall.violationRatio * 100, 2),
-      fmt(r.overall.goodputQps),
-      fmt(r.overall.throughputQps),
-      fmt(r.meanGroupSize, 2),
-      fmt(r.predictorMape * 100),
-    ]),
-  };
-  const perService: ReportTable = {
-    header: ['service', 'QoS ms', 'policy', 'offered', 'late', 'dropped', 'p50 ms', 'p99 ms', 'violations %', 'goodput q/s'],
-    rows: services.flatMap((s) =>
-      results.map((r) => {
-        const st = r.services.find((x) => x.service === s.name)!;
-        return [s.name, String(s.qosTargetMs), r.policy, String(st.offered), String(st.late), String(st.rejected), fmt(st.p50Ms, 1), fmt(st.p99Ms, 1), fmt(st.violationRatio * 100, 2), fmt(st.goodputQps)];
-      }),
-    ),
-  };
-  const perRound: ReportTable = {
-    header: ['round', 'seed', 'load avg start', 'load avg end', 'overlap ratio', ...variants.map((v) => `${v.label} goodput q/s`), 'abacus ÷ baseline'],
-    rows: rounds.map((r) => [
-      String(r.round),
-      String(r.seed),
-      r.loadAverage1mStart.toFixed(2),
-      r.loadAverage1mEnd.toFixed(2),
-      r.overlapRatio.toFixed(2),
-      ...variants.map((v) => fmt(r.runs.find((x) => x.label === v.label)!.goodputQps)),
-      r.abacusOverFcfsGoodput === null ? '–' : r.abacusOverFcfsGoodput.toFixed(2),
-    ]),
-  };
-  return { overall, perService, rounds: perRound };
-}
-
-async function buildReport(input: {
-  results: readonly Pooled[];
-  services: readonly ExperimentService[];
-  solos: readonly Solo[];
-  rateQps: number;
-  opts: DemoOptions;
-  machine: DemoJson['machine'];
-  source: string;
-  tables: { overall: ReportTable; perService: ReportTable; rounds: ReportTable };
-  headline: readonly string[];
-  models: Hosted;
-  json: DemoJson;
-}): Promise<string> {
-  const { results, services, solos, opts, machine } = input;
-  const order = results.map((r) => r.policy);
-  const cdfs: { svg: string; caption: string }[] = [];
-  const cdfData: Record<string, Record<string, { offered: number; latenciesMs: number[] }>> = {};
-  for (const s of services) {
-    const series = results.map((r) => {
-      const qs = r.records.queries.filter((q) => q.service === s.name);
-      const latenciesMs = qs.filter((q) => q.outcome === 'completed' && q.endMs !== undefined).map((q) => q.endMs! - q.arrivalMs);
-      (cdfData[s.name] ??= {})[r.policy] = { offered: qs.length, latenciesMs: latenciesMs.map((x) => Math.round(x * 1000) / 1000) };
-      return { label: r.policy, latenciesMs, offered: qs.length, onTime: qs.filter(metQos).length };
-    });
-    const p99s = results.map((r) => r.services.find((x) => x.service === s.name)?.p99Ms ?? 0).filter(Number.isFinite);
-    const xMaxMs = Math.max(1.5 * s.qosTargetMs, Math.min(3 * s.qosTargetMs, Math.max(0, ...p99s) * 1.1));
-    cdfs.push({
-      svg: await renderSvg(latencyCdfSpec({ title: `${s.name}: latency CDF`, series, qosMs: s.qosTargetMs, xMaxMs, seriesOrder: order })),
-      caption: `${s.name}: ${series.map((x) => `${x.label} ${x.onTime}/${x.offered} on time`).join(', ')}. A curve ends below 1 by the share of queries dropped.`,
-    });
-  }
-  const groups = [...services.map((s) => s.name), 'all'];
-  const violations: BarDatum[] = results.flatMap((r) => groups.map((g) => ({ group: g, series: r.policy, value: 100 * (g === 'all' ? r.overall.violationRatio : r.services.find((x) => x.service === g)!.violationRatio) })));
-  const goodput: BarDatum[] = results.flatMap((r) => groups.map((g) => ({ group: g, series: r.policy, value: g === 'all' ? r.overall.goodputQps : r.services.find((x) => x.service === g)!.goodputQps })));
-  const bars = [
-    { svg: await renderSvg(groupedBarSpec({ title: 'QoS violations (late + dropped) ÷ offered', yTitle: 'violation ratio (%)', data: violations, seriesOrder: order })), caption: 'Lower is better.' },
-    { svg: await renderSvg(groupedBarSpec({ title: 'Goodput: queries done within QoS per second', yTitle: 'goodput (queries/s)', data: goodput, seriesOrder: order })), caption: 'Higher is better.' },
-  ];
-  const soloTable: ReportTable = {
-    header: ['service', 'model', 'operators', 'batch', 'seq len', 'solo median ms'],
-    rows: services.flatMap((s, i) => solos[i]!.byShape.map((b) => [s.name, s.spec.name, String(s.spec.operators.length), String(b.batch), b.seqLen > 0 ? String(b.seqLen) : '–', fmt(b.medianMs, 2)])),
-  };
-  const settings: [string, string][] = [
-    ['date', new Date().toISOString().replace('T', ' ').slice(0, 16) + ' UTC'],
-    ['machine', `${machine.cpus} CPU cores (${machine.cpuModel}), ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB memory, ${os.platform()} ${os.arch()}`],
-    ['software', `onnxruntime-node ${machine.onnxruntime} (CPU execution provider), Node ${machine.node}`],
-    ['load average', `${input.json.rounds.map((r) => `round ${r.round}: ${r.loadAverage1mStart.toFixed(2)} → ${r.loadAverage1mEnd.toFixed(2)}`).join('; ')} (1 min, at each round's start and end; the demo itself keeps about one thread per core busy; above ${BUSY_LOAD_PER_CORE} per core the result is not meaningful)`],
-    ['overlap gain', `one batch-1 query per service as one group took ${input.json.rounds.map((r) => r.overlapRatio.toFixed(2)).join(', ')} × the time of the same queries one after the other, per round (1.00 = no gain; ≥ ${NO_OVERLAP_RATIO} counts as none)`],
-    ['executors', `one process per service; abacus and fcfs (${threadsLabel(machine.threadsPerExecutor)}) share one device with ${threadsLabel(machine.threadsPerExecutor)} per executor${machine.allCoresThreads !== machine.threadsPerExecutor ? `; fcfs (${threadsLabel(machine.allCoresThreads)}) runs on a second device whose executors have every core (the strong one-at-a-time baseline: a lone query gets all cores)` : ''}`],
-    ['rounds', `${input.json.rounds.length} rounds; in each, every policy serves the same arrivals (round k: seed ${opts.seed} + k − 1), one after the other in the order of the tables; the ratio is the median over the rounds of abacus ÷ the better fcfs (${input.json.baseline}: higher goodput over all rounds) in the same round`],
-    ['verdict', input.json.meaningful ? `meaningful: every round's load average ≤ ${BUSY_LOAD_PER_CORE} per core, spread ≤ ${MAX_RELATIVE_SPREAD * 100} % of the median, overlap gain present` : `not meaningful: ${input.json.reasons.join('; ')}`],
-    ['models', services.map((s) => `${s.name}: ${DEMO_MODELS[s.spec.name]?.about ?? s.spec.name}, ${s.spec.operators.length} operators`).join('; ')],
-    ['query mix', `batch sizes ${BATCH_SIZES.join(', ')}${services.some((s) => s.seqLens !== undefined) ? `; sequence lengths ${[...new Set(services.flatMap((s) => s.seqLens ?? []))].join(', ')}` : ''}, drawn uniformly per query; services share the rate equally`],
-    ['QoS targets', `${services.map((s, i) => `${s.name} ${s.qosTargetMs} ms (solo p50 ${solos[i]!.p50Ms.toFixed(1)} ms)`).join(', ')} — ${opts.qosMs === undefined ? QOS_RULE(opts.qosFactor) : 'given with --qos-ms'}`],
-    ['load', `${input.rateQps} queries/s, Poisson, ${opts.queries} queries per policy per round — ${opts.rate === undefined ? RATE_RULE(opts.load) : 'given with --rate'}`],
-    ['policies', `fcfs: one query at a time in arrival order; abacus: operator groups chosen with the predictor (ways 2, slack 5 ms)${opts.refine ? ', refined online from the measured group latencies, with the guard (docs/adaptive.md)' : ', offline predictor only (--no-refine)'}; both drop a query that can no longer meet its QoS target`],
-    ['predictor', `MLP trained on ${opts.profileSamples} operator groups profiled on this device, cached: ${input.source}${predictorConditionsText(input.json.conditions.predictor)}${input.json.allCoresPredictor === undefined ? '' : `; fcfs (${threadsLabel(machine.allCoresThreads)}) predicts its solo latencies (for its drop rule) with an MLP trained on solo runs with every core: ${input.json.allCoresPredictor}`}`],
-  ];
-  return renderReportHtml({
-    title: 'Abacus-TS demo: fcfs vs abacus on this CPU',
-    intro: [
-      `Measured on this machine's CPU (${machine.cpus} cores) with onnxruntime-node ${machine.onnxruntime}: every latency below is a real execution of the models, not a simulation. The models carry seeded random weights (their compute is that of the real architectures; the outputs are not meaningful predictions).`,
-      'The policies ran in interleaved rounds: in each round every policy served the same Poisson arrivals (one seed per round), one after the other, so a change in the machine\'s load hits them alike; the tables pool every round, the rounds table shows each. Numbers vary with what else the machine is doing: the headline says when it was too busy for them to mean anything.',
-    ],
-    headline: input.headline.join(' '),
-    settings,
-    sections: [
-      { title: 'Results', tables: [{ caption: 'Per policy', table: input.tables.overall }, { caption: 'Per service', table: input.tables.perService }, { caption: 'Per round', table: input.tables.rounds }] },
-      { title: 'Latency CDFs', paragraphs: ['Fraction of the offered queries completed within a latency; the dashed line is the QoS target.'], figures: cdfs },
-      { title: 'Violations and goodput', figures: bars },
-      { title: 'Solo latencies', paragraphs: ['Each query shape alone on the device (median of the timed runs after a warm-up); the QoS targets and the rate come from these.'], tables: [{ table: soloTable }] },
-    ],
-    data: { ...input.json, latencies: cdfData },
-  });
 }

@@ -78,6 +78,8 @@ export interface ExperimentResult {
    * decided ahead (`decidedAheadShare`); fractions, NaN when there were no groups.
    */
   readonly between: { readonly idleGapRatio: number; readonly outsideOperatorsRatio: number; readonly decidedAheadShare: number };
+  /** Share of groups decided by abacus's calibration fallback (`schedule/fallback.ts`); 0 without it, NaN for no groups. */
+  readonly fallbackShare: number;
   readonly generator: GeneratorReport;
   /** Decisions made and predictor calls, summed. */
   readonly decisions: { readonly count: number; readonly predictorCalls: number; readonly groupsScored: number };
@@ -185,6 +187,7 @@ export async function runExperiment(env: ExperimentEnv, options: ExperimentOptio
       groups: groupStats.groups,
       predictorMape: groupStats.predictorMape,
       between: { idleGapRatio: groupStats.idleGapRatio, outsideOperatorsRatio: groupStats.outsideOperatorsRatio, decidedAheadShare: groupStats.decidedAheadShare },
+      fallbackShare: groupStats.fallbackShare,
       generator: report,
       decisions: { ...totals },
       ...(options.keepRecords === true ? { records: { queries: runtime.queries, groups: runtime.groups } } : {}),

@@ -26,6 +26,8 @@ export interface GroupRecord {
    * records made elsewhere.
    */
   readonly decidedAhead?: boolean;
+  /** True when abacus's calibration fallback decided it (one query at a time; `schedule/fallback.ts`). Absent otherwise. */
+  readonly fallback?: boolean;
   /**
    * One group at a time: how long the device sat idle before this launch while queries waited,
    * ms — from the end of the group before it (when the runtime saw it end with queries in its

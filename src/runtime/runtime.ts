@@ -475,7 +475,7 @@ export class ServingRuntime {
     this.setWake(d.decision.wakeAtMs);
     this.applyRejections(d.decision, 0);
     if (d.decision.group.length > 0) {
-      this.launch(d.decision.group, d.members, d.decision.predictedMs, false);
+      this.launch(d.decision.group, d.members, d.decision.predictedMs, false, d.decision.fallback === true);
       return true;
     }
     return d.decision.rejected.length > 0;
@@ -497,7 +497,7 @@ export class ServingRuntime {
         members = undefined; // cannot happen while the picture is the one it was made for; decide again
       }
       if (members !== undefined) {
-        this.launch(plan.decision.group, members, plan.decision.predictedMs, true);
+        this.launch(plan.decision.group, members, plan.decision.predictedMs, true, plan.decision.fallback === true);
         return true;
       }
     }
@@ -740,7 +740,7 @@ export class ServingRuntime {
     if (i >= 0) u.state.views[i] = u.view;
   }
 
-  private launch(group: readonly LaunchSegment[], members: readonly (readonly Unit[])[], predictedMs: number | undefined, decidedAhead: boolean): void {
+  private launch(group: readonly LaunchSegment[], members: readonly (readonly Unit[])[], predictedMs: number | undefined, decidedAhead: boolean, fallback: boolean): void {
     const units: Unit[] = [];
     const segments: Segment[] = [];
     for (const [i, s] of group.entries()) {
@@ -764,6 +764,7 @@ export class ServingRuntime {
       predictedMs,
       measuredMs: Number.NaN,
       decidedAhead,
+      ...(fallback ? { fallback: true } : {}),
       ...(this.idleSinceMs === undefined ? {} : { idleBeforeMs: this.clock.now() - this.idleSinceMs }),
       segments: segments.map((s, i) => ({
         queryId: s.queryId,

@@ -133,6 +133,7 @@ export class GroupStatsCollector {
   private idleMs = 0;
   private outsideMs = 0;
   private ahead = 0;
+  private fallback = 0;
 
   add(g: GroupRecord): void {
     this.count++;
@@ -142,6 +143,7 @@ export class GroupStatsCollector {
     }
     this.idleMs += g.idleBeforeMs ?? 0;
     if (g.decidedAhead === true) this.ahead++;
+    if (g.fallback === true) this.fallback++;
     this.segments += g.segments.length;
     for (const s of g.segments) this.samples += s.batch;
     if (g.predictedMs !== undefined && g.measuredMs > 0) {
@@ -190,6 +192,11 @@ export class GroupStatsCollector {
   /** Share of groups launched as decided while the group before them ran (`decidedAhead`); NaN for no groups. */
   get decidedAheadShare(): number {
     return this.count === 0 ? Number.NaN : this.ahead / this.count;
+  }
+
+  /** Share of groups abacus's calibration fallback decided (`GroupRecord.fallback`); NaN for no groups. */
+  get fallbackShare(): number {
+    return this.count === 0 ? Number.NaN : this.fallback / this.count;
   }
 }
 

@@ -55,6 +55,7 @@
  * queries, so a launched query leaves the waiting queues for good.
  */
 import type { AbacusErrorCode } from '../errors.ts';
+import type { FallbackStatus } from './fallback.ts';
 
 /** The policies `createController` knows. */
 export type PolicyName = 'abacus' | 'fcfs' | 'sjf' | 'edf' | 'fcfs-batch' | 'edf-batch' | 'overlap-all' | 'clockwork' | 'triton';
@@ -229,6 +230,8 @@ export interface Decision {
    * keeps the latest decision's wake (it saw the newest picture).
    */
   readonly wakeAtMs?: number;
+  /** True when abacus's calibration fallback decided it: one query at a time, dropping on measured latencies (`schedule/fallback.ts`). */
+  readonly fallback?: boolean;
 }
 
 /** A successfully executed segment, as the runtime reports it back. */
@@ -280,6 +283,8 @@ export interface QueryController {
   readonly policy: PolicyName;
   /** Present while the policy refines its predictor online (abacus with `refine`); absent or undefined otherwise. */
   readonly refinement?: RefinementStatus | undefined;
+  /** Present for abacus with `fallback`: whether it serves one query at a time now, and why (`schedule/fallback.ts`). */
+  readonly fallback?: FallbackStatus | undefined;
   /**
    * `false`: one group at a time — the runtime launches the next group only after the
    * previous one finished. `true`: the runtime launches each decided group immediately, even

@@ -16,7 +16,8 @@ import { OneAtATimeController, type OneAtATimePolicy } from './one-at-a-time/ind
 import { OverlapAllController } from './overlap-all/index.ts';
 import { TritonController } from './triton/index.ts';
 import { ThreadAssigningController, ThreadedPredictor } from './threads.ts';
-import { parseThreadRule } from '../threads.ts';
+import { parseThreadRule, threadsFor } from '../threads.ts';
+import { FallbackController } from './fallback.ts';
 
 export type * from './controller.ts';
 export { AbacusController, type AbacusParams } from './abacus/index.ts';
@@ -25,6 +26,7 @@ export { OneAtATimeController, type OneAtATimeParams, type OneAtATimePolicy } fr
 export { OverlapAllController } from './overlap-all/index.ts';
 export { TritonController, type TritonParams } from './triton/index.ts';
 export { ThreadAssigningController, ThreadedPredictor } from './threads.ts';
+export { FallbackController, type FallbackStatus } from './fallback.ts';
 
 export const POLICY_NAMES: readonly PolicyName[] = Object.freeze(['abacus', 'fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch', 'overlap-all', 'clockwork', 'triton'] as const);
 
@@ -89,6 +91,8 @@ const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> 
     drop: DROP,
     /** Online refinement of the predictor from measured group latencies (`predict/refine.ts`); off: the offline predictor alone, as in the paper. */
     refine: { type: z.boolean(), text: 'a boolean', def: false, kind: 'boolean' },
+    /** One query at a time, dropping on measured latencies, while measured groups overrun their predictions (`fallback.ts`); off: the paper's controller. */
+    fallback: { type: z.boolean(), text: 'a boolean', def: false, kind: 'boolean' },
     threads: THREADS,
   },
   fcfs: { drop: DROP, threads: THREADS },
@@ -129,7 +133,7 @@ function describe(v: unknown): string {
 
 /**
  * Validate a policy's raw parameters and fill the defaults.
- * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, threads;
+ * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, fallback, threads;
  *   fcfs/sjf/edf, fcfs-batch/edf-batch: drop, threads; triton: drop; clockwork: window,
  *   percentile, maxExecMs, threads; overlap-all: none).
  * @throws RangeError for an unknown policy (naming the valid ones) and for a value out of
@@ -167,7 +171,7 @@ export function parseControllerParams(policy: string, raw: Readonly<Record<strin
 
 /** What a controller may take beside its parameters and predictor. */
 export interface ControllerOptions {
-  /** abacus with `refine`: where the refinement logs going out of calibration, recovering and restarting (info). */
+  /** abacus with `refine`: where the refinement logs going out of calibration, recovering and restarting (info); with `fallback`: its switches. */
   readonly logger?: Logger;
 }
 
@@ -187,8 +191,18 @@ export function createController(policy: string, params: Readonly<Record<string,
   if (policy === 'triton') return new TritonController({ drop });
   if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
   const rule = parseThreadRule(String(p['threads'] ?? 'device'));
-  if (rule.kind === 'device') return headController(policy, p, predictor, options);
-  return new ThreadAssigningController(headController(policy, p, new ThreadedPredictor(predictor, rule), options), rule);
+  const scoring = rule.kind === 'device' ? predictor : new ThreadedPredictor(predictor, rule);
+  let head = headController(policy, p, scoring, options);
+  if (policy === 'abacus' && p['fallback'] === true) {
+    const abacus = head as AbacusController;
+    const logger = options.logger;
+    const threadsAlone = threadsFor(rule, 1);
+    head = new FallbackController(abacus, abacus.refiner ?? scoring, {
+      ...(threadsAlone === undefined ? {} : { threadsAlone }),
+      onSwitch: (active, status) => logger?.info({ ...status }, active ? 'abacus fallback on: measured groups overrun their predictions; one query at a time' : 'abacus fallback off: predictions hold again; overlapping'),
+    });
+  }
+  return rule.kind === 'device' ? head : new ThreadAssigningController(head, rule);
 }
 
 /** A head policy (all but overlap-all and triton) with validated parameters `p`. */

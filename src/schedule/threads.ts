@@ -23,6 +23,7 @@
 import type { Group, GroupSlot, Predictor } from '../predict/predictor.ts';
 import { formatThreadRule, threadsFor, type ThreadRule } from '../threads.ts';
 import type { Decision, GroupObservation, PolicyName, QueryController, RefinementStatus, ScheduleInput } from './controller.ts';
+import type { FallbackStatus } from './fallback.ts';
 
 /**
  * A predictor that scores each group at the thread counts `rule` gives it (module docs).
@@ -90,6 +91,10 @@ export class ThreadAssigningController implements QueryController {
 
   get refinement(): RefinementStatus | undefined {
     return this.inner.refinement;
+  }
+
+  get fallback(): FallbackStatus | undefined {
+    return this.inner.fallback;
   }
 
   /** The inner decision with `intraOpThreads` on every segment. @throws as the inner controller. */

@@ -1,0 +1,289 @@
+/**
+ * The calibration fallback (abacus policy parameter `fallback`; docs/adaptive.md "The
+ * fallback"): when the measured group latencies say that abacus's predictions no longer hold,
+ * stop overlapping and serve one query at a time, most urgent first, dropping only on measured
+ * evidence; return to overlap when the predictions hold again.
+ *
+ * Why: abacus is only as good as its predictor. On a machine that other processes load, a
+ * predictor profiled quiet underestimates every group, overlapped groups run late, and abacus
+ * can serve less than plain FCFS (measured in docs/adaptive.md). One query at a time with every
+ * core (the `split:C` thread rule gives a lone segment all C cores, `schedule/threads.ts`) is
+ * the strong baseline itself, so falling back to it bounds the loss.
+ *
+ * ## The signal: overruns, measured
+ * A group *overruns* when its measured latency exceeds the latency its decision was made with
+ * (`GroupObservation.predictedMs`, the refined and guarded prediction abacus fitted into the
+ * budget) by more than `OVERRUN_TOLERANCE` (25 %). The window holds the last `WINDOW_GROUPS`
+ * (32) observed groups, in either mode.
+ *
+ * - **Overlap → fallback**: more than `ENTER_SHARE` (25 %) of the window overran, with at least
+ *   `WINDOW_GROUPS` groups observed since the last switch. A step change of the machine that
+ *   makes every group overrun switches after ⌈0.25 · 32⌉ + 1 = 9 groups (tested on `sim:` with a
+ *   drift step, `test/schedule/fallback.test.ts`).
+ * - **Fallback → overlap**: at least `dwell` groups in the fallback, and over the last
+ *   `WINDOW_GROUPS` of them the *predictor's* own prediction of the group (asked at the
+ *   decision, though the decision was made on measured estimates) overran at most
+ *   `EXIT_SHARE` (10 %) of the time: the predictor again predicts what runs.
+ *
+ * **No flapping**: the thresholds differ (hysteresis: 25 % to enter, 10 % to leave), each
+ * switch needs a full window of groups in its new mode, and `dwell` starts at `MIN_DWELL_GROUPS`
+ * (64) and doubles, up to `MAX_DWELL_GROUPS` (1024), each time the fallback is entered again
+ * within `4 × dwell` groups of leaving it; it returns to 64 after `MAX_DWELL_GROUPS` groups in
+ * overlap. So a machine on which overlap keeps failing spends at most one window of every
+ * 1024 + 32 groups overlapping after four quick re-entries.
+ *
+ * ## One at a time, dropping on measured evidence
+ * In the fallback each decision launches the most urgent waiting head (earliest deadline;
+ * ties: earlier arrival, service, id) whole, as one segment. A head is rejected when its
+ * headroom is ≤ 0, or when the running group's remainder + its *measured* solo latency exceeds
+ * its headroom — measured: an EWMA (weight `MEASURED_WEIGHT` 0.2) of the latencies of whole
+ * queries of its (model, batch, sequence length, threads) run alone, with at least
+ * `MIN_MEASURED` (3) of them. A query of a shape never measured alone, or already cut by an
+ * overlapped group, is never dropped on a prediction. The decision's `predictedMs` is that
+ * measured latency when known (the runtime's remainder then comes from a measurement too), else
+ * the predictor's. `Decision.fallback` marks every such decision (`GroupRecord.fallback`).
+ *
+ * Cost: in overlap mode one comparison per decision and one window update per group. In the
+ * fallback one predictor call per decision (the predictor's prediction of the launched query,
+ * for the exit test), a scan of the queue heads, and a map lookup per head.
+ */
+import type { Predictor } from '../predict/predictor.ts';
+import { checkInput, compareStrings, newStats } from './heads.ts';
+import type { Decision, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
+
+/** A group overruns when measured > (1 + this) × the latency it was decided with. */
+export const OVERRUN_TOLERANCE = 0.25;
+/** Observed groups in the window both switches read. */
+export const WINDOW_GROUPS = 32;
+/** Enter the fallback when more than this share of the window overran. */
+export const ENTER_SHARE = 0.25;
+/** Leave it when at most this share of the predictor's predictions of the window's groups overran. */
+export const EXIT_SHARE = 0.1;
+/** Groups the fallback lasts at least; doubles on quick re-entry, up to `MAX_DWELL_GROUPS`. */
+export const MIN_DWELL_GROUPS = 64;
+export const MAX_DWELL_GROUPS = 1024;
+/** EWMA weight of a new measured solo latency. */
+export const MEASURED_WEIGHT = 0.2;
+/** Measured solo runs of a shape before it may justify a drop. */
+export const MIN_MEASURED = 3;
+/** Most remembered shapes and predictions (bounded memory; the oldest are forgotten). */
+const MAX_KEYS = 4096;
+
+/** What `/metrics`, the dashboard and the benchmarks read. */
+export interface FallbackStatus {
+  /** True while serving one query at a time. */
+  readonly active: boolean;
+  /** Switches into the fallback so far. */
+  readonly entries: number;
+  /** Groups observed, and of them decided in the fallback. */
+  readonly observedGroups: number;
+  readonly fallbackGroups: number;
+  /** Share of the window's groups that overran the latency they were decided with (fraction). */
+  readonly overrunShare: number;
+  /** Groups the current (or next) fallback lasts at least. */
+  readonly dwellGroups: number;
+}
+
+/** Status changes the owner may log (abacus serve's logger). */
+export interface FallbackOptions {
+  /** Intra-op threads a lone segment runs with (the thread rule's count for one segment); absent: the device default. */
+  readonly threadsAlone?: number;
+  /** Called on every switch (abacus serve logs it). */
+  onSwitch?(active: boolean, status: FallbackStatus): void;
+}
+
+/** A fixed-size ring of booleans with a running count of `true`. */
+class Window {
+  readonly #bits = new Uint8Array(WINDOW_GROUPS);
+  #next = 0;
+  #size = 0;
+  #count = 0;
+  push(x: boolean): void {
+    if (this.#size === WINDOW_GROUPS) this.#count -= this.#bits[this.#next]!;
+    else this.#size++;
+    this.#bits[this.#next] = x ? 1 : 0;
+    this.#count += x ? 1 : 0;
+    this.#next = (this.#next + 1) % WINDOW_GROUPS;
+  }
+  clear(): void {
+    this.#bits.fill(0);
+    this.#next = this.#size = this.#count = 0;
+  }
+  get size(): number {
+    return this.#size;
+  }
+  get share(): number {
+    return this.#size === 0 ? 0 : this.#count / this.#size;
+  }
+}
+
+/** A Map that forgets its oldest key past `MAX_KEYS`. */
+function remember<K, V>(map: Map<K, V>, key: K, value: V): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > MAX_KEYS) map.delete(map.keys().next().value as K);
+}
+
+/**
+ * Wraps the abacus controller (module docs). Sits inside a `ThreadAssigningController` when a
+ * thread rule is set, so a fallback group of one segment gets the rule's count for one segment.
+ */
+export class FallbackController implements QueryController {
+  readonly policy: PolicyName;
+  readonly launchWhileBusy = false;
+  readonly #inner: QueryController;
+  readonly #predictor: Predictor;
+  readonly #options: FallbackOptions;
+  #active = false;
+  #entries = 0;
+  #observed = 0;
+  #inFallback = 0;
+  /** Groups observed since the last switch. */
+  #sinceSwitch = 0;
+  #dwell = MIN_DWELL_GROUPS;
+  /** Overruns of the decided latency (both modes). */
+  readonly #overruns = new Window();
+  /** In the fallback: overruns of the predictor's own prediction. */
+  readonly #predictorOverruns = new Window();
+  /** Measured solo latency by shape key: EWMA and count. */
+  readonly #measured = new Map<string, { ms: number; n: number }>();
+  /** In the fallback: the predictor's prediction of each launched query, by query id. */
+  readonly #predicted = new Map<string, number>();
+  readonly #one = new Float64Array(1);
+
+  /**
+   * @param inner the abacus controller (its decisions in overlap mode; observations always go to it).
+   * @param predictor what `inner` predicts with (for a thread rule: the `ThreadedPredictor`; with
+   *   refinement: the refiner), asked for the exit test.
+   */
+  constructor(inner: QueryController, predictor: Predictor, options: FallbackOptions = {}) {
+    if (inner.launchWhileBusy) throw new RangeError(`fallback: policy ${inner.policy} launches while busy; the fallback needs one group at a time`);
+    this.policy = inner.policy;
+    this.#inner = inner;
+    this.#predictor = predictor;
+    this.#options = options;
+  }
+
+  get refinement(): RefinementStatus | undefined {
+    return this.#inner.refinement;
+  }
+
+  get fallback(): FallbackStatus {
+    return {
+      active: this.#active,
+      entries: this.#entries,
+      observedGroups: this.#observed,
+      fallbackGroups: this.#inFallback,
+      overrunShare: this.#overruns.share,
+      dwellGroups: this.#dwell,
+    };
+  }
+
+  decide(input: ScheduleInput): Decision {
+    if (!this.#active) return this.#inner.decide(input);
+    checkInput(input);
+    const stats = newStats();
+    const rejected: Rejection[] = [];
+    const { nowMs, runningRemainingMs } = input;
+    let best: { q: WaitingQuery; deadlineMs: number; measuredMs: number | undefined } | undefined;
+    let wakeAtMs = Infinity;
+    for (const queue of input.queues) {
+      for (const q of queue) {
+        const deadlineMs = q.arrivalMs + q.qosTargetMs;
+        const headroomMs = deadlineMs - nowMs;
+        const measuredMs = this.#measuredSoloMs(q);
+        if (headroomMs <= 0) {
+          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs });
+          continue;
+        }
+        if (measuredMs !== undefined && runningRemainingMs + measuredMs > headroomMs) {
+          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + measuredMs });
+          continue;
+        }
+        if (best === undefined || deadlineMs < best.deadlineMs || (deadlineMs === best.deadlineMs && earlier(q, best.q))) {
+          if (best !== undefined) wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.measuredMs));
+          best = { q, deadlineMs, measuredMs };
+        } else {
+          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, measuredMs));
+        }
+        break; // the queue's head decides; the rest of the queue waits behind it
+      }
+    }
+    if (best === undefined) return { group: [], rejected, stats, fallback: true };
+    const q = best.q;
+    const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators };
+    const predictorMs = this.#predictor.predict([[{ model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen }]], this.#one)[0]!;
+    stats.predictorCalls++;
+    stats.groupsScored++;
+    remember(this.#predicted, q.id, predictorMs);
+    const predictedMs = best.measuredMs ?? predictorMs;
+    return { group: [segment], predictedMs, rejected, stats, fallback: true, ...(Number.isFinite(wakeAtMs) && wakeAtMs > nowMs ? { wakeAtMs } : {}) };
+  }
+
+  observe(observation: GroupObservation): void {
+    this.#inner.observe(observation);
+    const segs = observation.segments;
+    if (segs.length === 0) return;
+    const measuredMs = observation.groupLatencyMs;
+    if (segs.length === 1) {
+      const s = segs[0]!;
+      if (s.start === 0 && s.end === s.operators && measuredMs > 0 && Number.isFinite(measuredMs)) {
+        const key = shapeKey(s.model, s.batch, s.seqLen, s.intraOpThreads);
+        const old = this.#measured.get(key);
+        remember(this.#measured, key, old === undefined ? { ms: measuredMs, n: 1 } : { ms: old.ms + MEASURED_WEIGHT * (measuredMs - old.ms), n: old.n + 1 });
+      }
+    }
+    this.#observed++;
+    this.#sinceSwitch++;
+    const decidedMs = observation.predictedMs;
+    if (decidedMs !== undefined && decidedMs > 0) this.#overruns.push(measuredMs > (1 + OVERRUN_TOLERANCE) * decidedMs);
+    if (this.#active) {
+      this.#inFallback++;
+      const predictorMs = segs.length === 1 ? this.#predicted.get(segs[0]!.queryId) : undefined;
+      if (predictorMs !== undefined) {
+        this.#predicted.delete(segs[0]!.queryId);
+        this.#predictorOverruns.push(measuredMs > (1 + OVERRUN_TOLERANCE) * predictorMs);
+      }
+      if (this.#sinceSwitch >= this.#dwell && this.#predictorOverruns.size >= WINDOW_GROUPS && this.#predictorOverruns.share <= EXIT_SHARE) this.#switch(false);
+    } else {
+      if (this.#sinceSwitch >= MAX_DWELL_GROUPS) this.#dwell = MIN_DWELL_GROUPS;
+      if (this.#sinceSwitch >= WINDOW_GROUPS && this.#overruns.size >= WINDOW_GROUPS && this.#overruns.share > ENTER_SHARE) {
+        if (this.#entries > 0 && this.#sinceSwitch < 4 * this.#dwell) this.#dwell = Math.min(MAX_DWELL_GROUPS, 2 * this.#dwell);
+        this.#switch(true);
+      }
+    }
+  }
+
+  #switch(active: boolean): void {
+    this.#active = active;
+    this.#sinceSwitch = 0;
+    this.#overruns.clear();
+    this.#predictorOverruns.clear();
+    this.#predicted.clear();
+    if (active) this.#entries++;
+    this.#options.onSwitch?.(active, this.fallback);
+  }
+
+  /** The measured solo latency of `q`'s shape when it may justify a drop (whole query, enough runs). */
+  #measuredSoloMs(q: WaitingQuery): number | undefined {
+    if (q.nextOperator !== 0) return undefined;
+    const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, this.#options.threadsAlone));
+    return m !== undefined && m.n >= MIN_MEASURED ? m.ms : undefined;
+  }
+}
+
+function shapeKey(model: string, batch: number, seqLen: number, threads: number | undefined): string {
+  return `${model}\u0000${batch}\u0000${seqLen}\u0000${threads ?? 0}`;
+}
+
+/** The instant a head with `measuredMs` stops being able to make `deadlineMs` (Infinity when unmeasured). */
+function hopelessAt(deadlineMs: number, measuredMs: number | undefined): number {
+  return measuredMs === undefined ? Infinity : deadlineMs - measuredMs;
+}
+
+/** Tie order among equal deadlines: earlier arrival, then service, then id. */
+function earlier(a: WaitingQuery, b: WaitingQuery): boolean {
+  if (a.arrivalMs !== b.arrivalMs) return a.arrivalMs < b.arrivalMs;
+  const s = compareStrings(a.service, b.service);
+  return s !== 0 ? s < 0 : compareStrings(a.id, b.id) < 0;
+}

@@ -1,0 +1,187 @@
+/**
+ * abacus's calibration fallback (`src/schedule/fallback.ts`): the switch on measured overruns,
+ * the way back when the predictor predicts what runs, no flapping, measured drops; and on a
+ * `sim:` device with a drift step, in virtual time (no wall clock anywhere).
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ModelRepository } from '../../src/model/repository.ts';
+import type { ModelSpec } from '../../src/model/spec.ts';
+import type { Predictor } from '../../src/predict/predictor.ts';
+import { simEnv } from '../../src/reproduce/colocation.ts';
+import { runExperiment, type ExperimentService } from '../../src/runtime/experiment.ts';
+import type { GroupObservation, QueryController } from '../../src/schedule/controller.ts';
+import { ENTER_SHARE, EXIT_SHARE, FallbackController, MAX_DWELL_GROUPS, MIN_DWELL_GROUPS, MIN_MEASURED, WINDOW_GROUPS } from '../../src/schedule/fallback.ts';
+import { createController } from '../../src/schedule/index.ts';
+import { FakePredictor } from './fake-predictor.ts';
+import { input, query } from './query.ts';
+
+/** A whole query of model `a` (10 ms by the fake predictor) run alone, measured `ms`, decided with `predictedMs`. */
+function solo(id: string, ms: number, predictedMs = 10): GroupObservation {
+  return { segments: [{ queryId: id, service: 'S1', model: 'a', start: 0, end: 10, operators: 10, batch: 1, seqLen: 0, latencyMs: ms }], groupLatencyMs: ms, predictedMs };
+}
+
+/** Decide for one waiting query of `a` (so the fallback remembers its prediction) and observe it measured `ms`. */
+function runOne(c: QueryController, id: string, ms: number): void {
+  const d = c.decide(input(0, [[query(id, 'S1', 'a', { arrivalMs: 0, qosTargetMs: 1000 })]]));
+  c.observe(solo(id, ms, d.predictedMs));
+}
+
+const active = (c: QueryController): boolean => c.fallback?.active === true;
+
+describe('FallbackController: the switch', () => {
+  it('is off by default and absent without the parameter; the paper controller decides', () => {
+    expect(createController('abacus', {}, new FakePredictor()).fallback).toBeUndefined();
+    const c = createController('abacus', { fallback: true }, new FakePredictor());
+    expect(c.fallback).toMatchObject({ active: false, entries: 0 });
+    const d = c.decide(input(0, [[query('x', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 100 })], [query('y', 'S2', 'b', { arrivalMs: 0, qosTargetMs: 100 })]]));
+    expect(d.fallback).toBeUndefined();
+    expect(d.group.length).toBe(2); // abacus overlaps
+  });
+
+  it('predictions that hold never switch; a step that makes every group overrun switches after ⌊ENTER_SHARE × window⌋ + 1 groups', () => {
+    const c = createController('abacus', { fallback: true }, new FakePredictor());
+    for (let i = 0; i < 200; i++) c.observe(solo(`ok${i}`, i % 2 === 0 ? 12 : 8)); // ±20 %: within the tolerance
+    expect(active(c)).toBe(false);
+    const needed = Math.floor(ENTER_SHARE * WINDOW_GROUPS) + 1;
+    for (let i = 1; i <= needed; i++) {
+      expect(active(c), `after ${i - 1} overruns`).toBe(false);
+      c.observe(solo(`slow${i}`, 15)); // 1.5 × the decided 10 ms
+    }
+    expect(active(c)).toBe(true);
+    expect(c.fallback).toMatchObject({ entries: 1 });
+  });
+
+  it('comes back after the dwell once the predictor predicts what runs, and a quick re-entry doubles the dwell (bounded): no flapping', () => {
+    const c = createController('abacus', { fallback: true }, new FakePredictor());
+    const enter = (): number => {
+      let n = 0;
+      while (!active(c)) {
+        c.observe(solo(`s${n}`, 15));
+        n++;
+      }
+      return n;
+    };
+    enter();
+    // in the fallback, the predictor still 1.5× off: it stays
+    for (let i = 0; i < 3 * MIN_DWELL_GROUPS; i++) runOne(c, `f${i}`, 15);
+    expect(active(c)).toBe(true);
+    // the predictor holds again: back after ≥ the dwell and a window of good groups
+    let back = 0;
+    while (active(c)) {
+      runOne(c, `g${back}`, 10);
+      back++;
+      expect(back).toBeLessThanOrEqual(MIN_DWELL_GROUPS + WINDOW_GROUPS);
+    }
+    expect(back).toBeGreaterThanOrEqual(Math.ceil((1 - EXIT_SHARE) * WINDOW_GROUPS));
+    // overlap fails again at once: re-entry doubles the dwell, up to the cap
+    const dwells: number[] = [];
+    for (let k = 0; k < 8; k++) {
+      enter();
+      dwells.push(c.fallback!.dwellGroups);
+      let stay = 0;
+      while (active(c)) {
+        runOne(c, `h${k}-${stay}`, 10);
+        stay++;
+      }
+      expect(stay).toBeGreaterThanOrEqual(c.fallback!.dwellGroups);
+    }
+    expect(dwells).toEqual([2, 4, 8, 16, 16, 16, 16, 16].map((x) => Math.min(MAX_DWELL_GROUPS, x * MIN_DWELL_GROUPS)));
+  });
+});
+
+describe('FallbackController: one query at a time, dropping on measured latencies', () => {
+  /** A controller in the fallback whose measured latency of a whole `a` is `ms`. */
+  const fallen = (ms: number): QueryController => {
+    const c = createController('abacus', { fallback: true }, new FakePredictor());
+    for (let i = 0; i < WINDOW_GROUPS; i++) c.observe(solo(`s${i}`, ms, ms / 2));
+    expect(active(c)).toBe(true);
+    for (let i = 0; i < MIN_MEASURED; i++) c.observe(solo(`m${i}`, ms, ms));
+    return c;
+  };
+
+  it('launches the most urgent head alone, whole; never more than one segment', () => {
+    const c = fallen(10);
+    const d = c.decide(input(0, [[query('x', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 100 })], [query('y', 'S2', 'b', { arrivalMs: 0, qosTargetMs: 60 })]]));
+    expect(d.fallback).toBe(true);
+    expect(d.group).toEqual([{ queryId: 'y', service: 'S2', start: 0, end: 10 }]);
+    expect(d.rejected).toEqual([]);
+  });
+
+  it('drops on the measured latency, not the predicted: a query the predictor thinks fits but measurements say cannot is rejected, and the reverse is kept', () => {
+    // measured 30 ms for a whole `a`; the fake predictor says 10 ms
+    const c = fallen(30);
+    const d = c.decide(input(0, [[query('x', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 25 })]]));
+    expect(d.rejected).toMatchObject([{ queryId: 'x', reason: 'qos_violation', predictedMs: 30 }]);
+    expect(d.group).toEqual([]);
+    // a shape never measured alone (batch 2) is kept even though the predictor says it cannot make it
+    const kept = c.decide(input(0, [[query('z', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 15, batch: 2 })]]));
+    expect(kept.rejected).toEqual([]);
+    expect(kept.group.map((s) => s.queryId)).toEqual(['z']);
+    expect(kept.predictedMs).toBe(20); // the predictor's, since nothing was measured
+    // the running group's remainder counts; headroom ≤ 0 is always dropped
+    const later = c.decide(input(100, [[query('w', 'S1', 'a', { arrivalMs: 90, qosTargetMs: 50 })], [query('v', 'S2', 'b', { arrivalMs: 0, qosTargetMs: 100 })]], 25));
+    expect(later.rejected.map((r) => r.queryId).sort()).toEqual(['v', 'w']);
+  });
+
+  it('with split:2 a fallback group gets both cores', () => {
+    const c = createController('abacus', { fallback: true, threads: 'split:2' }, new FakePredictor());
+    for (let i = 0; i < WINDOW_GROUPS; i++) c.observe(solo(`s${i}`, 30));
+    expect(active(c)).toBe(true);
+    const d = c.decide(input(0, [[query('x', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 100 })], [query('y', 'S2', 'b', { arrivalMs: 0, qosTargetMs: 100 })]]));
+    expect(d.group).toEqual([{ queryId: 'x', service: 'S1', start: 0, end: 10, intraOpThreads: 2 }]);
+  });
+
+  it('needs one group at a time', () => {
+    expect(() => new FallbackController(createController('triton', {}), new FakePredictor())).toThrow(/launches while busy/);
+  });
+});
+
+describe('the fallback on a drifted simulator (virtual time)', () => {
+  const specs = new Map<string, ModelSpec>();
+  beforeAll(async () => {
+    const repo = new ModelRepository();
+    for (const name of ['resnet50', 'bert'] as const) specs.set(name, await repo.zooSpec(name));
+  });
+
+  /** A crude offline predictor (no profiling); online refinement learns the simulator from it. */
+  const crude = (): Predictor => ({
+    kind: 'crude',
+    deviceId: 'sim:a100',
+    models: ['bert', 'resnet50'],
+    maxSlots: 8,
+    predict(groups, out = new Float64Array(groups.length)) {
+      groups.forEach((g, i) => {
+        let longest = 0;
+        for (const s of g) longest = Math.max(longest, (s.end - s.start) * 0.05 * Math.sqrt(s.batch));
+        out[i] = longest * (g.length > 1 ? 1.1 : 1);
+      });
+      return out;
+    },
+  });
+
+  it('×2 at 20 s: switches within a window of groups after the step, returns to overlap once refined, answers every query once', async () => {
+    const services: ExperimentService[] = ['resnet50', 'bert'].map((name) => ({ name, spec: specs.get(name)!, qosTargetMs: 50, maxQueueLength: 10_000, batchSizes: [1, 2, 4], ...(name === 'bert' ? { seqLens: [16, 32] } : {}) }));
+    const queries = 4000;
+    const r = await runExperiment(simEnv('sim:a100:drift-2x@20000ms', services, crude(), 3), { services, policy: 'abacus', policyParams: { refine: true, fallback: true }, rateQps: 100, queries, seed: 3, keepRecords: true });
+    const groups = r.records!.groups;
+    const qs = r.records!.queries;
+    // every query answered exactly once
+    expect(qs.length).toBe(queries);
+    expect(new Set(qs.map((q) => q.id)).size).toBe(queries);
+    for (const q of qs) expect(q.outcome, q.id).toBeDefined();
+    const firstAfter = groups.findIndex((g) => g.launchMs >= 20_000);
+    expect(firstAfter).toBeGreaterThan(0);
+    // in overlap just before the step
+    expect(groups.slice(firstAfter - 20, firstAfter).some((g) => g.fallback === true)).toBe(false);
+    // the switch: within a window of groups after the step (each group ends, then is observed; + the one decided ahead)
+    const entered = groups.findIndex((g, i) => i >= firstAfter && g.fallback === true);
+    expect(entered).toBeGreaterThan(firstAfter);
+    expect(entered - firstAfter).toBeLessThanOrEqual(WINDOW_GROUPS + 2);
+    // and back: overlapped groups again after it
+    const left = groups.findIndex((g, i) => i > entered && g.fallback !== true);
+    expect(left).toBeGreaterThan(entered);
+    expect(groups.slice(left).some((g) => g.segments.length > 1)).toBe(true);
+    expect(r.fallbackShare).toBeGreaterThan(0);
+    expect(r.fallbackShare).toBeLessThan(0.5);
+  }, 60_000);
+});
