@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard|cluster-realtime|event-loop|warm-up|executor-memory|import-memory|overload]`: the foundation
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard|cluster-realtime|event-loop|warm-up|executor-memory|import-memory|overload|contention]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
  * `--only sim` runs the simulator speed benchmark alone, `--only schedule` the
  * scheduling decision latency alone, `--only predictor [-- --data FILE.csv]` the
@@ -18,7 +18,9 @@
  * [-- --queries N]` executor RSS growth over N requests (default 10,000) cycling shapes on ort,
  * `--only import-memory` the peak RSS of `abacus models import` of a 1,000-node, 43 MB model,
  * `--only overload [-- --duration-ms MS] [-- --configs serve-demo,serve-sim4]` goodput at 2×, 5×
- * and 10× the measured capacity of `abacus serve` over HTTP JSON, HTTP binary and gRPC.
+ * and 10× the measured capacity of `abacus serve` over HTTP JSON, HTTP binary and gRPC,
+ * `--only contention [-- --busy 0,1,2,4] [-- --rounds N] [-- --queries N] [-- --load X]` abacus ÷ the
+ * better fcfs on this CPU with N busy-loop processes beside it.
  */
 import os from 'node:os';
 import { Command } from 'commander';
@@ -39,6 +41,7 @@ import { benchWarmUp } from './warm-up.ts';
 import { benchExecutorMemory } from './executor-memory.ts';
 import { benchImportMemory } from './import-memory.ts';
 import { benchOverload, OVERLOAD_CONFIGS, OVERLOAD_PROTOCOLS } from './overload.ts';
+import { benchContention } from './contention.ts';
 import type { OverloadProtocol } from './overload-client.ts';
 import { formatTable } from '../src/cli/format.ts';
 
@@ -49,7 +52,7 @@ const program = new Command('bench')
   .option('--json', 'print results as JSON')
   .option('--repeat <n>', 'timed repetitions per measurement', (v) => Number(v), 10)
   .option('--threads <n>', 'ORT intra-op threads per executor', (v) => Number(v), 1)
-  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | dashboard | cluster-realtime | event-loop | warm-up | executor-memory | import-memory | overload')
+  .option('--only <which>', 'split | overlap | sim | schedule | predictor | runtime | idle-gap | rejection | serve-overload | dashboard | cluster-realtime | event-loop | warm-up | executor-memory | import-memory | overload | contention')
   .option('--queries <n>', 'runtime: queries per run (default 1,000,000); idle-gap: per ort run (default 1000); executor-memory: requests (default 10,000)', (v) => Number(v))
   .option('--skip-ort', 'idle-gap, rejection: the sim:a100 rows only')
   .option('--minutes <n>', 'cluster-realtime: trace minutes replayed (default 20)', (v) => Number(v))
@@ -60,10 +63,13 @@ const program = new Command('bench')
   .option('--no-hostile', 'event-loop: no hostile clients')
   .option('--configs <names>', `overload: configs to run (${Object.keys(OVERLOAD_CONFIGS).join(', ')})`, (v) => v.split(','))
   .option('--protocols <names>', `overload: protocols to run (${OVERLOAD_PROTOCOLS.join(', ')})`, (v) => v.split(','))
+  .option('--busy <levels>', 'contention: busy-loop processes per level (default 0,1,2,4)', (v) => v.split(',').map(Number))
+  .option('--rounds <n>', 'contention: interleaved rounds (default 3)', (v) => Number(v))
+  .option('--load <x>', 'contention: rate as a fraction of the all-cores fcfs capacity (default 1)', (v) => Number(v))
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; configs?: string[]; protocols?: string[] }>();
-const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory', 'overload'];
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; configs?: string[]; protocols?: string[]; busy?: number[]; rounds?: number; load?: number }>();
+const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory', 'overload', 'contention'];
 if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
@@ -88,6 +94,7 @@ if (opts.only === 'executor-memory') out['executorMemory'] = await benchExecutor
 if (opts.only === 'import-memory') out['importMemory'] = await benchImportMemory({ log });
 if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), hostile: opts.hostile, steady: opts.hostileOnly !== true });
 if (opts.only === 'overload') out['overload'] = await benchOverload({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), ...(opts.configs === undefined ? {} : { configs: opts.configs }), ...(opts.protocols === undefined ? {} : { protocols: opts.protocols as OverloadProtocol[] }) });
+if (opts.only === 'contention') out['contention'] = await benchContention({ log, ...(opts.busy === undefined ? {} : { busy: opts.busy }), ...(opts.rounds === undefined ? {} : { rounds: opts.rounds }), ...(opts.queries === undefined ? {} : { queries: opts.queries }), ...(opts.load === undefined ? {} : { load: opts.load }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({
@@ -208,6 +215,17 @@ if (opts.json) {
       }
     }
     process.stdout.write(formatTable(['config', 'protocol', 'capacity q/s', 'offered', 'goodput q/s', 'goodput ÷ capacity', 'p99 ms (200s)', 'p99 ÷ QoS', 'unanswered', 'answers by status', 'load avg'], rows) + '\n\n');
+  }
+  const contention = out['contention'] as Awaited<ReturnType<typeof benchContention>> | undefined;
+  if (contention) {
+    const f = (x: number | null, d = 2): string => (x === null || !Number.isFinite(x) ? '–' : x.toFixed(d));
+    process.stdout.write(`Goodput on a busy machine: ${contention.services.map((s) => `${s.service} QoS ${s.qosTargetMs} ms`).join(', ')}, ${contention.rateQps} queries/s, ${contention.rounds} rounds × ${contention.queries} queries per variant; abacus ÷ the better fcfs per round:\n`);
+    process.stdout.write(
+      formatTable(
+        ['busy loops', 'abacus ÷ fcfs median', 'range', 'baseline', 'abacus viol. %', 'fcfs viol. %', 'fallback %', ...contention.levels[0]!.variants.map((v) => `${v.label} q/s`), 'load avg'],
+        contention.levels.map((l) => [l.busy, f(l.ratioMedian), `${f(l.ratioMin)}–${f(l.ratioMax)}`, l.baseline, f(l.abacusViolation * 100, 1), f(l.fcfsViolation * 100, 1), f(l.fallbackActiveFraction * 100, 0), ...l.variants.map((v) => f(v.goodputQps, 1)), l.loadAverages1m.map(([a, b]) => `${a}–${b}`).join(', ')]),
+      ) + '\n\n',
+    );
   }
   const loop = out['eventLoop'] as Awaited<ReturnType<typeof benchEventLoop>> | undefined;
   if (loop?.hostile) {

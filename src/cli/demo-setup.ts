@@ -128,7 +128,8 @@ export function seqLensOf(spec: ModelSpec): number[] {
 }
 
 /** Each service alone, each (batch, seq) of its mix: one warm-up, then `SOLO_REPEAT` timed runs of the whole query. */
-export async function measureSolo(device: Device, services: readonly ExperimentService[]): Promise<Solo[]> {
+/** `threads`: the segments' intra-op threads (absent: the device's default). */
+export async function measureSolo(device: Device, services: readonly ExperimentService[], threads?: number): Promise<Solo[]> {
   const out: Solo[] = [];
   let id = 0;
   for (const s of services) {
@@ -138,7 +139,7 @@ export async function measureSolo(device: Device, services: readonly ExperimentS
       for (const seqLen of s.seqLens ?? [0]) {
         const ms: number[] = [];
         for (let run = 0; run <= SOLO_REPEAT; run++) {
-          const result = await device.runGroup([{ service: s.name, queryId: `demo-solo-${id++}`, start: 0, end: s.spec.operators.length, batchSize: batch, seqLen, input: { kind: 'synthetic', seed: 1 } }]);
+          const result = await device.runGroup([{ service: s.name, queryId: `demo-solo-${id++}`, start: 0, end: s.spec.operators.length, batchSize: batch, seqLen, input: { kind: 'synthetic', seed: 1 }, ...(threads === undefined ? {} : { intraOpThreads: threads }) }]);
           for (const seg of result.segments) if (!seg.ok) throw seg.error;
           if (run > 0) ms.push(result.groupLatencyMs);
         }

@@ -38,6 +38,7 @@ import { formatTable } from './format.ts';
 import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
 import { sampleLoad } from '../deployment/load-conditions.ts';
+import { withDeviceDefaults } from '../deployment/policy-defaults.ts';
 import { AUTO_PROFILE, ensurePredictor, openEnv, profileThreadRules, resolveServices, runThreadRules, warnThreadMismatch } from '../deployment/services.ts';
 import { UsageError } from './usage.ts';
 import { RecordFeed } from '../runtime/feed.ts';
@@ -329,7 +330,7 @@ function policyParams(policy: string, config: ServingConfig, opts: ExperimentCli
   }
   if (opts.threadRule !== undefined && 'threads' in parseControllerParams(policy)) params['threads'] = formatThreadRule(opts.threadRule);
   if (!opts.drop && 'drop' in parseControllerParams(policy)) params['drop'] = false;
-  return params;
+  return withDeviceDefaults(policy, params, config.device.startsWith('sim'));
 }
 
 const fmt = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(digits) : '–');

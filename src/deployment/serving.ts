@@ -6,6 +6,7 @@
  * not ready meanwhile), creates the controller and opens the device. Listening is the caller's
  * (`serve/server.ts` `startServer`).
  */
+import { withDeviceDefaults } from './policy-defaults.ts';
 import { describeError, InvalidConfigError, InvalidModelError } from '../errors.ts';
 import type { DeviceService } from '../device/device.ts';
 import type { ModelArtifact } from '../model/artifact.ts';
@@ -90,7 +91,8 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   if (config.device.startsWith('sim') && config.executorMemoryLimitMb !== undefined) logger.warn({ executorMemoryLimitMb: config.executorMemoryLimitMb }, 'executorMemoryLimitMb applies to ort executors; a simulated device has none, so it is ignored');
   if (config.arrivals !== undefined) logger.info({ arrivals: formatArrivalSpec(config.arrivals) }, 'arrivals is read by bench and simulate; serve answers the load its clients send');
   const repo = new ModelRepository(ctx.cacheOptions());
-  const hosted = await resolveServices(ctx, repo, config, { batchingByDefault: true });
+  // dynamic batching on by default on a simulated device only: on a CPU it did not pay (docs/batching.md), so there a config asks for it
+  const hosted = await resolveServices(ctx, repo, config, { batchingByDefault: config.device.startsWith('sim') });
   for (const [service, b] of hosted.batching ?? []) {
     if (b.kind === 'on') {
       logger.info({ service, ...b.limits }, 'dynamic batching on');
@@ -99,7 +101,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
         logger.warn({ service, maxQueueDelayMs: b.limits.maxQueueDelayMs, qosTargetMs }, 'maxQueueDelayMs is not below the QoS target: a batch that does not fill waits past every deadline in it');
       }
     } else if (b.by === 'model') logger.info({ service, reason: b.blocker }, 'dynamic batching off: the model cannot batch');
-    else logger.info({ service }, b.by === 'config' ? 'dynamic batching off (dynamicBatching: false)' : 'dynamic batching off');
+    else logger.info({ service }, b.by === 'config' ? 'dynamic batching off (dynamicBatching: false)' : hosted.isSim ? 'dynamic batching off' : 'dynamic batching off: on a CPU device it is on only when the config sets dynamicBatching');
   }
   const models: ServedModel[] = hosted.services.map((s) => {
     const c = config.services.find((x) => x.name === s.name)!;
@@ -148,7 +150,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
       }
     }
     signal?.throwIfAborted();
-    const controller = createController(config.policy.name, config.policy.params, predictor, { logger });
+    const controller = createController(config.policy.name, withDeviceDefaults(config.policy.name, config.policy.params, hosted.isSim), predictor, { logger });
     const env = await openEnv(hosted, predictor, { virtual: false, seed: options.seed, loadServices: false, ...(options.threads === undefined ? {} : { threads: options.threads }) });
     const opened = await env.open();
     const device = opened.device;

@@ -70,6 +70,7 @@ import { metQos, type GroupRecord, type RejectionReason } from '../runtime/recor
 import type { RecordFeed } from '../runtime/feed.ts';
 import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
 import type { BatchingLimits, QueryController, RefinementStatus } from '../schedule/controller.ts';
+import type { FallbackStatus } from '../schedule/fallback.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { elementCount, halfToNumber } from '../tensor.ts';
 import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
@@ -322,7 +323,7 @@ export class RuntimeBackend implements InferenceBackend {
       this.states.set(m.name, 'LOADING', 'the server is starting');
     }
     this.stats = new ModelStatsRecorder(this.modelNames, MODEL_VERSION);
-    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), modelStates: () => this.states.states(), refinement: () => this.engine?.controller.refinement, residentBytes: () => this.engine?.device.residentBytes?.() });
+    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), modelStates: () => this.states.states(), refinement: () => this.engine?.controller.refinement, fallback: () => this.engine?.controller.fallback, residentBytes: () => this.engine?.device.residentBytes?.() });
   }
 
   /** @throws RangeError for bad QoS / batch settings. */
@@ -399,6 +400,11 @@ export class RuntimeBackend implements InferenceBackend {
   /** The controller's online predictor refinement, while it refines (abacus with `refine`); else undefined. */
   get refinement(): RefinementStatus | undefined {
     return this.engine?.controller.refinement;
+  }
+
+  /** abacus's calibration fallback, when the controller has one (policy parameter `fallback`); else undefined. */
+  get fallback(): FallbackStatus | undefined {
+    return this.engine?.controller.fallback;
   }
 
   /** The runtime's clock now, ms (the time base of every record); undefined before `start`. */

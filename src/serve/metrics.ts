@@ -18,6 +18,8 @@
  * | `abacus_predictor_absolute_error_seconds` | histogram | | \|predicted − measured\| group latency, groups with a prediction |
  * | `abacus_predictor_rolling_mape` | gauge | predictor | with online refinement on (`abacus` policy parameter `refine`): MAPE (a fraction) over the last 500 observed groups of the served (`refined`) and of the offline (`offline`) predictions, read at scrape time; no series otherwise |
  * | `abacus_predictor_guard_active` | gauge | guard | with online refinement on: 1 while the predictor is out of calibration and the guard acts, else 0; `guard="inflate_quantile"`: it inflates the predictions of overlapped groups by a quantile of the recent measured ÷ predicted ratios (`predict/refine.ts` "Guard"); no series otherwise |
+ * | `abacus_fallback_active` | gauge | – | with abacus's calibration fallback on (policy parameter `fallback`; on by default on `ort`): 1 while it serves one query at a time because measured groups overran their predictions, else 0 (`schedule/fallback.ts`); no series otherwise |
+ * | `abacus_fallback_entries` | gauge | – | with the fallback on: times it switched into the fallback since the start |
  * | `abacus_predictor_guard_factor` | gauge | guard | with online refinement on: the factor (≥ 1) the guard multiplies the prediction of an overlapped group by, 1 while calibrated; no series otherwise |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
  * | `abacus_ready` | gauge | | 1 while `/v2/health/ready` is 200 (the readiness rule of docs/serving.md "Health and readiness") |
@@ -31,6 +33,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { RefinementStatus } from '../schedule/controller.ts';
+import type { FallbackStatus } from '../schedule/fallback.ts';
 
 /** The `guard` label of the guard gauges: what the guard of `predict/refine.ts` does while out of calibration. */
 export const GUARD_MODE = 'inflate_quantile';
@@ -148,6 +151,7 @@ export class ServeMetrics {
   private queueDepthOf: (model: string) => number = () => 0;
   private readyOf: () => boolean = () => false;
   private refinementOf: () => RefinementStatus | undefined = () => undefined;
+  private fallbackOf: () => FallbackStatus | undefined = () => undefined;
   private residentOf: () => ReadonlyMap<string, number> | undefined = () => undefined;
   /** End of the latest group interval counted as busy, ms on the backend's clock. */
   private busyUntilMs = Number.NEGATIVE_INFINITY;
@@ -258,6 +262,27 @@ export class ServeMetrics {
         if (r !== undefined) this.set({ guard: GUARD_MODE }, r.guardFactor);
       },
     });
+    const fallbackOf = (): FallbackStatus | undefined => this.fallbackOf();
+    new Gauge({
+      name: 'abacus_fallback_active',
+      help: '1 while abacus serves one query at a time because measured groups overran their predictions (policy parameter fallback), else 0; present with the fallback',
+      registers,
+      collect() {
+        this.reset();
+        const f = fallbackOf();
+        if (f !== undefined) this.set(f.active ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'abacus_fallback_entries',
+      help: 'Times abacus switched into its calibration fallback since the start; present with the fallback',
+      registers,
+      collect() {
+        this.reset();
+        const f = fallbackOf();
+        if (f !== undefined) this.set(f.entries);
+      },
+    });
     this.groupSize = new Histogram({ name: 'abacus_operator_group_size', help: 'Segments (queries) per launched operator group', buckets: GROUP_SIZE_BUCKETS, registers });
     this.batchSize = new Histogram({ name: 'abacus_executed_batch_size', help: 'Samples per launched segment (the executed batch: a request alone, or the requests fused into one dynamic batch)', labelNames: ['model'], buckets: BATCH_SIZE_BUCKETS, registers });
     this.predictorError = new Histogram({ name: 'abacus_predictor_absolute_error_seconds', help: 'Absolute error of the predicted operator group latency, seconds', buckets: ERROR_BUCKETS_S, registers });
@@ -295,11 +320,12 @@ export class ServeMetrics {
    * Read queue depths (per served model), readiness and, when given, the predictor's online
    * refinement and the executors' resident memory (bytes by served model name) at scrape time.
    */
-  bind(sources: { queueDepth(model: string): number; ready(): boolean; modelStates?(): ReadonlyMap<string, string>; refinement?(): RefinementStatus | undefined; residentBytes?(): ReadonlyMap<string, number> | undefined }): void {
+  bind(sources: { queueDepth(model: string): number; ready(): boolean; modelStates?(): ReadonlyMap<string, string>; refinement?(): RefinementStatus | undefined; fallback?(): FallbackStatus | undefined; residentBytes?(): ReadonlyMap<string, number> | undefined }): void {
     this.queueDepthOf = (m) => sources.queueDepth(m);
     this.modelStatesOf = () => sources.modelStates?.() ?? new Map();
     this.readyOf = () => sources.ready();
     this.refinementOf = () => sources.refinement?.();
+    this.fallbackOf = () => sources.fallback?.();
     this.residentOf = () => sources.residentBytes?.();
   }
 

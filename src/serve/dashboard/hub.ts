@@ -26,6 +26,7 @@
 import type { Logger } from '../../log.ts';
 import type { FeedEvent, RecordFeed } from '../../runtime/feed.ts';
 import type { GroupRecord, QueryRecord } from '../../runtime/records.ts';
+import type { FallbackStatus } from '../../schedule/fallback.ts';
 import type { RefinementStatus } from '../../schedule/controller.ts';
 import type { DashboardGroup, DashboardHello, DashboardPredictor, DashboardRejection, DashboardService, DashboardServiceStats, DashboardUpdate } from './protocol.ts';
 
@@ -37,6 +38,8 @@ export interface DashboardSource {
   queueLength(service: string): number;
   /** The online refinement, while the controller refines its predictor. */
   readonly refinement: RefinementStatus | undefined;
+  /** abacus's calibration fallback, when the controller has one. */
+  readonly fallback?: FallbackStatus | undefined;
   /** The runtime clock now, ms; undefined before it runs. */
   clockNowMs(): number | undefined;
   /** Serving (false while warming up and shutting down). */
@@ -358,7 +361,9 @@ export class DashboardHub {
 
   private predictor(): DashboardPredictor {
     const r = this.source.refinement;
-    if (r !== undefined) return { source: 'refinement', rollingMapePct: r.observedGroups === 0 ? null : r.rollingMape * 100, groups: r.observedGroups, guardActive: r.guardActive, guardFactor: r.guardFactor };
+    const f = this.source.fallback;
+    const fallback = f === undefined ? {} : { fallbackActive: f.active };
+    if (r !== undefined) return { source: 'refinement', rollingMapePct: r.observedGroups === 0 ? null : r.rollingMape * 100, groups: r.observedGroups, guardActive: r.guardActive, guardFactor: r.guardFactor, ...fallback };
     let n = 0;
     let sum = 0;
     this.groups.forEach((g) => {

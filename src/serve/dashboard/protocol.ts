@@ -95,6 +95,8 @@ export interface DashboardPredictor {
   /** The guard of the online refinement (`predict/refine.ts`); absent without refinement. */
   readonly guardActive?: boolean;
   readonly guardFactor?: number;
+  /** abacus's calibration fallback (`schedule/fallback.ts`): true while it serves one query at a time; absent without the fallback. */
+  readonly fallbackActive?: boolean;
 }
 
 export interface DashboardUpdate {
