@@ -29,7 +29,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import type { CliContext } from '../src/cli/context.ts';
-import { DEFAULT_MODELS, hostModels, measureSolo, pool } from '../src/cli/demo-setup.ts';
+import { DEFAULT_MODELS, hostModels, measureSolo, pool, type Pooled } from '../src/cli/demo-setup.ts';
+import type { GroupRecord } from '../src/runtime/records.ts';
 import { ensurePredictor, openEnv, profileThreadRules } from '../src/deployment/services.ts';
 import { sampleLoad } from '../src/deployment/load-conditions.ts';
 import { ModelRepository } from '../src/model/repository.ts';
@@ -53,9 +54,30 @@ export interface ContentionLevel {
   /** Share of abacus's groups decided in the calibration fallback (fraction). */
   readonly fallbackActiveFraction: number;
   /** Pooled per variant: goodput (queries/s), violation ratio, mean group size, predictor MAPE. */
-  readonly variants: readonly { readonly label: string; readonly goodputQps: number; readonly violationRatio: number; readonly meanGroupSize: number; readonly predictorMape: number; readonly fallbackShare: number }[];
+  readonly variants: readonly VariantOutcome[];
   /** 1-minute load averages at the start and end of each round's runs at this level. */
   readonly loadAverages1m: readonly (readonly [number, number])[];
+}
+
+/** One variant at one level, pooled over the rounds: what it served and why it lost what it lost. */
+export interface VariantOutcome {
+  readonly label: string;
+  readonly goodputQps: number;
+  readonly violationRatio: number;
+  /** Of the offered queries: dropped by the policy (qos_violation), and completed late (fractions). */
+  readonly droppedShare: number;
+  readonly lateShare: number;
+  readonly meanGroupSize: number;
+  readonly predictorMape: number;
+  /** Share of groups decided in the calibration fallback. */
+  readonly fallbackShare: number;
+  /** Groups of ≥ 2 segments, and of them those measured > 1.25 × the latency they were decided with (fractions). */
+  readonly overlappedShare: number;
+  readonly overlappedOverrunShare: number;
+  /** The same overrun share for groups of one segment. */
+  readonly soloOverrunShare: number;
+  /** Median measured ÷ decided latency over all predicted groups. */
+  readonly measuredOverPredictedMedian: number;
 }
 
 export interface ContentionResult {
@@ -81,6 +103,33 @@ function busyLoops(n: number): { stop(): void } {
       stop();
       process.removeListener('exit', stop);
     },
+  };
+}
+
+/** `VariantOutcome` of a variant's pooled runs. */
+function outcome(label: string, p: Pooled): VariantOutcome {
+  const g = new GroupStatsCollector();
+  const groups = p.records.groups;
+  for (const x of groups) g.add(x);
+  const overran = (x: GroupRecord): boolean => x.predictedMs !== undefined && x.measuredMs > 1.25 * x.predictedMs;
+  const share = (xs: readonly GroupRecord[], f: (x: GroupRecord) => boolean): number => (xs.length === 0 ? Number.NaN : xs.filter(f).length / xs.length);
+  const overlapped = groups.filter((x) => x.segments.length > 1);
+  const solo = groups.filter((x) => x.segments.length === 1);
+  const ratios = groups.filter((x) => x.predictedMs !== undefined && x.predictedMs > 0 && Number.isFinite(x.measuredMs)).map((x) => x.measuredMs / x.predictedMs!);
+  const o = p.overall;
+  return {
+    label,
+    goodputQps: o.goodputQps,
+    violationRatio: o.violationRatio,
+    droppedShare: o.offered === 0 ? 0 : o.rejected / o.offered,
+    lateShare: o.offered === 0 ? 0 : o.late / o.offered,
+    meanGroupSize: p.meanGroupSize,
+    predictorMape: p.predictorMape,
+    fallbackShare: g.fallbackShare,
+    overlappedShare: groups.length === 0 ? Number.NaN : overlapped.length / groups.length,
+    overlappedOverrunShare: share(overlapped, overran),
+    soloOverrunShare: share(solo, overran),
+    measuredOverPredictedMedian: ratios.length === 0 ? Number.NaN : median(ratios),
   };
 }
 
@@ -155,9 +204,7 @@ export async function benchContention(opts: { log?: (s: string) => void; busy?: 
       const pooled = variants.map((v) => {
         const rs = results.get(`${busy}/${v.label}`)!;
         const p = pool(v.label, rs);
-        const g = new GroupStatsCollector();
-        for (const x of p.records.groups) g.add(x);
-        return { label: v.label, goodputQps: p.overall.goodputQps, violationRatio: p.overall.violationRatio, meanGroupSize: p.meanGroupSize, predictorMape: p.predictorMape, fallbackShare: g.fallbackShare, rounds: rs };
+        return { ...outcome(v.label, p), rounds: rs };
       });
       const byLabel = (l: string): (typeof pooled)[number] => pooled.find((p) => p.label === l)!;
       const baseline = fcfsLabels.reduce((b, l) => (byLabel(l).goodputQps > byLabel(b).goodputQps ? l : b), fcfsLabels[0]!);

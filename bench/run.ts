@@ -226,6 +226,13 @@ if (opts.json) {
         contention.levels.map((l) => [l.busy, f(l.ratioMedian), `${f(l.ratioMin)}–${f(l.ratioMax)}`, l.baseline, f(l.abacusViolation * 100, 1), f(l.fcfsViolation * 100, 1), f(l.fallbackActiveFraction * 100, 0), ...l.variants.map((v) => f(v.goodputQps, 1)), l.loadAverages1m.map(([a, b]) => `${a}–${b}`).join(', ')]),
       ) + '\n\n',
     );
+    process.stdout.write('Per variant (pooled over the rounds): where the violations come from, and how the predictions held (overrun: measured > 1.25 × the latency the group was decided with):\n');
+    process.stdout.write(
+      formatTable(
+        ['busy', 'variant', 'goodput q/s', 'viol. %', 'dropped %', 'late %', 'group size', 'overlapped %', 'MAPE %', 'measured ÷ predicted p50', 'overrun overlapped %', 'overrun solo %', 'fallback %'],
+        contention.levels.flatMap((l) => l.variants.map((v) => [l.busy, v.label, f(v.goodputQps, 1), f(v.violationRatio * 100, 1), f(v.droppedShare * 100, 1), f(v.lateShare * 100, 1), f(v.meanGroupSize), f(v.overlappedShare * 100, 0), f(v.predictorMape * 100, 0), f(v.measuredOverPredictedMedian), f(v.overlappedOverrunShare * 100, 0), f(v.soloOverrunShare * 100, 0), f(v.fallbackShare * 100, 0)])),
+      ) + '\n\n',
+    );
   }
   const loop = out['eventLoop'] as Awaited<ReturnType<typeof benchEventLoop>> | undefined;
   if (loop?.hostile) {

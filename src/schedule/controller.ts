@@ -300,7 +300,9 @@ export interface QueryController {
   /**
    * The next operator group and the queries to reject. Deterministic: the same input (and,
    * for clockwork, the same observations before it) gives the same decision; `decide` changes
-   * no state of the controller.
+   * no state of the controller — except abacus's calibration fallback, which counts the
+   * rejections it returns (the runtime answers every rejection of every decision it asks for),
+   * so the decisions after them may differ (`schedule/fallback.ts`).
    * @throws RangeError naming the query and field for a malformed waiting query (operators,
    *   nextOperator, batch out of range, non-finite times) or a non-finite `nowMs` /
    *   negative `runningRemainingMs`; the predictor's RangeError for a model it does not know.

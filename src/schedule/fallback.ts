@@ -20,6 +20,13 @@
  *   `WINDOW_GROUPS` groups observed since the last switch. A step change of the machine that
  *   makes every group overrun switches after ⌈0.25 · 32⌉ + 1 = 9 groups (tested on `sim:` with a
  *   drift step, `test/schedule/fallback.test.ts`).
+ * - **Overlap → fallback, without groups**: more than `DROP_ENTER_SHARE` (50 %) of the last
+ *   `WINDOW_GROUPS` queries abacus disposed of (launched from their first operator, or dropped)
+ *   were dropped on a prediction. A predictor that has learned a slow machine can call every
+ *   query hopeless; then nothing runs, no group is measured, and without this abacus would
+ *   drop everything for good (measured: 0 goodput in 2 of 3 rounds with four busy loops on 2
+ *   cores, where fcfs served 4–6 queries/s; docs/adaptive.md). These counts are taken in
+ *   `decide` from the rejections it returns: the runtime answers every one of them.
  * - **Fallback → overlap**: at least `dwell` groups in the fallback, and over the last
  *   `WINDOW_GROUPS` of them the *predictor's* own prediction of the group (asked at the
  *   decision, though the decision was made on measured estimates) overran at most
@@ -36,14 +43,16 @@
  * In the fallback each decision launches the most urgent waiting head (earliest deadline;
  * ties: earlier arrival, service, id) whole, as one segment. A head is rejected when its
  * headroom is ≤ 0, or when the running group's remainder + its *measured* solo latency exceeds
- * its headroom — measured: an EWMA (weight `MEASURED_WEIGHT` 0.2) of the latencies of whole
+ * its headroom — measured: the median of the last `MEASURED_KEPT` (16) latencies of whole
  * queries of its (model, batch, sequence length, threads) run alone, with at least
- * `MIN_MEASURED` (3) of them. A query of a shape never measured alone, or already cut by an
+ * `MIN_MEASURED` (3) of them. The median, not the mean: on a machine shared with other
+ * processes the latencies have a long tail (time slices lost), and a query that a typical run
+ * would finish in time is kept. A query of a shape never measured alone, or already cut by an
  * overlapped group, is never dropped on a prediction. The decision's `predictedMs` is that
  * measured latency when known (the runtime's remainder then comes from a measurement too), else
  * the predictor's. `Decision.fallback` marks every such decision (`GroupRecord.fallback`).
  *
- * Cost: in overlap mode one comparison per decision and one window update per group. In the
+ * Cost: in overlap mode a scan of the decision's rejections and one window update per group. In the
  * fallback one predictor call per decision (the predictor's prediction of the launched query,
  * for the exit test), a scan of the queue heads, and a map lookup per head.
  */
@@ -62,8 +71,10 @@ export const EXIT_SHARE = 0.1;
 /** Groups the fallback lasts at least; doubles on quick re-entry, up to `MAX_DWELL_GROUPS`. */
 export const MIN_DWELL_GROUPS = 64;
 export const MAX_DWELL_GROUPS = 1024;
-/** EWMA weight of a new measured solo latency. */
-export const MEASURED_WEIGHT = 0.2;
+/** Enter the fallback when more than this share of the last `WINDOW_GROUPS` queries abacus disposed of were dropped on a prediction. */
+export const DROP_ENTER_SHARE = 0.5;
+/** Measured solo latencies kept per shape; the median of them is the measured latency. */
+export const MEASURED_KEPT = 16;
 /** Measured solo runs of a shape before it may justify a drop. */
 export const MIN_MEASURED = 3;
 /** Most remembered shapes and predictions (bounded memory; the oldest are forgotten). */
@@ -143,10 +154,12 @@ export class FallbackController implements QueryController {
   #dwell = MIN_DWELL_GROUPS;
   /** Overruns of the decided latency (both modes). */
   readonly #overruns = new Window();
+  /** In overlap mode: per query disposed of, whether it was dropped on a prediction (1) or launched from its first operator (0). */
+  readonly #predictedDrops = new Window();
   /** In the fallback: overruns of the predictor's own prediction. */
   readonly #predictorOverruns = new Window();
   /** Measured solo latency by shape key: EWMA and count. */
-  readonly #measured = new Map<string, { ms: number; n: number }>();
+  readonly #measured = new Map<string, { readonly ms: Float64Array; n: number }>();
   /** In the fallback: the predictor's prediction of each launched query, by query id. */
   readonly #predicted = new Map<string, number>();
   readonly #one = new Float64Array(1);
@@ -180,7 +193,16 @@ export class FallbackController implements QueryController {
   }
 
   decide(input: ScheduleInput): Decision {
-    if (!this.#active) return this.#inner.decide(input);
+    if (!this.#active) {
+      const d = this.#inner.decide(input);
+      for (const r of d.rejected) {
+        if (r.predictedMs === undefined) continue; // headroom gone: not the predictor's call
+        this.#predictedDrops.push(true);
+        this.#sinceSwitch++;
+      }
+      if (d.rejected.length > 0) this.#maybeEnter();
+      return d;
+    }
     checkInput(input);
     const stats = newStats();
     const rejected: Rejection[] = [];
@@ -229,10 +251,13 @@ export class FallbackController implements QueryController {
       const s = segs[0]!;
       if (s.start === 0 && s.end === s.operators && measuredMs > 0 && Number.isFinite(measuredMs)) {
         const key = shapeKey(s.model, s.batch, s.seqLen, s.intraOpThreads);
-        const old = this.#measured.get(key);
-        remember(this.#measured, key, old === undefined ? { ms: measuredMs, n: 1 } : { ms: old.ms + MEASURED_WEIGHT * (measuredMs - old.ms), n: old.n + 1 });
+        let m = this.#measured.get(key);
+        if (m === undefined) remember(this.#measured, key, (m = { ms: new Float64Array(MEASURED_KEPT), n: 0 }));
+        m.ms[m.n % MEASURED_KEPT] = measuredMs;
+        m.n++;
       }
     }
+    if (!this.#active) for (const s of segs) if (s.start === 0) this.#predictedDrops.push(false);
     this.#observed++;
     this.#sinceSwitch++;
     const decidedMs = observation.predictedMs;
@@ -246,18 +271,26 @@ export class FallbackController implements QueryController {
       }
       if (this.#sinceSwitch >= this.#dwell && this.#predictorOverruns.size >= WINDOW_GROUPS && this.#predictorOverruns.share <= EXIT_SHARE) this.#switch(false);
     } else {
-      if (this.#sinceSwitch >= MAX_DWELL_GROUPS) this.#dwell = MIN_DWELL_GROUPS;
-      if (this.#sinceSwitch >= WINDOW_GROUPS && this.#overruns.size >= WINDOW_GROUPS && this.#overruns.share > ENTER_SHARE) {
-        if (this.#entries > 0 && this.#sinceSwitch < 4 * this.#dwell) this.#dwell = Math.min(MAX_DWELL_GROUPS, 2 * this.#dwell);
-        this.#switch(true);
-      }
+      this.#maybeEnter();
     }
+  }
+
+  /** Overlap mode: switch into the fallback when either window says so (module docs). */
+  #maybeEnter(): void {
+    if (this.#sinceSwitch >= MAX_DWELL_GROUPS) this.#dwell = MIN_DWELL_GROUPS;
+    if (this.#sinceSwitch < WINDOW_GROUPS) return;
+    const overran = this.#overruns.size >= WINDOW_GROUPS && this.#overruns.share > ENTER_SHARE;
+    const dropped = this.#predictedDrops.size >= WINDOW_GROUPS && this.#predictedDrops.share > DROP_ENTER_SHARE;
+    if (!overran && !dropped) return;
+    if (this.#entries > 0 && this.#sinceSwitch < 4 * this.#dwell) this.#dwell = Math.min(MAX_DWELL_GROUPS, 2 * this.#dwell);
+    this.#switch(true);
   }
 
   #switch(active: boolean): void {
     this.#active = active;
     this.#sinceSwitch = 0;
     this.#overruns.clear();
+    this.#predictedDrops.clear();
     this.#predictorOverruns.clear();
     this.#predicted.clear();
     if (active) this.#entries++;
@@ -268,7 +301,10 @@ export class FallbackController implements QueryController {
   #measuredSoloMs(q: WaitingQuery): number | undefined {
     if (q.nextOperator !== 0) return undefined;
     const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, this.#options.threadsAlone));
-    return m !== undefined && m.n >= MIN_MEASURED ? m.ms : undefined;
+    if (m === undefined || m.n < MIN_MEASURED) return undefined;
+    const kept = Array.from(m.ms.subarray(0, Math.min(m.n, MEASURED_KEPT))).sort((a, b) => a - b);
+    const mid = kept.length >> 1;
+    return kept.length % 2 === 1 ? kept[mid]! : (kept[mid - 1]! + kept[mid]!) / 2;
   }
 }
 

@@ -93,6 +93,8 @@ const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> 
     refine: { type: z.boolean(), text: 'a boolean', def: false, kind: 'boolean' },
     /** One query at a time, dropping on measured latencies, while measured groups overrun their predictions (`fallback.ts`); off: the paper's controller. */
     fallback: { type: z.boolean(), text: 'a boolean', def: false, kind: 'boolean' },
+    /** With `refine`: inflate the predictions of overlapped groups while out of calibration (`predict/refine.ts` "Guard"). */
+    guard: { type: z.boolean(), text: 'a boolean', def: true, kind: 'boolean' },
     threads: THREADS,
   },
   fcfs: { drop: DROP, threads: THREADS },
@@ -133,7 +135,7 @@ function describe(v: unknown): string {
 
 /**
  * Validate a policy's raw parameters and fill the defaults.
- * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, fallback, threads;
+ * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, fallback, guard, threads;
  *   fcfs/sjf/edf, fcfs-batch/edf-batch: drop, threads; triton: drop; clockwork: window,
  *   percentile, maxExecMs, threads; overlap-all: none).
  * @throws RangeError for an unknown policy (naming the valid ones) and for a value out of
@@ -210,7 +212,7 @@ function headController(policy: string, p: Readonly<Record<string, number | bool
   const drop = p['drop'] === true;
   switch (policy as Exclude<PolicyName, 'overlap-all' | 'triton'>) {
     case 'abacus':
-      return new AbacusController(predictor, { ways: Number(p['ways']), slackMs: Number(p['slackMs']), drop }, p['refine'] === true ? new RefinedPredictor(predictor, options.logger === undefined ? {} : { logger: options.logger }) : undefined);
+      return new AbacusController(predictor, { ways: Number(p['ways']), slackMs: Number(p['slackMs']), drop }, p['refine'] === true ? new RefinedPredictor(predictor, { guard: p['guard'] !== false, ...(options.logger === undefined ? {} : { logger: options.logger }) }) : undefined);
     case 'fcfs':
     case 'sjf':
     case 'edf':

@@ -12,6 +12,8 @@ import { runExperiment, type ExperimentService } from '../../src/runtime/experim
 import type { GroupObservation, QueryController } from '../../src/schedule/controller.ts';
 import { ENTER_SHARE, EXIT_SHARE, FallbackController, MAX_DWELL_GROUPS, MIN_DWELL_GROUPS, MIN_MEASURED, WINDOW_GROUPS } from '../../src/schedule/fallback.ts';
 import { createController } from '../../src/schedule/index.ts';
+import { withDeviceDefaults } from '../../src/deployment/policy-defaults.ts';
+import { ServeMetrics } from '../../src/serve/metrics.ts';
 import { FakePredictor } from './fake-predictor.ts';
 import { input, query } from './query.ts';
 
@@ -49,6 +51,20 @@ describe('FallbackController: the switch', () => {
     }
     expect(active(c)).toBe(true);
     expect(c.fallback).toMatchObject({ entries: 1 });
+  });
+
+  it('a predictor that calls every query hopeless switches it too (nothing runs, so no group can overrun); then the query is kept, as nothing measured says it is hopeless', () => {
+    const c = createController('abacus', { fallback: true }, new FakePredictor());
+    // whole `a` is predicted 10 ms; a 5 ms target is hopeless by the prediction
+    const tight = (id: string) => input(0, [[query(id, 'S1', 'a', { arrivalMs: 0, qosTargetMs: 5 })]]);
+    for (let i = 0; i < WINDOW_GROUPS; i++) {
+      expect(active(c)).toBe(false);
+      expect(c.decide(tight(`t${i}`)).rejected.map((r) => r.queryId)).toEqual([`t${i}`]);
+    }
+    expect(active(c)).toBe(true);
+    const d = c.decide(tight('kept'));
+    expect(d.rejected).toEqual([]);
+    expect(d.group.map((g) => g.queryId)).toEqual(['kept']);
   });
 
   it('comes back after the dwell once the predictor predicts what runs, and a quick re-entry doubles the dwell (bounded): no flapping', () => {
@@ -184,4 +200,27 @@ describe('the fallback on a drifted simulator (virtual time)', () => {
     expect(r.fallbackShare).toBeGreaterThan(0);
     expect(r.fallbackShare).toBeLessThan(0.5);
   }, 60_000);
+});
+
+describe('defaults on real devices; /metrics', () => {
+  it('abacus on ort refines and keeps the fallback unless the config says otherwise; sim and other policies keep the paper defaults', () => {
+    expect(withDeviceDefaults('abacus', {}, false)).toEqual({ refine: true, fallback: true });
+    expect(withDeviceDefaults('abacus', { refine: false, ways: 4 }, false)).toEqual({ refine: false, fallback: true, ways: 4 });
+    expect(withDeviceDefaults('abacus', {}, true)).toEqual({});
+    expect(withDeviceDefaults('fcfs', { drop: false }, false)).toEqual({ drop: false });
+  });
+
+  it('abacus_fallback_active and abacus_fallback_entries follow the controller; no series without the fallback', async () => {
+    const metrics = new ServeMetrics({ models: ['m'], processMetrics: false });
+    const source: { c: QueryController | undefined } = { c: undefined };
+    metrics.bind({ queueDepth: () => 0, ready: () => true, fallback: () => source.c?.fallback });
+    expect(await metrics.registry.metrics()).not.toMatch(/abacus_fallback_(active|entries)\{/);
+    const c = createController('abacus', { fallback: true }, new FakePredictor());
+    source.c = c;
+    expect(await metrics.registry.metrics()).toContain('abacus_fallback_active{policy="abacus"} 0');
+    for (let i = 0; i < WINDOW_GROUPS; i++) c.observe(solo(`s${i}`, 30));
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('abacus_fallback_active{policy="abacus"} 1');
+    expect(text).toContain('abacus_fallback_entries{policy="abacus"} 1');
+  });
 });

@@ -106,7 +106,7 @@ describe.skipIf(!isPolicyName(FUSING_POLICY))(`abacus serve with dynamic batchin
   }
 
   it(`${CLIENTS} concurrent single-sample HTTP clients are fused (mean executed batch > 1), each answer equals its unbatched answer; concurrent gRPC requests are fused too`, async () => {
-    const config = await writeConfig(sandbox.tmp, 'ort.yaml', ['device: ort', `policy: ${FUSING_POLICY}`, 'services:', '  - name: resnet', '    model: resnet50-small', '    qosTargetMs: 60000', '    maxQueueLength: 1000']);
+    const config = await writeConfig(sandbox.tmp, 'ort.yaml', ['device: ort', `policy: ${FUSING_POLICY}`, 'services:', '  - name: resnet', '    model: resnet50-small', '    qosTargetMs: 60000', '    maxQueueLength: 1000', '    dynamicBatching: true']);
     const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--profile-samples', '60', '--grace-ms', '2000', '--threads', '1'], readyTimeoutMs: 400_000, stderrFile: path.join(sandbox.tmp, 'ort.log') });
     const http = new HttpInferenceClient(server.httpUrl, { binary: true });
     const grpc = new GrpcInferenceClient(server.grpcAddress!);
