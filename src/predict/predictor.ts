@@ -111,6 +111,13 @@ export interface RefiningPredictor extends Predictor {
   readonly guardActive: boolean;
   /** The factor (≥ 1) the prediction of an overlapped group carries now for the guard; 1 while calibrated. */
   readonly guardFactor: number;
+  /**
+   * How much faster than refined a group runs at the `quantile` quantile of measured ÷ refined
+   * over the guard's window: min(1, that quantile); 1 before enough groups. A drop rule that
+   * multiplies a prediction by it drops only a query that even a run that fast would not finish
+   * (`schedule/fallback.ts`, "Drops").
+   */
+  optimisticFactor(quantile: number): number;
   /** Times the refinement restarted after detecting a change of the device. */
   readonly restarts: number;
 }

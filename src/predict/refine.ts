@@ -223,6 +223,10 @@ export class RefinedPredictor implements RefiningPredictor {
   #guardSum = 0;
   #outOfCalibration = false;
   #guardFactor = 1;
+  /** `optimisticFactor`'s last answer, for the observation count and quantile it was computed at. */
+  #optimistic = 1;
+  #optimisticAt = -1;
+  #optimisticQuantile = NaN;
 
   /**
    * @throws RangeError naming the option when `halfLifeGroups` is not a finite number > 0,
@@ -527,6 +531,23 @@ export class RefinedPredictor implements RefiningPredictor {
 
   get guardFactor(): number {
     return this.#guardFactor;
+  }
+
+  /** min(1, the `quantile` quantile (nearest rank) of measured ÷ refined over the guard window); 1 before `GUARD_MIN_OBSERVATIONS`. @throws RangeError for a quantile outside (0, 1]. */
+  optimisticFactor(quantile: number): number {
+    if (!(quantile > 0 && quantile <= 1)) throw new RangeError(`optimisticFactor: quantile must be in (0, 1], got ${quantile}`);
+    const n = this.#guardFilled;
+    if (n < GUARD_MIN_OBSERVATIONS) return 1;
+    if (this.#optimisticAt !== this.#observed || this.#optimisticQuantile !== quantile) {
+      const s = this.#guardScratch.subarray(0, n);
+      s.set(this.#guardRatio.subarray(0, n));
+      s.sort();
+      const q = s[Math.min(n - 1, Math.max(0, Math.ceil(quantile * n) - 1))]!;
+      this.#optimistic = q < 1 ? q : 1;
+      this.#optimisticAt = this.#observed;
+      this.#optimisticQuantile = quantile;
+    }
+    return this.#optimistic;
   }
 
   get restarts(): number {

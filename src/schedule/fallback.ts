@@ -52,6 +52,19 @@
  * measured latency when known (the runtime's remainder then comes from a measurement too), else
  * the predictor's. `Decision.fallback` marks every such decision (`GroupRecord.fallback`).
  *
+ * ## Drops in overlap mode
+ * A drop is final and costs a sure violation; running a query that then misses costs device
+ * time. abacus's step 1 drops a head whose predicted solo latency exceeds its headroom; with a
+ * prediction centred on the measured latencies (what refinement learns) that drops about half
+ * of the queries that sit right at the limit, and half of those would have made it. On a busy
+ * CPU this made abacus drop 33 % of its queries where fcfs, whose offline predictor
+ * underestimated, dropped 25 % and served more (docs/adaptive.md). So with the fallback on and
+ * refinement on, abacus drops a head only when its refined prediction × min(1, the
+ * `FALLBACK_DROP_QUANTILE` (0.1) quantile of measured ÷ refined over the recent groups)
+ * exceeds its headroom: when even a run as fast as the fastest tenth of the recent ones would
+ * not finish it (`AbacusParams.dropQuantile`, `RefiningPredictor.optimisticFactor`). Which
+ * groups are formed does not change.
+ *
  * Cost: in overlap mode a scan of the decision's rejections and one window update per group. In the
  * fallback one predictor call per decision (the predictor's prediction of the launched query,
  * for the exit test), a scan of the queue heads, and a map lookup per head.
@@ -77,6 +90,11 @@ export const DROP_ENTER_SHARE = 0.5;
 export const MEASURED_KEPT = 16;
 /** Measured solo runs of a shape before it may justify a drop. */
 export const MIN_MEASURED = 3;
+/**
+ * With the fallback, abacus's own drop (step 1, in overlap mode, with refinement) judges its
+ * refined solo prediction × min(1, this quantile of the recent measured ÷ refined ratios).
+ */
+export const FALLBACK_DROP_QUANTILE = 0.1;
 /** Most remembered shapes and predictions (bounded memory; the oldest are forgotten). */
 const MAX_KEYS = 4096;
 

@@ -172,6 +172,13 @@ export interface HeadRule {
   readonly known?: (q: WaitingQuery) => number | undefined;
   /** Remembered predictions of remaining solo latencies (consulted before the predictor, filled after). */
   readonly memo: SoloMemo;
+  /**
+   * The drop test judges `dropScale × estimate` instead of the estimate, in (0, 1] (default 1):
+   * abacus with its calibration fallback drops only a query that a run as fast as the fast
+   * recent ones would not finish (`RefiningPredictor.optimisticFactor`, `schedule/fallback.ts`).
+   * `Candidate.soloMs` stays the estimate.
+   */
+  readonly dropScale?: number;
 }
 
 /**
@@ -192,9 +199,9 @@ export function latestStartMs(deadlineMs: number, soloMs: number): number {
  * its group, so a planned head may still be waiting), and the head is rejected at exactly that
  * instant on a virtual clock. Queries behind the heads are judged when they reach a head.
  */
-export function hopelessAtMs(heads: readonly Candidate[]): number | undefined {
+export function hopelessAtMs(heads: readonly Candidate[], dropScale = 1): number | undefined {
   let at = Infinity;
-  for (const c of heads) if (!Number.isNaN(c.soloMs)) at = Math.min(at, latestStartMs(c.deadlineMs, c.soloMs));
+  for (const c of heads) if (!Number.isNaN(c.soloMs)) at = Math.min(at, latestStartMs(c.deadlineMs, dropScale * c.soloMs));
   return Number.isFinite(at) ? nextInstantAfter(at) : undefined;
 }
 
@@ -230,6 +237,7 @@ export function collectHeads(
   const pos: number[] = [];
   let pending: number[] = [];
   const { memo } = rule;
+  const scale = rule.dropScale ?? 1;
   for (let i = 0; i < queues.length; i++) {
     pos.push(0);
     if ((queues[i]?.length ?? 0) > 0) pending.push(i);
@@ -252,8 +260,8 @@ export function collectHeads(
         const known = rule.known?.(q);
         if (known !== undefined) {
           c.soloMs = known;
-          if (rule.drop && latestStartMs(deadlineMs, known) < nowMs + rule.extraMs) {
-            rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: known + rule.extraMs });
+          if (rule.drop && latestStartMs(deadlineMs, scale * known) < nowMs + rule.extraMs) {
+            rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: scale * known + rule.extraMs });
             pos[qi]!++;
             continue;
           }
@@ -294,8 +302,8 @@ export function collectHeads(
     const next: number[] = [];
     for (let j = 0; j < toScore.length; j++) {
       const { c, qi } = toScore[j]!;
-      if (rule.drop && latestStartMs(c.deadlineMs, c.soloMs) < nowMs + rule.extraMs) {
-        rejected.push({ queryId: c.query.id, service: c.query.service, reason: 'qos_violation', headroomMs: c.headroomMs, predictedMs: c.soloMs + rule.extraMs });
+      if (rule.drop && latestStartMs(c.deadlineMs, scale * c.soloMs) < nowMs + rule.extraMs) {
+        rejected.push({ queryId: c.query.id, service: c.query.service, reason: 'qos_violation', headroomMs: c.headroomMs, predictedMs: scale * c.soloMs + rule.extraMs });
         pos[qi]!++;
         next.push(qi);
       } else {

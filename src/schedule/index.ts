@@ -17,7 +17,7 @@ import { OverlapAllController } from './overlap-all/index.ts';
 import { TritonController } from './triton/index.ts';
 import { ThreadAssigningController, ThreadedPredictor } from './threads.ts';
 import { parseThreadRule, threadsFor } from '../threads.ts';
-import { FallbackController } from './fallback.ts';
+import { FALLBACK_DROP_QUANTILE, FallbackController } from './fallback.ts';
 
 export type * from './controller.ts';
 export { AbacusController, type AbacusParams } from './abacus/index.ts';
@@ -212,7 +212,7 @@ function headController(policy: string, p: Readonly<Record<string, number | bool
   const drop = p['drop'] === true;
   switch (policy as Exclude<PolicyName, 'overlap-all' | 'triton'>) {
     case 'abacus':
-      return new AbacusController(predictor, { ways: Number(p['ways']), slackMs: Number(p['slackMs']), drop }, p['refine'] === true ? new RefinedPredictor(predictor, { guard: p['guard'] !== false, ...(options.logger === undefined ? {} : { logger: options.logger }) }) : undefined);
+      return new AbacusController(predictor, { ways: Number(p['ways']), slackMs: Number(p['slackMs']), drop, ...(p['fallback'] === true ? { dropQuantile: FALLBACK_DROP_QUANTILE } : {}) }, p['refine'] === true ? new RefinedPredictor(predictor, { guard: p['guard'] !== false, ...(options.logger === undefined ? {} : { logger: options.logger }) }) : undefined);
     case 'fcfs':
     case 'sjf':
     case 'edf':

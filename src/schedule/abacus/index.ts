@@ -17,6 +17,13 @@ export interface AbacusParams {
   readonly slackMs: number;
   /** Reject hopeless heads (step 1). Paper: on. */
   readonly drop: boolean;
+  /**
+   * With online refinement: step 1 drops a head only when `optimisticFactor(dropQuantile)` × its
+   * refined solo prediction exceeds its headroom (a run as fast as that quantile of the recent
+   * measured ÷ refined would not make it); absent: the prediction itself, as the paper. Set
+   * with the calibration fallback (`schedule/fallback.ts`, "Drops").
+   */
+  readonly dropQuantile?: number;
 }
 
 /** A head of the group being formed and what may be fused behind it (`heads.ts` `fusionPlan`). */
@@ -270,7 +277,9 @@ export class AbacusController implements QueryController {
     const stats = newStats();
     const rejected: Rejection[] = [];
     // Step 1.
-    const found = collectHeads(input, predictor, { drop, score: false, extraMs: runningMs, memo: this.#memo }, stats, rejected);
+    const dropQuantile = this.#params.dropQuantile;
+    const dropScale = dropQuantile === undefined || this.#refiner === undefined ? 1 : this.#refiner.optimisticFactor(dropQuantile);
+    const found = collectHeads(input, predictor, { drop, score: false, extraMs: runningMs, memo: this.#memo, dropScale }, stats, rejected);
     if (found.length === 0) return { group: [], rejected, stats };
     // Step 2.
     found.sort(compareUrgency);
@@ -433,7 +442,7 @@ export class AbacusController implements QueryController {
         }
       }
     }
-    const wakeAtMs = drop ? hopelessAtMs(found) : undefined;
+    const wakeAtMs = drop ? hopelessAtMs(found, dropScale) : undefined;
     return { group, predictedMs: bestMs, rejected, stats, ...(wakeAtMs === undefined ? {} : { wakeAtMs }) };
   }
 
