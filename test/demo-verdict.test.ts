@@ -108,6 +108,11 @@ describe('headlineOf', () => {
   it('headlines the ratio with its spread when meaningful', () => {
     expect(headlineOf({ ...base, meaningful: true, reasons: [] })).toEqual(['Abacus goodput ÷ fcfs (2 threads) goodput (the better fcfs) = 1.10, median of 3 rounds, range 1.05–1.20 (against fcfs (1 thread): 1.30)']);
   });
+  it('says abacus fell back to one query at a time when its fallback decided most groups', () => {
+    const [line] = headlineOf({ ...base, meaningful: true, reasons: [], abacusFallbackShare: 0.8 });
+    expect(line).toMatch(/^Abacus fell back to one query at a time for 80 % of its groups .*; abacus goodput ÷ fcfs \(2 threads\) goodput \(the better fcfs\) = 1\.10/);
+    expect(headlineOf({ ...base, meaningful: true, reasons: [], abacusFallbackShare: 0.2 })[0]).toMatch(/^Abacus goodput ÷/);
+  });
   it('says plainly why not instead of headlining it', () => {
     const lines = headlineOf({ ...base, meaningful: false, reasons: ['the machine was too busy: x', 'no overlap gain: y'] });
     expect(lines[0]).toBe('NOT A MEANINGFUL RESULT: the machine was too busy: x; no overlap gain: y.');

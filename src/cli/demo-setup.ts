@@ -59,7 +59,10 @@ export interface Solo {
 export interface Variant {
   readonly label: string;
   readonly policy: 'fcfs' | 'abacus';
+  /** Intra-op threads per executor it runs a lone query with (the tables' "threads / executor"). */
   readonly threads: number;
+  /** Its policy parameters (the thread rule, refinement, the fallback). */
+  readonly params: Readonly<Record<string, unknown>>;
   readonly env: ExperimentEnv;
 }
 

@@ -32,10 +32,11 @@ import { runExperiment, type ExperimentEnv, type ExperimentResult, type Experime
 import type { RoundSpread } from '../report/rounds.ts';
 import { median } from '../stats.ts';
 import { BUSY_LOAD_PER_CORE, demoVerdict, MAX_RELATIVE_SPREAD, MIN_ROUNDS, NO_OVERLAP_RATIO } from './demo-verdict.ts';
-import { ensurePredictor, openEnv, predictorCacheDir } from '../deployment/services.ts';
+import { ensurePredictor, openEnv, predictorCacheDir, profileThreadRules } from '../deployment/services.ts';
+import { formatThreadRule, type ThreadRule } from '../threads.ts';
 import { sampleLoad } from '../deployment/load-conditions.ts';
 import { runJson, type RunJson } from './experiment.ts';
-import { DEFAULT_MODELS, DEMO_MODELS, hostModels, measureSolo, pool, RATE_RULE, SMALL_MODELS, SOLO_REPEAT, startTicker, threadsLabel, type Solo, type Variant } from './demo-setup.ts';
+import { DEFAULT_MODELS, DEMO_MODELS, hostModels, measureSolo, pool, RATE_RULE, SMALL_MODELS, SOLO_REPEAT, startTicker, threadsLabel, type Pooled, type Solo, type Variant } from './demo-setup.ts';
 import { buildReport, resultTables } from './demo-report.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './context.ts';
@@ -46,13 +47,6 @@ import { UsageError } from './usage.ts';
 const OVERLAP_WARN = 0.85;
 /** Profiling samples for the predictor (each: 1 warm-up + 5 timed runs of one group). */
 const DEFAULT_PROFILE_SAMPLES = 800;
-/**
- * The all-cores fcfs's solo-only predictor profiles this share of `--profile-samples` (at least
- * `MIN_SOLO_PROFILE_SAMPLES`): solo runs have far fewer shapes than groups (2 services × 2–4
- * (batch, seq) × segment bounds).
- */
-const SOLO_PROFILE_SHARE = 0.25;
-const MIN_SOLO_PROFILE_SAMPLES = 10;
 /**
  * Default rounds and queries per policy run in a round. Before rounds the demo ran 2 policies
  * × 2000 queries; 3 rounds × 3 variants × 450 queries is about the same 4000 queries, so the
@@ -130,6 +124,8 @@ export interface DemoRoundRun {
   readonly violationRatio: number;
   readonly p99Ms: number;
   readonly meanGroupSize: number;
+  /** Share of its groups abacus's calibration fallback decided (one query at a time); 0 for fcfs. */
+  readonly fallbackShare: number;
 }
 
 /** One round: every policy variant under the same arrivals (one seed), one after the other. */
@@ -167,6 +163,12 @@ export interface DemoJson {
   readonly abacusOverFcfsGoodputByBaseline: Readonly<Record<string, number | null>>;
   /** Whether abacus refined its predictor online (default; `--no-refine`: off). */
   readonly abacusRefines: boolean;
+  /**
+   * Share of abacus's groups (all rounds) decided by its calibration fallback: one query at a
+   * time on every core, because measured groups overran their predictions (docs/adaptive.md).
+   * At ≥ `FALLBACK_HEADLINE_SHARE` the headline says so.
+   */
+  readonly abacusFallbackShare: number;
   /** Whether the conditions let the ratio mean something (`demo-verdict.ts`); stdout and the report headline it only then. */
   readonly meaningful: boolean;
   /** Why not, when not meaningful (the reasons joined by '; '); null when meaningful. */
@@ -192,8 +194,6 @@ export interface DemoJson {
   /** Seed of round 1; round k uses seed + k − 1. */
   readonly seed: number;
   readonly predictor: string;
-  /** The all-cores fcfs's predictor (solo runs profiled with every core), when that variant ran. */
-  readonly allCoresPredictor?: string;
   readonly services: readonly { service: string; model: string; qosTargetMs: number; soloP50Ms: number; soloMeanMs: number }[];
   /** Median over the rounds of one batch-1 query per service as one group ÷ the same ones one after the other (1 = no overlap gain). */
   readonly overlapRatio: number;
@@ -237,16 +237,15 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   const hosted = await hostModels(ctx, repo, models, opts.threads);
   progress(`      ready in ${seconds(tModels)} (cache ${repo.cacheDir})\n`);
 
-  // 2. predictors: abacus's (groups, --threads); the all-cores fcfs's (solo runs with every core: its drop rule predicts its own solo latency)
+  // 2. the predictor: groups profiled with the thread rules the variants use (fixed:--threads, split:<cores>), so one
+  //    thread-aware predictor scores abacus's groups (a lone query on every core, a pair split) and fcfs's solo runs alike
   const tPred = performance.now();
   progress(`[2/5] predictor: profile + MLP, cached in ${predictorCacheDir(repo)} …\n`);
-  // One load reading before any profiling judges both cached predictors: the second lookup must not count the first one's profiling as load.
-  const loadBefore = sampleLoad();
-  const main = await ensurePredictor(ctx, repo, hosted, { samples: opts.profileSamples, threads: opts.threads, loadBefore });
-  const wide = fcfsThreads.some((t) => t !== opts.threads)
-    ? await ensurePredictor(ctx, repo, hosted, { samples: Math.max(MIN_SOLO_PROFILE_SAMPLES, Math.round(opts.profileSamples * SOLO_PROFILE_SHARE)), threads: allCores, maxGroupSize: 1, loadBefore })
-    : undefined;
-  progress(`      ready in ${seconds(tPred)} (${main.source}${wide === undefined ? '' : `; fcfs with ${threadsLabel(allCores)}: ${wide.source}`})\n`);
+  const weakRule: ThreadRule = { kind: 'fixed', threads: opts.threads };
+  const allRule: ThreadRule = { kind: 'split', cores: allCores };
+  const rules = profileThreadRules([weakRule, allRule], allCores);
+  const main = await ensurePredictor(ctx, repo, hosted, { samples: opts.profileSamples, threads: opts.threads, threadRules: rules });
+  progress(`      ready in ${seconds(tPred)} (${main.source}; thread rules ${rules.map(formatThreadRule).join(', ')})\n`);
 
   const envs: (ExperimentEnv & { close(): Promise<void> })[] = [];
   let services: ExperimentService[];
@@ -256,17 +255,11 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   const variants: Variant[] = [];
   const byLabel = new Map<string, ExperimentResult[]>();
   try {
-    const env = await openEnv(hosted, main.predictor, { virtual: false, seed: opts.seed, threads: opts.threads });
+    const env = await openEnv(hosted, main.predictor, { virtual: false, seed: opts.seed, threads: opts.threads, threadRules: rules });
     envs.push(env);
-    for (const t of fcfsThreads) {
-      if (t === opts.threads) variants.push({ label: `fcfs (${threadsLabel(t)})`, policy: 'fcfs', threads: t, env });
-      else {
-        const wideEnv = await openEnv(hosted, wide!.predictor, { virtual: false, seed: opts.seed, threads: t });
-        envs.push(wideEnv);
-        variants.push({ label: `fcfs (${threadsLabel(t)})`, policy: 'fcfs', threads: t, env: wideEnv });
-      }
-    }
-    variants.push({ label: 'abacus', policy: 'abacus', threads: opts.threads, env });
+    for (const t of fcfsThreads) variants.push({ label: `fcfs (${threadsLabel(t)})`, policy: 'fcfs', threads: t, params: { threads: formatThreadRule(t === allCores ? allRule : weakRule) }, env });
+    // abacus: a lone query on every core, an overlapped pair split (split:<cores>); refined online; the calibration fallback
+    variants.push({ label: 'abacus', policy: 'abacus', threads: allCores, params: { threads: formatThreadRule(allRule), refine: opts.refine, fallback: true }, env });
     const opened = await env.open();
     const device = opened.device;
     // The overlap opportunity right now: one batch-1 query per service as one group vs one after the other.
@@ -300,7 +293,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
         for (const v of variants) {
           const ticker = startTicker(ctx, `${v.label}`, opts.queries / rateQps);
           try {
-            results.push(await runExperiment(v.env, { services, policy: v.policy, policyParams: v.policy === 'abacus' && opts.refine ? { refine: true } : {}, rateQps, queries: opts.queries, seed, keepRecords: true }));
+            results.push(await runExperiment(v.env, { services, policy: v.policy, policyParams: v.params, rateQps, queries: opts.queries, seed, keepRecords: true }));
           } finally {
             ticker.stop();
           }
@@ -317,7 +310,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
           loadAverage1mStart: loadStart,
           loadAverage1mEnd: loadEnd,
           overlapRatio: overlap.ratio,
-          runs: results.map((r, i) => ({ label: variants[i]!.label, policy: variants[i]!.policy, threadsPerExecutor: variants[i]!.threads, goodputQps: r.overall.goodputQps, violationRatio: r.overall.violationRatio, p99Ms: r.overall.p99Ms, meanGroupSize: r.meanGroupSize })),
+          runs: results.map((r, i) => ({ label: variants[i]!.label, policy: variants[i]!.policy, threadsPerExecutor: variants[i]!.threads, goodputQps: r.overall.goodputQps, violationRatio: r.overall.violationRatio, p99Ms: r.overall.p99Ms, meanGroupSize: r.meanGroupSize, fallbackShare: Number.isFinite(r.fallbackShare) ? r.fallbackShare : 0 })),
           abacusOverFcfsGoodput: null, // set below, once the baseline is known
         });
       }
@@ -359,6 +352,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
     reason: verdict.meaningful ? null : verdict.reasons.join('; '),
     reasons: verdict.reasons,
     abacusRefines: opts.refine,
+    abacusFallbackShare: fallbackShareOf(pooled[variants.findIndex((v) => v.policy === 'abacus')]!),
     conditions: {
       cores: allCores,
       loadAverage1mStart: finalRounds[0]!.loadAverage1mStart,
@@ -376,7 +370,6 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
     queries: opts.queries,
     seed: opts.seed,
     predictor: main.source,
-    ...(wide === undefined ? {} : { allCoresPredictor: wide.source }),
     services: services.map((s, i) => ({ service: s.name, model: s.spec.name, qosTargetMs: s.qosTargetMs, soloP50Ms: solos[i]!.p50Ms, soloMeanMs: solos[i]!.meanMs })),
     overlapRatio: verdict.overlapRatio,
     machine,
@@ -413,7 +406,16 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
  * verdict says it is meaningful, else plainly why not, with the measured numbers marked as
  * not a result.
  */
-export function headlineOf(json: Pick<DemoJson, 'meaningful' | 'reasons' | 'abacusOverFcfsGoodputSpread' | 'abacusOverFcfsGoodputByBaseline' | 'baseline' | 'rounds'>): string[] {
+/** Above this share of abacus's groups in the fallback, the headline says abacus fell back rather than headlining a comparison of policies. */
+export const FALLBACK_HEADLINE_SHARE = 0.5;
+
+/** Share of a pooled variant's groups that the calibration fallback decided (0 for none). */
+function fallbackShareOf(p: Pooled): number {
+  const groups = p.records.groups;
+  return groups.length === 0 ? 0 : groups.filter((g) => g.fallback === true).length / groups.length;
+}
+
+export function headlineOf(json: Pick<DemoJson, 'meaningful' | 'reasons' | 'abacusOverFcfsGoodputSpread' | 'abacusOverFcfsGoodputByBaseline' | 'baseline' | 'rounds'> & { readonly abacusFallbackShare?: number }): string[] {
   const s = json.abacusOverFcfsGoodputSpread;
   const n = json.rounds.length;
   const others = Object.entries(json.abacusOverFcfsGoodputByBaseline)
@@ -423,6 +425,11 @@ export function headlineOf(json: Pick<DemoJson, 'meaningful' | 'reasons' | 'abac
     s === null
       ? `abacus goodput ÷ ${json.baseline} goodput: – (${json.baseline} had no goodput in some round)`
       : `abacus goodput ÷ ${json.baseline} goodput (the better fcfs) = ${s.median.toFixed(2)}, median of ${n} round${n === 1 ? '' : 's'}, range ${s.min.toFixed(2)}–${s.max.toFixed(2)}${others.length > 0 ? ` (${others.join(', ')})` : ''}`;
+  const fell = json.abacusFallbackShare ?? 0;
+  if (fell >= FALLBACK_HEADLINE_SHARE) {
+    const line = `abacus fell back to one query at a time for ${(fell * 100).toFixed(0)} % of its groups (its measured groups overran their predictions: the machine is too busy for overlap to gain); ${measured}`;
+    return json.meaningful ? [line.charAt(0).toUpperCase() + line.slice(1)] : [`NOT A MEANINGFUL RESULT: ${json.reasons.join('; ')}.`, `Measured anyway, not a result: ${line}.`];
+  }
   if (json.meaningful) return [measured.charAt(0).toUpperCase() + measured.slice(1)];
   return [`NOT A MEANINGFUL RESULT: ${json.reasons.join('; ')}.`, `Measured anyway, not a result: ${measured}.`];
 }

@@ -42,14 +42,16 @@
  * ## One at a time, dropping on measured evidence
  * In the fallback each decision launches the most urgent waiting head (earliest deadline;
  * ties: earlier arrival, service, id) whole, as one segment. A head is rejected when its
- * headroom is ≤ 0, or when the running group's remainder + its *measured* solo latency exceeds
- * its headroom — measured: the median of the last `MEASURED_KEPT` (16) latencies of whole
+ * headroom is ≤ 0, or when the running group's remainder + a *fast measured* solo latency of
+ * its shape exceeds its headroom — measured: the last `MEASURED_KEPT` (16) latencies of whole
  * queries of its (model, batch, sequence length, threads) run alone, with at least
- * `MIN_MEASURED` (3) of them. The median, not the mean: on a machine shared with other
- * processes the latencies have a long tail (time slices lost), and a query that a typical run
- * would finish in time is kept. A query of a shape never measured alone, or already cut by an
- * overlapped group, is never dropped on a prediction. The decision's `predictedMs` is that
- * measured latency when known (the runtime's remainder then comes from a measurement too), else
+ * `MIN_MEASURED` (3) of them; fast: their `FALLBACK_DROP_QUANTILE` (0.1) quantile (nearest
+ * rank: the 2nd fastest of 16). On a machine shared with other processes the latencies have a
+ * long tail (time slices lost); a query that a run as fast as the recent fast ones would finish
+ * is kept (with the median it was dropped, and fcfs, whose offline predictor underestimated,
+ * served more: docs/adaptive.md). A query of a shape never measured alone, or already cut by an
+ * overlapped group, is never dropped on a prediction. The decision's `predictedMs` is the median
+ * of those measured latencies when known (the runtime's remainder then comes from a measurement too), else
  * the predictor's. `Decision.fallback` marks every such decision (`GroupRecord.fallback`).
  *
  * ## Drops in overlap mode
@@ -225,26 +227,26 @@ export class FallbackController implements QueryController {
     const stats = newStats();
     const rejected: Rejection[] = [];
     const { nowMs, runningRemainingMs } = input;
-    let best: { q: WaitingQuery; deadlineMs: number; measuredMs: number | undefined } | undefined;
+    let best: { q: WaitingQuery; deadlineMs: number; measured: Measured | undefined } | undefined;
     let wakeAtMs = Infinity;
     for (const queue of input.queues) {
       for (const q of queue) {
         const deadlineMs = q.arrivalMs + q.qosTargetMs;
         const headroomMs = deadlineMs - nowMs;
-        const measuredMs = this.#measuredSoloMs(q);
+        const measured = this.#measuredSolo(q);
         if (headroomMs <= 0) {
           rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs });
           continue;
         }
-        if (measuredMs !== undefined && runningRemainingMs + measuredMs > headroomMs) {
-          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + measuredMs });
+        if (measured !== undefined && runningRemainingMs + measured.fastMs > headroomMs) {
+          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + measured.fastMs });
           continue;
         }
         if (best === undefined || deadlineMs < best.deadlineMs || (deadlineMs === best.deadlineMs && earlier(q, best.q))) {
-          if (best !== undefined) wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.measuredMs));
-          best = { q, deadlineMs, measuredMs };
+          if (best !== undefined) wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.measured));
+          best = { q, deadlineMs, measured };
         } else {
-          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, measuredMs));
+          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, measured));
         }
         break; // the queue's head decides; the rest of the queue waits behind it
       }
@@ -256,7 +258,7 @@ export class FallbackController implements QueryController {
     stats.predictorCalls++;
     stats.groupsScored++;
     remember(this.#predicted, q.id, predictorMs);
-    const predictedMs = best.measuredMs ?? predictorMs;
+    const predictedMs = best.measured?.medianMs ?? predictorMs;
     return { group: [segment], predictedMs, rejected, stats, fallback: true, ...(Number.isFinite(wakeAtMs) && wakeAtMs > nowMs ? { wakeAtMs } : {}) };
   }
 
@@ -315,24 +317,32 @@ export class FallbackController implements QueryController {
     this.#options.onSwitch?.(active, this.fallback);
   }
 
-  /** The measured solo latency of `q`'s shape when it may justify a drop (whole query, enough runs). */
-  #measuredSoloMs(q: WaitingQuery): number | undefined {
+  /** The measured solo latencies of `q`'s shape when they may justify a drop (whole query, enough runs). */
+  #measuredSolo(q: WaitingQuery): Measured | undefined {
     if (q.nextOperator !== 0) return undefined;
     const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, this.#options.threadsAlone));
     if (m === undefined || m.n < MIN_MEASURED) return undefined;
     const kept = Array.from(m.ms.subarray(0, Math.min(m.n, MEASURED_KEPT))).sort((a, b) => a - b);
     const mid = kept.length >> 1;
-    return kept.length % 2 === 1 ? kept[mid]! : (kept[mid - 1]! + kept[mid]!) / 2;
+    const medianMs = kept.length % 2 === 1 ? kept[mid]! : (kept[mid - 1]! + kept[mid]!) / 2;
+    const fastMs = kept[Math.max(0, Math.ceil(FALLBACK_DROP_QUANTILE * kept.length) - 1)]!;
+    return { medianMs, fastMs };
   }
+}
+
+/** A shape's recent measured solo latencies: the median (what a run takes) and the `FALLBACK_DROP_QUANTILE` quantile (what a fast run takes), ms. */
+interface Measured {
+  readonly medianMs: number;
+  readonly fastMs: number;
 }
 
 function shapeKey(model: string, batch: number, seqLen: number, threads: number | undefined): string {
   return `${model}\u0000${batch}\u0000${seqLen}\u0000${threads ?? 0}`;
 }
 
-/** The instant a head with `measuredMs` stops being able to make `deadlineMs` (Infinity when unmeasured). */
-function hopelessAt(deadlineMs: number, measuredMs: number | undefined): number {
-  return measuredMs === undefined ? Infinity : deadlineMs - measuredMs;
+/** The instant a head stops being able to make `deadlineMs` even with a fast run (Infinity when unmeasured). */
+function hopelessAt(deadlineMs: number, measured: Measured | undefined): number {
+  return measured === undefined ? Infinity : deadlineMs - measured.fastMs;
 }
 
 /** Tie order among equal deadlines: earlier arrival, then service, then id. */

@@ -147,6 +147,21 @@ describe('FallbackController: one query at a time, dropping on measured latencie
     expect(d.group).toEqual([{ queryId: 'x', service: 'S1', start: 0, end: 10, intraOpThreads: 2 }]);
   });
 
+  it('in overlap mode, with refinement, abacus drops only what a fast recent run would not finish', () => {
+    const paper = createController('abacus', { refine: true }, new FakePredictor());
+    const guarded = createController('abacus', { refine: true, fallback: true }, new FakePredictor());
+    // whole `a`: base 10 ms, measured 12 and 8 in turn → refined 10 ms, measured ÷ refined 1.2 / 0.8 (no overrun of 25 %)
+    for (let i = 0; i < 40; i++) for (const c of [paper, guarded]) c.observe(solo(`o${i}`, i % 2 === 0 ? 12 : 8, 10));
+    expect(active(guarded)).toBe(false);
+    const at = (qosTargetMs: number) => input(0, [[query('x', 'S1', 'a', { arrivalMs: 0, qosTargetMs })]]);
+    expect(paper.decide(at(9)).rejected.map((r) => r.queryId)).toEqual(['x']); // 10 > 9
+    expect(guarded.decide(at(9)).rejected).toEqual([]); // 0.8 × 10 ≤ 9: a fast run makes it
+    const dropped = guarded.decide(at(7)).rejected;
+    expect(dropped.map((r) => r.queryId)).toEqual(['x']);
+    expect(dropped[0]!.predictedMs).toBeGreaterThan(7); // ≈ 0.8 × the refined ≈ 10 ms (the EWMA weighs the later observations more)
+    expect(dropped[0]!.predictedMs).toBeLessThan(9);
+  });
+
   it('needs one group at a time', () => {
     expect(() => new FallbackController(createController('triton', {}), new FakePredictor())).toThrow(/launches while busy/);
   });
