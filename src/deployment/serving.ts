@@ -263,7 +263,7 @@ async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository,
   }
   let hosted;
   try {
-    hosted = await resolveServices(ctx, repo, { ...config, source: LOAD_CONFIG_SOURCE, services: [service] }, { batchingByDefault: true });
+    hosted = await resolveServices(ctx, repo, { ...config, source: LOAD_CONFIG_SOURCE, services: [service] }, { batchingByDefault: isSim });
   } catch (err) {
     if (err instanceof InvalidConfigError) throw bad(err.message.replace(`${LOAD_CONFIG_SOURCE}: services[0].`, `${LOAD_CONFIG_SOURCE}.`), err);
     throw err;

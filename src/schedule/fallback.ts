@@ -1,7 +1,7 @@
 /**
  * The calibration fallback (abacus policy parameter `fallback`; docs/adaptive.md "The
  * fallback"): when the measured group latencies say that abacus's predictions no longer hold,
- * stop overlapping and serve one query at a time, most urgent first, dropping only on measured
+ * stop overlapping and serve one query at a time, earliest arrival first, dropping only on measured
  * evidence; return to overlap when the predictions hold again.
  *
  * Why: abacus is only as good as its predictor. On a machine that other processes load, a
@@ -40,8 +40,9 @@
  * 1024 + 32 groups overlapping after four quick re-entries.
  *
  * ## One at a time, dropping on measured evidence
- * In the fallback each decision launches the most urgent waiting head (earliest deadline;
- * ties: earlier arrival, service, id) whole, as one segment. A head is rejected when its
+ * In the fallback each decision launches the waiting head that arrived first (ties: earlier
+ * deadline, service, id) whole, as one segment: the order of the strong baseline, fcfs with
+ * every core, so the fallback differs from it only in what it drops. A head is rejected when its
  * headroom is ≤ 0, or when the running group's remainder + a *fast measured* solo latency of
  * its shape exceeds its headroom — measured: the last `MEASURED_KEPT` (16) latencies of whole
  * queries of its (model, batch, sequence length, threads) run alone, with at least
@@ -242,7 +243,7 @@ export class FallbackController implements QueryController {
           rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + measured.fastMs });
           continue;
         }
-        if (best === undefined || deadlineMs < best.deadlineMs || (deadlineMs === best.deadlineMs && earlier(q, best.q))) {
+        if (best === undefined || before(q, deadlineMs, best.q, best.deadlineMs)) {
           if (best !== undefined) wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.measured));
           best = { q, deadlineMs, measured };
         } else {
@@ -345,9 +346,10 @@ function hopelessAt(deadlineMs: number, measured: Measured | undefined): number 
   return measured === undefined ? Infinity : deadlineMs - measured.fastMs;
 }
 
-/** Tie order among equal deadlines: earlier arrival, then service, then id. */
-function earlier(a: WaitingQuery, b: WaitingQuery): boolean {
+/** The fallback's order: earlier arrival, then earlier deadline, then service, then id. */
+function before(a: WaitingQuery, aDeadlineMs: number, b: WaitingQuery, bDeadlineMs: number): boolean {
   if (a.arrivalMs !== b.arrivalMs) return a.arrivalMs < b.arrivalMs;
+  if (aDeadlineMs !== bDeadlineMs) return aDeadlineMs < bDeadlineMs;
   const s = compareStrings(a.service, b.service);
   return s !== 0 ? s < 0 : compareStrings(a.id, b.id) < 0;
 }

@@ -115,9 +115,9 @@ describe('FallbackController: one query at a time, dropping on measured latencie
     return c;
   };
 
-  it('launches the most urgent head alone, whole; never more than one segment', () => {
+  it('launches the head that arrived first alone, whole (ties: the earlier deadline); never more than one segment', () => {
     const c = fallen(10);
-    const d = c.decide(input(0, [[query('x', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 100 })], [query('y', 'S2', 'b', { arrivalMs: 0, qosTargetMs: 60 })]]));
+    const d = c.decide(input(5, [[query('x', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 100 })], [query('y', 'S2', 'b', { arrivalMs: 0, qosTargetMs: 60 })], [query('z', 'S3', 'c', { arrivalMs: 1, qosTargetMs: 20 })]]));
     expect(d.fallback).toBe(true);
     expect(d.group).toEqual([{ queryId: 'y', service: 'S2', start: 0, end: 10 }]);
     expect(d.rejected).toEqual([]);
