@@ -9,7 +9,7 @@ import type { ExperimentService } from '../runtime/experiment.ts';
 import type { Hosted } from '../deployment/services.ts';
 import { BUSY_LOAD_PER_CORE, MAX_RELATIVE_SPREAD, NO_OVERLAP_RATIO } from './demo-verdict.ts';
 import { BATCH_SIZES, DEMO_MODELS, QOS_RULE, RATE_RULE, threadsLabel, type Pooled, type Solo, type Variant } from './demo-setup.ts';
-import type { DemoJson, DemoOptions, DemoRound } from './demo.ts';
+import type { DemoJson, DemoOptions, DemoRound } from './demo-types.ts';
 
 /** ", profiled under load average X on N cores (…)" for the report, or "" when unknown. */
 export function predictorConditionsText(p: DemoJson['conditions']['predictor']): string {

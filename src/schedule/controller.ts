@@ -55,7 +55,6 @@
  * queries, so a launched query leaves the waiting queues for good.
  */
 import type { AbacusErrorCode } from '../errors.ts';
-import type { FallbackStatus } from './fallback.ts';
 
 /** The policies `createController` knows. */
 export type PolicyName = 'abacus' | 'fcfs' | 'sjf' | 'edf' | 'fcfs-batch' | 'edf-batch' | 'overlap-all' | 'clockwork' | 'triton';
@@ -273,6 +272,21 @@ export interface RefinementStatus {
   readonly guardActive: boolean;
   /** The factor (≥ 1) the guard multiplies the prediction of an overlapped group by now; 1 while calibrated. */
   readonly guardFactor: number;
+}
+
+/** abacus's calibration fallback (`schedule/fallback.ts`), as `/metrics`, the dashboard and the benchmarks read it. */
+export interface FallbackStatus {
+  /** True while serving one query at a time. */
+  readonly active: boolean;
+  /** Switches into the fallback so far. */
+  readonly entries: number;
+  /** Groups observed, and of them decided in the fallback. */
+  readonly observedGroups: number;
+  readonly fallbackGroups: number;
+  /** Share of the window's groups that overran the latency they were decided with (fraction). */
+  readonly overrunShare: number;
+  /** Groups the current (or next) fallback lasts at least. */
+  readonly dwellGroups: number;
 }
 
 /**

@@ -74,7 +74,9 @@
  */
 import type { Predictor } from '../predict/predictor.ts';
 import { checkInput, compareStrings, newStats } from './heads.ts';
-import type { Decision, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
+import type { Decision, FallbackStatus, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
+
+export type { FallbackStatus } from './controller.ts';
 
 /** A group overruns when measured > (1 + this) × the latency it was decided with. */
 export const OVERRUN_TOLERANCE = 0.25;
@@ -101,20 +103,6 @@ export const FALLBACK_DROP_QUANTILE = 0.1;
 /** Most remembered shapes and predictions (bounded memory; the oldest are forgotten). */
 const MAX_KEYS = 4096;
 
-/** What `/metrics`, the dashboard and the benchmarks read. */
-export interface FallbackStatus {
-  /** True while serving one query at a time. */
-  readonly active: boolean;
-  /** Switches into the fallback so far. */
-  readonly entries: number;
-  /** Groups observed, and of them decided in the fallback. */
-  readonly observedGroups: number;
-  readonly fallbackGroups: number;
-  /** Share of the window's groups that overran the latency they were decided with (fraction). */
-  readonly overrunShare: number;
-  /** Groups the current (or next) fallback lasts at least. */
-  readonly dwellGroups: number;
-}
 
 /** Status changes the owner may log (abacus serve's logger). */
 export interface FallbackOptions {
