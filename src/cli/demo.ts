@@ -126,7 +126,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   const fcfsThreads = [...new Set([opts.threads, allCores])];
   say(
     `Abacus-TS demo: abacus vs fcfs, measured on this machine's CPU with onnxruntime-node ${machine.onnxruntime}\n` +
-      `${allCores} cores (${machine.cpuModel}), one executor process per service; abacus ${threadsLabel(opts.threads)} per executor, fcfs with ${fcfsThreads.map(threadsLabel).join(' and with ')}; ${opts.rounds} interleaved round${opts.rounds === 1 ? '' : 's'}\n\n`,
+      `${allCores} cores (${machine.cpuModel}), one executor process per service; fcfs with ${fcfsThreads.map(threadsLabel).join(' and with ')}, abacus with every core for a lone query and the cores split among an overlapped group; ${opts.rounds} interleaved round${opts.rounds === 1 ? '' : 's'}\n\n`,
   );
 
   // 1. models
