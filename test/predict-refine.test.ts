@@ -23,7 +23,7 @@ import type { Decision, GroupObservation, QueryController, RefinementStatus, Wai
 import { AbacusController, createController } from '../src/schedule/index.ts';
 import { SoloMemo } from '../src/schedule/heads.ts';
 import { ServeMetrics } from '../src/serve/metrics.ts';
-import { FakePredictor } from './schedule/fake-predictor.ts';
+import { crudeSimPredictor, FakePredictor } from './schedule/fake-predictor.ts';
 import { input, query } from './schedule/query.ts';
 
 /** Same arithmetic repeated: floating-point rounding only. */
@@ -404,21 +404,7 @@ describe('refinement on a drifted simulator (virtual time)', () => {
     for (const name of ['resnet50', 'bert'] as const) specs.set(name, await repo.zooSpec(name));
   });
 
-  /** A crude offline predictor (no profiling): ms per operator × √batch, longest slot × 1.1 for a pair. */
-  const crude = (): Predictor => ({
-    kind: 'crude',
-    deviceId: 'sim:a100',
-    models: ['bert', 'resnet50'],
-    maxSlots: 8,
-    predict(groups, out = new Float64Array(groups.length)) {
-      groups.forEach((g, i) => {
-        let longest = 0;
-        for (const s of g) longest = Math.max(longest, (s.end - s.start) * 0.05 * Math.sqrt(s.batch));
-        out[i] = longest * (g.length > 1 ? 1.1 : 1);
-      });
-      return out;
-    },
-  });
+  const crude = crudeSimPredictor;
 
   it('resnet50 + bert, ×1.5 at mid-run: the predictor MAPE with refinement is lower than without', async () => {
     const services: ExperimentService[] = ['resnet50', 'bert'].map((name) => ({

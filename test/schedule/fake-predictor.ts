@@ -66,3 +66,25 @@ export class FakePredictor implements Predictor {
     return res;
   }
 }
+
+/**
+ * A crude offline predictor for resnet50 and bert on `sim:a100` (no profiling): 0.05 ms per
+ * operator × √batch, the longest slot, × 1.1 for a group of several. Online refinement learns
+ * the simulator from it (drift tests in virtual time).
+ */
+export function crudeSimPredictor(): Predictor {
+  return {
+    kind: 'crude',
+    deviceId: 'sim:a100',
+    models: ['bert', 'resnet50'],
+    maxSlots: 8,
+    predict(groups, out = new Float64Array(groups.length)) {
+      groups.forEach((g, i) => {
+        let longest = 0;
+        for (const s of g) longest = Math.max(longest, (s.end - s.start) * 0.05 * Math.sqrt(s.batch));
+        out[i] = longest * (g.length > 1 ? 1.1 : 1);
+      });
+      return out;
+    },
+  };
+}

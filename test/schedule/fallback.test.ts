@@ -6,7 +6,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ModelRepository } from '../../src/model/repository.ts';
 import type { ModelSpec } from '../../src/model/spec.ts';
-import type { Predictor } from '../../src/predict/predictor.ts';
 import { simEnv } from '../../src/reproduce/colocation.ts';
 import { runExperiment, type ExperimentService } from '../../src/runtime/experiment.ts';
 import type { GroupObservation, QueryController } from '../../src/schedule/controller.ts';
@@ -14,7 +13,7 @@ import { ENTER_SHARE, EXIT_SHARE, FallbackController, MAX_DWELL_GROUPS, MIN_DWEL
 import { createController } from '../../src/schedule/index.ts';
 import { withDeviceDefaults } from '../../src/deployment/policy-defaults.ts';
 import { ServeMetrics } from '../../src/serve/metrics.ts';
-import { FakePredictor } from './fake-predictor.ts';
+import { crudeSimPredictor, FakePredictor } from './fake-predictor.ts';
 import { input, query } from './query.ts';
 
 /** A whole query of model `a` (10 ms by the fake predictor) run alone, measured `ms`, decided with `predictedMs`. */
@@ -174,21 +173,7 @@ describe('the fallback on a drifted simulator (virtual time)', () => {
     for (const name of ['resnet50', 'bert'] as const) specs.set(name, await repo.zooSpec(name));
   });
 
-  /** A crude offline predictor (no profiling); online refinement learns the simulator from it. */
-  const crude = (): Predictor => ({
-    kind: 'crude',
-    deviceId: 'sim:a100',
-    models: ['bert', 'resnet50'],
-    maxSlots: 8,
-    predict(groups, out = new Float64Array(groups.length)) {
-      groups.forEach((g, i) => {
-        let longest = 0;
-        for (const s of g) longest = Math.max(longest, (s.end - s.start) * 0.05 * Math.sqrt(s.batch));
-        out[i] = longest * (g.length > 1 ? 1.1 : 1);
-      });
-      return out;
-    },
-  });
+  const crude = crudeSimPredictor;
 
   it('×2 at 20 s: switches within a window of groups after the step, returns to overlap once refined, answers every query once', async () => {
     const services: ExperimentService[] = ['resnet50', 'bert'].map((name) => ({ name, spec: specs.get(name)!, qosTargetMs: 50, maxQueueLength: 10_000, batchSizes: [1, 2, 4], ...(name === 'bert' ? { seqLens: [16, 32] } : {}) }));
