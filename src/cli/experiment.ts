@@ -124,6 +124,8 @@ export interface RunJson {
   /** Mean samples per launched segment (above the mean request batch when queries were fused); null when nothing ran. */
   readonly meanBatch: number | null;
   readonly predictorMape: number | null;
+  /** Share of the groups abacus's calibration fallback decided (one query at a time; docs/adaptive.md); present when > 0. */
+  readonly fallbackShare?: number;
   /** Queries offered, completed late, and rejected (by reason: qos_violation, overloaded, device_failure, bad_request). */
   readonly offered: number;
   readonly late: number;
@@ -337,7 +339,7 @@ const fmt = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(d
 const nullable = (x: number): number | null => (Number.isFinite(x) ? x : null);
 
 /** What `runJson` reads of a run (a pooled set of runs fits too: `abacus demo`). */
-export type RunSummary = Pick<ExperimentResult, 'policy' | 'rateQps' | 'overall' | 'services' | 'meanGroupSize' | 'meanBatch' | 'predictorMape'>;
+export type RunSummary = Pick<ExperimentResult, 'policy' | 'rateQps' | 'overall' | 'services' | 'meanGroupSize' | 'meanBatch' | 'predictorMape'> & Partial<Pick<ExperimentResult, 'fallbackShare'>>;
 
 /** One run as `--json` prints it (exported for `abacus demo`). */
 export function runJson(r: RunSummary, peak?: { peakGoodputQps: number; peakRateQps: number }): RunJson {
@@ -352,6 +354,7 @@ export function runJson(r: RunSummary, peak?: { peakGoodputQps: number; peakRate
     meanGroupSize: r.meanGroupSize,
     meanBatch: nullable(r.meanBatch),
     predictorMape: nullable(r.predictorMape),
+    ...(r.fallbackShare !== undefined && r.fallbackShare > 0 ? { fallbackShare: r.fallbackShare } : {}),
     offered: r.overall.offered,
     late: r.overall.late,
     rejectedBy: r.overall.rejectedBy,
