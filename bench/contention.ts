@@ -97,11 +97,20 @@ function busyLoops(n: number): { stop(): void } {
   const stop = (): void => {
     for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
   };
+  // killed with the bench: on its normal exit, and on Ctrl-C or SIGTERM (then the bench exits 130 / 143)
+  const onSignal = (signal: NodeJS.Signals): void => {
+    stop();
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  };
   process.once('exit', stop);
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
   return {
     stop: () => {
       stop();
       process.removeListener('exit', stop);
+      process.removeListener('SIGINT', onSignal);
+      process.removeListener('SIGTERM', onSignal);
     },
   };
 }

@@ -23,7 +23,7 @@
  * better fcfs on this CPU with N busy-loop processes beside it.
  */
 import os from 'node:os';
-import { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import * as ort from 'onnxruntime-node';
 import { benchSplitOverhead } from './split-overhead.ts';
 import { benchOverlap } from './overlap.ts';
@@ -63,9 +63,21 @@ const program = new Command('bench')
   .option('--no-hostile', 'event-loop: no hostile clients')
   .option('--configs <names>', `overload: configs to run (${Object.keys(OVERLOAD_CONFIGS).join(', ')})`, (v) => v.split(','))
   .option('--protocols <names>', `overload: protocols to run (${OVERLOAD_PROTOCOLS.join(', ')})`, (v) => v.split(','))
-  .option('--busy <levels>', 'contention: busy-loop processes per level (default 0,1,2,4)', (v) => v.split(',').map(Number))
-  .option('--rounds <n>', 'contention: interleaved rounds (default 3)', (v) => Number(v))
-  .option('--load <x>', 'contention: rate as a fraction of the all-cores fcfs capacity (default 1)', (v) => Number(v))
+  .option('--busy <levels>', 'contention: busy-loop processes per level (default 0,1,2,4)', (v) => {
+    const xs = v.split(',').map((x) => Number(x.trim()));
+    if (xs.length === 0 || xs.some((x) => !Number.isInteger(x) || x < 0 || x > 64)) throw new InvalidArgumentError(`--busy expects integers in [0, 64], comma-separated, got '${v}'`);
+    return xs;
+  })
+  .option('--rounds <n>', 'contention: interleaved rounds (default 3)', (v) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`--rounds expects an integer ≥ 1, got '${v}'`);
+    return n;
+  })
+  .option('--load <x>', 'contention: rate as a fraction of the one-thread fcfs capacity (default 1)', (v) => {
+    const x = Number(v);
+    if (!(x > 0 && x <= 10)) throw new InvalidArgumentError(`--load expects a number in (0, 10], got '${v}'`);
+    return x;
+  })
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
 const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; configs?: string[]; protocols?: string[]; busy?: number[]; rounds?: number; load?: number }>();

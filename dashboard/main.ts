@@ -237,7 +237,8 @@ function drawTables(): void {
   $('window-note').textContent = `last ${(state.windowMs / 1000).toFixed(0)} s`;
   const p = u.predictor;
   $('predictor-note').textContent =
-    p.source === null ? '(no predictions: the policy does not predict)' : `${fmt(p.rollingMapePct)} % over ${p.groups} groups${p.source === 'refinement' ? ` (online refinement; guard ${p.guardActive === true ? `ON ×${fmt(p.guardFactor, 2)}` : 'off'}${p.fallbackActive === undefined ? '' : `; fallback ${p.fallbackActive ? 'ON: one query at a time' : 'off'}`})` : ' (predicted vs measured, kept groups)'}`;
+    (p.source === null ? '(no predictions: the policy does not predict)' : `${fmt(p.rollingMapePct)} % over ${p.groups} groups${p.source === 'refinement' ? ` (online refinement; guard ${p.guardActive === true ? `ON ×${fmt(p.guardFactor, 2)}` : 'off'})` : ' (predicted vs measured, kept groups)'}`) +
+    (p.fallbackActive === undefined ? '' : `; fallback ${p.fallbackActive ? 'ON: one query at a time' : 'off'}`);
   $('rejections').querySelector('tbody')!.innerHTML = [...state.rejections]
     .reverse()
     .map((r) => `<tr><td>${(r.atMs / 1000).toFixed(2)}</td><td><span class="swatch" style="background:${colourOf(r.service)}"></span>${esc(r.service)}</td><td class="reason">${esc(r.reason)}</td><td>${fmt(r.waitedMs)}</td><td class="detail" title="${esc(r.detail)}">${esc(r.detail.length > 44 ? `${r.detail.slice(0, 43)}…` : r.detail)}</td></tr>`)

@@ -1,5 +1,5 @@
 /**
- * Whether the demo's comparison means anything (issue 13 item 8): the measured ratio is always
+ * Whether the demo's comparison means anything: the measured ratio is always
  * reported, but it is headlined only when the machine was calm enough and the rounds agree.
  * Pure: the demo measures, this decides.
  */

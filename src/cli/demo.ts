@@ -4,16 +4,17 @@
  * (docs/demo.md):
  *
  *  1. build (or load from the cache) two models, sized so one query takes ~10–40 ms here;
- *  2. profile the device and train the MLP predictor (`ensurePredictor`: cached under
- *     `.cache/predictors/` with the load average it was profiled under, so a second run
- *     starts at once; a profile taken under load is taken again on a quiet machine), and a
- *     solo-only predictor for fcfs with every core;
+ *  2. profile the device with the thread rules fixed:--threads and split:<cores> and train one
+ *     thread-aware MLP predictor (`ensurePredictor`: cached under `.cache/predictors/` with the
+ *     load average it was profiled under, so a second run starts at once; a profile taken
+ *     under load is taken again on a quiet machine);
  *  3. measure each service's solo latency over its query mix, set the QoS targets from it
  *     (`QOS_RULE`) and the Poisson rate from the FCFS capacity it implies (`RATE_RULE`);
- *  4. run rounds (issue 13 item 8): in each, the overlap gain is measured, then fcfs with
- *     `--threads` per executor (the weak baseline), fcfs with every core (the strong one,
- *     issue 13 item 6) and abacus serve the same Poisson arrivals (one seed per round), one
- *     after the other: A B C A B C …, with the load average at each round's start and end;
+ *  4. run rounds: in each, the overlap gain is measured, then fcfs at `--threads` (the weak
+ *     baseline), fcfs with every core (the strong one) and abacus (a lone query on every core,
+ *     an overlapped group splitting them, refined online, with the calibration fallback) serve
+ *     the same Poisson arrivals (one seed per round), one after the other: A B C A B C …, with
+ *     the load average at each round's start and end;
  *  5. take the better fcfs (higher goodput over all rounds) as the baseline, the median and
  *     range of the per-round abacus ÷ baseline goodput, decide whether the conditions let it
  *     mean anything (`demo-verdict.ts`), print the tables and write `report.html` (latency
@@ -91,7 +92,7 @@ export function registerDemoCommand(program: Command, ctx: CliContext): void {
     .option('--out <file>', 'where to write the HTML report', 'report.html')
     .option('--seed <n>', 'seed of the Poisson load and the query mix in round 1 (round k: seed + k − 1)', positiveInt('--seed'), 1)
     .option('--small', `use the tiny ${SMALL_MODELS.join(',')} variants (a few ms per query; for quick checks)`)
-    .option('--threads <n>', 'onnxruntime intra-op threads per executor (one executor per service) for abacus and the weak fcfs; the strong fcfs uses every core', positiveInt('--threads'), 1)
+    .option('--threads <n>', 'onnxruntime intra-op threads of the weak fcfs (one executor per service; also the executors\' default); the strong fcfs and a lone abacus query use every core, an overlapped abacus group splits them', positiveInt('--threads'), 1)
     .option('--profile-samples <n>', 'operator groups profiled when the predictor is not cached', positiveInt('--profile-samples'), DEFAULT_PROFILE_SAMPLES)
     .option('--no-refine', 'abacus serves with its offline predictor only (default: it refines the predictor online from measured group latencies, with the guard; docs/adaptive.md)')
     .option('--json', 'print {"runs": [...], "abacusOverFcfsGoodput", "abacusOverFcfsGoodputSpread", "meaningful", "reason", "conditions", "rounds", "report", …} as JSON (progress stays on stderr)')
@@ -300,11 +301,6 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   return { ...json, elapsedS };
 }
 
-/**
- * The result's headline lines (stdout and report.html): the ratio with its spread when the
- * verdict says it is meaningful, else plainly why not, with the measured numbers marked as
- * not a result.
- */
 /** Above this share of abacus's groups in the fallback, the headline says abacus fell back rather than headlining a comparison of policies. */
 export const FALLBACK_HEADLINE_SHARE = 0.5;
 
@@ -314,6 +310,12 @@ function fallbackShareOf(p: Pooled): number {
   return groups.length === 0 ? 0 : groups.filter((g) => g.fallback === true).length / groups.length;
 }
 
+/**
+ * The result's headline lines (stdout and report.html): the ratio with its spread when the
+ * verdict says it is meaningful, else plainly why not, with the measured numbers marked as
+ * not a result; led by "abacus fell back …" when its fallback decided at least
+ * `FALLBACK_HEADLINE_SHARE` of its groups.
+ */
 export function headlineOf(json: Pick<DemoJson, 'meaningful' | 'reasons' | 'abacusOverFcfsGoodputSpread' | 'abacusOverFcfsGoodputByBaseline' | 'baseline' | 'rounds'> & { readonly abacusFallbackShare?: number }): string[] {
   const s = json.abacusOverFcfsGoodputSpread;
   const n = json.rounds.length;

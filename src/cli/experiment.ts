@@ -231,7 +231,7 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--seed <n>', 'seed of the load (and of the simulator)', finiteNumber('--seed'), 1)
     .option('--ways <n>', 'abacus: multi-way search width', positiveInt('--ways'))
     .option('--slack-ms <ms>', 'abacus: stop searching when budget − predicted < slack', finiteNumber('--slack-ms'))
-    .option('--refine', 'abacus: refine the predictor online from measured group latencies (default off: the offline predictor alone)')
+    .option('--refine', 'abacus: refine the predictor online from measured group latencies (default: on for ort, with the calibration fallback; off for sim devices, the offline predictor alone)')
     .option('--no-drop', 'do not reject hopeless queries early (every policy with a drop parameter: abacus, fcfs, sjf, edf, fcfs-batch, edf-batch, triton)')
     .option('--profile-samples <n>', 'samples when a predictor has to be trained first', positiveInt('--profile-samples'))
     .option('--threads <n>', 'ort: intra-op threads per executor (the default of segments without a thread rule)', positiveInt('--threads'))

@@ -413,7 +413,8 @@ export class RefinedPredictor implements RefiningPredictor {
     let row = this.#rowOf(key);
     const refinedMs = this.#refine(row === undefined || this.#n[row] === 0 ? GLOBAL : row, basePredictedMs);
     this.#record(Math.abs(refinedMs - measuredMs) / measuredMs, Math.abs(basePredictedMs - measuredMs) / measuredMs);
-    if (this.guard) this.#judge(Math.abs(refinedMs - measuredMs) / measuredMs, measuredMs / refinedMs);
+    // the window is kept with the guard off too: `optimisticFactor` reads it
+    this.#judge(Math.abs(refinedMs - measuredMs) / measuredMs, measuredMs / refinedMs);
     if (this.detectChanges) this.#detect(measuredMs / refinedMs);
     if (row === undefined && key >= 0 && this.#heldKeys < this.maxKeys) {
       row = ++this.#heldKeys;
@@ -488,7 +489,7 @@ export class RefinedPredictor implements RefiningPredictor {
       for (let k = 0; k < w; k++) s += this.#guardApe[k]!;
       this.#guardSum = s;
     }
-    if (this.#guardFilled < GUARD_MIN_OBSERVATIONS) return;
+    if (!this.guard || this.#guardFilled < GUARD_MIN_OBSERVATIONS) return;
     const mape = this.#guardSum / this.#guardFilled;
     if (!this.#outOfCalibration && mape > this.guardOutMape) {
       this.#outOfCalibration = true;

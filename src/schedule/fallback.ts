@@ -21,11 +21,12 @@
  *   makes every group overrun switches after ⌈0.25 · 32⌉ + 1 = 9 groups (tested on `sim:` with a
  *   drift step, `test/schedule/fallback.test.ts`).
  * - **Overlap → fallback, without groups**: more than `DROP_ENTER_SHARE` (50 %) of the last
- *   `WINDOW_GROUPS` queries abacus disposed of (launched from their first operator, or dropped)
- *   were dropped on a prediction. A predictor that has learned a slow machine can call every
+ *   `WINDOW_GROUPS` queries abacus disposed of (launched from their first operator — a fused
+ *   batch counts once — or dropped) were dropped on a prediction, with at least that many
+ *   disposed of since the last switch. A predictor that has learned a slow machine can call every
  *   query hopeless; then nothing runs, no group is measured, and without this abacus would
  *   drop everything for good (measured: 0 goodput in 2 of 3 rounds with four busy loops on 2
- *   cores, where fcfs served 4–6 queries/s; docs/adaptive.md). These counts are taken in
+ *   cores, where the better fcfs served 1.5 and 6.3 queries/s; docs/adaptive.md). These counts are taken in
  *   `decide` from the rejections it returns: the runtime answers every one of them.
  * - **Fallback → overlap**: at least `dwell` groups in the fallback, and over the last
  *   `WINDOW_GROUPS` of them the *predictor's* own prediction of the group (asked at the
@@ -33,7 +34,8 @@
  *   `EXIT_SHARE` (10 %) of the time: the predictor again predicts what runs.
  *
  * **No flapping**: the thresholds differ (hysteresis: 25 % to enter, 10 % to leave), each
- * switch needs a full window of groups in its new mode, and `dwell` starts at `MIN_DWELL_GROUPS`
+ * switch needs a full window in its new mode (32 groups; for the drop path, 32 queries disposed
+ * of), and `dwell` starts at `MIN_DWELL_GROUPS`
  * (64) and doubles, up to `MAX_DWELL_GROUPS` (1024), each time the fallback is entered again
  * within `4 × dwell` groups of leaving it; it returns to 64 after `MAX_DWELL_GROUPS` groups in
  * overlap. So a machine on which overlap keeps failing spends at most one window of every
@@ -51,7 +53,10 @@
  * long tail (time slices lost); a query that a run as fast as the recent fast ones would finish
  * is kept (with the median it was dropped, and fcfs, whose offline predictor underestimated,
  * served more: docs/adaptive.md). A query of a shape never measured alone, or already cut by an
- * overlapped group, is never dropped on a prediction. The decision's `predictedMs` is that fast
+ * overlapped group, is never dropped on a prediction. Measurements age by use: after
+ * `MAX_MEASURED_DROPS` (8) measured drops of a shape with no new run of it, the next query of
+ * the shape is kept and run (a spell of slow runs cannot drop a shape for good, since nothing of
+ * it would run again to correct them). With the policy's `drop` off nothing is dropped. The decision's `predictedMs` is that fast
  * measured latency when known (so the running group's remainder that the next drop is judged
  * against is the same optimistic estimate: with the median there, the fallback dropped queued
  * queries fcfs kept and served, 0.3 against 9.6 queries/s in a round with four busy loops),
@@ -75,7 +80,8 @@
  * for the exit test), a scan of the queue heads, and a map lookup per head.
  */
 import type { Predictor } from '../predict/predictor.ts';
-import { checkInput, compareStrings, newStats } from './heads.ts';
+import { nextInstantAfter } from '../clock/instant.ts';
+import { checkInput, checkQuery, compareStrings, newStats } from './heads.ts';
 import type { Decision, FallbackStatus, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
 
 export type { FallbackStatus } from './controller.ts';
@@ -90,11 +96,18 @@ export const ENTER_SHARE = 0.25;
 export const EXIT_SHARE = 0.1;
 /** Groups the fallback lasts at least; doubles on quick re-entry, up to `MAX_DWELL_GROUPS`. */
 export const MIN_DWELL_GROUPS = 64;
+/** The longest dwell; also the groups of overlap after which the dwell returns to `MIN_DWELL_GROUPS`. */
 export const MAX_DWELL_GROUPS = 1024;
 /** Enter the fallback when more than this share of the last `WINDOW_GROUPS` queries abacus disposed of were dropped on a prediction. */
 export const DROP_ENTER_SHARE = 0.5;
-/** Measured solo latencies kept per shape; the median of them is the measured latency. */
+/** Measured solo latencies kept per shape: their `FALLBACK_DROP_QUANTILE` quantile decides drops and is the decided latency. */
 export const MEASURED_KEPT = 16;
+/**
+ * After this many measured drops of a shape without a new measurement of it, the next query of
+ * the shape is kept and run: measurements taken while the machine was slow cannot drop a shape
+ * for good (nothing of it would run, so nothing would correct them).
+ */
+export const MAX_MEASURED_DROPS = 8;
 /** Measured solo runs of a shape before it may justify a drop. */
 export const MIN_MEASURED = 3;
 /**
@@ -106,10 +119,12 @@ export const FALLBACK_DROP_QUANTILE = 0.1;
 const MAX_KEYS = 4096;
 
 
-/** Status changes the owner may log (abacus serve's logger). */
+/** How the fallback runs, and whom it tells of its switches. */
 export interface FallbackOptions {
   /** Intra-op threads a lone segment runs with (the thread rule's count for one segment); absent: the device default. */
   readonly threadsAlone?: number;
+  /** The policy's `drop` [true]: false, the fallback rejects nothing either. */
+  readonly drop?: boolean;
   /** Called on every switch (abacus serve logs it). */
   onSwitch?(active: boolean, status: FallbackStatus): void;
 }
@@ -162,6 +177,8 @@ export class FallbackController implements QueryController {
   #inFallback = 0;
   /** Groups observed since the last switch. */
   #sinceSwitch = 0;
+  /** Queries disposed of since the last switch in overlap mode (launched from operator 0, or dropped on a prediction). */
+  #disposedSinceSwitch = 0;
   #dwell = MIN_DWELL_GROUPS;
   /** Overruns of the decided latency (both modes). */
   readonly #overruns = new Window();
@@ -169,8 +186,10 @@ export class FallbackController implements QueryController {
   readonly #predictedDrops = new Window();
   /** In the fallback: overruns of the predictor's own prediction. */
   readonly #predictorOverruns = new Window();
-  /** Measured solo latency by shape key: EWMA and count. */
-  readonly #measured = new Map<string, { readonly ms: Float64Array; n: number }>();
+  /** Measured solo latencies by shape key: the last `MEASURED_KEPT` (a ring), how many were taken, and measured drops since the last one. */
+  readonly #measured = new Map<string, { readonly ms: Float64Array; n: number; drops: number }>();
+  /** Queries kept to measure their shape again (`MAX_MEASURED_DROPS`): not dropped on a measurement while they wait. */
+  readonly #keptToMeasure = new Set<string>();
   /** In the fallback: the predictor's prediction of each launched query, by query id. */
   readonly #predicted = new Map<string, number>();
   readonly #one = new Float64Array(1);
@@ -209,7 +228,7 @@ export class FallbackController implements QueryController {
       for (const r of d.rejected) {
         if (r.predictedMs === undefined) continue; // headroom gone: not the predictor's call
         this.#predictedDrops.push(true);
-        this.#sinceSwitch++;
+        this.#disposedSinceSwitch++;
       }
       if (d.rejected.length > 0) this.#maybeEnter();
       return d;
@@ -218,20 +237,28 @@ export class FallbackController implements QueryController {
     const stats = newStats();
     const rejected: Rejection[] = [];
     const { nowMs, runningRemainingMs } = input;
+    const drop = this.#options.drop !== false;
     let best: { q: WaitingQuery; deadlineMs: number; measured: Measured | undefined } | undefined;
     let wakeAtMs = Infinity;
     for (const queue of input.queues) {
       for (const q of queue) {
+        checkQuery(q);
         const deadlineMs = q.arrivalMs + q.qosTargetMs;
         const headroomMs = deadlineMs - nowMs;
         const measured = this.#measuredSolo(q);
-        if (headroomMs <= 0) {
+        if (drop && headroomMs <= 0) {
           rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs });
           continue;
         }
-        if (measured !== undefined && runningRemainingMs + measured.fastMs > headroomMs) {
-          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + measured.fastMs });
-          continue;
+        if (drop && measured !== undefined && runningRemainingMs + measured.fastMs > headroomMs && !this.#keptToMeasure.has(q.id)) {
+          if (measured.record.drops < MAX_MEASURED_DROPS) {
+            measured.record.drops++;
+            rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + measured.fastMs });
+            continue;
+          }
+          measured.record.drops = 0; // kept: run it, so the shape is measured again
+          if (this.#keptToMeasure.size >= MAX_KEYS) this.#keptToMeasure.clear();
+          this.#keptToMeasure.add(q.id);
         }
         if (best === undefined || before(q, deadlineMs, best.q, best.deadlineMs)) {
           if (best !== undefined) wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.measured));
@@ -250,7 +277,8 @@ export class FallbackController implements QueryController {
     stats.groupsScored++;
     remember(this.#predicted, q.id, predictorMs);
     const predictedMs = best.measured?.fastMs ?? predictorMs;
-    return { group: [segment], predictedMs, rejected, stats, fallback: true, ...(Number.isFinite(wakeAtMs) && wakeAtMs > nowMs ? { wakeAtMs } : {}) };
+    const wake = drop && Number.isFinite(wakeAtMs) ? nextInstantAfter(Math.max(wakeAtMs, nowMs)) : undefined;
+    return { group: [segment], predictedMs, rejected, stats, fallback: true, ...(wake === undefined ? {} : { wakeAtMs: wake }) };
   }
 
   observe(observation: GroupObservation): void {
@@ -258,17 +286,25 @@ export class FallbackController implements QueryController {
     const segs = observation.segments;
     if (segs.length === 0) return;
     const measuredMs = observation.groupLatencyMs;
+    for (const s of segs) this.#keptToMeasure.delete(s.queryId);
     if (segs.length === 1) {
       const s = segs[0]!;
       if (s.start === 0 && s.end === s.operators && measuredMs > 0 && Number.isFinite(measuredMs)) {
         const key = shapeKey(s.model, s.batch, s.seqLen, s.intraOpThreads);
         let m = this.#measured.get(key);
-        if (m === undefined) remember(this.#measured, key, (m = { ms: new Float64Array(MEASURED_KEPT), n: 0 }));
+        if (m === undefined) remember(this.#measured, key, (m = { ms: new Float64Array(MEASURED_KEPT), n: 0, drops: 0 }));
         m.ms[m.n % MEASURED_KEPT] = measuredMs;
         m.n++;
+        m.drops = 0;
       }
     }
-    if (!this.#active) for (const s of segs) if (s.start === 0) this.#predictedDrops.push(false);
+    if (!this.#active) {
+      for (const s of segs) {
+        if (s.start !== 0) continue;
+        this.#predictedDrops.push(false); // a fused batch counts once
+        this.#disposedSinceSwitch++;
+      }
+    }
     this.#observed++;
     this.#sinceSwitch++;
     const decidedMs = observation.predictedMs;
@@ -289,9 +325,8 @@ export class FallbackController implements QueryController {
   /** Overlap mode: switch into the fallback when either window says so (module docs). */
   #maybeEnter(): void {
     if (this.#sinceSwitch >= MAX_DWELL_GROUPS) this.#dwell = MIN_DWELL_GROUPS;
-    if (this.#sinceSwitch < WINDOW_GROUPS) return;
-    const overran = this.#overruns.size >= WINDOW_GROUPS && this.#overruns.share > ENTER_SHARE;
-    const dropped = this.#predictedDrops.size >= WINDOW_GROUPS && this.#predictedDrops.share > DROP_ENTER_SHARE;
+    const overran = this.#sinceSwitch >= WINDOW_GROUPS && this.#overruns.size >= WINDOW_GROUPS && this.#overruns.share > ENTER_SHARE;
+    const dropped = this.#disposedSinceSwitch >= WINDOW_GROUPS && this.#predictedDrops.size >= WINDOW_GROUPS && this.#predictedDrops.share > DROP_ENTER_SHARE;
     if (!overran && !dropped) return;
     if (this.#entries > 0 && this.#sinceSwitch < 4 * this.#dwell) this.#dwell = Math.min(MAX_DWELL_GROUPS, 2 * this.#dwell);
     this.#switch(true);
@@ -300,6 +335,7 @@ export class FallbackController implements QueryController {
   #switch(active: boolean): void {
     this.#active = active;
     this.#sinceSwitch = 0;
+    this.#disposedSinceSwitch = 0;
     this.#overruns.clear();
     this.#predictedDrops.clear();
     this.#predictorOverruns.clear();
@@ -314,17 +350,15 @@ export class FallbackController implements QueryController {
     const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, this.#options.threadsAlone));
     if (m === undefined || m.n < MIN_MEASURED) return undefined;
     const kept = Array.from(m.ms.subarray(0, Math.min(m.n, MEASURED_KEPT))).sort((a, b) => a - b);
-    const mid = kept.length >> 1;
-    const medianMs = kept.length % 2 === 1 ? kept[mid]! : (kept[mid - 1]! + kept[mid]!) / 2;
     const fastMs = kept[Math.max(0, Math.ceil(FALLBACK_DROP_QUANTILE * kept.length) - 1)]!;
-    return { medianMs, fastMs };
+    return { fastMs, record: m };
   }
 }
 
-/** A shape's recent measured solo latencies: the median (what a run takes) and the `FALLBACK_DROP_QUANTILE` quantile (what a fast run takes), ms. */
+/** A shape's recent measured solo latencies: their `FALLBACK_DROP_QUANTILE` quantile (what a fast run takes, ms) and the record it came from. */
 interface Measured {
-  readonly medianMs: number;
   readonly fastMs: number;
+  readonly record: { drops: number };
 }
 
 function shapeKey(model: string, batch: number, seqLen: number, threads: number | undefined): string {

@@ -201,6 +201,7 @@ export function createController(policy: string, params: Readonly<Record<string,
     const threadsAlone = threadsFor(rule, 1);
     head = new FallbackController(abacus, abacus.refiner ?? scoring, {
       ...(threadsAlone === undefined ? {} : { threadsAlone }),
+      drop: p['drop'] === true,
       onSwitch: (active, status) => logger?.info({ ...status }, active ? 'abacus fallback on: measured groups overrun their predictions; one query at a time' : 'abacus fallback off: predictions hold again; overlapping'),
     });
   }

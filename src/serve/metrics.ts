@@ -19,7 +19,7 @@
  * | `abacus_predictor_rolling_mape` | gauge | predictor | with online refinement on (`abacus` policy parameter `refine`): MAPE (a fraction) over the last 500 observed groups of the served (`refined`) and of the offline (`offline`) predictions, read at scrape time; no series otherwise |
  * | `abacus_predictor_guard_active` | gauge | guard | with online refinement on: 1 while the predictor is out of calibration and the guard acts, else 0; `guard="inflate_quantile"`: it inflates the predictions of overlapped groups by a quantile of the recent measured ÷ predicted ratios (`predict/refine.ts` "Guard"); no series otherwise |
  * | `abacus_fallback_active` | gauge | policy | with abacus's calibration fallback on (policy parameter `fallback`; on by default on `ort`): 1 while it serves one query at a time because measured groups overran their predictions, else 0 (`schedule/fallback.ts`); no series otherwise |
- * | `abacus_fallback_entries` | gauge | policy | with the fallback on: times it switched into the fallback since the start |
+ * | `abacus_fallback_entries_total` | counter | policy | with the fallback on: times it switched into the fallback since the start |
  * | `abacus_predictor_guard_factor` | gauge | guard | with online refinement on: the factor (≥ 1) the guard multiplies the prediction of an overlapped group by, 1 while calibrated; no series otherwise |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
  * | `abacus_ready` | gauge | | 1 while `/v2/health/ready` is 200 (the readiness rule of docs/serving.md "Health and readiness") |
@@ -274,15 +274,17 @@ export class ServeMetrics {
         if (f !== undefined) this.set({ policy: 'abacus' }, f.active ? 1 : 0);
       },
     });
-    new Gauge({
-      name: 'abacus_fallback_entries',
+    new Counter({
+      name: 'abacus_fallback_entries_total',
       help: 'Times abacus switched into its calibration fallback since the start; present with the fallback',
       labelNames: ['policy'],
       registers,
       collect() {
+        // the controller counts; read at scrape time (reset + inc sets the counter to its count)
         this.reset();
         const f = fallbackOf();
-        if (f !== undefined) this.set({ policy: 'abacus' }, f.entries);
+        if (f !== undefined && f.entries > 0) this.inc({ policy: 'abacus' }, f.entries);
+        else if (f !== undefined) this.inc({ policy: 'abacus' }, 0);
       },
     });
     this.groupSize = new Histogram({ name: 'abacus_operator_group_size', help: 'Segments (queries) per launched operator group', buckets: GROUP_SIZE_BUCKETS, registers });

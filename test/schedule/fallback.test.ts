@@ -9,7 +9,7 @@ import type { ModelSpec } from '../../src/model/spec.ts';
 import { simEnv } from '../../src/reproduce/colocation.ts';
 import { runExperiment, type ExperimentService } from '../../src/runtime/experiment.ts';
 import type { GroupObservation, QueryController } from '../../src/schedule/controller.ts';
-import { ENTER_SHARE, EXIT_SHARE, FallbackController, MAX_DWELL_GROUPS, MIN_DWELL_GROUPS, MIN_MEASURED, WINDOW_GROUPS } from '../../src/schedule/fallback.ts';
+import { ENTER_SHARE, EXIT_SHARE, FallbackController, MAX_DWELL_GROUPS, MAX_MEASURED_DROPS, MIN_DWELL_GROUPS, MIN_MEASURED, WINDOW_GROUPS } from '../../src/schedule/fallback.ts';
 import { createController } from '../../src/schedule/index.ts';
 import { withDeviceDefaults } from '../../src/deployment/policy-defaults.ts';
 import { ServeMetrics } from '../../src/serve/metrics.ts';
@@ -138,6 +138,38 @@ describe('FallbackController: one query at a time, dropping on measured latencie
     expect(later.rejected.map((r) => r.queryId).sort()).toEqual(['v', 'w']);
   });
 
+  it('a shape is not dropped for good: after MAX_MEASURED_DROPS measured drops the next query of it is kept until it runs, and a new measurement resets the count', () => {
+    const c = fallen(30);
+    const tight = (id: string, nowMs = 0) => input(nowMs, [[query(id, 'S1', 'a', { arrivalMs: 0, qosTargetMs: 25 })]]);
+    for (let i = 0; i < MAX_MEASURED_DROPS; i++) expect(c.decide(tight(`d${i}`)).rejected.map((r) => r.queryId)).toEqual([`d${i}`]);
+    const kept = c.decide(tight('keep'));
+    expect(kept.rejected).toEqual([]);
+    expect(kept.group.map((g) => g.queryId)).toEqual(['keep']);
+    // decided again before it ran (a decision made ahead): still kept
+    expect(c.decide(tight('keep', 1)).rejected).toEqual([]);
+    c.observe(solo('keep', 30, 30)); // it ran: measured again
+    expect(c.decide(tight('next')).rejected.map((r) => r.queryId)).toEqual(['next']);
+  });
+
+  it('with drop: false the fallback rejects nothing either', () => {
+    const c = createController('abacus', { fallback: true, drop: false }, new FakePredictor());
+    for (let i = 0; i < WINDOW_GROUPS; i++) c.observe(solo(`s${i}`, 30, 15));
+    expect(active(c)).toBe(true);
+    for (let i = 0; i < MIN_MEASURED; i++) c.observe(solo(`m${i}`, 30, 30));
+    const d = c.decide(input(100, [[query('late', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 25 })]]));
+    expect(d.rejected).toEqual([]);
+    expect(d.group.map((g) => g.queryId)).toEqual(['late']);
+    expect(d.wakeAtMs).toBeUndefined();
+  });
+
+  it('wakes at the first instant after a waiting head becomes hopeless (never at or before now)', () => {
+    const c = fallen(10);
+    const d = c.decide(input(0, [[query('x', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 100 })], [query('y', 'S2', 'a', { arrivalMs: 1, qosTargetMs: 50 })]]));
+    expect(d.group.map((g) => g.queryId)).toEqual(['x']);
+    expect(d.wakeAtMs).toBeGreaterThan(40); // y: deadline 51 − fast measured 10 = 41, the next instant after it
+    expect(d.wakeAtMs).toBeLessThan(41.001);
+  });
+
   it('with split:2 a fallback group gets both cores', () => {
     const c = createController('abacus', { fallback: true, threads: 'split:2' }, new FakePredictor());
     for (let i = 0; i < WINDOW_GROUPS; i++) c.observe(solo(`s${i}`, 30));
@@ -210,7 +242,7 @@ describe('defaults on real devices; /metrics', () => {
     expect(withDeviceDefaults('fcfs', { drop: false }, false)).toEqual({ drop: false });
   });
 
-  it('abacus_fallback_active and abacus_fallback_entries follow the controller; no series without the fallback', async () => {
+  it('abacus_fallback_active and abacus_fallback_entries_total follow the controller; no series without the fallback', async () => {
     const metrics = new ServeMetrics({ models: ['m'], processMetrics: false });
     const source: { c: QueryController | undefined } = { c: undefined };
     metrics.bind({ queueDepth: () => 0, ready: () => true, fallback: () => source.c?.fallback });
@@ -221,6 +253,6 @@ describe('defaults on real devices; /metrics', () => {
     for (let i = 0; i < WINDOW_GROUPS; i++) c.observe(solo(`s${i}`, 30));
     const text = await metrics.registry.metrics();
     expect(text).toContain('abacus_fallback_active{policy="abacus"} 1');
-    expect(text).toContain('abacus_fallback_entries{policy="abacus"} 1');
+    expect(text).toContain('abacus_fallback_entries_total{policy="abacus"} 1');
   });
 });

@@ -371,6 +371,6 @@ export class DashboardHub {
       n++;
       sum += Math.abs(g.predictedMs - g.measuredMs) / g.measuredMs;
     });
-    return n === 0 ? { source: null, rollingMapePct: null, groups: 0 } : { source: 'records', rollingMapePct: (sum / n) * 100, groups: n };
+    return n === 0 ? { source: null, rollingMapePct: null, groups: 0, ...fallback } : { source: 'records', rollingMapePct: (sum / n) * 100, groups: n, ...fallback };
   }
 }
