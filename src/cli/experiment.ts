@@ -1,5 +1,5 @@
 /**
- * `abacus bench` and `abacus simulate` (issue 5): co-located services under open-loop load,
+ * `abacus bench` and `abacus simulate`: co-located services under open-loop load,
  * one run per policy, on the configured device.
  *
  * - `bench` runs on any device in real time (WallClock): `ort` executes the models on this
@@ -89,7 +89,7 @@ export interface ExperimentCliOptions {
   profileSamples?: number;
   threads?: number;
   /**
-   * Intra-op threads per segment, decided per group (`--thread-rule`; issue 13 item 6): the
+   * Intra-op threads per segment, decided per group (`--thread-rule`; docs/threads.md): the
    * `threads` parameter of every policy that has one (abacus, fcfs/sjf/edf and -batch, clockwork).
    */
   threadRule?: ThreadRule;
@@ -104,14 +104,14 @@ export interface ExperimentCliOptions {
   allCores?: boolean;
 }
 
-/** One run of the `--json` output (issue 5's schema, plus a few fields). */
+/** One run of the `--json` output (docs/benchmarks.md). */
 export interface RunJson {
   readonly policy: string;
   /** Real devices: the policy and its intra-op threads per executor when a policy ran with two thread counts, e.g. `fcfs (2 threads)`; else absent. */
   readonly label?: string;
   /** Real devices: onnxruntime intra-op threads per executor of this run. */
   readonly threadsPerExecutor?: number;
-  /** The policy's thread rule (`threads` parameter) when it is not 'device' (issue 13 item 6). */
+  /** The policy's thread rule (`threads` parameter) when it is not 'device' (docs/threads.md). */
   readonly threads?: string;
   readonly rateQps: number;
   readonly violationRatio: number;
@@ -150,7 +150,7 @@ export interface ExperimentJson {
 
 /**
  * Policies that run one whole query at a time: on a real CPU the strong form of each gives the
- * lone query every core (issue 13 item 6), so `bench` on ort runs them a second time with
+ * lone query every core (docs/threads.md), so `bench` on ort runs them a second time with
  * intra-op threads = `os.availableParallelism()`.
  */
 const SOLO_POLICIES: readonly string[] = ['fcfs', 'sjf', 'edf'];

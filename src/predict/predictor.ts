@@ -1,11 +1,11 @@
 /**
- * The Predictor contract (DESIGN.md "Pieces and contracts", "Predictor features"): an
+ * The Predictor contract (docs/predictor.md): an
  * operator group → its latency in ms on one device. Interfaces only; the implementations
  * (MLP, linear baseline) live in `predict/mlp`, `predict/linear`, the feature encoding in
  * `predict/features.ts`, the file format in `predict/file.ts`.
  *
  * Callers: the query controller on its hot path (`schedule/`, one batched call per search
- * step, DESIGN.md "multi-way search"), SJF / EDF baselines (predicted solo latency), the
+ * step, docs/scheduling-runtime.md), SJF / EDF baselines (predicted solo latency), the
  * runtime (records predicted next to measured latency), `abacus train` (metrics).
  * Deliberately left out: training (see `predict/train.ts`) and where the model came from.
  */
@@ -50,7 +50,7 @@ export interface Predictor {
   readonly maxSlots: number;
   /**
    * True when the predictor was trained on profiles with thread counts and its predictions
-   * depend on `GroupSlot.intraOpThreads` (issue 13 item 6); absent or false: they do not.
+   * depend on `GroupSlot.intraOpThreads` (docs/threads.md); absent or false: they do not.
    */
   readonly threadFeature?: boolean;
   /**
@@ -64,8 +64,7 @@ export interface Predictor {
 }
 
 /**
- * A predictor that corrects itself from measured group latencies while serving (DESIGN.md
- * "Predictions are refined online"; issue 13 item 1). It wraps an offline `base` predictor;
+ * A predictor that corrects itself from measured group latencies while serving (docs/adaptive.md). It wraps an offline `base` predictor;
  * `predict` returns the base prediction corrected by what it learned from `observe`. The
  * implementation lives in `predict/refine.ts`.
  *
@@ -105,8 +104,8 @@ export interface RefiningPredictor extends Predictor {
   readonly recentMape: number;
   /**
    * True while the recent error is too high (out of calibration): predictions of overlapped groups
-   * (≥ 2 slots) are then inflated by `guardFactor`, one-slot predictions are not (DESIGN.md "a guard
-   * keeps Abacus no worse than one-at-a-time"; issue 13 item 2).
+   * (≥ 2 slots) are then inflated by `guardFactor`, one-slot predictions are not (docs/adaptive.md
+   * "The guard").
    */
   readonly guardActive: boolean;
   /** The factor (≥ 1) the prediction of an overlapped group carries now for the guard; 1 while calibrated. */

@@ -1,6 +1,5 @@
 /**
- * Online refinement of an offline predictor (DESIGN.md "Predictions are refined online"; issue 13
- * items 1 and 2): an affine correction learned from measured group latencies while serving, a
+ * Online refinement of an offline predictor (docs/adaptive.md): an affine correction learned from measured group latencies while serving, a
  * change detector that restarts it after a step change of the device, and a guard that inflates
  * predictions while the recent error is high. Measured numbers: `docs/adaptive.md`.
  *
@@ -57,7 +56,7 @@
  * needs `DETECTOR_HALF_LIFE_GROUPS × 2` observations first. A slow drift is followed by the EWMA
  * and never trips it.
  *
- * ## Guard (issue 13 item 2)
+ * ## Guard
  *
  * Over the last `guardWindow` (50) observed groups, the MAPE of the refined predictions decides
  * the calibration: above `guardOutMape` (10 %) the predictor is out of calibration, at or below
@@ -74,7 +73,7 @@
  * inflating only overlapped groups, 1.4 %; docs/adaptive.md). The alternative, falling back to
  * EDF while out of calibration, would also give up the overlap that still fits (abacus with the
  * same bad predictor stayed at 0.8–2.7 % where EDF had 4.3–10.5 %). Sources: 5 % is the issue's
- * calibration bound; 10 % is above the paper's offline MLP error (≈ 6 %, DESIGN.md), so a
+ * calibration bound; 10 % is above the paper's offline MLP error (≈ 6 %, docs/predictor.md), so a
  * predictor as good as the paper's never trips the guard. Transitions are logged (`logger`,
  * info) with the window MAPE, the rolling MAPE and the thresholds.
  *

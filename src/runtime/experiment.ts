@@ -1,5 +1,5 @@
 /**
- * One load experiment, the unit of `abacus bench` and `abacus simulate` (issue 5): offer an
+ * One load experiment, the unit of `abacus bench` and `abacus simulate`: offer an
  * open-loop arrival process to a `ServingRuntime` for N queries under one policy, wait until
  * every query has its outcome, and summarize (`runtime/stats.ts`). `findPeakRate` searches the
  * highest rate whose violation ratio stays ≤ a bound (the paper's "peak throughput at QoS",

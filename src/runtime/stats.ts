@@ -1,5 +1,5 @@
 /**
- * Serving statistics from runtime records (DESIGN.md vocabulary):
+ * Serving statistics from runtime records (the vocabulary of docs/scheduling-runtime.md):
  * - latency percentiles (nearest rank: the ⌈p·n⌉-th smallest) over **completed** queries, late
  *   ones included; rejected queries have no latency and count as violations instead;
  * - violation ratio = (completed late + rejected for any reason) / offered;

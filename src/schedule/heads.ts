@@ -1,6 +1,6 @@
 /**
  * Shared by the head policies (abacus, fcfs/sjf/edf, clockwork): input validation, headroom,
- * the urgency order, and step 1 of DESIGN.md's controller — collect the head of every queue,
+ * the urgency order, and step 1 of the abacus controller (docs/scheduling-runtime.md) — collect the head of every queue,
  * rejecting hopeless ones (and replacing each rejected head by the next query of its queue).
  * Not a policy; imports only the contracts.
  */
@@ -347,7 +347,7 @@ export interface FusionPlan {
 }
 
 /**
- * What may be fused behind `queue[headIndex]` (DESIGN.md "Batching and adaptation"): the
+ * What may be fused behind `queue[headIndex]` (docs/batching.md): the
  * following queries of the queue, in order, that have run no operator, carry `batching` and the
  * head's `fuseKey`; the scan stops at the first whose batch would take the samples past the
  * head's `batching.maxBatchSize`, and after `8 × maxBatchSize` positions. A head without

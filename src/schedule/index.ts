@@ -65,8 +65,8 @@ const MAX_WAYS = 64;
 const DROP: FieldSpec = { type: z.boolean(), text: 'a boolean', def: true, kind: 'boolean' };
 
 /**
- * Intra-op threads per segment, decided per group (`threads.ts`, `schedule/threads.ts`; issue 13
- * item 6): 'device' (the device's default, as before), 'fixed:N', or 'split:C' (each of k
+ * Intra-op threads per segment, decided per group (`threads.ts`, `schedule/threads.ts`;
+ * docs/threads.md): 'device' (the device's default, as before), 'fixed:N', or 'split:C' (each of k
  * segments max(1, ⌊C/k⌋): a lone query every core).
  */
 const THREADS: FieldSpec = {
@@ -152,7 +152,7 @@ export function parseControllerParams(policy: string, raw: Readonly<Record<strin
     const issue = parsed.error.issues.find((i) => i.code === 'unrecognized_keys') ?? parsed.error.issues[0];
     const valid = Object.keys(fields);
     if (issue?.code === 'unrecognized_keys') {
-      // `slack_ms` (DESIGN.md's spelling) for `slackMs`: name the camelCase parameter.
+      // `slack_ms` (a snake_case spelling) for `slackMs`: name the camelCase parameter.
       const camel = issue.keys.map((k) => k.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase())).filter((k, i) => k !== issue.keys[i] && valid.includes(k));
       throw new TypeError(
         `${policy} has no parameter '${issue.keys.join("', '")}' (${valid.length > 0 ? `valid: ${valid.join(', ')}` : 'it takes none'}${camel.length > 0 ? `; parameters are camelCase: '${camel.join("', '")}'` : ''})`,

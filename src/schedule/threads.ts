@@ -1,5 +1,5 @@
 /**
- * Cores as a decision (issue 13 item 6): a policy with a thread rule (`threads.ts`; policy
+ * Cores as a decision (docs/threads.md): a policy with a thread rule (`threads.ts`; policy
  * parameter `threads`, e.g. `split:2`) decides, per group, how many intra-op threads each of
  * its segments gets, and predicts every candidate group at exactly those counts.
  *

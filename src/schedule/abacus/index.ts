@@ -1,10 +1,9 @@
 /**
  * The Abacus query controller (Cui et al., "Enable simultaneous DNN services based on
  * deterministic operator overlap and precise latency prediction", SC'21), generalized to
- * 1..N co-located services in one code path (DESIGN.md "The Abacus query controller
- * (generalized)"; the original artifact copies its search for 2, 3 and 4 queries), with the
- * batch size of each service as a second decision variable beside the cut point (DESIGN.md
- * "Batching and adaptation"; `controller.ts` "Dynamic batching").
+ * 1..N co-located services in one code path (docs/scheduling-runtime.md "The abacus controller"; the original artifact copies its search for 2, 3 and 4 queries), with the
+ * batch size of each service as a second decision variable beside the cut point (docs/batching.md;
+ * `controller.ts` "Dynamic batching").
  */
 import type { Group, GroupSlot, Predictor, RefiningPredictor } from '../../predict/predictor.ts';
 import type { Decision, GroupObservation, LaunchSegment, QueryController, RefinementStatus, Rejection, ScheduleInput } from '../controller.ts';

@@ -19,7 +19,7 @@
  *
  * Statistics per service (`DashboardServiceStats`) are over the queries that ended in the last
  * `windowMs` of the runtime clock: p99 of the completed queries' latency (nearest rank), and the
- * violation ratio (late + rejected) ÷ ended (DESIGN.md vocabulary; cancelled queries count in
+ * violation ratio (late + rejected) ÷ ended (docs/scheduling-runtime.md vocabulary; cancelled queries count in
  * neither). The predictor's error is the online refinement's rolling MAPE when the controller
  * refines, else the mean |predicted − measured| ÷ measured of the kept groups that were predicted.
  */

@@ -78,7 +78,7 @@ export interface DashboardServiceStats {
   readonly rejected: number;
   /** 99th percentile (nearest rank) of the completed queries' latency, ms; null when none completed. */
   readonly p99Ms: number | null;
-  /** (late + rejected) ÷ ended (DESIGN.md "violation ratio"); null when none ended. */
+  /** (late + rejected) ÷ ended (docs/scheduling-runtime.md "violation ratio"); null when none ended. */
   readonly violationRatio: number | null;
   /** Queries waiting in its queue now. */
   readonly queueDepth: number;
