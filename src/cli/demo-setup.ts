@@ -17,7 +17,7 @@ import type { GroupRecord, QueryRecord } from '../runtime/records.ts';
 import { GroupStatsCollector, servingStats } from '../runtime/stats.ts';
 import { median } from '../stats.ts';
 import type { Hosted } from '../deployment/services.ts';
-import type { RunSummary } from './experiment.ts';
+import type { RunSummary } from './run-json.ts';
 import type { CliContext } from './context.ts';
 
 /** The demo's own variants (`model/catalog.ts` `DEMO_ZOO_OPTIONS`; every command accepts these names). */

@@ -2,7 +2,7 @@
  * The demo's option and output types (`abacus demo --json`; docs/demo.md lists the fields).
  */
 import type { RoundSpread } from '../report/rounds.ts';
-import type { RunJson } from './experiment.ts';
+import type { RunJson } from './run-json.ts';
 
 /** `abacus demo`'s parsed options. */
 export interface DemoOptions {

@@ -35,7 +35,7 @@ import { BUSY_LOAD_PER_CORE, demoVerdict, MAX_RELATIVE_SPREAD, MIN_ROUNDS, NO_OV
 import { ensurePredictor, openEnv, predictorCacheDir, profileThreadRules } from '../deployment/services.ts';
 import { formatThreadRule, type ThreadRule } from '../threads.ts';
 import { sampleLoad } from '../deployment/load-conditions.ts';
-import { runJson } from './experiment.ts';
+import { runJson } from './run-json.ts';
 import { DEFAULT_MODELS, DEMO_MODELS, hostModels, measureSolo, pool, RATE_RULE, SMALL_MODELS, SOLO_REPEAT, startTicker, threadsLabel, type Pooled, type Solo, type Variant } from './demo-setup.ts';
 import { buildReport, resultTables } from './demo-report.ts';
 import type { DemoJson, DemoOptions, DemoRound } from './demo-types.ts';
