@@ -35,7 +35,6 @@ import { ensurePredictor, openEnv, profileThreadRules } from '../src/deployment/
 import { sampleLoad } from '../src/deployment/load-conditions.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import { runExperiment, type ExperimentResult, type ExperimentService } from '../src/runtime/experiment.ts';
-import { GroupStatsCollector } from '../src/runtime/stats.ts';
 import { median } from '../src/stats.ts';
 import { formatThreadRule, type ThreadRule } from '../src/threads.ts';
 
@@ -117,9 +116,7 @@ function busyLoops(n: number): { stop(): void } {
 
 /** `VariantOutcome` of a variant's pooled runs. */
 function outcome(label: string, p: Pooled): VariantOutcome {
-  const g = new GroupStatsCollector();
   const groups = p.records.groups;
-  for (const x of groups) g.add(x);
   const overran = (x: GroupRecord): boolean => x.predictedMs !== undefined && x.measuredMs > 1.25 * x.predictedMs;
   const share = (xs: readonly GroupRecord[], f: (x: GroupRecord) => boolean): number => (xs.length === 0 ? Number.NaN : xs.filter(f).length / xs.length);
   const overlapped = groups.filter((x) => x.segments.length > 1);
@@ -134,7 +131,7 @@ function outcome(label: string, p: Pooled): VariantOutcome {
     lateShare: o.offered === 0 ? 0 : o.late / o.offered,
     meanGroupSize: p.meanGroupSize,
     predictorMape: p.predictorMape,
-    fallbackShare: g.fallbackShare,
+    fallbackShare: p.fallbackShare ?? Number.NaN,
     overlappedShare: groups.length === 0 ? Number.NaN : overlapped.length / groups.length,
     overlappedOverrunShare: share(overlapped, overran),
     soloOverrunShare: share(solo, overran),

@@ -90,6 +90,7 @@ export function pool(label: string, results: readonly ExperimentResult[]): Poole
     meanGroupSize: g.meanGroupSize,
     meanBatch: g.meanSegmentBatch,
     predictorMape: g.predictorMape,
+    fallbackShare: g.fallbackShare,
     records: { queries, groups },
   };
 }

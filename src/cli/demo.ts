@@ -36,7 +36,7 @@ import { ensurePredictor, openEnv, predictorCacheDir, profileThreadRules } from 
 import { formatThreadRule, type ThreadRule } from '../threads.ts';
 import { sampleLoad } from '../deployment/load-conditions.ts';
 import { runJson } from './run-json.ts';
-import { DEFAULT_MODELS, DEMO_MODELS, hostModels, measureSolo, pool, RATE_RULE, SMALL_MODELS, SOLO_REPEAT, startTicker, threadsLabel, type Pooled, type Solo, type Variant } from './demo-setup.ts';
+import { DEFAULT_MODELS, DEMO_MODELS, hostModels, measureSolo, pool, RATE_RULE, SMALL_MODELS, SOLO_REPEAT, startTicker, threadsLabel, type Solo, type Variant } from './demo-setup.ts';
 import { buildReport, resultTables } from './demo-report.ts';
 import type { DemoJson, DemoOptions, DemoRound } from './demo-types.ts';
 
@@ -210,7 +210,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
           loadAverage1mStart: loadStart,
           loadAverage1mEnd: loadEnd,
           overlapRatio: overlap.ratio,
-          runs: results.map((r, i) => ({ label: variants[i]!.label, policy: variants[i]!.policy, threadsPerExecutor: variants[i]!.threads, goodputQps: r.overall.goodputQps, violationRatio: r.overall.violationRatio, p99Ms: r.overall.p99Ms, meanGroupSize: r.meanGroupSize, fallbackShare: Number.isFinite(r.fallbackShare) ? r.fallbackShare : 0 })),
+          runs: results.map((r, i) => ({ label: variants[i]!.label, policy: variants[i]!.policy, threadsPerExecutor: variants[i]!.threads, goodputQps: r.overall.goodputQps, violationRatio: r.overall.violationRatio, p99Ms: r.overall.p99Ms, meanGroupSize: r.meanGroupSize, fallbackShare: shareOrZero(r.fallbackShare) })),
           abacusOverFcfsGoodput: null, // set below, once the baseline is known
         });
       }
@@ -252,7 +252,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
     reason: verdict.meaningful ? null : verdict.reasons.join('; '),
     reasons: verdict.reasons,
     abacusRefines: opts.refine,
-    abacusFallbackShare: fallbackShareOf(pooled[variants.findIndex((v) => v.policy === 'abacus')]!),
+    abacusFallbackShare: shareOrZero(pooled[variants.findIndex((v) => v.policy === 'abacus')]!.fallbackShare),
     conditions: {
       cores: allCores,
       loadAverage1mStart: finalRounds[0]!.loadAverage1mStart,
@@ -304,11 +304,9 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
 /** Above this share of abacus's groups in the fallback, the headline says abacus fell back rather than headlining a comparison of policies. */
 export const FALLBACK_HEADLINE_SHARE = 0.5;
 
-/** Share of a pooled variant's groups that the calibration fallback decided (0 for none). */
-function fallbackShareOf(p: Pooled): number {
-  const groups = p.records.groups;
-  return groups.length === 0 ? 0 : groups.filter((g) => g.fallback === true).length / groups.length;
-}
+/** A share that is NaN or absent for no groups, as 0. */
+const shareOrZero = (x: number | undefined): number => (x !== undefined && Number.isFinite(x) ? x : 0);
+
 
 /**
  * The result's headline lines (stdout and report.html): the ratio with its spread when the
