@@ -94,6 +94,8 @@ interface ReproduceOptions {
   decisions?: number;
   samples?: number;
   pairs?: number;
+  /** batching: only these variants (`BATCHING_VARIANTS` ids). */
+  variants?: string[];
 }
 
 /** Headline numbers (`--json`), for the experiments that ran. */
@@ -315,7 +317,7 @@ function printColocation(exp: 'qos' | 'throughput' | 'beyond-pair', outcome: Col
   }
 }
 
-const BATCHING_COLUMNS = ['pair', 'device', 'policy', 'qosMs', 'peakGoodputQps', 'peakRateQps', 'violationRatio', 'p99Ms', 'meanBatch', 'meanGroupSize', 'predictorMape', 'saturationQps', 'coLaunchQps', 'bracketed'];
+const BATCHING_COLUMNS = ['pair', 'device', 'policy', 'qosMs', 'peakGoodputQps', 'peakRateQps', 'violationRatio', 'p99Ms', 'meanBatch', 'meanGroupSize', 'predictorMape', 'saturationQps', 'coLaunchQps', 'coRunLimitQps', 'coRunBatch', 'bracketed'];
 
 /**
  * The batching experiment (`reproduce/batching.ts`): the §7.2 pairs on both devices under every
@@ -333,7 +335,10 @@ async function runBatchingExperiment(
 ): Promise<Omit<BatchingOutcome, 'wallSeconds'>> {
   const pairs = workloads.filter((w) => w.experiment === SOURCE.qos).slice(0, opts.pairs);
   const models = [...new Set(pairs.flatMap((w) => w.models))];
-  const { run: variants, skipped } = availableVariants();
+  const { run: all, skipped } = availableVariants();
+  const unknown = (opts.variants ?? []).filter((id) => !all.some((v) => v.id === id));
+  if (unknown.length > 0) throw new RangeError(`--variants: no batching variant '${unknown.join("', '")}' (valid: ${all.map((v) => v.id).join(', ')})`);
+  const variants = opts.variants === undefined ? all : all.filter((v) => opts.variants!.includes(v.id));
   if (skipped.length > 0) say(`batching: the controller factory does not know ${skipped.join(', ')} (yet): skipped\n`);
   const minSpanQos = quick ? BATCHING_MIN_SPAN_QOS.quick : BATCHING_MIN_SPAN_QOS.full;
   const holdoutSamples = quick ? 2000 : 4000;
@@ -371,11 +376,11 @@ function printBatching(rows: readonly BatchingRow[], variants: readonly string[]
     const lines = [...byPair(rows, device)].map(([pair, byPolicy]) => {
       const r = pairRatios(byPolicy, device);
       const a = byPolicy.get('abacus');
-      return [pair, String(a?.qosMs ?? '–'), ...variants.map((v) => f1(byPolicy.get(v)?.peakGoodputQps)), f2(r.vsUnbatched), `${f2(r.vsBest)} (${r.best ?? '–'})`, f2(r.vsTriton), f2(a?.meanBatch), f2(a?.meanGroupSize), pct(a?.predictorMape ?? NaN), f1(a?.saturationQps), f2(r.saturation), f2(r.coLaunch)];
+      return [pair, String(a?.qosMs ?? '–'), ...variants.map((v) => f1(byPolicy.get(v)?.peakGoodputQps)), f2(r.vsUnbatched), `${f2(r.vsBest)} (${r.best ?? '–'})`, f2(r.vsTriton), f2(a?.meanBatch), f2(a?.meanGroupSize), pct(a?.predictorMape ?? NaN), f1(a?.saturationQps), f2(r.saturation), f2(r.coLaunch), f1(byPolicy.values().next().value?.coRunLimitQps)];
     });
     print(
       `\nDynamic batching: peak goodput at ≤ 1 % violations (queries/s, simulated) on ${device}, batch-1 requests\n` +
-        formatTable(['pair', 'QoS ms', ...variants, 'abacus ÷ no batching', 'abacus ÷ best baseline', 'abacus ÷ triton', 'abacus batch', 'abacus group', 'abacus MAPE %', 'saturation q/s', 'abacus ÷ saturation', 'abacus ÷ co-launch'], lines) +
+        formatTable(['pair', 'QoS ms', ...variants, 'abacus ÷ no batching', 'abacus ÷ best baseline', 'abacus ÷ triton', 'abacus batch', 'abacus group', 'abacus MAPE %', 'saturation q/s', 'abacus ÷ saturation', 'abacus ÷ co-launch', 'co-run limit q/s'], lines) +
         '\n',
     );
   }
@@ -385,6 +390,11 @@ function printBatching(rows: readonly BatchingRow[], variants: readonly string[]
     return [device, `${f2(h.peakRatioVsUnbatched ?? NaN)} (≥ ${t?.peakRatioVsUnbatched ?? '–'})`, `${f2(h.peakRatioVsBestBatching ?? NaN)} (≥ ${t?.peakRatioVsBestBatching.toFixed(2) ?? '–'}; best of ${h.bestOf.join('/') || '–'})`, f2(h.peakRatioVsTriton ?? NaN), `${pct(h.abacusMaxViolationRatio)} (≤ ${pct(target.abacusMaxViolationRatio)})`, `${f2(h.saturationFraction ?? NaN)} (aim ≥ ${target.saturationFractionAim})`, f2(h.coLaunchFraction ?? NaN)];
   });
   print(`\nBatch-aware abacus, means over the pairs (target in parentheses)\n` + formatTable(['device', '÷ no batching', '÷ best batching baseline', '÷ triton', 'worst violations %', '÷ saturation', '÷ co-launch'], lines) + '\n');
+  const nb = Object.entries(headline).flatMap(([device, h]) => {
+    const n = h.noBarrier;
+    return n === undefined ? [] : [[device, f2(n.peakRatioVsTriton ?? NaN), f2(n.minPairRatioVsTriton ?? NaN), f2(n.peakRatioVsBarrier ?? NaN), f2(n.coRunLimitFraction ?? NaN), f2(n.tritonCoRunLimitFraction ?? NaN), pct(n.maxViolationRatio), pct(n.predictorMape ?? NaN)]];
+  });
+  if (nb.length > 0) print(`\nAbacus without the group barrier, means over the pairs\n` + formatTable(['device', '÷ triton', 'lowest pair ÷ triton', '÷ barrier abacus', '÷ co-run limit', 'triton ÷ co-run limit', 'worst violations %', 'MAPE %'], nb) + '\n');
 }
 
 /** The drift runs of the adaptive experiment, labelled, in table order. */
@@ -486,6 +496,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .option('--minutes <n>', 'cluster: replay only the first n trace minutes (default all 120)', positiveInt('--minutes'))
     .option('--samples <n>', 'operator groups profiled per predictor (default 12000, --quick 4000)', positiveInt('--samples'))
     .option('--pairs <n>', 'batching: only the first n of the 21 pairs (default all)', positiveInt('--pairs'))
+    .option('--variants <ids>', 'batching: only these policies, comma-separated (e.g. abacus,abacus-no-barrier,triton; default all)', (v: string) => v.split(',').map((x) => x.trim()).filter((x) => x !== ''))
     .option('--decisions <n>', 'search: timed decisions per ways (default 20000, --quick 2000)', positiveInt('--decisions'))
     .option('--json', 'print the headline numbers as JSON')
     .action(async (experiment: Experiment, opts: ReproduceOptions) => {

@@ -4,7 +4,8 @@
  * fallback (`refine: true`, `fallback: true`) unless the config sets them; a predictor profiled
  * once, maybe while the machine was busy, is corrected in service rather than trusted. On a
  * simulated device every parameter keeps the paper's default (offline predictor, no fallback),
- * so `simulate` and `reproduce` stay the paper's experiments.
+ * so `simulate` and `reproduce` stay the paper's experiments. Abacus without the group barrier
+ * (`barrier: false`) gets neither: it has no online refinement yet.
  */
 
 /** The parameters abacus gets on a real device when the config leaves them out. */
@@ -16,5 +17,7 @@ export const REAL_DEVICE_ABACUS_DEFAULTS: Readonly<Record<string, boolean>> = Ob
  */
 export function withDeviceDefaults(policy: string, params: Readonly<Record<string, unknown>>, isSim: boolean): Record<string, unknown> {
   if (isSim || policy !== 'abacus') return { ...params };
+  // Without the group barrier abacus neither refines nor falls back (`schedule/abacus/stream.ts`).
+  if (params['barrier'] === false || params['barrier'] === 'false') return { ...params };
   return { ...REAL_DEVICE_ABACUS_DEFAULTS, ...params };
 }

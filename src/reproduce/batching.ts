@@ -52,6 +52,7 @@ import { findPeakRate, runExperiment, type ExperimentService } from '../runtime/
 import type { BatchingLimits } from '../schedule/controller.ts';
 import { isPolicyName } from '../schedule/index.ts';
 import { simEnv, workloadServices } from './colocation.ts';
+import { coRunLimit, type CoRunLimit } from './co-run.ts';
 import type { PaperWorkload } from './workloads.ts';
 
 /** The two devices of the experiment, whatever `--device` says. */
@@ -109,6 +110,8 @@ export interface BatchingVariant {
   /** Services carry `BATCHING_LIMITS`. */
   readonly batching: boolean;
   readonly role: BatchingRole;
+  /** Policy parameters beside the workload's search ways and slack (abacus) or the defaults. */
+  readonly params?: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -118,6 +121,7 @@ export interface BatchingVariant {
 export const BATCHING_VARIANTS: readonly BatchingVariant[] = [
   { id: 'abacus-no-batching', policy: 'abacus', batching: false, role: 'unbatched' },
   { id: 'abacus', policy: 'abacus', batching: true, role: 'abacus' },
+  { id: 'abacus-no-barrier', policy: 'abacus', batching: true, role: 'abacus', params: { barrier: false } },
   { id: 'triton', policy: 'triton', batching: true, role: 'concurrent' },
   { id: 'clockwork', policy: 'clockwork', batching: true, role: 'serial' },
   { id: 'fcfs-batch', policy: 'fcfs-batch', batching: true, role: 'serial' },
@@ -153,6 +157,9 @@ export interface BatchingRow {
   readonly saturationQps: number;
   /** Both services at batch 16 launched together, group after group, queries/s (`saturationThroughput`). */
   readonly coLaunchQps: number;
+  /** The pair's continuous co-run limit on this device, queries/s, and the batch it runs at (`co-run.ts`). */
+  readonly coRunLimitQps: number;
+  readonly coRunBatch: number;
   /** False when the peak search found no bracket: the peak is a bound. */
   readonly bracketed: boolean;
 }
@@ -249,7 +256,7 @@ export async function runBatchingPair(
   w: PaperWorkload,
   specs: ReadonlyMap<string, ModelSpec>,
   predictor: Predictor,
-  saturation: { readonly qps: number; readonly coLaunchQps: number },
+  saturation: { readonly qps: number; readonly coLaunchQps: number; readonly coRun: CoRunLimit },
   o: BatchingRunOptions,
 ): Promise<BatchingRow[]> {
   const pair = w.models.join('+');
@@ -258,7 +265,7 @@ export async function runBatchingPair(
   for (const v of o.variants) {
     const services = batchingServices(w, specs, v.batching);
     const env = simEnv(deviceId, services, predictor, o.seed);
-    const policyParams = v.policy === 'abacus' ? { ways: w.searchWays, slackMs: w.slackMs } : {};
+    const policyParams = { ...(v.policy === 'abacus' ? { ways: w.searchWays, slackMs: w.slackMs } : {}), ...v.params };
     const base = { services, policy: v.policy, policyParams, queries: o.queries, seed: o.seed, queriesFor: (rateQps: number) => queriesFor(rateQps, w.qosMs, o.queries, span) };
     const peak = await findPeakRate(env, { ...base, startQps: w.offeredLoadQps / 2, ...(o.bisections === undefined ? {} : { bisections: o.bisections }) });
     const lowest = Math.min(...peak.tried.map((t) => t.rateQps));
@@ -277,6 +284,8 @@ export async function runBatchingPair(
       predictorMape: at.predictorMape,
       saturationQps: saturation.qps,
       coLaunchQps: saturation.coLaunchQps,
+      coRunLimitQps: saturation.coRun.qps,
+      coRunBatch: saturation.coRun.batch,
       bracketed: peak.bracketed,
     });
     o.onProgress?.(`batching: ${deviceId} ${pair} ${v.id}: peak ${peak.peakGoodputQps.toFixed(1)} q/s (${peak.tried.length} runs), mean batch ${at.meanBatch.toFixed(2)}\n`);
@@ -300,9 +309,11 @@ export async function runBatching(
   for (const device of o.devices ?? BATCHING_DEVICES) {
     const predictor = await predictorFor(device);
     for (const w of pairs) {
-      const sat = await saturationThroughput(device, batchingServices(w, specs, false).map((x) => x.spec));
+      const pairSpecs = batchingServices(w, specs, false).map((x) => x.spec);
+      const sat = await saturationThroughput(device, pairSpecs);
+      const coRun = await coRunLimit(device, pairSpecs, w.qosMs, BATCHING_MAX_BATCH_SIZE, BATCHING_SEQ_LEN);
       for (const s of sat.solo) if (!solo.some((x) => x.device === device && x.model === s.model)) solo.push({ device, ...s });
-      rows.push(...(await runBatchingPair(device, w, specs, predictor, sat, o)));
+      rows.push(...(await runBatchingPair(device, w, specs, predictor, { ...sat, coRun }, o)));
     }
   }
   return { rows, solo };
@@ -344,6 +355,54 @@ export interface BatchingDeviceHeadline {
   /** The baselines `peakRatioVsBestBatching` compares against. */
   readonly bestOf: readonly string[];
   readonly pairs: number;
+  /** Abacus without the group barrier (`abacus-no-barrier`); absent when it did not run. */
+  readonly noBarrier?: NoBarrierHeadline;
+}
+
+/** Abacus without the group barrier on one device (means over the pairs that have them). */
+export interface NoBarrierHeadline {
+  /** Its peak ÷ Triton's, mean over the pairs. */
+  readonly peakRatioVsTriton: number | null;
+  /** The lowest pair's peak ÷ Triton's. */
+  readonly minPairRatioVsTriton: number | null;
+  /**
+   * Its on-time rate at the peak (`onTimeRateQps`: the peak rate × (1 − violation ratio), queries
+   * answered within QoS per second of arrivals) ÷ the pair's continuous co-run limit (`co-run.ts`),
+   * mean. Not the peak goodput: goodput divides by the run's span, which includes the drain after
+   * the last arrival, so at 10 QoS targets of arrivals it reads ~10 % low against a throughput.
+   */
+  readonly coRunLimitFraction: number | null;
+  /** The same for Triton (how much room Triton leaves). */
+  readonly tritonCoRunLimitFraction: number | null;
+  /** Its peak ÷ barrier abacus' (`abacus`), mean. */
+  readonly peakRatioVsBarrier: number | null;
+  /** Worst violation ratio at its reported peak. */
+  readonly maxViolationRatio: number;
+  /** Mean predictor MAPE at its peak (its launch estimates vs measured). */
+  readonly predictorMape: number | null;
+}
+
+/** Queries answered within QoS per second of arrivals at a row's peak: peakRateQps × (1 − violationRatio). */
+export function onTimeRateQps(r: BatchingRow): number {
+  return r.peakRateQps * (1 - num(r.violationRatio));
+}
+
+/** `noBarrier` of `batchingHeadline` for one device's pairs; undefined when the variant did not run. */
+function noBarrierHeadline(pairs: ReadonlyMap<string, ReadonlyMap<string, BatchingRow>>): NoBarrierHeadline | undefined {
+  const rows = [...pairs.values()].map((p) => ({ nb: p.get('abacus-no-barrier'), triton: p.get('triton'), barrier: p.get('abacus') })).filter((x) => x.nb !== undefined);
+  if (rows.length === 0) return undefined;
+  const ratio = (a: number | undefined, b: number | undefined): number => (a !== undefined && b !== undefined && b > 0 ? a / b : NaN);
+  const vsTriton = rows.map((x) => ratio(x.nb!.peakGoodputQps, x.triton?.peakGoodputQps));
+  const finite = vsTriton.filter((x) => Number.isFinite(x));
+  return {
+    peakRatioVsTriton: mean(vsTriton),
+    minPairRatioVsTriton: finite.length === 0 ? null : Math.min(...finite),
+    coRunLimitFraction: mean(rows.map((x) => ratio(onTimeRateQps(x.nb!), num(x.nb!.coRunLimitQps)))),
+    tritonCoRunLimitFraction: mean(rows.map((x) => ratio(x.triton === undefined ? undefined : onTimeRateQps(x.triton), num(x.nb!.coRunLimitQps)))),
+    peakRatioVsBarrier: mean(rows.map((x) => ratio(x.nb!.peakGoodputQps, x.barrier?.peakGoodputQps))),
+    maxViolationRatio: Math.max(0, ...rows.map((x) => num(x.nb!.violationRatio)).filter((v) => Number.isFinite(v))),
+    predictorMape: mean(rows.map((x) => num(x.nb!.predictorMape))),
+  };
 }
 
 /** Variants `peakRatioVsBestBatching` compares against on `device` (see `BatchingDeviceHeadline`). */
@@ -417,6 +476,8 @@ export function batchingHeadline(rows: readonly BatchingRow[]): Record<string, B
       bestOf: bestBatchingBaselines(device).filter((id) => ran.has(id)),
       pairs: pairs.size,
     };
+    const nb = noBarrierHeadline(pairs);
+    if (nb !== undefined) out[device] = { ...out[device]!, noBarrier: nb };
   }
   return out;
 }

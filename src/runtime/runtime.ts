@@ -57,7 +57,7 @@ import { checkInputTensors } from '../device/validate.ts';
 import { BadRequestError, describeError } from '../errors.ts';
 import { batchFusionBlocker } from '../model/boundary.ts';
 import type { ModelSpec } from '../model/spec.ts';
-import type { BatchingLimits, Decision, ExecutedSegment, LaunchSegment, QueryController, WaitingQuery } from '../schedule/controller.ts';
+import type { BatchingLimits, Decision, ExecutedSegment, LaunchSegment, QueryController, RunningSegment, WaitingQuery } from '../schedule/controller.ts';
 import { concatBatch, sliceBatch, type TensorMap } from '../tensor.ts';
 import type { GroupRecord, QueryRecord, RejectionReason } from './records.ts';
 
@@ -239,6 +239,8 @@ export class ServingRuntime {
   private wake: { atMs: number; handle: TimerHandle } | undefined;
   /** One group at a time: the group in flight. */
   private running: GroupRecord | undefined;
+  /** `launchWhileBusy`: every group in flight and its units, segment order (`ScheduleInput.running`). */
+  private readonly inFlight = new Map<GroupRecord, readonly Unit[]>();
   /**
    * One group at a time: the next group, decided while `running` runs (`decideAhead`), the clock
    * time it was planned to start (the running group's predicted end), and the earliest deadline
@@ -449,7 +451,23 @@ export class ServingRuntime {
   private decideConcurrent(): boolean {
     const queues = this.visibleQueues(false);
     const held = this.heldQueues();
-    return (queues !== undefined || held !== undefined) && this.decideNowAndLaunch(queues ?? [], held);
+    return (queues !== undefined || held !== undefined) && this.decideNowAndLaunch(queues ?? [], held, this.runningSegments());
+  }
+
+  /** `launchWhileBusy`: the segments in flight (`ScheduleInput.running`); undefined when none. */
+  private runningSegments(): RunningSegment[] | undefined {
+    if (this.inFlight.size === 0) return undefined;
+    const out: RunningSegment[] = [];
+    for (const [record, units] of this.inFlight) {
+      units.forEach((u, i) => {
+        const seg = record.segments[i]!;
+        let deadlineMs = Infinity;
+        for (const p of u.members) deadlineMs = Math.min(deadlineMs, p.record.arrivalMs + p.record.qosTargetMs);
+        const spec = u.state.service.spec;
+        out.push({ queryId: u.id, service: seg.service, model: spec.name, operators: spec.operators.length, start: seg.start, end: seg.end, batch: u.samples, seqLen: u.seqLen, launchMs: record.launchMs, deadlineMs, ...(record.predictedMs === undefined ? {} : { predictedMs: record.predictedMs }) });
+      });
+    }
+    return out;
   }
 
   /** `oneGroupPerService`: the waiting queries of services whose batch is in flight (`ScheduleInput.held`); undefined when none. */
@@ -469,8 +487,8 @@ export class ServingRuntime {
    * the rejections, arm the decision's wake, and launch its group. @returns whether to go on (a
    * group was launched, queries were rejected, or a controller failure answered them).
    */
-  private decideNowAndLaunch(queues: WaitingQuery[][], held?: WaitingQuery[][]): boolean {
-    const d = this.decideOn(queues, 0, false, held);
+  private decideNowAndLaunch(queues: WaitingQuery[][], held?: WaitingQuery[][], running?: RunningSegment[]): boolean {
+    const d = this.decideOn(queues, 0, false, held, running);
     if (d === undefined) return true;
     this.setWake(d.decision.wakeAtMs);
     this.applyRejections(d.decision, 0);
@@ -580,9 +598,9 @@ export class ServingRuntime {
    * failed: the queries it was shown are answered `device_failure` (one of the running group:
    * when the group ends). @returns undefined then.
    */
-  private decideOn(queues: WaitingQuery[][], runningRemainingMs: number, ahead: boolean, held?: WaitingQuery[][]): { decision: Decision; members: Unit[][] } | undefined {
+  private decideOn(queues: WaitingQuery[][], runningRemainingMs: number, ahead: boolean, held?: WaitingQuery[][], running?: RunningSegment[]): { decision: Decision; members: Unit[][] } | undefined {
     try {
-      const decision = this.controller.decide({ nowMs: this.clock.now(), queues, runningRemainingMs, ...(held === undefined ? {} : { held }) });
+      const decision = this.controller.decide({ nowMs: this.clock.now(), queues, runningRemainingMs, ...(held === undefined ? {} : { held }), ...(running === undefined ? {} : { running }) });
       return { decision, members: this.checkDecision(decision, ahead) };
     } catch (err) {
       const message = `the ${this.controller.policy} controller failed: ${describeError(err)}`;
@@ -792,6 +810,7 @@ export class ServingRuntime {
     this.inFlightGroups++;
     this.idleSinceMs = undefined;
     if (!this.controller.launchWhileBusy) this.running = record;
+    else this.inFlight.set(record, units);
     let running: Promise<GroupResult>;
     try {
       running = this.device.runGroup(segments);
@@ -807,6 +826,7 @@ export class ServingRuntime {
   private groupDone(record: GroupRecord, units: Unit[], result: GroupResult): void {
     const endMs = this.clock.now();
     this.inFlightGroups--;
+    this.inFlight.delete(record);
     if (this.running === record) this.running = undefined;
     record.measuredMs = result.groupLatencyMs;
     // The decision made ahead holds if the group ended as that decision assumed — every segment
@@ -918,6 +938,7 @@ export class ServingRuntime {
   private groupFailed(record: GroupRecord, units: Unit[], err: unknown): void {
     const endMs = this.clock.now();
     this.inFlightGroups--;
+    this.inFlight.delete(record);
     if (this.running === record) this.running = undefined;
     this.plan = undefined;
     record.measuredMs = Number.NaN;

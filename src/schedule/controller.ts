@@ -146,6 +146,35 @@ export interface ScheduleInput {
    * policy). Absent or empty: none.
    */
   readonly held?: readonly (readonly WaitingQuery[])[];
+  /**
+   * `launchWhileBusy` policies only: the segments running now, each launched as its own group
+   * (the runtime passes them to every such policy; abacus without the group barrier predicts a
+   * new launch against their remainders, `abacus/stream.ts`). Absent or empty: none runs.
+   */
+  readonly running?: readonly RunningSegment[];
+}
+
+/** A segment in flight, as a `launchWhileBusy` policy sees it (`ScheduleInput.running`). */
+export interface RunningSegment {
+  /** The running query (a fused batch's own id). */
+  readonly queryId: string;
+  readonly service: string;
+  /** Model name as the predictor knows it. */
+  readonly model: string;
+  /** Operators of the model (N). */
+  readonly operators: number;
+  /** Operators `[start, end)` of the running segment. */
+  readonly start: number;
+  readonly end: number;
+  /** Samples it carries (a fused batch: all its members'). */
+  readonly batch: number;
+  readonly seqLen: number;
+  /** When its group was launched, clock ms. */
+  readonly launchMs: number;
+  /** The latency its group was decided with (`Decision.predictedMs`), ms; absent when the policy gave none. */
+  readonly predictedMs?: number;
+  /** The earliest deadline (`arrivalMs + qosTargetMs`, clock ms) among the queries it carries that have not ended. */
+  readonly deadlineMs: number;
 }
 
 /** One segment of the decided group: operators `[start, end)` of a waiting query. */

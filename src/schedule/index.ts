@@ -11,6 +11,7 @@ import type { Predictor } from '../predict/predictor.ts';
 import { RefinedPredictor } from '../predict/refine.ts';
 import type { PolicyName, QueryController } from './controller.ts';
 import { AbacusController } from './abacus/index.ts';
+import { StreamAbacusController } from './abacus/stream.ts';
 import { ClockworkController } from './clockwork/index.ts';
 import { OneAtATimeController, type OneAtATimePolicy } from './one-at-a-time/index.ts';
 import { OverlapAllController } from './overlap-all/index.ts';
@@ -21,6 +22,7 @@ import { FALLBACK_DROP_QUANTILE, FallbackController } from './fallback.ts';
 
 export type * from './controller.ts';
 export { AbacusController, type AbacusParams } from './abacus/index.ts';
+export { StreamAbacusController, type StreamAbacusParams } from './abacus/stream.ts';
 export { ClockworkController, type ClockworkParams, windowPercentile } from './clockwork/index.ts';
 export { OneAtATimeController, type OneAtATimeParams, type OneAtATimePolicy } from './one-at-a-time/index.ts';
 export { OverlapAllController } from './overlap-all/index.ts';
@@ -95,6 +97,8 @@ const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> 
     fallback: { type: z.boolean(), text: 'a boolean', def: false, kind: 'boolean' },
     /** With `refine`: inflate the predictions of overlapped groups while out of calibration (`predict/refine.ts` "Guard"). */
     guard: { type: z.boolean(), text: 'a boolean', def: true, kind: 'boolean' },
+    /** The paper's group barrier (one group at a time); false: each service on its own stream, every launch predicted against the running segments (`abacus/stream.ts`). */
+    barrier: { type: z.boolean(), text: 'a boolean', def: true, kind: 'boolean' },
     threads: THREADS,
   },
   fcfs: { drop: DROP, threads: THREADS },
@@ -135,7 +139,7 @@ function describe(v: unknown): string {
 
 /**
  * Validate a policy's raw parameters and fill the defaults.
- * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, fallback, guard, threads;
+ * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, fallback, guard, barrier, threads;
  *   fcfs/sjf/edf, fcfs-batch/edf-batch: drop, threads; triton: drop; clockwork: window,
  *   percentile, maxExecMs, threads; overlap-all: none).
  * @throws RangeError for an unknown policy (naming the valid ones) and for a value out of
@@ -194,6 +198,14 @@ export function createController(policy: string, params: Readonly<Record<string,
   if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
   const rule = parseThreadRule(String(p['threads'] ?? 'device'));
   const scoring = rule.kind === 'device' ? predictor : new ThreadedPredictor(predictor, rule);
+  if (policy === 'abacus' && p['barrier'] === false) {
+    for (const key of ['refine', 'fallback'] as const) {
+      if (p[key] === true) throw new RangeError(`abacus parameter '${key}' needs the group barrier: without it (barrier: false) abacus uses the offline predictor as trained`);
+    }
+    if (rule.kind === 'split') throw new RangeError(`abacus threads '${String(p['threads'])}' splits cores among one group's segments; without the group barrier (barrier: false) every launch is a group of one: use 'fixed:N' or 'device'`);
+    const stream = new StreamAbacusController(scoring, { ways: Number(p['ways']), drop });
+    return rule.kind === 'device' ? stream : new ThreadAssigningController(stream, rule);
+  }
   let head = headController(policy, p, scoring, options);
   if (policy === 'abacus' && p['fallback'] === true) {
     const abacus = head as AbacusController;

@@ -1,0 +1,301 @@
+/**
+ * Abacus without the group barrier (abacus parameter `barrier: false`; docs/scheduling-runtime.md
+ * "Abacus without the group barrier"). Each service runs on its own stream, one segment at a
+ * time, as under Triton's one instance per model; unlike Triton, every launch is a decision the
+ * predictor scored against what is already running, so the segments running together at any
+ * instant are ones the controller chose and each is predicted to meet its deadline.
+ *
+ * The runtime's `launchWhileBusy` loop (`controller.ts`, `oneGroupPerService`) shows the queues
+ * of the services with nothing in flight, the waiting queries of the others (`held`), and the
+ * segments in flight (`running`); it decides again after every launch, arrival, completion and
+ * at `wakeAtMs`. A decision launches at most one segment (the next service's launch is decided
+ * with this one already running), always a whole query or fused batch: with a stream per service
+ * there is no barrier to balance, so a cut would only add a hand-over.
+ *
+ * ## Predicting a launch that joins running segments
+ * A running segment r launched at `launchMs` with decided latency P_r has run the fraction
+ * φ = min(1, (nowMs − launchMs) / P_r) of its time. Its remainder is the slot `[k, end)` where k
+ * is the last operator boundary whose predicted prefix latency (the predictor's solo latency of
+ * `[0, k)`, one batched call per model, batch and sequence length, then remembered) is at most
+ * φ of its segment's. The new segment X and the remainders are predicted as ONE group starting
+ * now, latency T; each member i's own finish is estimated from T and the solo latencies s_i as
+ *
+ *     f_i = min(T, max(s_i, T − (s_max − s_i)))
+ *
+ * (the co-runners slow each other alike while they overlap; the longest, s_max, then runs on
+ * alone: a member finishes s_max − s_i before the group's end, never before its solo latency).
+ * f_i ≤ H_i (headroom) ⇔ T ≤ H_i + (s_max − s_i) when s_i ≤ H_i, else T ≤ H_i. The error of
+ * this estimate is measured as for every policy: the runtime records each launch's predicted
+ * latency (f_X) beside its measured one (`GroupRecord`), so the predictor MAPE of a run is the
+ * error of exactly these estimates.
+ *
+ * ## Each decision
+ * 1. Remainders of the running segments; without a launch, T0 = their group's prediction and
+ *    each one's finish f_r0. A running segment is *protected* when f_r0 ≤ its headroom: no launch
+ *    may push it past its deadline (one already predicted late does not block launches).
+ * 2. Held queries (their service's segment runs; with `drop`): a held head whose headroom is
+ *    ≤ 0, or that cannot finish even starting alone when its service's segment ends (f_r0 +
+ *    solo > headroom), is rejected on time; the next one of its queue is judged then.
+ * 3. Heads of the free services (`heads.ts` `collectHeads`, hopeless ones dropped as abacus
+ *    step 1), most urgent first. For each: the largest fusion prefix m (0 = the head at its own
+ *    batch) whose group {X_m, remainders} fits — f_X ≤ the headroom of X_m's most urgent member
+ *    and f_r ≤ headroom for every protected r — first m = all followers, then a multi-way search
+ *    (`ways` points per call). The first head that fits is launched.
+ * 4. A head that fits at no m waits (a running segment ends first, and the runtime decides
+ *    again then) when m = 0 would push a protected segment past its deadline, or when it could
+ *    still make it after the running segments end (max f_r0 + its solo ≤ headroom); otherwise
+ *    it is launched alone (its only chance), as abacus step 4c.
+ * `wakeAtMs`: the first instant a kept head becomes hopeless (`heads.ts` `hopelessAtMs`).
+ */
+import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
+import type { Decision, LaunchSegment, QueryController, Rejection, RunningSegment, ScheduleInput } from '../controller.ts';
+import { checkInput, checkQuery, collectHeads, compareUrgency, type FusionPlan, fusedSlotOf, fusionPlan, hopelessAtMs, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
+import { searchLargest } from './search.ts';
+
+export interface StreamAbacusParams {
+  /** Points per batch-size search round (one batched predictor call), integer ≥ 2. */
+  readonly ways: number;
+  /** Reject hopeless queries (heads and held heads) on time. */
+  readonly drop: boolean;
+}
+
+/** A running segment's remainder as the controller predicts it. */
+interface Remainder {
+  readonly slot: GroupSlot;
+  /** Predicted solo latency of the remainder, ms. */
+  soloMs: number;
+  readonly headroomMs: number;
+  readonly service: string;
+  /** Its finish without a new launch, ms from now. */
+  finish0Ms: number;
+  protected: boolean;
+}
+
+/** Most cumulative profiles / solo slots remembered before the maps are cleared. */
+const MAX_PROFILES = 256;
+const MAX_SOLOS = 4096;
+const HOLD_FACTOR = Number(process.env['HOLD'] ?? '2');
+
+/**
+ * Each member's finish (ms from the group's start) estimated from the group's predicted latency
+ * `groupMs` and the members' solo latencies (module docs): min(T, max(s_i, T − (s_max − s_i))).
+ */
+export function memberFinishesMs(soloMs: readonly number[], groupMs: number): number[] {
+  let max = 0;
+  for (const s of soloMs) max = Math.max(max, s);
+  return soloMs.map((s) => Math.min(groupMs, Math.max(s, groupMs - (max - s))));
+}
+
+/** The largest group latency T with which a member of solo `soloMs` in a group whose longest solo is `maxSoloMs` still finishes within `headroomMs`. */
+function groupBudgetMs(headroomMs: number, soloMs: number, maxSoloMs: number): number {
+  return soloMs <= headroomMs ? headroomMs + (maxSoloMs - soloMs) : headroomMs;
+}
+
+export class StreamAbacusController implements QueryController {
+  readonly policy = 'abacus';
+  readonly launchWhileBusy = true;
+  readonly oneGroupPerService = true;
+  readonly #predictor: Predictor;
+  readonly #params: StreamAbacusParams;
+  readonly #memo = new SoloMemo();
+  /** Per model|batch|seqLen: predicted solo latency of operators [0, j), j = 0..N. */
+  readonly #profiles = new Map<string, Float64Array>();
+  /** Predicted solo latency of slots, by `slotKey`. */
+  readonly #solos = new Map<string, number>();
+
+  /** `params` are taken as valid; construct through `createController` (`schedule/index.ts`). */
+  constructor(predictor: Predictor, params: StreamAbacusParams) {
+    this.#predictor = predictor;
+    this.#params = params;
+  }
+
+  get params(): StreamAbacusParams {
+    return this.#params;
+  }
+
+  decide(input: ScheduleInput): Decision {
+    checkInput(input);
+    const { nowMs } = input;
+    const { drop, ways } = this.#params;
+    const predictor = this.#predictor;
+    const stats = newStats();
+    const rejected: Rejection[] = [];
+    // Step 1.
+    const runs = (input.running ?? []).map((r) => this.#remainder(r, nowMs, stats));
+    const runSolos = this.#soloAll(runs.map((r) => r.slot), stats);
+    // The group predicted holds the new segment and at most maxSlots − 1 remainders: the longest.
+    const remainders = runs
+      .map((r, i) => ({ ...r, soloMs: runSolos[i]! }))
+      .sort((a, b) => b.soloMs - a.soloMs)
+      .slice(0, Math.max(0, predictor.maxSlots - 1));
+    const fin0 = remainders.length >= 2 ? memberFinishesMs(remainders.map((r) => r.soloMs), this.#predictOne(remainders.map((r) => r.slot), stats)) : remainders.map((r) => r.soloMs);
+    let allEndMs = 0;
+    remainders.forEach((r, i) => {
+      r.finish0Ms = fin0[i]!;
+      r.protected = r.finish0Ms <= r.headroomMs;
+      allEndMs = Math.max(allEndMs, r.finish0Ms);
+    });
+    // Step 2.
+    if (drop) this.#judgeHeld(input, remainders, stats, rejected);
+    // Step 3.
+    const found = collectHeads(input, predictor, { drop, score: true, extraMs: 0, memo: this.#memo }, stats, rejected);
+    found.sort(compareUrgency);
+    let wakeAtMs = (drop ? hopelessAtMs(found) : undefined) ?? Infinity;
+    const restSlots = remainders.map((r) => r.slot);
+    for (const c of found) {
+      const q = c.query;
+      const at = positionOf(input.queues, q);
+      const plan = at === undefined ? fusionPlan([q], 0) : fusionPlan(at.queue, at.index);
+      const soloAt = this.#fusedSolos(q, plan, stats);
+      const groupAt = (m: number): Group => [fusedSlotOf(q, plan.samples[m]!, q.operators), ...restSlots];
+      const budgetAt = (m: number, withNew = true): number => {
+        const sNew = soloAt[m]!;
+        let sMax = sNew;
+        for (const r of remainders) sMax = Math.max(sMax, r.soloMs);
+        let budget = withNew ? groupBudgetMs(plan.deadlineMs[m]! - nowMs, sNew, sMax) : Infinity;
+        for (const r of remainders) if (r.protected) budget = Math.min(budget, groupBudgetMs(r.headroomMs, r.soloMs, sMax));
+        return budget;
+      };
+      const full = plan.followers.length;
+      const fullMs = remainders.length === 0 ? soloAt[full]! : this.#predictOne(groupAt(full), stats);
+      let m = -1;
+      let ms = NaN;
+      if (fullMs <= budgetAt(full)) {
+        m = full;
+        ms = fullMs;
+      } else if (full > 0) {
+        const b = searchLargest(predictor, stats, ways, 0, { lo: -1, loMs: NaN, leftMs: Infinity, hi: full, hiMs: fullMs }, groupAt, (x) => budgetAt(x));
+        m = b.lo;
+        ms = b.loMs;
+      }
+      if (m < 0) {
+        // Step 4.
+        const aloneMs = remainders.length === 0 ? soloAt[0]! : full === 0 ? fullMs : this.#predictOne(groupAt(0), stats);
+        const hurts = remainders.length > 0 && aloneMs > budgetAt(0, false);
+        if (hurts || allEndMs + soloAt[0]! <= c.headroomMs) continue;
+        m = 0;
+        ms = aloneMs;
+      }
+      // A partial batch waits for more samples while its members can afford it.
+      const limits = q.batching;
+      if (HOLD_FACTOR > 0 && limits !== undefined && plan.samples[m]! < limits.maxBatchSize) {
+        const fullMs = this.#soloAll([fusedSlotOf(q, limits.maxBatchSize, q.operators)], stats)[0]!;
+        const holdUntilMs = plan.deadlineMs[m]! - HOLD_FACTOR * fullMs;
+        if (holdUntilMs > nowMs) {
+          wakeAtMs = Math.min(wakeAtMs, holdUntilMs);
+          continue;
+        }
+      }
+      // Overlap that gains nothing: waiting for the running segments and then running X takes no
+      // longer, and the head can afford it.
+      if (remainders.length > 0 && ms >= allEndMs + soloAt[m]! && allEndMs + soloAt[0]! <= c.headroomMs) continue;
+      const soloMs = [soloAt[m]!, ...remainders.map((r) => r.soloMs)];
+      const predictedMs = remainders.length === 0 ? ms : memberFinishesMs(soloMs, ms)[0]!;
+      const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators };
+      return { group: [m === 0 ? segment : { ...segment, fused: plan.followers.slice(0, m).map((f) => f.id) }], predictedMs, rejected, stats, ...wakeOf(wakeAtMs) };
+    }
+    return { group: [], rejected, stats, ...wakeOf(wakeAtMs) };
+  }
+
+  observe(): void {
+    // The offline predictor is used as trained; online refinement is not keyed for segments that join running ones.
+  }
+
+  /** Step 2: reject the held heads that cannot finish even when their service's running segment ends. */
+  #judgeHeld(input: ScheduleInput, remainders: readonly Remainder[], stats: StatsCounter, rejected: Rejection[]): void {
+    const { nowMs } = input;
+    for (const queue of input.held ?? []) {
+      const service = queue[0]?.service;
+      const run = remainders.find((r) => r.service === service);
+      const startMs = run === undefined ? 0 : run.finish0Ms;
+      for (const q of queue) {
+        checkQuery(q);
+        const headroomMs = q.qosTargetMs - (nowMs - q.arrivalMs);
+        if (headroomMs > 0) {
+          const soloMs = this.#soloAll([{ model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen }], stats)[0]!;
+          if (startMs + soloMs <= headroomMs) break;
+          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: startMs + soloMs });
+        } else {
+          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs });
+        }
+      }
+    }
+  }
+
+  /** A running segment's remainder (module docs); `soloMs` is filled by the caller. */
+  #remainder(r: RunningSegment, nowMs: number, stats: StatsCounter): Remainder {
+    const profile = this.#profile(r.model, r.operators, r.batch, r.seqLen, stats);
+    const segmentMs = profile[r.end]! - profile[r.start]!;
+    const expectedMs = r.predictedMs !== undefined && r.predictedMs > 0 ? r.predictedMs : segmentMs;
+    const fraction = Math.min(1, Math.max(0, (nowMs - r.launchMs) / expectedMs));
+    const target = profile[r.start]! + fraction * segmentMs;
+    let k = r.start;
+    while (k + 1 < r.end && profile[k + 1]! <= target) k++;
+    return { slot: { model: r.model, start: k, end: r.end, batch: r.batch, seqLen: r.seqLen }, soloMs: NaN, headroomMs: r.deadlineMs - nowMs, service: r.service, finish0Ms: 0, protected: false };
+  }
+
+  /** Predicted solo latency of every prefix [0, j) of a model at a batch and sequence length (j = 0..N; 0 at j = 0). */
+  #profile(model: string, operators: number, batch: number, seqLen: number, stats: StatsCounter): Float64Array {
+    const key = `${model}|${batch}|${seqLen}`;
+    let p = this.#profiles.get(key);
+    if (p !== undefined && p.length === operators + 1) return p;
+    const groups: Group[] = [];
+    for (let j = 1; j <= operators; j++) groups.push([{ model, start: 0, end: j, batch, seqLen }]);
+    const out = this.#predictor.predict(groups);
+    stats.predictorCalls++;
+    stats.groupsScored += groups.length;
+    p = new Float64Array(operators + 1);
+    for (let j = 1; j <= operators; j++) p[j] = Math.max(p[j - 1]!, out[j - 1]!);
+    if (this.#profiles.size >= MAX_PROFILES) this.#profiles.clear();
+    this.#profiles.set(key, p);
+    return p;
+  }
+
+  /** Solo latencies of `slots` (remembered ones not asked again; the rest in ONE call). */
+  #soloAll(slots: readonly GroupSlot[], stats: StatsCounter): number[] {
+    const result = new Array<number>(slots.length);
+    const missing: Group[] = [];
+    const at: number[] = [];
+    slots.forEach((s, i) => {
+      const ms = this.#solos.get(slotKey(s));
+      if (ms === undefined) {
+        missing.push([s]);
+        at.push(i);
+      } else {
+        result[i] = ms;
+        stats.soloMemoHits++;
+      }
+    });
+    if (missing.length > 0) {
+      const out = this.#predictor.predict(missing);
+      stats.predictorCalls++;
+      stats.groupsScored += missing.length;
+      if (this.#solos.size + missing.length > MAX_SOLOS) this.#solos.clear();
+      missing.forEach((g, j) => {
+        result[at[j]!] = out[j]!;
+        this.#solos.set(slotKey(g[0]!), out[j]!);
+      });
+    }
+    return result;
+  }
+
+  /** Solo latency of the head fused with each prefix of its followers (`plan.samples[m]`), all its remaining operators. */
+  #fusedSolos(q: ScheduleInput['queues'][number][number], plan: FusionPlan, stats: StatsCounter): number[] {
+    return this.#soloAll(plan.samples.map((n) => fusedSlotOf(q, n, q.operators)), stats);
+  }
+
+  #predictOne(group: Group, stats: StatsCounter): number {
+    const out = this.#predictor.predict([group]);
+    stats.predictorCalls++;
+    stats.groupsScored++;
+    return out[0]!;
+  }
+}
+
+function wakeOf(atMs: number): { wakeAtMs?: number } {
+  return Number.isFinite(atMs) ? { wakeAtMs: atMs } : {};
+}
+
+function slotKey(s: GroupSlot): string {
+  return `${s.model}|${s.start}|${s.end}|${s.batch}|${s.seqLen}`;
+}
