@@ -99,6 +99,8 @@ const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> 
     guard: { type: z.boolean(), text: 'a boolean', def: true, kind: 'boolean' },
     /** The paper's group barrier (one group at a time); false: each service on its own stream, every launch predicted against the running segments (`abacus/stream.ts`). */
     barrier: { type: z.boolean(), text: 'a boolean', def: true, kind: 'boolean' },
+    /** Without the barrier: a partial batch waits for more samples while its members can afford it (`abacus/stream.ts` step 3b); ignored with the barrier. */
+    hold: { type: z.boolean(), text: 'a boolean', def: true, kind: 'boolean' },
     threads: THREADS,
   },
   fcfs: { drop: DROP, threads: THREADS },
@@ -139,7 +141,7 @@ function describe(v: unknown): string {
 
 /**
  * Validate a policy's raw parameters and fill the defaults.
- * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, fallback, guard, barrier, threads;
+ * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, fallback, guard, barrier, hold, threads;
  *   fcfs/sjf/edf, fcfs-batch/edf-batch: drop, threads; triton: drop; clockwork: window,
  *   percentile, maxExecMs, threads; overlap-all: none).
  * @throws RangeError for an unknown policy (naming the valid ones) and for a value out of
@@ -203,7 +205,7 @@ export function createController(policy: string, params: Readonly<Record<string,
       if (p[key] === true) throw new RangeError(`abacus parameter '${key}' needs the group barrier: without it (barrier: false) abacus uses the offline predictor as trained`);
     }
     if (rule.kind === 'split') throw new RangeError(`abacus threads '${String(p['threads'])}' splits cores among one group's segments; without the group barrier (barrier: false) every launch is a group of one: use 'fixed:N' or 'device'`);
-    const stream = new StreamAbacusController(scoring, { ways: Number(p['ways']), drop });
+    const stream = new StreamAbacusController(scoring, { ways: Number(p['ways']), drop, hold: p['hold'] === true });
     return rule.kind === 'device' ? stream : new ThreadAssigningController(stream, rule);
   }
   let head = headController(policy, p, scoring, options);

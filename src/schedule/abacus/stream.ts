@@ -40,7 +40,14 @@
  *    step 1), most urgent first. For each: the largest fusion prefix m (0 = the head at its own
  *    batch) whose group {X_m, remainders} fits — f_X ≤ the headroom of X_m's most urgent member
  *    and f_r ≤ headroom for every protected r — first m = all followers, then a multi-way search
- *    (`ways` points per call). The first head that fits is launched.
+ *    (`ways` points per call). The first head that fits is launched, unless (b) or (c):
+ *    b. with `hold`, a partial batch (fewer samples than `maxBatchSize`, the head at operator 0
+ *       with `batching`) waits for more samples while now < its most urgent member's deadline −
+ *       2 × the solo latency of a full batch (`wakeAtMs` then): full batches make the most of
+ *       the device, and queries arrive meanwhile. A deadline-aware queue delay that ignores
+ *       `maxQueueDelayMs`; off (`hold: false`) the controller is work-conserving.
+ *    c. the overlap gains nothing — {X, remainders} is predicted to take at least as long as
+ *       the remainders' end plus X alone — and the head can afford to wait for them: it waits.
  * 4. A head that fits at no m waits (a running segment ends first, and the runtime decides
  *    again then) when m = 0 would push a protected segment past its deadline, or when it could
  *    still make it after the running segments end (max f_r0 + its solo ≤ headroom); otherwise
@@ -48,7 +55,7 @@
  * `wakeAtMs`: the first instant a kept head becomes hopeless (`heads.ts` `hopelessAtMs`).
  */
 import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
-import type { Decision, LaunchSegment, QueryController, Rejection, RunningSegment, ScheduleInput } from '../controller.ts';
+import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, RunningSegment, ScheduleInput } from '../controller.ts';
 import { checkInput, checkQuery, collectHeads, compareUrgency, type FusionPlan, fusedSlotOf, fusionPlan, hopelessAtMs, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
 import { searchLargest } from './search.ts';
 
@@ -57,6 +64,11 @@ export interface StreamAbacusParams {
   readonly ways: number;
   /** Reject hopeless queries (heads and held heads) on time. */
   readonly drop: boolean;
+  /**
+   * Let a partial batch wait for more samples while every member can afford it (module docs,
+   * step 3b): a deadline-aware queue delay, on top of `maxQueueDelayMs`, which it ignores.
+   */
+  readonly hold: boolean;
 }
 
 /** A running segment's remainder as the controller predicts it. */
@@ -74,7 +86,18 @@ interface Remainder {
 /** Most cumulative profiles / solo slots remembered before the maps are cleared. */
 const MAX_PROFILES = 256;
 const MAX_SOLOS = 4096;
-const HOLD_FACTOR = Number(process.env['HOLD'] ?? '2');
+/** Launches the correction's median is taken over, and how many it needs before it applies. */
+const CORRECTION_WINDOW = 64;
+const CORRECTION_MIN = 16;
+/** The correction stays within [0.5, 2]: a predictor off by more needs retraining, not a factor. */
+const CORRECTION_MIN_FACTOR = 0.5;
+const CORRECTION_MAX = 2;
+/**
+ * A partial batch waits until its most urgent member's deadline − HOLD_FACTOR × the solo latency
+ * of a full batch (step 3b): the margin leaves room for the full batch's slowdown beside others
+ * (co-running batches took up to 1.9× their solo latency in the batching experiment's pairs).
+ */
+const HOLD_FACTOR = 2;
 
 /**
  * Each member's finish (ms from the group's start) estimated from the group's predicted latency
@@ -102,6 +125,11 @@ export class StreamAbacusController implements QueryController {
   readonly #profiles = new Map<string, Float64Array>();
   /** Predicted solo latency of slots, by `slotKey`. */
   readonly #solos = new Map<string, number>();
+  /** Each launch not yet observed: its uncorrected latency estimate (ms), by service (one segment per service runs at a time; a fused batch gets its id only at its launch). */
+  readonly #launched = new Map<string, number>();
+  readonly #ratios = new Float64Array(CORRECTION_WINDOW);
+  #ratioCount = 0;
+  #factor = 1;
 
   /** `params` are taken as valid; construct through `createController` (`schedule/index.ts`). */
   constructor(predictor: Predictor, params: StreamAbacusParams) {
@@ -120,6 +148,8 @@ export class StreamAbacusController implements QueryController {
     const predictor = this.#predictor;
     const stats = newStats();
     const rejected: Rejection[] = [];
+    /** The measured ÷ estimated correction: every predicted time is multiplied by it (module docs, "Correction"). */
+    const k = this.#factor;
     // Step 1.
     const runs = (input.running ?? []).map((r) => this.#remainder(r, nowMs, stats));
     const runSolos = this.#soloAll(runs.map((r) => r.slot), stats);
@@ -131,16 +161,17 @@ export class StreamAbacusController implements QueryController {
     const fin0 = remainders.length >= 2 ? memberFinishesMs(remainders.map((r) => r.soloMs), this.#predictOne(remainders.map((r) => r.slot), stats)) : remainders.map((r) => r.soloMs);
     let allEndMs = 0;
     remainders.forEach((r, i) => {
-      r.finish0Ms = fin0[i]!;
+      r.finish0Ms = k * fin0[i]!;
       r.protected = r.finish0Ms <= r.headroomMs;
       allEndMs = Math.max(allEndMs, r.finish0Ms);
     });
     // Step 2.
-    if (drop) this.#judgeHeld(input, remainders, stats, rejected);
+    if (drop) this.#judgeHeld(input, remainders, k, stats, rejected);
     // Step 3.
-    const found = collectHeads(input, predictor, { drop, score: true, extraMs: 0, memo: this.#memo }, stats, rejected);
+    const dropScale = Math.min(1, k);
+    const found = collectHeads(input, predictor, { drop, score: true, extraMs: 0, memo: this.#memo, dropScale }, stats, rejected);
     found.sort(compareUrgency);
-    let wakeAtMs = (drop ? hopelessAtMs(found) : undefined) ?? Infinity;
+    let wakeAtMs = (drop ? hopelessAtMs(found, dropScale) : undefined) ?? Infinity;
     const restSlots = remainders.map((r) => r.slot);
     for (const c of found) {
       const q = c.query;
@@ -152,8 +183,8 @@ export class StreamAbacusController implements QueryController {
         const sNew = soloAt[m]!;
         let sMax = sNew;
         for (const r of remainders) sMax = Math.max(sMax, r.soloMs);
-        let budget = withNew ? groupBudgetMs(plan.deadlineMs[m]! - nowMs, sNew, sMax) : Infinity;
-        for (const r of remainders) if (r.protected) budget = Math.min(budget, groupBudgetMs(r.headroomMs, r.soloMs, sMax));
+        let budget = withNew ? groupBudgetMs((plan.deadlineMs[m]! - nowMs) / k, sNew, sMax) : Infinity;
+        for (const r of remainders) if (r.protected) budget = Math.min(budget, groupBudgetMs(r.headroomMs / k, r.soloMs, sMax));
         return budget;
       };
       const full = plan.followers.length;
@@ -172,15 +203,15 @@ export class StreamAbacusController implements QueryController {
         // Step 4.
         const aloneMs = remainders.length === 0 ? soloAt[0]! : full === 0 ? fullMs : this.#predictOne(groupAt(0), stats);
         const hurts = remainders.length > 0 && aloneMs > budgetAt(0, false);
-        if (hurts || allEndMs + soloAt[0]! <= c.headroomMs) continue;
+        if (hurts || allEndMs + k * soloAt[0]! <= c.headroomMs) continue;
         m = 0;
         ms = aloneMs;
       }
-      // A partial batch waits for more samples while its members can afford it.
+      // Step 3b.
       const limits = q.batching;
-      if (HOLD_FACTOR > 0 && limits !== undefined && plan.samples[m]! < limits.maxBatchSize) {
+      if (this.#params.hold && limits !== undefined && q.nextOperator === 0 && plan.samples[m]! < limits.maxBatchSize) {
         const fullMs = this.#soloAll([fusedSlotOf(q, limits.maxBatchSize, q.operators)], stats)[0]!;
-        const holdUntilMs = plan.deadlineMs[m]! - HOLD_FACTOR * fullMs;
+        const holdUntilMs = plan.deadlineMs[m]! - HOLD_FACTOR * k * fullMs;
         if (holdUntilMs > nowMs) {
           wakeAtMs = Math.min(wakeAtMs, holdUntilMs);
           continue;
@@ -188,21 +219,44 @@ export class StreamAbacusController implements QueryController {
       }
       // Overlap that gains nothing: waiting for the running segments and then running X takes no
       // longer, and the head can afford it.
-      if (remainders.length > 0 && ms >= allEndMs + soloAt[m]! && allEndMs + soloAt[0]! <= c.headroomMs) continue;
+      if (remainders.length > 0 && ms >= allEndMs + soloAt[m]! && allEndMs + k * soloAt[0]! <= c.headroomMs) continue;
       const soloMs = [soloAt[m]!, ...remainders.map((r) => r.soloMs)];
-      const predictedMs = remainders.length === 0 ? ms : memberFinishesMs(soloMs, ms)[0]!;
+      const estimateMs = remainders.length === 0 ? ms : memberFinishesMs(soloMs, ms)[0]!;
+      const predictedMs = k * estimateMs;
+      if (this.#launched.size >= MAX_SOLOS) this.#launched.clear();
+      this.#launched.set(q.service, estimateMs);
       const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators };
       return { group: [m === 0 ? segment : { ...segment, fused: plan.followers.slice(0, m).map((f) => f.id) }], predictedMs, rejected, stats, ...wakeOf(wakeAtMs) };
     }
     return { group: [], rejected, stats, ...wakeOf(wakeAtMs) };
   }
 
-  observe(): void {
-    // The offline predictor is used as trained; online refinement is not keyed for segments that join running ones.
+  /**
+   * Learn the correction (module docs, "Correction"): the measured latency of a launch ÷ its
+   * uncorrected estimate, into a window of the last `CORRECTION_WINDOW`.
+   */
+  observe(observation: GroupObservation): void {
+    for (const s of observation.segments) {
+      const estimateMs = this.#launched.get(s.service);
+      if (estimateMs === undefined) continue;
+      this.#launched.delete(s.service);
+      const ratio = observation.groupLatencyMs / estimateMs;
+      if (!(estimateMs > 0) || !Number.isFinite(ratio)) continue;
+      this.#ratios[this.#ratioCount++ % CORRECTION_WINDOW] = ratio;
+      if (this.#ratioCount >= CORRECTION_MIN) {
+        const window = this.#ratios.slice(0, Math.min(this.#ratioCount, CORRECTION_WINDOW)).sort();
+        this.#factor = Math.min(CORRECTION_MAX, Math.max(CORRECTION_MIN_FACTOR, window[window.length >> 1]!));
+      }
+    }
+  }
+
+  /** The correction now: the median measured ÷ estimated latency of the recent launches (1 before `CORRECTION_MIN`). */
+  get correction(): number {
+    return this.#factor;
   }
 
   /** Step 2: reject the held heads that cannot finish even when their service's running segment ends. */
-  #judgeHeld(input: ScheduleInput, remainders: readonly Remainder[], stats: StatsCounter, rejected: Rejection[]): void {
+  #judgeHeld(input: ScheduleInput, remainders: readonly Remainder[], k: number, stats: StatsCounter, rejected: Rejection[]): void {
     const { nowMs } = input;
     for (const queue of input.held ?? []) {
       const service = queue[0]?.service;
@@ -212,7 +266,7 @@ export class StreamAbacusController implements QueryController {
         checkQuery(q);
         const headroomMs = q.qosTargetMs - (nowMs - q.arrivalMs);
         if (headroomMs > 0) {
-          const soloMs = this.#soloAll([{ model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen }], stats)[0]!;
+          const soloMs = k * this.#soloAll([{ model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen }], stats)[0]!;
           if (startMs + soloMs <= headroomMs) break;
           rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: startMs + soloMs });
         } else {
