@@ -49,7 +49,7 @@ import type { Group, GroupSlot, Predictor } from '../src/predict/predictor.ts';
 import { searchScenarios, type SearchService } from '../src/reproduce/search.ts';
 import { RefinedPredictor } from '../src/predict/refine.ts';
 import { AbacusController, createController } from '../src/schedule/index.ts';
-import type { BatchingLimits, ExecutedSegment, GroupObservation, QueryController, ScheduleInput, WaitingQuery } from '../src/schedule/controller.ts';
+import type { BatchingLimits, ExecutedSegment, GroupObservation, QueryController, RunningSegment, ScheduleInput, WaitingQuery } from '../src/schedule/controller.ts';
 import { Rng } from '../src/rng.ts';
 
 export interface ScheduleBenchRow {
@@ -267,6 +267,34 @@ const MAX_BATCH_SIZE = 16;
 const BATCH_SLOPE = 1 / 8;
 
 /** The dynamic-batching scenario's inputs (see the file comment). */
+/**
+ * The batching scenarios as abacus without the group barrier sees them (`schedule/abacus/stream.ts`):
+ * in each, the first one or two services (alternating) have a segment in flight — their head,
+ * fused with up to 15 followers, launched a random 0–100 % of its solo latency ago — so their
+ * queues are `held` and their segments `running`; the others' queues may be launched.
+ */
+export function streamScenarios(inputs: readonly ScheduleInput[], predictor: Predictor): ScheduleInput[] {
+  return inputs.map((input, k) => {
+    const busy = 1 + (k % 2);
+    const running: RunningSegment[] = [];
+    const held: WaitingQuery[][] = [];
+    const queues: WaitingQuery[][] = [];
+    input.queues.forEach((queue, i) => {
+      if (i >= busy || queue.length === 0) {
+        queues.push([...queue]);
+        return;
+      }
+      const head = queue[0]!;
+      const batch = Math.min(MAX_BATCH_SIZE, head.batch + (head.nextOperator === 0 ? 15 : 0));
+      const soloMs = predictor.predict([[{ model: head.model, start: head.nextOperator, end: head.operators, batch, seqLen: head.seqLen }]])[0]!;
+      const launchMs = input.nowMs - ((k * 37) % 100) / 100 * soloMs;
+      running.push({ queryId: `${head.id}+run`, service: head.service, model: head.model, operators: head.operators, start: head.nextOperator, end: head.operators, batch, seqLen: head.seqLen, launchMs, predictedMs: soloMs, deadlineMs: head.arrivalMs + head.qosTargetMs });
+      held.push(queue.slice(head.nextOperator === 0 ? 16 : 1));
+    });
+    return { nowMs: input.nowMs, queues, runningRemainingMs: 0, running, held };
+  });
+}
+
 export function batchingScenarios(services: readonly SearchService[], predictor: Predictor, count: number, seed: number): ScheduleInput[] {
   const rng = new Rng(seed);
   const nowMs = 10_000;
@@ -408,6 +436,7 @@ export async function benchSchedule(
         ['fcfs', {}, batched],
         [`abacus ways ${WAYS} (batching off)`, { ways: WAYS, slackMs: SLACK_MS }, plain],
         [`abacus ways ${WAYS}`, { ways: WAYS, slackMs: SLACK_MS }, batched],
+        [`abacus ways ${WAYS} (no barrier)`, { ways: WAYS, slackMs: SLACK_MS, barrier: false }, streamScenarios(batched, predictor)],
       ] as const) {
         log(`schedule, batching: ${policy} with ${predictor.kind}, memo ${memo}, ${decisions} decisions…\n`);
         const r = timeDecisions(() => createController(policy === 'fcfs' ? 'fcfs' : 'abacus', params, predictor), memo, inputs, decisions, warmup);

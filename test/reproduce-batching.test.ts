@@ -13,6 +13,7 @@ import type { ReproduceJson } from '../src/cli/reproduce.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import { groupedBarSpec, renderSvg } from '../src/report/plots.ts';
 import { availableVariants, BATCHING_DEVICES, BATCHING_VARIANTS, bestBatchingBaselines, saturationThroughput, queriesFor } from '../src/reproduce/batching.ts';
+import { coRunLimit } from '../src/reproduce/co-run.ts';
 import { cliSandbox } from './helpers/cli.ts';
 
 const sandbox = cliSandbox('abacus-repro-batching-', { cacheName: 'models' });
@@ -39,9 +40,14 @@ describe('abacus reproduce batching', () => {
       expect(h.bestOf).toEqual(bestBatchingBaselines(device).filter((id) => run.some((v) => v.id === id)));
       // batch-aware abacus fuses the queued batch-1 requests at its peak
       expect(h.abacusMeanBatch!).toBeGreaterThan(1);
+      // abacus without the group barrier, against triton and the continuous co-run limit
+      const nb = h.noBarrier!;
+      for (const x of [nb.peakRatioVsTriton, nb.minPairRatioVsTriton, nb.coRunLimitFraction, nb.tritonCoRunLimitFraction, nb.peakRatioVsBarrier]) expect(x!).toBeGreaterThan(0);
+      expect(nb.minPairRatioVsTriton!).toBeLessThanOrEqual(nb.peakRatioVsTriton!);
+      expect(nb.maxViolationRatio).toBeLessThanOrEqual(0.01);
     }
     const rows = parse<Record<string, string>>(await fs.readFile(path.join(out, 'batching.csv'), 'utf8'), { columns: true });
-    expect(Object.keys(rows[0]!)).toEqual(['pair', 'device', 'policy', 'qosMs', 'peakGoodputQps', 'peakRateQps', 'violationRatio', 'p99Ms', 'meanBatch', 'meanGroupSize', 'predictorMape', 'saturationQps', 'coLaunchQps', 'bracketed']);
+    expect(Object.keys(rows[0]!)).toEqual(['pair', 'device', 'policy', 'qosMs', 'peakGoodputQps', 'peakRateQps', 'violationRatio', 'p99Ms', 'meanBatch', 'meanGroupSize', 'predictorMape', 'saturationQps', 'coLaunchQps', 'coRunLimitQps', 'coRunBatch', 'bracketed']);
     const pairs = ['resnet50+resnet101', 'resnet50+resnet152'];
     expect(rows).toHaveLength(pairs.length * BATCHING_DEVICES.length * run.length);
     for (const pair of pairs) for (const device of BATCHING_DEVICES) for (const v of run) expect(rows.filter((x) => x['pair'] === pair && x['device'] === device && x['policy'] === v.id)).toHaveLength(1);
@@ -52,6 +58,26 @@ describe('abacus reproduce batching', () => {
     const holdout = parse<Record<string, string>>(await fs.readFile(path.join(out, 'batching-predictor.csv'), 'utf8'), { columns: true });
     expect(new Set(holdout.map((x) => x['device']))).toEqual(new Set(BATCHING_DEVICES));
   }, 300_000);
+
+  it('continuous co-run limit: one model back to back is about its saturation throughput; a pair overlapped beats one batch at a time; a tight QoS lowers the batch', async () => {
+    const repo = new ModelRepository({ cacheDir: sandbox.cacheDir });
+    const a = await repo.zooSpec('resnet50');
+    const b = await repo.zooSpec('vgg16');
+    const alone = await coRunLimit('sim:a100', [a], 1000, 16, 32, 8);
+    const sa = await saturationThroughput('sim:a100', [a]);
+    expect(alone.batch).toBe(16);
+    // K batches back to back on one executor: at least the batches one after the other (the next
+    // batch's launches are issued while the last one's kernels drain, so it may be faster)
+    expect(alone.qps / sa.qps).toBeGreaterThan(0.95);
+    expect(alone.qps / sa.qps).toBeLessThan(1.5);
+    const pair = await coRunLimit('sim:a100', [a, b], 1000, 16, 32, 8);
+    const serial = await saturationThroughput('sim:a100', [a, b]);
+    expect(pair.qps).toBeGreaterThan(serial.qps);
+    // every batch of the pair co-running must fit half the QoS target: a 2·L_a target forces smaller batches
+    const tight = await coRunLimit('sim:a100', [a, b], 2 * sa.solo[0]!.latencyMs, 16, 32, 8);
+    expect(tight.batch).toBeLessThan(16);
+    expect(2 * tight.maxBatchMs <= 2 * sa.solo[0]!.latencyMs || tight.batch === 1).toBe(true);
+  }, 120_000);
 
   it('saturation throughput: 1000 · 16 / L alone; a pair is the harmonic mean of its two models alone (equal shares); co-launch: 32000 / L_12', async () => {
     const repo = new ModelRepository({ cacheDir: sandbox.cacheDir });
@@ -73,10 +99,10 @@ describe('abacus reproduce batching', () => {
     await expect(saturationThroughput('sim:a100', [])).rejects.toThrow(RangeError);
   }, 60_000);
 
-  it('runs last at least the asked number of QoS targets; the variants list abacus twice and every batching baseline', () => {
+  it('runs last at least the asked number of QoS targets; the variants list abacus three ways and every batching baseline', () => {
     expect(queriesFor(50, 100, 300, 20)).toBe(300); // 50 q/s × 2 s = 100 < 300
     expect(queriesFor(2000, 100, 300, 20)).toBe(4000); // 2000 q/s × 20 × 0.1 s
-    expect(BATCHING_VARIANTS.map((v) => v.id)).toEqual(['abacus-no-batching', 'abacus', 'triton', 'clockwork', 'fcfs-batch', 'edf-batch']);
+    expect(BATCHING_VARIANTS.map((v) => v.id)).toEqual(['abacus-no-batching', 'abacus', 'abacus-no-barrier', 'triton', 'clockwork', 'fcfs-batch', 'edf-batch']);
     expect(bestBatchingBaselines('sim:a100')).toEqual(['clockwork', 'fcfs-batch', 'edf-batch']);
     expect(bestBatchingBaselines('sim:h200:graph')).toEqual(['triton', 'clockwork', 'fcfs-batch', 'edf-batch']);
   });

@@ -219,7 +219,7 @@ export class StreamAbacusController implements QueryController {
       }
       // Overlap that gains nothing: waiting for the running segments and then running X takes no
       // longer, and the head can afford it.
-      if (remainders.length > 0 && ms >= allEndMs + soloAt[m]! && allEndMs + k * soloAt[0]! <= c.headroomMs) continue;
+      if (remainders.length > 0 && ms >= allEndMs / k + soloAt[m]! && allEndMs + k * soloAt[0]! <= c.headroomMs) continue;
       const soloMs = [soloAt[m]!, ...remainders.map((r) => r.soloMs)];
       const estimateMs = remainders.length === 0 ? ms : memberFinishesMs(soloMs, ms)[0]!;
       const predictedMs = k * estimateMs;
