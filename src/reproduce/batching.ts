@@ -477,7 +477,7 @@ export function batchingHeadline(rows: readonly BatchingRow[]): Record<string, B
       pairs: pairs.size,
     };
     const nb = noBarrierHeadline(pairs);
-    if (nb !== undefined) out[device] = { ...out[device]!, noBarrier: nb };
+    if (nb !== undefined) out[device] = { ...out[device], noBarrier: nb };
   }
   return out;
 }

@@ -8,7 +8,7 @@
 import type { Group, GroupSlot, Predictor, RefiningPredictor } from '../../predict/predictor.ts';
 import type { Decision, GroupObservation, LaunchSegment, QueryController, RefinementStatus, Rejection, ScheduleInput } from '../controller.ts';
 import { type Bracket, roundPoints, searchLargest } from './search.ts';
-import { type Candidate, checkInput, collectHeads, compareUrgency, hopelessAtMs, type FusionPlan, fusedSlotOf, fusionPlan, newStats, positionOf, slotOf, SoloMemo, type StatsCounter } from '../heads.ts';
+import { type Candidate, checkInput, collectHeads, compareUrgency, hopelessAtMs, type FusionPlan, fusedSlotOf, fusionPlan, newStats, positionOf, slotOf, SoloMemo } from '../heads.ts';
 
 export interface AbacusParams {
   /** Points evaluated per search round (one batched predictor call), cut points and batch sizes alike; integer ≥ 2. Paper: 2. */
