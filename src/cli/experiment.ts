@@ -154,9 +154,23 @@ function positiveNumber(flag: string): (value: string) => number {
   };
 }
 
+/**
+ * Policy variants `--policy` accepts beside the policy names: a name for a policy with fixed
+ * parameters, so that both forms of one policy run in the same process at the same rates.
+ */
+const POLICY_VARIANTS: Readonly<Record<string, { readonly policy: string; readonly params: Readonly<Record<string, unknown>> }>> = Object.freeze({
+  'abacus-no-barrier': { policy: 'abacus', params: { barrier: false } },
+});
+
+/** The controller name of a `--policy` entry (a variant's policy). */
+function basePolicy(entry: string): string {
+  return POLICY_VARIANTS[entry]?.policy ?? entry;
+}
+
 function parsePolicies(value: string): string[] {
   const names = value.split(',').map((s) => s.trim());
-  for (const n of names) if (!isPolicyName(n)) throw new InvalidArgumentError(`--policy: unknown policy '${n}' (valid: ${POLICY_NAMES.join(', ')})`);
+  const valid = [...POLICY_NAMES, ...Object.keys(POLICY_VARIANTS)];
+  for (const n of names) if (!isPolicyName(n) && POLICY_VARIANTS[n] === undefined) throw new InvalidArgumentError(`--policy: unknown policy '${n}' (valid: ${valid.join(', ')})`);
   return [...new Set(names)];
 }
 
@@ -174,7 +188,7 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--max-queue-delay-ms <ms>', 'with --models: dynamic batching; how long triton may hold a query to form a larger batch (default 0)', nonNegativeNumber('--max-queue-delay-ms'))
     .option('--predictor <file>', 'predictor.json (abacus train); default: the config\'s, else profile and train one (cached)')
     .option('--allow-unseen', 'let a flop-feature predictor score models it was not trained on')
-    .option('--policy <list>', `policies to compare (${POLICY_NAMES.join(', ')}; default: the config's policy, else abacus,fcfs,sjf,edf)`, parsePolicies)
+    .option('--policy <list>', `policies to compare (${POLICY_NAMES.join(', ')}, or ${Object.keys(POLICY_VARIANTS).join(', ')}: abacus with barrier false; default: the config's policy, else abacus,fcfs,sjf,edf)`, parsePolicies)
     .option('--rate <qps>', 'mean offered load over all services, queries/s', positiveNumber('--rate'), 50)
     .option(
       '--arrivals <process>',
@@ -282,9 +296,10 @@ function batchingFlagsGiven(opts: ExperimentCliOptions): boolean {
   return opts.dynamicBatching === true || opts.maxBatchSize !== undefined || opts.maxQueueDelayMs !== undefined;
 }
 
-/** Parameters of `policy` from the config (when it names that policy) and the flags. */
-function policyParams(policy: string, config: ServingConfig, opts: ExperimentCliOptions): Record<string, unknown> {
-  const params: Record<string, unknown> = config.policy.name === policy ? { ...config.policy.params } : {};
+/** Parameters of `entry` (a policy, or a variant: `POLICY_VARIANTS`) from the config (when it names that policy), the variant and the flags. */
+function policyParams(entry: string, config: ServingConfig, opts: ExperimentCliOptions): Record<string, unknown> {
+  const policy = basePolicy(entry);
+  const params: Record<string, unknown> = { ...(config.policy.name === policy ? config.policy.params : {}), ...POLICY_VARIANTS[entry]?.params };
   if (policy === 'abacus') {
     if (opts.ways !== undefined) params['ways'] = opts.ways;
     if (opts.slackMs !== undefined) params['slackMs'] = opts.slackMs;
@@ -309,7 +324,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   // Every policy's parameters are checked before anything runs (a bad one must not cost a run first).
   for (const policy of policies) {
     try {
-      parseControllerParams(policy, policyParams(policy, config, opts));
+      parseControllerParams(basePolicy(policy), policyParams(policy, config, opts));
     } catch (err) {
       if (config.policy.name === policy && opts.config !== undefined && (err instanceof RangeError || err instanceof TypeError)) throw new InvalidConfigError(`${config.source}: policy: ${err.message}`, { cause: err });
       throw err;
@@ -322,11 +337,11 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   if (batchers.length > 0 && hosted.services.every((s) => s.batching === undefined)) {
     ctx.err(`warning: ${batchers.join(', ')} fuse${batchers.length === 1 ? 's' : ''} queries only for services with dynamic batching, and none has it here: every query runs alone (add --dynamic-batching, or dynamicBatching in the config)\n`);
   }
-  const needsPredictor = policies.some(policyNeedsPredictor);
+  const needsPredictor = policies.some((p) => policyNeedsPredictor(basePolicy(p)));
   const file = opts.predictor ?? config.predictor;
   // One load reading before any profiling, for every predictor looked up below (`PredictorRequest.loadBefore`).
   const loadBefore = sampleLoad();
-  const runParams = policies.map((policy) => ({ policy, params: policyParams(policy, config, opts) }));
+  const runParams = policies.map((policy) => ({ policy: basePolicy(policy), params: policyParams(policy, config, opts) }));
   const threadRules = runThreadRules(runParams);
   const cores = os.availableParallelism();
   const { predictor, source } = needsPredictor
@@ -340,7 +355,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
         loadBefore,
       })
     : { predictor: undefined, source: 'none' };
-  const ruleOf = (policy: string): unknown => parseControllerParams(policy, policyParams(policy, config, opts))['threads'];
+  const ruleOf = (policy: string): unknown => parseControllerParams(basePolicy(policy), policyParams(policy, config, opts))['threads'];
   const anyDeviceRule = runParams.some((r) => policyNeedsPredictor(r.policy) && ruleOf(r.policy) === 'device');
   warnThreadMismatch(ctx, predictor, source, threadRules, anyDeviceRule);
   // The strong one-at-a-time baseline on a real CPU: the same policy with every core given to the lone query (on a device
@@ -366,15 +381,15 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
           { policy, env, label: label(policy, threads), threads },
           { policy, env: wideEnv!, label: label(policy, wideThreads), threads: wideThreads },
         ]
-      : [{ policy, env, label: undefined, threads }],
+      : [{ policy, env, label: POLICY_VARIANTS[policy] === undefined ? undefined : policy, threads }],
   );
   try {
     for (const { policy, env: runEnv, label: runLabel, threads: runThreads } of variants) {
       const name = runLabel ?? policy;
-      const base = { services: hosted.services, policy, policyParams: policyParams(policy, config, opts), queries: opts.queries, seed: opts.seed, arrivals: arrivals.create, ...(opts.dashboard === true && replayed === undefined ? { keepRecords: true } : {}) };
-      const rule = parseControllerParams(policy, base.policyParams)['threads'];
+      const base = { services: hosted.services, policy: basePolicy(policy), policyParams: policyParams(policy, config, opts), queries: opts.queries, seed: opts.seed, arrivals: arrivals.create, ...(opts.dashboard === true && replayed === undefined ? { keepRecords: true } : {}) };
+      const rule = parseControllerParams(base.policy, base.policyParams)['threads'];
       const ruleTag = typeof rule === 'string' && rule !== 'device' ? { threads: rule } : {};
-      const tag = (run: RunJson): RunJson => (hosted.isSim ? { ...run, ...ruleTag } : { ...run, ...(runLabel === undefined ? {} : { label: runLabel }), threadsPerExecutor: runThreads, ...ruleTag });
+      const tag = (run: RunJson): RunJson => (hosted.isSim ? { ...run, ...ruleTag, ...(runLabel === undefined ? {} : { label: runLabel }) } : { ...run, ...(runLabel === undefined ? {} : { label: runLabel }), threadsPerExecutor: runThreads, ...ruleTag });
       if (!opts.json) ctx.err(`${name}: ${opts.findPeak ? 'searching the peak rate at ≤ 1 % violations' : `${opts.queries} queries at ${opts.rate} queries/s${shape}`} …\n`);
       if (opts.findPeak) {
         const peak = await findPeakRate(runEnv, { ...base, startQps: opts.rate });

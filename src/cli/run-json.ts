@@ -7,7 +7,7 @@ import type { ExperimentResult } from '../runtime/experiment.ts';
 /** One run of the `--json` output (docs/benchmarks.md). */
 export interface RunJson {
   readonly policy: string;
-  /** Real devices: the policy and its intra-op threads per executor when a policy ran with two thread counts, e.g. `fcfs (2 threads)`; else absent. */
+  /** Real devices: the policy and its intra-op threads per executor when a policy ran with two thread counts, e.g. `fcfs (2 threads)`; a policy variant of `--policy` (`abacus-no-barrier`); else absent. */
   readonly label?: string;
   /** Real devices: onnxruntime intra-op threads per executor of this run. */
   readonly threadsPerExecutor?: number;
