@@ -57,7 +57,7 @@
 import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
 import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, RunningSegment, ScheduleInput } from '../controller.ts';
 import { checkInput, checkQuery, collectHeads, compareUrgency, type FusionPlan, fusedSlotOf, fusionPlan, hopelessAtMs, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
-import { searchLargest } from './search.ts';
+import { type FirstRound, roundPoints, searchLargest } from './search.ts';
 
 export interface StreamAbacusParams {
   /** Points per batch-size search round (one batched predictor call), integer ≥ 2. */
@@ -158,21 +158,30 @@ export class StreamAbacusController implements QueryController {
       .map((r, i) => ({ ...r, soloMs: runSolos[i]! }))
       .sort((a, b) => b.soloMs - a.soloMs)
       .slice(0, Math.max(0, predictor.maxSlots - 1));
-    const fin0 = remainders.length >= 2 ? memberFinishesMs(remainders.map((r) => r.soloMs), this.#predictOne(remainders.map((r) => r.slot), stats)) : remainders.map((r) => r.soloMs);
+    const restSlots = remainders.map((r) => r.slot);
     let allEndMs = 0;
-    remainders.forEach((r, i) => {
-      r.finish0Ms = k * fin0[i]!;
-      r.protected = r.finish0Ms <= r.headroomMs;
-      allEndMs = Math.max(allEndMs, r.finish0Ms);
-    });
-    // Step 2.
-    if (drop) this.#judgeHeld(input, remainders, k, stats, rejected);
+    let settled = false;
+    /** Finish of each remainder without a launch, from their group's prediction `t0Ms` (two or more), and step 2. */
+    const settle = (t0Ms: number): void => {
+      settled = true;
+      const fin0 = remainders.length >= 2 ? memberFinishesMs(remainders.map((r) => r.soloMs), t0Ms) : remainders.map((r) => r.soloMs);
+      remainders.forEach((r, i) => {
+        r.finish0Ms = k * fin0[i]!;
+        r.protected = r.finish0Ms <= r.headroomMs;
+        allEndMs = Math.max(allEndMs, r.finish0Ms);
+      });
+      // Step 2.
+      if (drop) this.#judgeHeld(input, remainders, k, stats, rejected);
+    };
+    // T0 rides with the first head's first call (below); without remainders to group, nothing to predict.
+    if (remainders.length < 2) settle(NaN);
     // Step 3.
     const dropScale = Math.min(1, k);
     const found = collectHeads(input, predictor, { drop, score: true, extraMs: 0, memo: this.#memo, dropScale }, stats, rejected);
     found.sort(compareUrgency);
+    if (!settled && found.length === 0) settle(this.#predictOne(restSlots, stats));
     let wakeAtMs = (drop ? hopelessAtMs(found, dropScale) : undefined) ?? Infinity;
-    const restSlots = remainders.map((r) => r.slot);
+    const points: number[] = [];
     for (const c of found) {
       const q = c.query;
       const at = positionOf(input.queues, q);
@@ -188,20 +197,38 @@ export class StreamAbacusController implements QueryController {
         return budget;
       };
       const full = plan.followers.length;
-      const fullMs = remainders.length === 0 ? soloAt[full]! : this.#predictOne(groupAt(full), stats);
+      // ONE call: X at its full prefix, at 0 (step 4), the search's first round, and T0 when still unknown.
+      let fullMs: number;
+      let aloneMs: number;
+      let first: FirstRound | undefined;
+      if (remainders.length === 0) {
+        fullMs = soloAt[full]!;
+        aloneMs = soloAt[0]!;
+      } else {
+        roundPoints(-1, full, ways, points);
+        const groups: Group[] = [groupAt(full)];
+        if (full > 0) groups.push(groupAt(0), ...points.map(groupAt));
+        if (!settled) groups.push(restSlots);
+        const out = predictor.predict(groups);
+        stats.predictorCalls++;
+        stats.groupsScored += groups.length;
+        if (!settled) settle(out[groups.length - 1]!);
+        fullMs = out[0]!;
+        aloneMs = full > 0 ? out[1]! : fullMs;
+        if (full > 0) first = { points: [...points], out, offset: 2 };
+      }
       let m = -1;
       let ms = NaN;
       if (fullMs <= budgetAt(full)) {
         m = full;
         ms = fullMs;
       } else if (full > 0) {
-        const b = searchLargest(predictor, stats, ways, 0, { lo: -1, loMs: NaN, leftMs: Infinity, hi: full, hiMs: fullMs }, groupAt, (x) => budgetAt(x));
+        const b = searchLargest(predictor, stats, ways, 0, { lo: -1, loMs: NaN, leftMs: Infinity, hi: full, hiMs: fullMs }, groupAt, (x) => budgetAt(x), first);
         m = b.lo;
         ms = b.loMs;
       }
       if (m < 0) {
         // Step 4.
-        const aloneMs = remainders.length === 0 ? soloAt[0]! : full === 0 ? fullMs : this.#predictOne(groupAt(0), stats);
         const hurts = remainders.length > 0 && aloneMs > budgetAt(0, false);
         if (hurts || allEndMs + k * soloAt[0]! <= c.headroomMs) continue;
         m = 0;
@@ -210,15 +237,15 @@ export class StreamAbacusController implements QueryController {
       // Step 3b.
       const limits = q.batching;
       if (this.#params.hold && limits !== undefined && q.nextOperator === 0 && plan.samples[m]! < limits.maxBatchSize) {
-        const fullMs = this.#soloAll([fusedSlotOf(q, limits.maxBatchSize, q.operators)], stats)[0]!;
-        const holdUntilMs = plan.deadlineMs[m]! - HOLD_FACTOR * k * fullMs;
+        const fullBatchMs = this.#soloAll([fusedSlotOf(q, limits.maxBatchSize, q.operators)], stats)[0]!;
+        const holdUntilMs = plan.deadlineMs[m]! - HOLD_FACTOR * k * fullBatchMs;
         if (holdUntilMs > nowMs) {
           wakeAtMs = Math.min(wakeAtMs, holdUntilMs);
           continue;
         }
       }
-      // Overlap that gains nothing: waiting for the running segments and then running X takes no
-      // longer, and the head can afford it.
+      // Step 3c: overlap that gains nothing — waiting for the running segments and then running X
+      // takes no longer — and the head can afford to wait.
       if (remainders.length > 0 && ms >= allEndMs / k + soloAt[m]! && allEndMs + k * soloAt[0]! <= c.headroomMs) continue;
       const soloMs = [soloAt[m]!, ...remainders.map((r) => r.soloMs)];
       const estimateMs = remainders.length === 0 ? ms : memberFinishesMs(soloMs, ms)[0]!;
