@@ -65,8 +65,10 @@ import { formatTable } from './format.ts';
 import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
 import { cachedPredictor } from '../deployment/predictor-cache.ts';
+import { mixesHeadline, type MixesHeadline } from '../reproduce/mixes.ts';
+import { printMixes, runMixesExperiment } from './reproduce-mixes.ts';
 
-const EXPERIMENTS = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching', 'adaptive', 'all'] as const;
+const EXPERIMENTS = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching', 'mixes', 'adaptive', 'all'] as const;
 type Experiment = (typeof EXPERIMENTS)[number];
 type SingleExperiment = Exclude<Experiment, 'all'>;
 /**
@@ -75,7 +77,7 @@ type SingleExperiment = Exclude<Experiment, 'all'>;
  * number of ways hardly matters).
  */
 const SEARCH_SLACK_MS = 0;
-const ALL: readonly SingleExperiment[] = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching', 'adaptive'];
+const ALL: readonly SingleExperiment[] = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching', 'mixes', 'adaptive'];
 
 
 /** Where the co-location experiments' sets come from in the workloads file. */
@@ -108,6 +110,8 @@ export interface ReproduceJson {
   search?: { medianUsByWays: Record<string, number>; p99UsByWays: Record<string, number>; maxOverMinMedian: number };
   /** Per device id (`sim:a100`, `sim:h200:graph`). */
   batching?: Record<string, BatchingDeviceHeadline>;
+  /** Per device id: abacus without the barrier against the baselines on harder mixes (`reproduce/mixes.ts`). */
+  mixes?: Record<string, MixesHeadline>;
   /** The drift run with and without online refinement (`reproduce/adaptive.ts`). */
   adaptive?: AdaptiveJson;
   device: string;
@@ -232,6 +236,11 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
       );
       json.batching = batchingHeadline(outcome.rows);
       printBatching(outcome.rows, outcome.variants, json.batching, print);
+    } else if (exp === 'mixes') {
+      const outcome = await runMixesExperiment({ quick, queries, seed: opts.seed, out: opts.out, ...(opts.variants === undefined ? {} : { variants: opts.variants }) }, specs, workloads, predictorFor, say);
+      results.mixes = { ...outcome, wallSeconds: (performance.now() - t0) / 1000 };
+      json.mixes = mixesHeadline(outcome.rows);
+      printMixes(outcome, json.mixes, print);
     } else if (exp === 'adaptive') {
       const models = [...ADAPTIVE_SETUP.models];
       const adaptiveQueries = opts.queries ?? (quick ? 2000 : 4000);
@@ -480,7 +489,7 @@ async function runClusterExperiment(
 export function registerReproduceCommand(program: Command, ctx: CliContext): void {
   program
     .command('reproduce')
-    .argument('<experiment>', `${EXPERIMENTS.join(' | ')} (paper §7.2 qos, §7.3 throughput, §7.4 beyond-pair, §7.5 mig, §7.6 cluster, §7.7 search; batching: dynamic batching on sim:a100 and sim:h200:graph; adaptive: a ×1.5 drift at mid-run with and without online refinement)`, parseExperiment)
+    .argument('<experiment>', `${EXPERIMENTS.join(' | ')} (paper §7.2 qos, §7.3 throughput, §7.4 beyond-pair, §7.5 mig, §7.6 cluster, §7.7 search; batching: dynamic batching on sim:a100 and sim:h200:graph; mixes: 3-4 services, tight QoS, skewed load, with and without the group barrier; adaptive: a ×1.5 drift at mid-run with and without online refinement)`, parseExperiment)
     .description("reproduce the paper's evaluation on simulated accelerators (profiles and trains its predictors first, cached) and write report.html")
     .option('--device <id>', 'simulated device (mig always uses the A100 and its MIG instances, batching sim:a100 and sim:h200:graph)', 'sim:a100')
     .option('--out <dir>', 'folder for the CSV files, results.json and report.html', 'out/reproduce')
@@ -496,7 +505,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .option('--minutes <n>', 'cluster: replay only the first n trace minutes (default all 120)', positiveInt('--minutes'))
     .option('--samples <n>', 'operator groups profiled per predictor (default 12000, --quick 4000)', positiveInt('--samples'))
     .option('--pairs <n>', 'batching: only the first n of the 21 pairs (default all)', positiveInt('--pairs'))
-    .option('--variants <ids>', 'batching: only these policies, comma-separated (e.g. abacus,abacus-no-barrier,triton; default all)', (v: string) => v.split(',').map((x) => x.trim()).filter((x) => x !== ''))
+    .option('--variants <ids>', 'batching and mixes: only these policies, comma-separated (e.g. abacus,abacus-no-barrier,triton; default all)', (v: string) => v.split(',').map((x) => x.trim()).filter((x) => x !== ''))
     .option('--decisions <n>', 'search: timed decisions per ways (default 20000, --quick 2000)', positiveInt('--decisions'))
     .option('--json', 'print the headline numbers as JSON')
     .action(async (experiment: Experiment, opts: ReproduceOptions) => {

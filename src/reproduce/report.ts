@@ -15,6 +15,7 @@ import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, type ColocationRow } from
 import { MIG_BATCH_SIZES, type MigRow } from './mig.ts';
 import { PAPER_BEYOND_PAIR, PAPER_CLUSTER, PAPER_MIG, PAPER_QOS, PAPER_SEARCH, PAPER_THROUGHPUT, type PaperClaim } from './paper.ts';
 import type { SearchRow } from './search.ts';
+import { mixesSection, type MixesOutcome } from './mixes-report.ts';
 
 /** What every stored experiment records about how it ran. */
 interface RunInfo {
@@ -97,6 +98,7 @@ export interface ReproduceResults {
   cluster?: ClusterOutcome;
   search?: SearchOutcome;
   batching?: BatchingOutcome;
+  mixes?: MixesOutcome;
   adaptive?: AdaptiveOutcome;
 }
 
@@ -539,6 +541,7 @@ export async function renderReproduceReport(results: ReproduceResults): Promise<
   if (results.cluster) sections.push(await clusterSection(results.cluster));
   if (results.search) sections.push(await searchSection(results.search));
   if (results.batching) sections.push(await batchingSection(results.batching));
+  if (results.mixes) sections.push(await mixesSection(results.mixes));
   if (results.adaptive) sections.push(adaptiveSection(results.adaptive));
   const runs = Object.entries(results) as [string, RunInfo][];
   const quick = runs.filter(([, r]) => r.quick).map(([k]) => k);

@@ -123,6 +123,8 @@ export class StreamAbacusController implements QueryController {
   readonly #memo = new SoloMemo();
   /** Per model|batch|seqLen: predicted solo latency of operators [0, j), j = 0..N. */
   readonly #profiles = new Map<string, Float64Array>();
+  /** Per model|nextOperator|operators|seqLen: the solo latency of the whole rest at each sample count (NaN: not asked yet). */
+  readonly #bySamples = new Map<string, Float64Array>();
   /** Predicted solo latency of slots, by `slotKey`. */
   readonly #solos = new Map<string, number>();
   /** Each launch not yet observed: its uncorrected latency estimate (ms), by service (one segment per service runs at a time; a fused batch gets its id only at its launch). */
@@ -362,7 +364,24 @@ export class StreamAbacusController implements QueryController {
 
   /** Solo latency of the head fused with each prefix of its followers (`plan.samples[m]`), all its remaining operators. */
   #fusedSolos(q: ScheduleInput['queues'][number][number], plan: FusionPlan, stats: StatsCounter): number[] {
-    return this.#soloAll(plan.samples.map((n) => fusedSlotOf(q, n, q.operators)), stats);
+    const key = `${q.model}|${q.nextOperator}|${q.operators}|${q.seqLen}`;
+    let bySamples = this.#bySamples.get(key);
+    const most = plan.samples[plan.samples.length - 1]!;
+    if (bySamples === undefined || bySamples.length <= most) {
+      const grown = new Float64Array(Math.max(most + 1, 2 * (bySamples?.length ?? 0))).fill(NaN);
+      if (bySamples !== undefined) grown.set(bySamples);
+      bySamples = grown;
+      if (this.#bySamples.size >= MAX_PROFILES) this.#bySamples.clear();
+      this.#bySamples.set(key, bySamples);
+    }
+    const missing = plan.samples.filter((n) => Number.isNaN(bySamples[n]!));
+    if (missing.length > 0) {
+      const out = this.#soloAll(missing.map((n) => fusedSlotOf(q, n, q.operators)), stats);
+      missing.forEach((n, i) => (bySamples[n] = out[i]!));
+    } else {
+      stats.soloMemoHits += plan.samples.length;
+    }
+    return plan.samples.map((n) => bySamples[n]!);
   }
 
   #predictOne(group: Group, stats: StatsCounter): number {

@@ -1,0 +1,58 @@
+/**
+ * `abacus reproduce mixes` (`reproduce/mixes.ts`): runs the mixes on both simulated devices,
+ * writes `mixes.csv`, prints the tables.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { stringify } from 'csv-stringify/sync';
+import type { ModelSpec } from '../model/spec.ts';
+import type { Predictor } from '../predict/predictor.ts';
+import { BATCHING_DEVICES, BATCHING_MIN_SPAN_QOS, BATCHING_SEQ_LEN, BATCHING_TRAIN_BATCH_SIZES } from '../reproduce/batching.ts';
+import { mixes, MIX_VARIANTS, runMixes, type MixesHeadline } from '../reproduce/mixes.ts';
+import { MIXES_TARGET, mixesTables, type MixesOutcome } from '../reproduce/mixes-report.ts';
+import type { PaperWorkload } from '../reproduce/workloads.ts';
+import { formatTable } from './format.ts';
+import { availableVariants } from '../reproduce/batching.ts';
+
+const MIX_COLUMNS = ['mix', 'kind', 'device', 'policy', 'qosMs', 'peakGoodputQps', 'peakRateQps', 'violationRatio', 'meanBatch', 'predictorMape', 'coRunLimitQps', 'coRunBatch', 'bracketed'];
+
+/** Most services of a mix: the predictors are profiled with groups of up to this many slots. */
+const MIX_MAX_GROUP = 4;
+
+/**
+ * Run the mixes.
+ * @throws RangeError for a `variants` id that is not a mix policy.
+ */
+export async function runMixesExperiment(
+  o: { quick: boolean; queries: number; seed: number; out: string; variants?: readonly string[] },
+  specs: ReadonlyMap<string, ModelSpec>,
+  workloads: readonly PaperWorkload[],
+  predictorFor: (device: string, models: readonly string[], maxGroupSize: number, batchSizes?: readonly number[], seqLens?: readonly number[]) => Promise<{ predictor: Predictor; source: string }>,
+  say: (s: string) => void,
+): Promise<Omit<MixesOutcome, 'wallSeconds'>> {
+  const list = mixes(workloads);
+  const models = [...new Set(list.flatMap((m) => m.models))];
+  const known = availableVariants(MIX_VARIANTS).run;
+  const unknown = (o.variants ?? []).filter((id) => !known.some((v) => v.id === id));
+  if (unknown.length > 0) throw new RangeError(`--variants: no mixes policy '${unknown.join("', '")}' (valid: ${known.map((v) => v.id).join(', ')})`);
+  const variants = o.variants === undefined ? known : known.filter((v) => o.variants!.includes(v.id));
+  const minSpanQos = o.quick ? BATCHING_MIN_SPAN_QOS.quick : BATCHING_MIN_SPAN_QOS.full;
+  say(`mixes: ${list.length} mixes × ${BATCHING_DEVICES.join(', ')} × ${variants.map((v) => v.id).join(', ')}; peak goodput; runs of ≥ ${o.queries} queries and ≥ ${minSpanQos} QoS targets\n`);
+  const rows = await runMixes(list, specs, async (device) => (await predictorFor(device, models, MIX_MAX_GROUP, BATCHING_TRAIN_BATCH_SIZES, [BATCHING_SEQ_LEN])).predictor, {
+    variants,
+    queries: o.queries,
+    minSpanQos,
+    seed: o.seed,
+    devices: BATCHING_DEVICES,
+    onProgress: say,
+  });
+  await fs.writeFile(path.join(o.out, 'mixes.csv'), stringify([...rows], { header: true, columns: MIX_COLUMNS, cast: { boolean: (b) => String(b) } }));
+  return { device: BATCHING_DEVICES.join(' + '), quick: o.quick, queries: o.queries, seed: o.seed, devices: BATCHING_DEVICES, variants: variants.map((v) => v.id), rows };
+}
+
+/** The mixes' tables and headline (stdout). */
+export function printMixes(o: Pick<MixesOutcome, 'devices' | 'variants' | 'rows'>, headline: Record<string, MixesHeadline>, print: (s: string) => void): void {
+  for (const t of mixesTables(o)) print(`\nHarder mixes: peak goodput at ≤ 1 % violations (queries/s, simulated) on ${t.device}, batch-1 requests, dynamic batching\n` + formatTable(t.header, t.rows) + '\n');
+  const lines = Object.entries(headline).map(([device, h]) => [device, `${h.meanRatioVsBestBaseline?.toFixed(2) ?? '–'} (goal ≥ ${MIXES_TARGET})`, h.meanRatioVsBestBaselineAll?.toFixed(2) ?? '–']);
+  print(`\nAbacus without the group barrier ÷ the best baseline per mix, means\n` + formatTable(['device', '3-4 services and tight QoS', 'every mix'], lines) + '\n');
+}

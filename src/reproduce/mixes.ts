@@ -1,0 +1,219 @@
+/**
+ * Harder service mixes than a pair at batch 16 (`abacus reproduce mixes`, docs/batching.md
+ * "Harder mixes"): single-sample Poisson requests with dynamic batching on, on `sim:a100` and
+ * `sim:h200:graph`, everything simulated (virtual time). Per mix and device, the peak goodput at
+ * ≤ 1 % violations (`findPeakRate`) of barrier abacus, abacus without the group barrier, and the
+ * batching baselines (Triton's dynamic batcher, Clockwork, FCFS and EDF with batching), beside the
+ * mix's continuous co-run limit (`co-run.ts`).
+ *
+ * The mixes (`MIXES`):
+ * - `beyond-pair`: the paper's four §7.4 triples at their QoS targets, and one set of four
+ *   services (resnet101, resnet152, vgg19, bert at 150 ms);
+ * - `tight`: two pairs (resnet50 + vgg16, inception_v3 + bert) with each service's QoS target
+ *   1.5× and 2× its model's batch-1 solo latency on the device;
+ * - `skewed`: resnet50 + resnet101 at 100 ms with 9 : 1 and 1 : 9 of the load;
+ * - `heavy-light`: vgg19 at 80 ms beside bert at 5 ms (a heavy model and a light one with a tight
+ *   target; where bert alone at batch 1 takes more than 5 ms / 1.2 on the device, bert's target is
+ *   1.2× its solo latency instead, and the row says so in `qosMs`).
+ * The headline mean (`meanRatioVsBestBaseline`) is abacus without the barrier ÷ the best
+ * baseline of each mix (Triton included), over the `beyond-pair` and `tight` mixes.
+ */
+import { driveUntilSettled } from '../clock/drive.ts';
+import { VirtualClock } from '../clock/virtual.ts';
+import { SimDevice } from '../device/sim/index.ts';
+import { artifactAt } from '../model/artifact.ts';
+import type { ModelSpec } from '../model/spec.ts';
+import type { Predictor } from '../predict/predictor.ts';
+import { findPeakRate, runExperiment, type ExperimentService } from '../runtime/experiment.ts';
+import { BATCHING_LIMITS, BATCHING_MAX_BATCH_SIZE, BATCHING_SEQ_LEN, BATCHING_VARIANTS, queriesFor, type BatchingVariant } from './batching.ts';
+import { coRunLimit } from './co-run.ts';
+import { simEnv } from './colocation.ts';
+import type { PaperWorkload } from './workloads.ts';
+
+/** What a mix stresses. */
+export type MixKind = 'beyond-pair' | 'tight' | 'skewed' | 'heavy-light';
+
+/** One service mix. */
+export interface Mix {
+  readonly id: string;
+  readonly kind: MixKind;
+  readonly models: readonly string[];
+  /** QoS target per service, ms (absent: `qosFactor` × each model's batch-1 solo latency on the device). */
+  readonly qosMs?: readonly number[];
+  readonly qosFactor?: number;
+  /** Share of the load per service (absent: equal). */
+  readonly weights?: readonly number[];
+}
+
+/** bert's target in the heavy-light mix, ms. */
+export const HEAVY_LIGHT_BERT_QOS_MS = 5;
+
+/** The mixes (module docs); the §7.4 triples come from the paper's workloads. */
+export function mixes(workloads: readonly PaperWorkload[]): Mix[] {
+  const out: Mix[] = workloads.filter((w) => w.experiment === '7.4_beyond_pair').map((w) => ({ id: w.models.join('+'), kind: 'beyond-pair' as const, models: w.models, qosMs: w.models.map(() => w.qosMs) }));
+  out.push({ id: 'resnet101+resnet152+vgg19+bert', kind: 'beyond-pair', models: ['resnet101', 'resnet152', 'vgg19', 'bert'], qosMs: [150, 150, 150, 150] });
+  for (const factor of [1.5, 2]) {
+    for (const models of [['resnet50', 'vgg16'], ['inception_v3', 'bert']]) out.push({ id: `${models.join('+')} @${factor}x`, kind: 'tight', models, qosFactor: factor });
+  }
+  out.push({ id: 'resnet50+resnet101 9:1', kind: 'skewed', models: ['resnet50', 'resnet101'], qosMs: [100, 100], weights: [9, 1] });
+  out.push({ id: 'resnet50+resnet101 1:9', kind: 'skewed', models: ['resnet50', 'resnet101'], qosMs: [100, 100], weights: [1, 9] });
+  out.push({ id: 'vgg19+bert@5ms', kind: 'heavy-light', models: ['vgg19', 'bert'], qosMs: [80, HEAVY_LIGHT_BERT_QOS_MS] });
+  return out;
+}
+
+/** The policies of the mixes: every batching variant but abacus without batching. */
+export const MIX_VARIANTS: readonly BatchingVariant[] = BATCHING_VARIANTS.filter((v) => v.batching);
+
+/** One (mix, device, policy) at its peak. */
+export interface MixRow {
+  readonly mix: string;
+  readonly kind: MixKind;
+  readonly device: string;
+  readonly policy: string;
+  /** QoS target per service, ms, joined with '/'. */
+  readonly qosMs: string;
+  readonly peakGoodputQps: number;
+  readonly peakRateQps: number;
+  readonly violationRatio: number;
+  readonly meanBatch: number;
+  readonly predictorMape: number;
+  /** The mix's continuous co-run limit on the device, queries/s, and its batch. */
+  readonly coRunLimitQps: number;
+  readonly coRunBatch: number;
+  readonly bracketed: boolean;
+}
+
+/** Batch-1 solo latency of a model on a fresh noise-free device, ms. */
+async function soloMs(deviceId: string, spec: ModelSpec): Promise<number> {
+  const clock = new VirtualClock();
+  const device = await SimDevice.create({ clock, id: deviceId, noiseCv: 0 });
+  try {
+    await device.load([{ name: spec.name, model: artifactAt('/nonexistent', spec) }]);
+    const seqLen = spec.dynamicAxes.seq === undefined ? 0 : BATCHING_SEQ_LEN;
+    const r = await driveUntilSettled(clock, device.runGroup([{ service: spec.name, queryId: 'solo', start: 0, end: spec.operators.length, batchSize: 1, seqLen, input: { kind: 'synthetic', seed: 1 } }]));
+    return r.groupLatencyMs;
+  } finally {
+    await device.close();
+  }
+}
+
+/** The QoS target of each service of `mix` on `deviceId`, ms (module docs). */
+export async function mixQosMs(deviceId: string, mix: Mix, specs: ReadonlyMap<string, ModelSpec>): Promise<number[]> {
+  const spec = (m: string): ModelSpec => {
+    const s = specs.get(m);
+    if (s === undefined) throw new RangeError(`mix ${mix.id}: no spec for model '${m}'`);
+    return s;
+  };
+  if (mix.qosFactor !== undefined) return Promise.all(mix.models.map(async (m) => mix.qosFactor! * (await soloMs(deviceId, spec(m)))));
+  const qos = [...(mix.qosMs ?? [])];
+  if (mix.kind === 'heavy-light') {
+    const i = mix.models.indexOf('bert');
+    const bertMs = await soloMs(deviceId, spec('bert'));
+    if (i >= 0 && 1.2 * bertMs > qos[i]!) qos[i] = 1.2 * bertMs;
+  }
+  return qos;
+}
+
+/** The services of a mix: batch-1 requests, BERT at `BATCHING_SEQ_LEN`, `BATCHING_LIMITS`, its targets and shares. */
+export function mixServices(mix: Mix, specs: ReadonlyMap<string, ModelSpec>, qosMs: readonly number[]): ExperimentService[] {
+  return mix.models.map((m, i) => {
+    const spec = specs.get(m)!;
+    return {
+      name: mix.models.indexOf(m) === i ? m : `${m}-${i}`,
+      spec,
+      qosTargetMs: qosMs[i]!,
+      maxQueueLength: 10_000,
+      batchSizes: [1],
+      batching: BATCHING_LIMITS,
+      ...(spec.dynamicAxes.seq === undefined ? {} : { seqLens: [BATCHING_SEQ_LEN] }),
+      ...(mix.weights === undefined ? {} : { weight: mix.weights[i]! }),
+    };
+  });
+}
+
+/** Options of `runMixes`. */
+export interface MixRunOptions {
+  readonly variants: readonly BatchingVariant[];
+  readonly queries: number;
+  /** Every run lasts at least this many (smallest) QoS targets of arrivals. */
+  readonly minSpanQos: number;
+  readonly seed: number;
+  readonly devices: readonly string[];
+  readonly onProgress?: (line: string) => void;
+}
+
+/**
+ * Every mix on every device under every variant.
+ * @param predictorFor the predictor of a device, trained on every model of the mixes with groups of up to 4 slots.
+ */
+export async function runMixes(list: readonly Mix[], specs: ReadonlyMap<string, ModelSpec>, predictorFor: (deviceId: string) => Promise<Predictor>, o: MixRunOptions): Promise<MixRow[]> {
+  const rows: MixRow[] = [];
+  for (const device of o.devices) {
+    const predictor = await predictorFor(device);
+    for (const mix of list) {
+      const qos = await mixQosMs(device, mix, specs);
+      const services = mixServices(mix, specs, qos);
+      const limit = await coRunLimit(device, services.map((s) => s.spec), qos, BATCHING_MAX_BATCH_SIZE, BATCHING_SEQ_LEN, undefined, mix.weights);
+      const minQos = Math.min(...qos);
+      for (const v of o.variants) {
+        const env = simEnv(device, services, predictor, o.seed);
+        const policyParams = { ...(v.policy === 'abacus' ? { ways: 2, slackMs: 5 } : {}), ...v.params };
+        const base = { services, policy: v.policy, policyParams, queries: o.queries, seed: o.seed, queriesFor: (rateQps: number) => queriesFor(rateQps, minQos, o.queries, o.minSpanQos) };
+        const peak = await findPeakRate(env, { ...base, startQps: limit.qps / 4 });
+        const lowest = Math.min(...peak.tried.map((t) => t.rateQps));
+        const at = peak.atPeak ?? (await runExperiment(env, { ...base, queries: base.queriesFor(lowest), rateQps: lowest }));
+        rows.push({
+          mix: mix.id,
+          kind: mix.kind,
+          device,
+          policy: v.id,
+          qosMs: qos.map((x) => x.toFixed(1)).join('/'),
+          peakGoodputQps: peak.peakGoodputQps,
+          peakRateQps: peak.peakRateQps,
+          violationRatio: at.overall.violationRatio,
+          meanBatch: at.meanBatch,
+          predictorMape: at.predictorMape,
+          coRunLimitQps: limit.qps,
+          coRunBatch: limit.batch,
+          bracketed: peak.bracketed,
+        });
+        o.onProgress?.(`mixes: ${device} ${mix.id} ${v.id}: peak ${peak.peakGoodputQps.toFixed(1)} q/s (${peak.tried.length} runs)\n`);
+      }
+    }
+  }
+  return rows;
+}
+
+/** Headline of one device (`--json` `mixes[device]`). */
+export interface MixesHeadline {
+  /** Abacus without the barrier ÷ the best baseline (Triton included) of each mix, mean over the beyond-pair and tight mixes. */
+  readonly meanRatioVsBestBaseline: number | null;
+  /** The same ratio over every mix. */
+  readonly meanRatioVsBestBaselineAll: number | null;
+  readonly rows: readonly MixRow[];
+}
+
+/** Policies a mix's best baseline is taken from. */
+export const MIX_BASELINES: readonly string[] = ['triton', 'clockwork', 'fcfs-batch', 'edf-batch'];
+
+/** Per device: each mix's ratio and the headline means. */
+export function mixesHeadline(rows: readonly MixRow[]): Record<string, MixesHeadline> {
+  const out: Record<string, MixesHeadline> = {};
+  for (const device of [...new Set(rows.map((r) => r.device))]) {
+    const mine = rows.filter((r) => r.device === device);
+    const ratios: { kind: MixKind; ratio: number }[] = [];
+    for (const mix of [...new Set(mine.map((r) => r.mix))]) {
+      const of = mine.filter((r) => r.mix === mix);
+      const nb = of.find((r) => r.policy === 'abacus-no-barrier');
+      const best = Math.max(0, ...of.filter((r) => MIX_BASELINES.includes(r.policy)).map((r) => r.peakGoodputQps));
+      if (nb !== undefined && best > 0) ratios.push({ kind: nb.kind, ratio: nb.peakGoodputQps / best });
+    }
+    const mean = (xs: number[]): number | null => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
+    out[device] = {
+      meanRatioVsBestBaseline: mean(ratios.filter((r) => r.kind === 'beyond-pair' || r.kind === 'tight').map((r) => r.ratio)),
+      meanRatioVsBestBaselineAll: mean(ratios.map((r) => r.ratio)),
+      rows: mine,
+    };
+  }
+  return out;
+}
