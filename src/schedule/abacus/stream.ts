@@ -34,8 +34,9 @@
  *    each one's finish f_r0. A running segment is *protected* when f_r0 ≤ its headroom: no launch
  *    may push it past its deadline (one already predicted late does not block launches).
  * 2. Held queries (their service's segment runs; with `drop`): a held head whose headroom is
- *    ≤ 0, or that cannot finish even starting alone when its service's segment ends (f_r0 +
- *    solo > headroom), is rejected on time; the next one of its queue is judged then.
+ *    ≤ 0, or that cannot finish even starting alone when its service's segment ends (that
+ *    segment's decided end + its solo latency, both as a fast run would take them: "Correction")
+ *    > headroom), is rejected on time; the next one of its queue is judged then.
  * 3. Heads of the free services (`heads.ts` `collectHeads`, hopeless ones dropped as abacus
  *    step 1), most urgent first. For each: the largest fusion prefix m (0 = the head at its own
  *    batch) whose group {X_m, remainders} fits — f_X ≤ the headroom of X_m's most urgent member
@@ -53,6 +54,14 @@
  *    still make it after the running segments end (max f_r0 + its solo ≤ headroom); otherwise
  *    it is launched alone (its only chance), as abacus step 4c.
  * `wakeAtMs`: the first instant a kept head becomes hopeless (`heads.ts` `hopelessAtMs`).
+ *
+ * ## Correction
+ * Each launch's uncorrected estimate f_X is kept until its group is observed; the window of the
+ * last 64 measured ÷ estimated ratios gives k, their median (after 16 launches, within [0.5, 2]),
+ * by which every predicted time is multiplied, and `fast`, their 0.1 quantile (≤ 1), by which the
+ * drop rules judge: a dropped query is a violation for sure, a launched one may still make it,
+ * so only a query that a run as fast as the fastest tenth of recent launches would not finish is
+ * dropped. The decision's `predictedMs` is k × f_X.
  */
 import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
 import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, RunningSegment, ScheduleInput } from '../controller.ts';
@@ -80,6 +89,8 @@ interface Remainder {
   readonly service: string;
   /** Its finish without a new launch, ms from now. */
   finish0Ms: number;
+  /** Its end as its launch was predicted (launch + decided latency − now), ms; NaN when the launch had no prediction. */
+  readonly decidedEndMs: number;
   protected: boolean;
 }
 
@@ -92,6 +103,13 @@ const CORRECTION_MIN = 16;
 /** The correction stays within [0.5, 2]: a predictor off by more needs retraining, not a factor. */
 const CORRECTION_MIN_FACTOR = 0.5;
 const CORRECTION_MAX = 2;
+/**
+ * Drops judge a fast run: the 0.1 quantile of the window's measured ÷ estimated (at most 1). A
+ * query dropped counts as a violation for sure, one launched may still make it, so only a query
+ * that a run as fast as the fastest tenth of recent launches would not finish is dropped (the
+ * calibration fallback drops by the same rule, `schedule/fallback.ts`).
+ */
+const DROP_QUANTILE = 0.1;
 /**
  * A partial batch waits until its most urgent member's deadline − HOLD_FACTOR × the solo latency
  * of a full batch (step 3b): the margin leaves room for the full batch's slowdown beside others
@@ -132,6 +150,8 @@ export class StreamAbacusController implements QueryController {
   readonly #ratios = new Float64Array(CORRECTION_WINDOW);
   #ratioCount = 0;
   #factor = 1;
+  /** The `DROP_QUANTILE` of the same window, ≤ 1: drops judge a run this fast (1 before `CORRECTION_MIN`). */
+  #fast = 1;
 
   /** `params` are taken as valid; construct through `createController` (`schedule/index.ts`). */
   constructor(predictor: Predictor, params: StreamAbacusParams) {
@@ -173,12 +193,13 @@ export class StreamAbacusController implements QueryController {
         allEndMs = Math.max(allEndMs, r.finish0Ms);
       });
       // Step 2.
-      if (drop) this.#judgeHeld(input, remainders, k, stats, rejected);
+      if (drop) this.#judgeHeld(input, remainders, k, this.#fast, stats, rejected);
     };
     // T0 rides with the first head's first call (below); without remainders to group, nothing to predict.
     if (remainders.length < 2) settle(NaN);
     // Step 3.
-    const dropScale = Math.min(1, k);
+    // Drops judge a fast run, not the typical one (module docs, "Correction").
+    const dropScale = this.#fast;
     const found = collectHeads(input, predictor, { drop, score: true, extraMs: 0, memo: this.#memo, dropScale }, stats, rejected);
     found.sort(compareUrgency);
     if (!settled && found.length === 0) settle(this.#predictOne(restSlots, stats));
@@ -275,6 +296,7 @@ export class StreamAbacusController implements QueryController {
       if (this.#ratioCount >= CORRECTION_MIN) {
         const window = this.#ratios.slice(0, Math.min(this.#ratioCount, CORRECTION_WINDOW)).sort();
         this.#factor = Math.min(CORRECTION_MAX, Math.max(CORRECTION_MIN_FACTOR, window[window.length >> 1]!));
+        this.#fast = Math.min(1, Math.max(CORRECTION_MIN_FACTOR, window[Math.floor(DROP_QUANTILE * (window.length - 1))]!));
       }
     }
   }
@@ -285,17 +307,21 @@ export class StreamAbacusController implements QueryController {
   }
 
   /** Step 2: reject the held heads that cannot finish even when their service's running segment ends. */
-  #judgeHeld(input: ScheduleInput, remainders: readonly Remainder[], k: number, stats: StatsCounter, rejected: Rejection[]): void {
+  #judgeHeld(input: ScheduleInput, remainders: readonly Remainder[], k: number, fast: number, stats: StatsCounter, rejected: Rejection[]): void {
     const { nowMs } = input;
     for (const queue of input.held ?? []) {
       const service = queue[0]?.service;
       const run = remainders.find((r) => r.service === service);
-      const startMs = run === undefined ? 0 : run.finish0Ms;
+      // A fast run: the query's predicted time × `fast` instead of × k, after its service's running
+      // segment ends as its launch was decided (its remainder as predicted now when that has passed
+      // or is unknown), scaled alike.
+      const endMs = run === undefined ? 0 : run.decidedEndMs > 0 ? run.decidedEndMs : run.finish0Ms;
+      const startMs = (fast / k) * endMs;
       for (const q of queue) {
         checkQuery(q);
         const headroomMs = q.qosTargetMs - (nowMs - q.arrivalMs);
         if (headroomMs > 0) {
-          const soloMs = k * this.#soloAll([{ model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen }], stats)[0]!;
+          const soloMs = fast * this.#soloAll([{ model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen }], stats)[0]!;
           if (startMs + soloMs <= headroomMs) break;
           rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: startMs + soloMs });
         } else {
@@ -314,7 +340,7 @@ export class StreamAbacusController implements QueryController {
     const target = profile[r.start]! + fraction * segmentMs;
     let k = r.start;
     while (k + 1 < r.end && profile[k + 1]! <= target) k++;
-    return { slot: { model: r.model, start: k, end: r.end, batch: r.batch, seqLen: r.seqLen }, soloMs: NaN, headroomMs: r.deadlineMs - nowMs, service: r.service, finish0Ms: 0, protected: false };
+    return { slot: { model: r.model, start: k, end: r.end, batch: r.batch, seqLen: r.seqLen }, soloMs: NaN, headroomMs: r.deadlineMs - nowMs, service: r.service, finish0Ms: 0, protected: false, decidedEndMs: r.predictedMs === undefined ? NaN : r.launchMs + r.predictedMs - nowMs };
   }
 
   /** Predicted solo latency of every prefix [0, j) of a model at a batch and sequence length (j = 0..N; 0 at j = 0). */
