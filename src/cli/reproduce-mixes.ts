@@ -24,13 +24,13 @@ const MIX_MAX_GROUP = 4;
  * @throws RangeError for a `variants` id that is not a mix policy.
  */
 export async function runMixesExperiment(
-  o: { quick: boolean; queries: number; seed: number; out: string; variants?: readonly string[] },
+  o: { quick: boolean; queries: number; seed: number; out: string; variants?: readonly string[]; mixes?: number },
   specs: ReadonlyMap<string, ModelSpec>,
   workloads: readonly PaperWorkload[],
   predictorFor: (device: string, models: readonly string[], maxGroupSize: number, batchSizes?: readonly number[], seqLens?: readonly number[]) => Promise<{ predictor: Predictor; source: string }>,
   say: (s: string) => void,
 ): Promise<Omit<MixesOutcome, 'wallSeconds'>> {
-  const list = mixes(workloads);
+  const list = mixes(workloads).slice(0, o.mixes);
   const models = [...new Set(list.flatMap((m) => m.models))];
   const known = availableVariants(MIX_VARIANTS).run;
   const unknown = (o.variants ?? []).filter((id) => !known.some((v) => v.id === id));

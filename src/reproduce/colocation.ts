@@ -27,6 +27,11 @@ export const PAPER_SEQ_LENS: readonly number[] = [8, 16, 32, 64];
 /** The policies compared with Abacus (the paper's baselines) and the extra ones. */
 export const BASELINES = ['fcfs', 'sjf', 'edf'] as const;
 
+/** Policy variants the co-location experiments take beside policy names (`--policy`): abacus without the group barrier. */
+export const COLOCATION_VARIANTS: Readonly<Record<string, { readonly policy: string; readonly params: Readonly<Record<string, unknown>> }>> = Object.freeze({
+  'abacus-no-barrier': { policy: 'abacus', params: { barrier: false } },
+});
+
 /** One workload × policy. */
 export interface ColocationRow {
   readonly set: string;
@@ -72,10 +77,10 @@ export function simEnv(deviceId: string, services: readonly ExperimentService[],
   };
 }
 
-function row(set: string, w: PaperWorkload, r: ExperimentResult, peakGoodputQps?: number): ColocationRow {
+function row(set: string, w: PaperWorkload, r: ExperimentResult, peakGoodputQps?: number, policy = r.policy): ColocationRow {
   return {
     set,
-    policy: r.policy,
+    policy,
     qosMs: w.qosMs,
     rateQps: r.rateQps,
     violationRatio: r.overall.violationRatio,
@@ -105,14 +110,16 @@ export async function runWorkload(
   const set = w.models.join('+');
   const rows: ColocationRow[] = [];
   for (const policy of options.policies) {
-    const policyParams = policy === 'abacus' ? { ways: w.searchWays, slackMs: w.slackMs } : {};
-    const base = { services, policy, policyParams, queries: options.queries, seed: options.seed };
+    const variant = COLOCATION_VARIANTS[policy];
+    const name = variant?.policy ?? policy;
+    const policyParams = name === 'abacus' ? { ways: w.searchWays, slackMs: w.slackMs, ...variant?.params } : {};
+    const base = { services, policy: name, policyParams, queries: options.queries, seed: options.seed };
     if (options.findPeak) {
       const peak = await findPeakRate(env, { ...base, startQps: w.offeredLoadQps / 2 });
       const at = peak.atPeak ?? (await runExperiment(env, { ...base, rateQps: w.offeredLoadQps }));
-      rows.push(row(set, w, at, peak.peakGoodputQps));
+      rows.push(row(set, w, at, peak.peakGoodputQps, policy));
     } else {
-      rows.push(row(set, w, await runExperiment(env, { ...base, rateQps: w.offeredLoadQps })));
+      rows.push(row(set, w, await runExperiment(env, { ...base, rateQps: w.offeredLoadQps }), undefined, policy));
     }
   }
   return rows;

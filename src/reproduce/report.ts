@@ -140,14 +140,14 @@ export function colocationHeadline(rows: readonly ColocationRow[]): { abacusMaxV
 }
 
 /** Headline of a throughput run: Abacus peak ÷ the best of fcfs/sjf/edf, mean and min over sets. */
-export function throughputHeadline(rows: readonly ColocationRow[]): { meanPeakRatioVsBest: number; minPeakRatioVsBest: number; sets: number } {
-  const ratios = [...bySet(rows).values()].map(peakRatio).filter((x) => Number.isFinite(x));
+export function throughputHeadline(rows: readonly ColocationRow[], policy = 'abacus'): { meanPeakRatioVsBest: number; minPeakRatioVsBest: number; sets: number } {
+  const ratios = [...bySet(rows).values()].map((p) => peakRatio(p, policy)).filter((x) => Number.isFinite(x));
   return { meanPeakRatioVsBest: ratios.reduce((a, b) => a + b, 0) / ratios.length, minPeakRatioVsBest: Math.min(...ratios), sets: ratios.length };
 }
 
-/** Abacus' peak goodput ÷ the best of fcfs/sjf/edf in one set (NaN when no baseline has a peak). */
-export function peakRatio(byPolicy: ReadonlyMap<string, ColocationRow>): number {
-  const abacus = byPolicy.get('abacus')?.peakGoodputQps ?? 0;
+/** `policy`'s (abacus') peak goodput ÷ the best of fcfs/sjf/edf in one set (NaN when no baseline has a peak). */
+export function peakRatio(byPolicy: ReadonlyMap<string, ColocationRow>, policy = 'abacus'): number {
+  const abacus = byPolicy.get(policy)?.peakGoodputQps ?? 0;
   const best = Math.max(...BASELINES.map((b) => byPolicy.get(b)?.peakGoodputQps ?? 0));
   return best > 0 ? abacus / best : NaN;
 }
