@@ -152,7 +152,7 @@ describe('sim drift: device id', () => {
     for (const [id, message] of bad) {
       expect(() => parseSimDeviceId(id), id).toThrow(RangeError);
       expect(() => parseSimDeviceId(id), id).toThrow(message);
-      expect(() => parseSimDeviceId(id), id).toThrow(/accepted: sim:<a100\|v100\|h100\|h200>\[:mig-<1\|2\|3\|4\|7>g \(a100 only\)\]\[:drift-<factor>x@<ms>ms\]\[:eager\|graph\]/);
+      expect(() => parseSimDeviceId(id), id).toThrow(/accepted: sim:<a100\|v100\|h100\|h200>\[:mig-<1\|2\|3\|4\|7>g \(a100 only\)\]\[:interference\]\[:drift-<factor>x@<ms>ms\]\[:eager\|graph\]/);
     }
   });
 });

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import type { ModelSpec } from '../model/spec.ts';
 import type { Predictor } from '../predict/predictor.ts';
-import { BATCHING_DEVICES, BATCHING_MIN_SPAN_QOS, BATCHING_SEQ_LEN, BATCHING_TRAIN_BATCH_SIZES } from '../reproduce/batching.ts';
+import { BATCHING_MIN_SPAN_QOS, BATCHING_SEQ_LEN, BATCHING_TRAIN_BATCH_SIZES } from '../reproduce/batching.ts';
 import { mixes, MIX_VARIANTS, runMixes, type MixesHeadline } from '../reproduce/mixes.ts';
 import { MIXES_TARGET, mixesTables, type MixesOutcome } from '../reproduce/mixes-report.ts';
 import type { PaperWorkload } from '../reproduce/workloads.ts';
@@ -24,7 +24,7 @@ const MIX_MAX_GROUP = 4;
  * @throws RangeError for a `variants` id that is not a mix policy.
  */
 export async function runMixesExperiment(
-  o: { quick: boolean; queries: number; seed: number; out: string; variants?: readonly string[]; mixes?: number },
+  o: { quick: boolean; queries: number; seed: number; out: string; devices: readonly string[]; variants?: readonly string[]; mixes?: number },
   specs: ReadonlyMap<string, ModelSpec>,
   workloads: readonly PaperWorkload[],
   predictorFor: (device: string, models: readonly string[], maxGroupSize: number, batchSizes?: readonly number[], seqLens?: readonly number[]) => Promise<{ predictor: Predictor; source: string }>,
@@ -37,17 +37,17 @@ export async function runMixesExperiment(
   if (unknown.length > 0) throw new RangeError(`--variants: no mixes policy '${unknown.join("', '")}' (valid: ${known.map((v) => v.id).join(', ')})`);
   const variants = o.variants === undefined ? known : known.filter((v) => o.variants!.includes(v.id));
   const minSpanQos = o.quick ? BATCHING_MIN_SPAN_QOS.quick : BATCHING_MIN_SPAN_QOS.full;
-  say(`mixes: ${list.length} mixes × ${BATCHING_DEVICES.join(', ')} × ${variants.map((v) => v.id).join(', ')}; peak goodput; runs of ≥ ${o.queries} queries and ≥ ${minSpanQos} QoS targets\n`);
+  say(`mixes: ${list.length} mixes × ${o.devices.join(', ')} × ${variants.map((v) => v.id).join(', ')}; peak goodput; runs of ≥ ${o.queries} queries and ≥ ${minSpanQos} QoS targets\n`);
   const rows = await runMixes(list, specs, async (device) => (await predictorFor(device, models, MIX_MAX_GROUP, BATCHING_TRAIN_BATCH_SIZES, [BATCHING_SEQ_LEN])).predictor, {
     variants,
     queries: o.queries,
     minSpanQos,
     seed: o.seed,
-    devices: BATCHING_DEVICES,
+    devices: o.devices,
     onProgress: say,
   });
   await fs.writeFile(path.join(o.out, 'mixes.csv'), stringify([...rows], { header: true, columns: MIX_COLUMNS, cast: { boolean: (b) => String(b) } }));
-  return { device: BATCHING_DEVICES.join(' + '), quick: o.quick, queries: o.queries, seed: o.seed, devices: BATCHING_DEVICES, variants: variants.map((v) => v.id), rows };
+  return { device: o.devices.join(' + '), quick: o.quick, queries: o.queries, seed: o.seed, devices: o.devices, variants: variants.map((v) => v.id), rows };
 }
 
 /** The mixes' tables and headline (stdout). */

@@ -98,6 +98,8 @@ interface ReproduceOptions {
   pairs?: number;
   /** batching: only these variants (`BATCHING_VARIANTS` ids). */
   variants?: string[];
+  /** batching and mixes: the devices (default `BATCHING_DEVICES`). */
+  devices?: string[];
 }
 
 /** Headline numbers (`--json`), for the experiments that ran. */
@@ -235,9 +237,9 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
         stringify(outcome.holdout.map((h) => ({ device: h.device, batch: h.batch, groups: h.groups, mapeTrained1248_16: h.mape['used'], mapeTrained1to16: h.mape['every'] })), { header: true }),
       );
       json.batching = batchingHeadline(outcome.rows);
-      printBatching(outcome.rows, outcome.variants, json.batching, print);
+      printBatching(outcome.rows, outcome.variants, outcome.devices, json.batching, print);
     } else if (exp === 'mixes') {
-      const outcome = await runMixesExperiment({ quick, queries, seed: opts.seed, out: opts.out, ...(opts.variants === undefined ? {} : { variants: opts.variants }), ...(opts.pairs === undefined ? {} : { mixes: opts.pairs }) }, specs, workloads, predictorFor, say);
+      const outcome = await runMixesExperiment({ quick, queries, seed: opts.seed, out: opts.out, devices: opts.devices ?? BATCHING_DEVICES, ...(opts.variants === undefined ? {} : { variants: opts.variants }), ...(opts.pairs === undefined ? {} : { mixes: opts.pairs }) }, specs, workloads, predictorFor, say);
       results.mixes = { ...outcome, wallSeconds: (performance.now() - t0) / 1000 };
       json.mixes = mixesHeadline(outcome.rows);
       printMixes(outcome, json.mixes, print);
@@ -357,10 +359,11 @@ async function runBatchingExperiment(
   const minSpanQos = quick ? BATCHING_MIN_SPAN_QOS.quick : BATCHING_MIN_SPAN_QOS.full;
   const holdoutSamples = quick ? 2000 : 4000;
   const predictorOf = (device: string, batchSizes: readonly number[]): Promise<{ predictor: Predictor; source: string }> => predictorFor(device, models, 2, batchSizes, [BATCHING_SEQ_LEN]);
-  say(`batching: ${pairs.length} pairs × ${BATCHING_DEVICES.join(', ')} × ${variants.map((v) => v.id).join(', ')}; peak goodput; runs of ≥ ${queries} queries and ≥ ${minSpanQos} QoS targets\n`);
-  const { rows, solo } = await runBatching(pairs, specs, async (device) => (await predictorOf(device, BATCHING_TRAIN_BATCH_SIZES)).predictor, { variants, queries, minSpanQos, seed: opts.seed, onProgress: say });
+  const devices = opts.devices ?? BATCHING_DEVICES;
+  say(`batching: ${pairs.length} pairs × ${devices.join(', ')} × ${variants.map((v) => v.id).join(', ')}; peak goodput; runs of ≥ ${queries} queries and ≥ ${minSpanQos} QoS targets\n`);
+  const { rows, solo } = await runBatching(pairs, specs, async (device) => (await predictorOf(device, BATCHING_TRAIN_BATCH_SIZES)).predictor, { variants, queries, minSpanQos, seed: opts.seed, onProgress: say, devices });
   const holdout: HoldoutRow[] = [];
-  for (const device of BATCHING_DEVICES) {
+  for (const device of devices) {
     say(`batching: held-out predictor error per batch size on ${device} (${holdoutSamples} fresh groups)\n`);
     const used = (await predictorOf(device, BATCHING_TRAIN_BATCH_SIZES)).predictor;
     const every = (await predictorOf(device, BATCHING_ALL_BATCH_SIZES)).predictor;
@@ -368,11 +371,11 @@ async function runBatchingExperiment(
     holdout.push(...(await predictorErrorByBatch(device, models.map((m) => specs.get(m)!), { used, every }, { samples: holdoutSamples, seed: 2, csv })));
   }
   return {
-    device: BATCHING_DEVICES.join(' + '),
+    device: devices.join(' + '),
     quick,
     queries,
     seed: opts.seed,
-    devices: BATCHING_DEVICES,
+    devices,
     variants: variants.map((v) => v.id),
     skipped,
     minSpanQos,
@@ -385,8 +388,8 @@ async function runBatchingExperiment(
 }
 
 /** The batching tables (stdout): per device, each pair's peaks and batch-aware Abacus' ratios; then the headline against issue 12's targets. */
-function printBatching(rows: readonly BatchingRow[], variants: readonly string[], headline: Record<string, BatchingDeviceHeadline>, print: (s: string) => void): void {
-  for (const device of BATCHING_DEVICES) {
+function printBatching(rows: readonly BatchingRow[], variants: readonly string[], devices: readonly string[], headline: Record<string, BatchingDeviceHeadline>, print: (s: string) => void): void {
+  for (const device of devices) {
     const lines = [...byPair(rows, device)].map(([pair, byPolicy]) => {
       const r = pairRatios(byPolicy, device);
       const a = byPolicy.get('abacus');
@@ -510,6 +513,15 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .option('--minutes <n>', 'cluster: replay only the first n trace minutes (default all 120)', positiveInt('--minutes'))
     .option('--samples <n>', 'operator groups profiled per predictor (default 12000, --quick 4000)', positiveInt('--samples'))
     .option('--pairs <n>', 'batching: only the first n of the 21 pairs; mixes: the first n mixes (default all)', positiveInt('--pairs'))
+    .option('--devices <ids>', 'batching and mixes: simulated devices, comma-separated (default sim:a100,sim:h200:graph; e.g. sim:a100:interference: the A100 with the H200 fit\'s interference term)', (v: string) =>
+      v.split(',').map((x) => {
+        try {
+          return parseSimDeviceId(x.trim()).id;
+        } catch (err) {
+          throw new InvalidArgumentError(`--devices: ${(err as Error).message}`);
+        }
+      }),
+    )
     .option('--variants <ids>', 'batching and mixes: only these policies, comma-separated (e.g. abacus,abacus-no-barrier,triton; default all)', (v: string) => v.split(',').map((x) => x.trim()).filter((x) => x !== ''))
     .option('--decisions <n>', 'search: timed decisions per ways (default 20000, --quick 2000)', positiveInt('--decisions'))
     .option('--json', 'print the headline numbers as JSON')

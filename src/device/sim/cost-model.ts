@@ -404,11 +404,17 @@ export const H200_GRAPH_SIM_CONSTANTS: SimConstants = {
  * - the same in eager mode: the H200's device constants with the A100 reference's eager launch
  *   costs, dispatch and barrier (the Abacus artifact's serving path; not measured on Hopper);
  * - every other profile (A100 and its MIG instances, V100): `DEFAULT_SIM_CONSTANTS`, fitted to the
- *   A100 eager reference (V100 and graph mode: not measured).
+ *   A100 eager reference (V100 and graph mode: not measured);
+ * - with `interference` (the id part `:interference`, not on Hopper): the same with the H200 fit's
+ *   `kernelGrain` (0.35). It is an exponent on each operator's own mean kernel duration alone
+ *   (deviceMs / nodes on THIS GPU), so it transfers as a law, scaled to the A100's per-kernel
+ *   latencies by construction: an operator whose kernels run 3× longer than its co-runner's
+ *   holds 3^0.35 = 1.47× the SM share per unit of demand, on either GPU. The A100 reference has
+ *   no overlap measurement to fit it to; this says how sensitive a conclusion is to one.
  */
-export function simConstantsFor(profile: Pick<GpuProfile, 'key'>, mode: RuntimeMode): SimConstants {
+export function simConstantsFor(profile: Pick<GpuProfile, 'key'>, mode: RuntimeMode, interference = false): SimConstants {
   const hopper = profile.key === 'h200' || profile.key === 'h100';
-  if (!hopper) return DEFAULT_SIM_CONSTANTS;
+  if (!hopper) return interference ? { ...DEFAULT_SIM_CONSTANTS, kernelGrain: H200_GRAPH_SIM_CONSTANTS.kernelGrain } : DEFAULT_SIM_CONSTANTS;
   if (mode === 'graph') return H200_GRAPH_SIM_CONSTANTS;
   const a = DEFAULT_SIM_CONSTANTS;
   return { ...H200_GRAPH_SIM_CONSTANTS, launchUs: { ...H200_GRAPH_SIM_CONSTANTS.launchUs, eager: a.launchUs.eager }, dispatchMs: a.dispatchMs, barrierMs: a.barrierMs };
@@ -428,6 +434,6 @@ export const SIM_MODEL_REVISION = 2;
  * @throws RangeError for a malformed sim device id (as `parseSimDeviceId`).
  */
 export function simModelFingerprint(deviceId: string): { readonly revision: number; readonly constants: SimConstants } {
-  const { profile, mode } = parseSimDeviceId(deviceId);
-  return { revision: SIM_MODEL_REVISION, constants: simConstantsFor(profile, mode) };
+  const { profile, mode, interference } = parseSimDeviceId(deviceId);
+  return { revision: SIM_MODEL_REVISION, constants: simConstantsFor(profile, mode, interference === true) };
 }

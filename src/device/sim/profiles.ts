@@ -180,12 +180,18 @@ export interface SimDeviceSpec {
   readonly id: string;
   readonly profile: GpuProfile;
   readonly mode: RuntimeMode;
+  /**
+   * The `interference` part: the H200 fit's interference term (`kernelGrain`, weighted SM
+   * sharing) on a GPU whose own constants have none (`cost-model.ts` `simConstantsFor`); in the
+   * canonical id, since it changes every latency of overlapped groups. Absent: the GPU's own.
+   */
+  readonly interference?: boolean;
   /** The drift part of the id; absent when the id has none. */
   readonly drift?: SimDrift;
 }
 
 /** The accepted forms of a sim device id, as error messages print them. */
-export const SIM_DEVICE_ID_FORMS = `sim:<${GPU_PROFILES.map((p) => p.key).join('|')}>[:mig-<1|2|3|4|7>g (a100 only)][:drift-<factor>x@<ms>ms][:eager|graph] (mode last; e.g. sim:a100:drift-1.5x@60000ms)`;
+export const SIM_DEVICE_ID_FORMS = `sim:<${GPU_PROFILES.map((p) => p.key).join('|')}>[:mig-<1|2|3|4|7>g (a100 only)][:interference][:drift-<factor>x@<ms>ms][:eager|graph] (mode last; e.g. sim:a100:drift-1.5x@60000ms)`;
 
 /** Every device id the simulator accepts, eager (default) and graph (no drift parts: those take any numbers). */
 export function simDeviceIds(): string[] {
@@ -223,13 +229,20 @@ export function validateSimDrift(drift: SimDrift, where: string): void {
 export function parseSimDeviceId(id: string): SimDeviceSpec {
   const parts = typeof id === 'string' ? id.split(':') : [];
   const bad = (why: string): RangeError => new RangeError(`sim device id '${String(id)}' ${why} (accepted: ${SIM_DEVICE_ID_FORMS})`);
-  if (parts[0] !== 'sim' || parts.length < 2 || parts.length > 5) throw bad('is not of the form sim:<gpu>[…]');
+  if (parts[0] !== 'sim' || parts.length < 2 || parts.length > 6) throw bad('is not of the form sim:<gpu>[…]');
   const base = GPU_PROFILES.find((p) => p.key === parts[1]);
   if (!base) throw bad(`names no known GPU '${parts[1] ?? ''}'`);
   let profile = base;
   let mode: RuntimeMode = 'eager';
   let drift: SimDrift | undefined;
+  let interference = false;
   for (const [i, part] of parts.slice(2).entries()) {
+    if (part === 'interference') {
+      if (interference) throw bad(`has a second interference part`);
+      if (base.key === 'h200' || base.key === 'h100') throw bad(`has an interference part on a GPU whose constants have one already`);
+      interference = true;
+      continue;
+    }
     const mig = /^mig-([12347])g$/.exec(part);
     if (mig) {
       if (base.key !== 'a100' || profile !== base) throw bad(`has a MIG part '${part}' where none is allowed`);
@@ -257,6 +270,6 @@ export function parseSimDeviceId(id: string): SimDeviceSpec {
       throw bad(`has an unknown part '${part}'`);
     }
   }
-  const canonical = `sim:${profile.key}${mode === 'eager' ? '' : `:${mode}`}`;
-  return drift === undefined ? { id: canonical, profile, mode } : { id: canonical, profile, mode, drift };
+  const canonical = `sim:${profile.key}${interference ? ':interference' : ''}${mode === 'eager' ? '' : `:${mode}`}`;
+  return { id: canonical, profile, mode, ...(interference ? { interference } : {}), ...(drift === undefined ? {} : { drift }) };
 }

@@ -72,7 +72,7 @@ import { LogNormalNoise, Rng } from '../../rng.ts';
 export interface SimDeviceOptions {
   /** Where time comes from (a `VirtualClock` for simulations, a `WallClock` for real time). */
   readonly clock: Clock;
-  /** Device id ['sim:a100']: `sim:<a100|v100|h100|h200>[:mig-<1|2|3|4|7>g][:drift-<factor>x@<ms>ms][:eager|graph]` (`parseSimDeviceId`, `profiles.ts`). */
+  /** Device id ['sim:a100']: `sim:<a100|v100|h100|h200>[:mig-<1|2|3|4|7>g][:interference][:drift-<factor>x@<ms>ms][:eager|graph]` (`parseSimDeviceId`, `profiles.ts`). */
   readonly id?: string;
   /**
    * A step change of speed [none]: from `atMs` ms after `create` (device clock) on, operators
@@ -167,7 +167,7 @@ export class SimDevice implements Device {
     this.id = parsed.id;
     this.profile = parsed.profile;
     this.mode = parsed.mode;
-    this.constants = options.constants ?? simConstantsFor(parsed.profile, parsed.mode);
+    this.constants = options.constants ?? simConstantsFor(parsed.profile, parsed.mode, parsed.interference === true);
     this.clock = options.clock;
     const cv = options.noiseCv ?? DEFAULT_NOISE_CV;
     const noise = new LogNormalNoise(new Rng(options.seed ?? 0), cv);
