@@ -20,7 +20,8 @@ import { memberFinishesMs } from '../src/schedule/abacus/stream.ts';
 import { constantArrivals, LoadGenerator } from '../src/workload/index.ts';
 import { fixedPredictor } from './helpers/fixed-predictor.ts';
 import { FakePredictor } from './schedule/fake-predictor.ts';
-import { query } from './schedule/query.ts';
+import { query, randomInput } from './schedule/query.ts';
+import { rng } from './helpers/rng.ts';
 
 let specs: ModelSpec[];
 beforeAll(async () => {
@@ -196,5 +197,18 @@ describe('StreamAbacusController', () => {
     // at 5: a0 ends at 10, a1 (10 ms alone) would end at 20 > its deadline 15
     const d = controller().decide({ nowMs: 5, queues: [], runningRemainingMs: 0, running, held: [held] });
     expect(d.rejected.map((r) => r.queryId)).toEqual(['a1']);
+  });
+});
+
+describe('the barrier mode is unchanged', () => {
+  it('barrier abacus decides the same whether or not the input shows running segments, and barrier: true is the default', () => {
+    const r = rng(24);
+    for (let i = 0; i < 400; i++) {
+      const input = randomInput(r, `p${i}`, { batching: i % 2 === 0 });
+      const running = [{ queryId: 'x', service: 'elsewhere', model: 'a', operators: 10, start: 0, end: 10, batch: 4, seqLen: 0, launchMs: input.nowMs - 3, predictedMs: 9, deadlineMs: input.nowMs + 20 }];
+      const plain = createController('abacus', {}, new FakePredictor()).decide(input);
+      expect(createController('abacus', { barrier: true }, new FakePredictor()).decide(input)).toEqual(plain);
+      expect(createController('abacus', {}, new FakePredictor()).decide({ ...input, running })).toEqual(plain);
+    }
   });
 });
