@@ -49,10 +49,11 @@
  * becomes hopeless, so a waiting query is rejected on time even when no event comes.
 
  * `launchWhileBusy === true` (overlap-all: uncontrolled overlap, as MPS or Triton instance
- * groups; triton: Triton's dynamic batcher, one instance per model, `oneGroupPerService`): the
- * runtime calls `decide` on every arrival (and whenever it likes) and launches the returned
- * group at once, concurrently with groups still running; such a policy only launches whole
- * queries, so a launched query leaves the waiting queues for good.
+ * groups; triton: Triton's dynamic batcher, one instance per model, `oneGroupPerService`; abacus
+ * with `barrier: false`, `oneGroupPerService`, `abacus/stream.ts`): the runtime calls `decide` on
+ * every arrival (and whenever it likes) and launches the returned group at once, concurrently
+ * with groups still running, and shows the segments in flight in `ScheduleInput.running`; such a
+ * policy only launches whole queries, so a launched query leaves the waiting queues for good.
  */
 import type { AbacusErrorCode } from '../errors.ts';
 
