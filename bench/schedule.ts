@@ -37,7 +37,9 @@
  * batching). The cost table is sublinear in the batch there (batch b costs 1 + (b − 1)/8 times
  * batch 1: batch 16 ≈ 2.9×, DESIGN.md "one to three times"), so batches of every size fit some
  * budget. Rows: fcfs, abacus on the same queues with `batching` stripped (today's decisions:
- * heads only), and abacus with batching; `samplesPerSegment` shows the batches it forms.
+ * heads only), abacus with batching, and abacus without the group barrier on the same queues
+ * with one or two services' segments in flight (`streamScenarios`); `samplesPerSegment` shows
+ * the batches it forms.
  */
 import { ModelRepository } from '../src/model/repository.ts';
 import type { ModelSpec } from '../src/model/spec.ts';

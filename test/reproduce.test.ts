@@ -49,6 +49,6 @@ describe('abacus reproduce', () => {
   it('names the experiments that exist', async () => {
     const r = await abacus('reproduce', 'nope');
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/unknown experiment 'nope' \(available: qos, throughput, beyond-pair, mig, cluster, search, batching, adaptive, all\)/);
+    expect(r.stderr).toMatch(/unknown experiment 'nope' \(available: qos, throughput, beyond-pair, mig, cluster, search, batching, mixes, adaptive, all\)/);
   }, 60_000);
 });

@@ -39,8 +39,8 @@ it('reports median, p99 and counters for fcfs and abacus with both predictors, m
   expect(abacus[1]!.groupsScored).toBe(abacus[3]!.groupsScored);
   // the memo removes the solo scoring, never a decision: warm abacus scores exactly the 4 solos fewer
   expect(abacus[1]!.groupsScored - abacus[0]!.groupsScored).toBeCloseTo(4, 0);
-  // dynamic batching: fcfs, abacus on the same queues without batching, abacus with batching
-  const policies = ['fcfs', 'abacus ways 4 (batching off)', 'abacus ways 4'];
+  // dynamic batching: fcfs, abacus on the same queues without batching, abacus with batching, and without the barrier
+  const policies = ['fcfs', 'abacus ways 4 (batching off)', 'abacus ways 4', 'abacus ways 4 (no barrier)'];
   const batchingNames = ['cost-table', 'mlp'].flatMap((p) => ['warm', 'cold'].flatMap((m) => policies.map((x) => `${p}/${x}/${m}`)));
   expect(r.batching.rows.map((x) => `${x.predictor}/${x.policy}/${x.memo}`)).toEqual(batchingNames);
   for (const row of r.batching.rows) {
@@ -50,4 +50,9 @@ it('reports median, p99 and counters for fcfs and abacus with both predictors, m
   const unbatched = r.batching.rows.filter((x) => x.policy === 'abacus ways 4 (batching off)');
   // fusing makes the launched segments larger than the same queues' heads alone
   for (let i = 0; i < batched.length; i++) expect(batched[i]!.samplesPerSegment).toBeGreaterThan(unbatched[i]!.samplesPerSegment);
+  // without the barrier: segments in flight are predicted too, and it fuses as well
+  for (const row of r.batching.rows.filter((x) => x.policy === 'abacus ways 4 (no barrier)')) {
+    expect(row.predictorCalls).toBeGreaterThan(0);
+    expect(row.samplesPerSegment).toBeGreaterThan(1);
+  }
 });
