@@ -32,7 +32,7 @@ import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import { DEFAULT_BATCHING, loadServingConfig, parseServingConfig, type ServingConfig } from '../runtime/config.ts';
 import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult } from '../runtime/experiment.ts';
-import { isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
+import { isPolicyName, parseControllerParams, POLICY_NAMES, POLICY_VARIANTS, policyNeedsPredictor } from '../schedule/index.ts';
 import { policyHelpText } from './policies.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './context.ts';
@@ -154,15 +154,7 @@ function positiveNumber(flag: string): (value: string) => number {
   };
 }
 
-/**
- * Policy variants `--policy` accepts beside the policy names: a name for a policy with fixed
- * parameters, so that both forms of one policy run in the same process at the same rates.
- */
-const POLICY_VARIANTS: Readonly<Record<string, { readonly policy: string; readonly params: Readonly<Record<string, unknown>> }>> = Object.freeze({
-  'abacus-no-barrier': { policy: 'abacus', params: { barrier: false } },
-});
-
-/** The controller name of a `--policy` entry (a variant's policy). */
+/** The controller name of a `--policy` entry (a variant's policy, `POLICY_VARIANTS`). */
 function basePolicy(entry: string): string {
   return POLICY_VARIANTS[entry]?.policy ?? entry;
 }

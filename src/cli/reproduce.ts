@@ -41,7 +41,7 @@ import {
   type BatchingRow,
   type HoldoutRow,
 } from '../reproduce/batching.ts';
-import { BASELINES, COLOCATION_VARIANTS, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, runWorkload, simEnv, workloadServices, type ColocationRow } from '../reproduce/colocation.ts';
+import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, runWorkload, simEnv, workloadServices, type ColocationRow } from '../reproduce/colocation.ts';
 import { ADAPTIVE_SETUP, runAdaptive, type AdaptiveJson, type DriftRunJson } from '../reproduce/adaptive.ts';
 import { MIG_BATCH_SIZES, MIG_DEVICES, MIG_PAIRS, runMig, type MigRow } from '../reproduce/mig.ts';
 import {
@@ -59,7 +59,7 @@ import {
 } from '../reproduce/report.ts';
 import { measureSearch } from '../reproduce/search.ts';
 import { CLUSTER_TRACE_PATH, readPaperWorkloads, type PaperWorkload } from '../reproduce/workloads.ts';
-import { isPolicyName, POLICY_NAMES } from '../schedule/index.ts';
+import { isPolicyName, POLICY_NAMES, POLICY_VARIANTS } from '../schedule/index.ts';
 import { readLoadTrace } from '../workload/trace-file.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './context.ts';
@@ -505,7 +505,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .option('--queries <n>', 'queries per run (default 1000, --quick 300; adaptive 4000, --quick 2000)', positiveInt('--queries'))
     .option('--policy <list>', `policies of qos/throughput/beyond-pair (abacus is always included; ${POLICY_NAMES.join(', ')}, or abacus-no-barrier: abacus without the group barrier)`, (v: string) => {
       const names = v.split(',').map((s) => s.trim());
-      for (const n of names) if (!isPolicyName(n) && COLOCATION_VARIANTS[n] === undefined) throw new InvalidArgumentError(`--policy: unknown policy '${n}' (valid: ${[...POLICY_NAMES, ...Object.keys(COLOCATION_VARIANTS)].join(', ')})`);
+      for (const n of names) if (!isPolicyName(n) && POLICY_VARIANTS[n] === undefined) throw new InvalidArgumentError(`--policy: unknown policy '${n}' (valid: ${[...POLICY_NAMES, ...Object.keys(POLICY_VARIANTS)].join(', ')})`);
       return names;
     }, ['abacus', 'fcfs', 'sjf', 'edf'])
     .option('--seed <n>', 'seed of the load and the simulator', positiveInt('--seed'), 1)

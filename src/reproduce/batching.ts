@@ -48,9 +48,9 @@ import type { Predictor } from '../predict/predictor.ts';
 import { errorMetrics } from '../predict/train.ts';
 import { readProfileCsv } from '../profile/csv.ts';
 import { profileDevice } from '../profile/profiler.ts';
-import { findPeakRate, runExperiment, type ExperimentService } from '../runtime/experiment.ts';
+import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService, type PeakResult } from '../runtime/experiment.ts';
 import type { BatchingLimits } from '../schedule/controller.ts';
-import { isPolicyName } from '../schedule/index.ts';
+import { isPolicyName, POLICY_VARIANTS } from '../schedule/index.ts';
 import { simEnv, workloadServices } from './colocation.ts';
 import { coRunLimit, type CoRunLimit } from './co-run.ts';
 import type { PaperWorkload } from './workloads.ts';
@@ -121,7 +121,7 @@ export interface BatchingVariant {
 export const BATCHING_VARIANTS: readonly BatchingVariant[] = [
   { id: 'abacus-no-batching', policy: 'abacus', batching: false, role: 'unbatched' },
   { id: 'abacus', policy: 'abacus', batching: true, role: 'abacus' },
-  { id: 'abacus-no-barrier', policy: 'abacus', batching: true, role: 'abacus', params: { barrier: false } },
+  { id: 'abacus-no-barrier', policy: 'abacus', batching: true, role: 'abacus', params: POLICY_VARIANTS['abacus-no-barrier']!.params },
   { id: 'triton', policy: 'triton', batching: true, role: 'concurrent' },
   { id: 'clockwork', policy: 'clockwork', batching: true, role: 'serial' },
   { id: 'fcfs-batch', policy: 'fcfs-batch', batching: true, role: 'serial' },
@@ -172,8 +172,12 @@ export interface SoloBatch {
   readonly latencyMs: number;
 }
 
-/** Run `models` (one service each, `batch` samples, the whole model) as ONE group on a fresh noise-free device: the group's latency, ms. */
-async function groupLatencyMs(deviceId: string, specs: readonly ModelSpec[], batch: number, seqLen: number): Promise<number> {
+/**
+ * Run `specs` (one service each, `batch` samples, the whole model) as ONE group on a fresh
+ * noise-free device: the group's latency, ms.
+ * @throws Error naming the models and the device when a segment fails.
+ */
+export async function groupLatencyMs(deviceId: string, specs: readonly ModelSpec[], batch: number, seqLen: number): Promise<number> {
   const clock = new VirtualClock();
   const device = await SimDevice.create({ clock, id: deviceId, noiseCv: 0 });
   try {
@@ -248,6 +252,18 @@ export function queriesFor(rateQps: number, qosMs: number, queries: number, span
 }
 
 /**
+ * The peak search (`findPeakRate`) and the run the peak's row describes: the run at the peak, or
+ * at the lowest rate tried when no rate met the bound.
+ */
+export async function peakAndItsRun(env: ExperimentEnv, options: Parameters<typeof findPeakRate>[1] & { queriesFor: (rateQps: number) => number }): Promise<{ peak: PeakResult; at: ExperimentResult }> {
+  const peak = await findPeakRate(env, options);
+  if (peak.atPeak !== undefined) return { peak, at: peak.atPeak };
+  const lowest = Math.min(...peak.tried.map((t) => t.rateQps));
+  const { startQps: _startQps, maxViolationRatio: _bound, bisections: _bisections, maxSteps: _steps, queriesFor, ...run } = options;
+  return { peak, at: await runExperiment(env, { ...run, queries: queriesFor(lowest), rateQps: lowest }) };
+}
+
+/**
  * Every variant's peak on one pair and device. Abacus (both variants) takes the workload's
  * search ways and slack; the baselines their defaults.
  */
@@ -267,9 +283,7 @@ export async function runBatchingPair(
     const env = simEnv(deviceId, services, predictor, o.seed);
     const policyParams = { ...(v.policy === 'abacus' ? { ways: w.searchWays, slackMs: w.slackMs } : {}), ...v.params };
     const base = { services, policy: v.policy, policyParams, queries: o.queries, seed: o.seed, queriesFor: (rateQps: number) => queriesFor(rateQps, w.qosMs, o.queries, span) };
-    const peak = await findPeakRate(env, { ...base, startQps: w.offeredLoadQps / 2, ...(o.bisections === undefined ? {} : { bisections: o.bisections }) });
-    const lowest = Math.min(...peak.tried.map((t) => t.rateQps));
-    const at = peak.atPeak ?? (await runExperiment(env, { ...base, queries: base.queriesFor(lowest), rateQps: lowest }));
+    const { peak, at } = await peakAndItsRun(env, { ...base, startQps: w.offeredLoadQps / 2, ...(o.bisections === undefined ? {} : { bisections: o.bisections }) });
     rows.push({
       pair,
       device: deviceId,

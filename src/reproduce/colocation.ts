@@ -18,6 +18,7 @@ import { artifactAt } from '../model/artifact.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
+import { POLICY_VARIANTS } from '../schedule/index.ts';
 import type { PaperWorkload } from './workloads.ts';
 
 /** Batch sizes and sequence lengths of the simulated queries (see the file comment). */
@@ -27,10 +28,6 @@ export const PAPER_SEQ_LENS: readonly number[] = [8, 16, 32, 64];
 /** The policies compared with Abacus (the paper's baselines) and the extra ones. */
 export const BASELINES = ['fcfs', 'sjf', 'edf'] as const;
 
-/** Policy variants the co-location experiments take beside policy names (`--policy`): abacus without the group barrier. */
-export const COLOCATION_VARIANTS: Readonly<Record<string, { readonly policy: string; readonly params: Readonly<Record<string, unknown>> }>> = Object.freeze({
-  'abacus-no-barrier': { policy: 'abacus', params: { barrier: false } },
-});
 
 /** One workload × policy. */
 export interface ColocationRow {
@@ -110,7 +107,7 @@ export async function runWorkload(
   const set = w.models.join('+');
   const rows: ColocationRow[] = [];
   for (const policy of options.policies) {
-    const variant = COLOCATION_VARIANTS[policy];
+    const variant = POLICY_VARIANTS[policy];
     const name = variant?.policy ?? policy;
     const policyParams = name === 'abacus' ? { ways: w.searchWays, slackMs: w.slackMs, ...variant?.params } : {};
     const base = { services, policy: name, policyParams, queries: options.queries, seed: options.seed };

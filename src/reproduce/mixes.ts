@@ -18,14 +18,10 @@
  * The headline mean (`meanRatioVsBestBaseline`) is abacus without the barrier ÷ the best
  * baseline of each mix (Triton included), over the `beyond-pair` and `tight` mixes.
  */
-import { driveUntilSettled } from '../clock/drive.ts';
-import { VirtualClock } from '../clock/virtual.ts';
-import { SimDevice } from '../device/sim/index.ts';
-import { artifactAt } from '../model/artifact.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { Predictor } from '../predict/predictor.ts';
-import { findPeakRate, runExperiment, type ExperimentService } from '../runtime/experiment.ts';
-import { BATCHING_LIMITS, BATCHING_MAX_BATCH_SIZE, BATCHING_SEQ_LEN, BATCHING_VARIANTS, queriesFor, type BatchingVariant } from './batching.ts';
+import type { ExperimentService } from '../runtime/experiment.ts';
+import { BATCHING_LIMITS, BATCHING_MAX_BATCH_SIZE, BATCHING_SEQ_LEN, BATCHING_VARIANTS, groupLatencyMs, peakAndItsRun, queriesFor, type BatchingVariant } from './batching.ts';
 import { coRunLimit } from './co-run.ts';
 import { simEnv } from './colocation.ts';
 import type { PaperWorkload } from './workloads.ts';
@@ -83,20 +79,6 @@ export interface MixRow {
   readonly bracketed: boolean;
 }
 
-/** Batch-1 solo latency of a model on a fresh noise-free device, ms. */
-async function soloMs(deviceId: string, spec: ModelSpec): Promise<number> {
-  const clock = new VirtualClock();
-  const device = await SimDevice.create({ clock, id: deviceId, noiseCv: 0 });
-  try {
-    await device.load([{ name: spec.name, model: artifactAt('/nonexistent', spec) }]);
-    const seqLen = spec.dynamicAxes.seq === undefined ? 0 : BATCHING_SEQ_LEN;
-    const r = await driveUntilSettled(clock, device.runGroup([{ service: spec.name, queryId: 'solo', start: 0, end: spec.operators.length, batchSize: 1, seqLen, input: { kind: 'synthetic', seed: 1 } }]));
-    return r.groupLatencyMs;
-  } finally {
-    await device.close();
-  }
-}
-
 /** The QoS target of each service of `mix` on `deviceId`, ms (module docs). */
 export async function mixQosMs(deviceId: string, mix: Mix, specs: ReadonlyMap<string, ModelSpec>): Promise<number[]> {
   const spec = (m: string): ModelSpec => {
@@ -104,11 +86,11 @@ export async function mixQosMs(deviceId: string, mix: Mix, specs: ReadonlyMap<st
     if (s === undefined) throw new RangeError(`mix ${mix.id}: no spec for model '${m}'`);
     return s;
   };
-  if (mix.qosFactor !== undefined) return Promise.all(mix.models.map(async (m) => mix.qosFactor! * (await soloMs(deviceId, spec(m)))));
+  if (mix.qosFactor !== undefined) return Promise.all(mix.models.map(async (m) => mix.qosFactor! * (await groupLatencyMs(deviceId, [spec(m)], 1, BATCHING_SEQ_LEN))));
   const qos = [...(mix.qosMs ?? [])];
   if (mix.kind === 'heavy-light') {
     const i = mix.models.indexOf('bert');
-    const bertMs = await soloMs(deviceId, spec('bert'));
+    const bertMs = await groupLatencyMs(deviceId, [spec('bert')], 1, BATCHING_SEQ_LEN);
     if (i >= 0 && 1.2 * bertMs > qos[i]!) qos[i] = 1.2 * bertMs;
   }
   return qos;
@@ -159,9 +141,7 @@ export async function runMixes(list: readonly Mix[], specs: ReadonlyMap<string, 
         const env = simEnv(device, services, predictor, o.seed);
         const policyParams = { ...(v.policy === 'abacus' ? { ways: 2, slackMs: 5 } : {}), ...v.params };
         const base = { services, policy: v.policy, policyParams, queries: o.queries, seed: o.seed, queriesFor: (rateQps: number) => queriesFor(rateQps, minQos, o.queries, o.minSpanQos) };
-        const peak = await findPeakRate(env, { ...base, startQps: limit.qps / 4 });
-        const lowest = Math.min(...peak.tried.map((t) => t.rateQps));
-        const at = peak.atPeak ?? (await runExperiment(env, { ...base, queries: base.queriesFor(lowest), rateQps: lowest }));
+        const { peak, at } = await peakAndItsRun(env, { ...base, startQps: limit.qps / 4 });
         rows.push({
           mix: mix.id,
           kind: mix.kind,

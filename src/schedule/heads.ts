@@ -74,15 +74,20 @@ export class SoloMemo {
 
   /** The exact numeric key of `q`'s remaining operators, or -1 when a field is out of the keyable range. */
   key(q: WaitingQuery): number {
-    let m = this.#models.get(q.model);
+    return this.slotKey(q.model, q.nextOperator, q.operators, q.batch, q.seqLen);
+  }
+
+  /** The exact numeric key of operators `[start, end)` of `model` at `batch` and `seqLen` (`key(q)`: `end` = the model's operators), or -1 when a field is out of the keyable range. */
+  slotKey(model: string, start: number, end: number, batch: number, seqLen: number): number {
+    let m = this.#models.get(model);
     if (m === undefined) {
       if (this.#models.size >= MEMO_MODELS) return -1;
       m = this.#models.size;
-      this.#models.set(q.model, m);
-      this.#names.push(q.model);
+      this.#models.set(model, m);
+      this.#names.push(model);
     }
-    if (q.operators >= MEMO_FIELD || q.batch >= MEMO_FIELD || q.seqLen >= MEMO_SEQ) return -1;
-    return (((m * MEMO_FIELD + q.nextOperator) * MEMO_FIELD + q.operators) * MEMO_FIELD + q.batch) * MEMO_SEQ + q.seqLen;
+    if (end >= MEMO_FIELD || batch >= MEMO_FIELD || seqLen >= MEMO_SEQ) return -1;
+    return (((m * MEMO_FIELD + start) * MEMO_FIELD + end) * MEMO_FIELD + batch) * MEMO_SEQ + seqLen;
   }
 
   /** The remembered prediction for `key`, or undefined. */

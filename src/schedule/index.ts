@@ -45,6 +45,15 @@ export const POLICY_SUMMARIES: Readonly<Record<PolicyName, string>> = Object.fre
   triton: "Triton's dynamic batcher, 1 instance/model: services overlap, waits ≤ maxQueueDelayMs",
 });
 
+/**
+ * Named policy variants: a policy with fixed parameters, accepted where a list of policies is
+ * (`--policy` of bench, simulate and the co-location experiments; the batching experiments'
+ * variants), so that both forms of one policy run side by side in one process.
+ */
+export const POLICY_VARIANTS: Readonly<Record<string, { readonly policy: PolicyName; readonly params: Readonly<Record<string, unknown>> }>> = Object.freeze({
+  'abacus-no-barrier': { policy: 'abacus', params: Object.freeze({ barrier: false }) },
+});
+
 /** Whether `createController` needs a predictor for `policy` (every policy but overlap-all and triton, which predict nothing). */
 export function policyNeedsPredictor(policy: string): boolean {
   return policy !== 'overlap-all' && policy !== 'triton';

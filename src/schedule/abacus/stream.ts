@@ -65,7 +65,7 @@
  */
 import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
 import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, RunningSegment, ScheduleInput } from '../controller.ts';
-import { checkInput, checkQuery, collectHeads, compareUrgency, type FusionPlan, fusedSlotOf, fusionPlan, hopelessAtMs, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
+import { checkInput, checkQuery, collectHeads, compareUrgency, fusedSlotOf, fusionPlan, hopelessAtMs, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
 import { type FirstRound, roundPoints, searchLargest } from './search.ts';
 
 export interface StreamAbacusParams {
@@ -94,9 +94,10 @@ interface Remainder {
   protected: boolean;
 }
 
-/** Most cumulative profiles / solo slots remembered before the maps are cleared. */
+/** Most prefix profiles remembered before the map is cleared. */
 const MAX_PROFILES = 256;
-const MAX_SOLOS = 4096;
+/** Most launches remembered until observed (a bound for a runtime that never observes). */
+const MAX_LAUNCHED = 4096;
 /** Launches the correction's median is taken over, and how many it needs before it applies. */
 const CORRECTION_WINDOW = 64;
 const CORRECTION_MIN = 16;
@@ -138,13 +139,10 @@ export class StreamAbacusController implements QueryController {
   readonly oneGroupPerService = true;
   readonly #predictor: Predictor;
   readonly #params: StreamAbacusParams;
+  /** Remembered solo predictions of every slot the controller asks alone (`heads.ts` `SoloMemo`: heads, fused batches, remainders, held queries). */
   readonly #memo = new SoloMemo();
   /** Per model|batch|seqLen: predicted solo latency of operators [0, j), j = 0..N. */
   readonly #profiles = new Map<string, Float64Array>();
-  /** Per model|nextOperator|operators|seqLen: the solo latency of the whole rest at each sample count (NaN: not asked yet). */
-  readonly #bySamples = new Map<string, Float64Array>();
-  /** Predicted solo latency of slots, by `slotKey`. */
-  readonly #solos = new Map<string, number>();
   /** Each launch not yet observed: its uncorrected latency estimate (ms), by service (one segment per service runs at a time; a fused batch gets its id only at its launch). */
   readonly #launched = new Map<string, number>();
   readonly #ratios = new Float64Array(CORRECTION_WINDOW);
@@ -209,7 +207,7 @@ export class StreamAbacusController implements QueryController {
       const q = c.query;
       const at = positionOf(input.queues, q);
       const plan = at === undefined ? fusionPlan([q], 0) : fusionPlan(at.queue, at.index);
-      const soloAt = this.#fusedSolos(q, plan, stats);
+      const soloAt = this.#soloAll(plan.samples.map((n) => fusedSlotOf(q, n, q.operators)), stats);
       const groupAt = (m: number): Group => [fusedSlotOf(q, plan.samples[m]!, q.operators), ...restSlots];
       const budgetAt = (m: number, withNew = true): number => {
         const sNew = soloAt[m]!;
@@ -273,7 +271,7 @@ export class StreamAbacusController implements QueryController {
       const soloMs = [soloAt[m]!, ...remainders.map((r) => r.soloMs)];
       const estimateMs = remainders.length === 0 ? ms : memberFinishesMs(soloMs, ms)[0]!;
       const predictedMs = k * estimateMs;
-      if (this.#launched.size >= MAX_SOLOS) this.#launched.clear();
+      if (this.#launched.size >= MAX_LAUNCHED) this.#launched.clear();
       this.#launched.set(q.service, estimateMs);
       const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators };
       return { group: [m === 0 ? segment : { ...segment, fused: plan.followers.slice(0, m).map((f) => f.id) }], predictedMs, rejected, stats, ...wakeOf(wakeAtMs) };
@@ -360,13 +358,14 @@ export class StreamAbacusController implements QueryController {
     return p;
   }
 
-  /** Solo latencies of `slots` (remembered ones not asked again; the rest in ONE call). */
+  /** Solo latencies of `slots` (those the memo remembers not asked again; the rest in ONE call). */
   #soloAll(slots: readonly GroupSlot[], stats: StatsCounter): number[] {
+    const memo = this.#memo;
     const result = new Array<number>(slots.length);
     const missing: Group[] = [];
     const at: number[] = [];
     slots.forEach((s, i) => {
-      const ms = this.#solos.get(slotKey(s));
+      const ms = memo.get(memo.slotKey(s.model, s.start, s.end, s.batch, s.seqLen));
       if (ms === undefined) {
         missing.push([s]);
         at.push(i);
@@ -379,35 +378,13 @@ export class StreamAbacusController implements QueryController {
       const out = this.#predictor.predict(missing);
       stats.predictorCalls++;
       stats.groupsScored += missing.length;
-      if (this.#solos.size + missing.length > MAX_SOLOS) this.#solos.clear();
       missing.forEach((g, j) => {
+        const s = g[0]!;
         result[at[j]!] = out[j]!;
-        this.#solos.set(slotKey(g[0]!), out[j]!);
+        memo.set(memo.slotKey(s.model, s.start, s.end, s.batch, s.seqLen), out[j]!);
       });
     }
     return result;
-  }
-
-  /** Solo latency of the head fused with each prefix of its followers (`plan.samples[m]`), all its remaining operators. */
-  #fusedSolos(q: ScheduleInput['queues'][number][number], plan: FusionPlan, stats: StatsCounter): number[] {
-    const key = `${q.model}|${q.nextOperator}|${q.operators}|${q.seqLen}`;
-    let bySamples = this.#bySamples.get(key);
-    const most = plan.samples[plan.samples.length - 1]!;
-    if (bySamples === undefined || bySamples.length <= most) {
-      const grown = new Float64Array(Math.max(most + 1, 2 * (bySamples?.length ?? 0))).fill(NaN);
-      if (bySamples !== undefined) grown.set(bySamples);
-      bySamples = grown;
-      if (this.#bySamples.size >= MAX_PROFILES) this.#bySamples.clear();
-      this.#bySamples.set(key, bySamples);
-    }
-    const missing = plan.samples.filter((n) => Number.isNaN(bySamples[n]!));
-    if (missing.length > 0) {
-      const out = this.#soloAll(missing.map((n) => fusedSlotOf(q, n, q.operators)), stats);
-      missing.forEach((n, i) => (bySamples[n] = out[i]!));
-    } else {
-      stats.soloMemoHits += plan.samples.length;
-    }
-    return plan.samples.map((n) => bySamples[n]!);
   }
 
   #predictOne(group: Group, stats: StatsCounter): number {
@@ -420,8 +397,4 @@ export class StreamAbacusController implements QueryController {
 
 function wakeOf(atMs: number): { wakeAtMs?: number } {
   return Number.isFinite(atMs) ? { wakeAtMs: atMs } : {};
-}
-
-function slotKey(s: GroupSlot): string {
-  return `${s.model}|${s.start}|${s.end}|${s.batch}|${s.seqLen}`;
 }
