@@ -1,5 +1,5 @@
 /**
- * Scheduling decision latency (issue 5 "Targets"): wall time of one `QueryController.decide`
+ * Scheduling decision latency (docs/benchmarks.md): wall time of one `QueryController.decide`
  * for 4 co-located services (ResNet-50, Inception-v3, VGG-16, BERT seq 32), abacus with
  * ways 4 (slack 5 ms, drop on), against fcfs on the same inputs as the baseline. Goal for
  * abacus: median ≤ 10 µs, p99 ≤ 50 µs (paper: ~90 µs per predictor call on its GPU runtime).
@@ -29,13 +29,13 @@
  * hits often, but not always); `cold` — a fresh controller per decision, every solo predicted.
  * Serving sits between the two.
  *
- * Dynamic batching (issue 12; goal for abacus with batching: median ≤ 20 µs): the same 4
+ * Dynamic batching (docs/batching.md; goal for abacus with batching: median ≤ 20 µs): the same 4
  * services, each batching (maxBatchSize 16, one fuseKey per service) with a queue of 10..40
  * single-sample queries (`batchingScenarios`): the head has waited between 0 and 90% of its QoS
  * target (4× its batch-1 latency), the others arrived evenly since, 10% of all queries have
  * half the target; a quarter of the heads are a fused batch in progress (batch 2..16, no
  * batching). The cost table is sublinear in the batch there (batch b costs 1 + (b − 1)/8 times
- * batch 1: batch 16 ≈ 2.9×, DESIGN.md "one to three times"), so batches of every size fit some
+ * batch 1: batch 16 ≈ 2.9×, within the one to three times batch 1 of docs/batching.md), so batches of every size fit some
  * budget. Rows: fcfs, abacus on the same queues with `batching` stripped (today's decisions:
  * heads only), abacus with batching, and abacus without the group barrier on the same queues
  * with one or two services' segments in flight (`streamScenarios`); `samplesPerSegment` shows

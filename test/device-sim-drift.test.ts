@@ -1,5 +1,5 @@
 /**
- * Drift on the simulator (issue 13 item 5): a step change of speed from `atMs` on, as a
+ * Drift on the simulator (docs/devices.md): a step change of speed from `atMs` on, as a
  * `SimDevice.create` option and as a device id part `drift-<factor>x@<ms>ms`. Golden values
  * are properties of the mechanism, not numbers from a run: with noise 0, every time of a solo
  * segment's timeline scales with the factor, so a segment started after the step takes exactly

@@ -1,5 +1,5 @@
 /**
- * `abacus reproduce batching` (issue 12): a small run through the CLI (2 pairs, few queries,
+ * `abacus reproduce batching` (docs/batching.md): a small run through the CLI (2 pairs, few queries,
  * tiny profiles) checks the JSON shape, the invariants of the headline (finite, positive
  * ratios; batch-aware Abacus fuses at its peak) and the CSV's rows (pair × device × policy);
  * the saturation throughput is checked against its definition. No assertion on the

@@ -1,11 +1,12 @@
 /**
- * `abacus reproduce EXPERIMENT` (issue 7): the paper's evaluation on simulated accelerators,
+ * `abacus reproduce EXPERIMENT` (docs/reproduction.md): the paper's evaluation on simulated accelerators,
  * with profiling and predictor training inside the command (cached), so one command on a
  * fresh clone reproduces it. Experiments: `qos` (§7.2), `throughput` (§7.3), `beyond-pair`
  * (§7.4), `mig` (§7.5), `cluster` (§7.6), `search` (§7.7, the only real measurement: decision
- * time on this CPU), `batching` (issue 12, beyond the paper: dynamic batching of single-sample
- * requests on sim:a100 and sim:h200:graph), `adaptive` (issue 13: a ×1.5 drift at mid-run, with
- * and without online refinement) and `all`. Writes one CSV per experiment and `report.html` to `--out`
+ * time on this CPU), `batching` (beyond the paper: dynamic batching of single-sample requests on
+ * sim:a100 and sim:h200:graph, with and without the group barrier), `mixes` (3-4 services, tight
+ * QoS, skewed load), `adaptive` (a ×1.5 drift at mid-run, with and without online refinement) and
+ * `all`. Writes one CSV per experiment and `report.html` to `--out`
  * (default `out/reproduce`), prints tables, and `--json` prints the headline numbers.
  *
  * Results accumulate in `--out`/`results.json` (one entry per experiment, the latest run
@@ -387,7 +388,7 @@ async function runBatchingExperiment(
   };
 }
 
-/** The batching tables (stdout): per device, each pair's peaks and batch-aware Abacus' ratios; then the headline against issue 12's targets. */
+/** The batching tables (stdout): per device, each pair's peaks and batch-aware Abacus' ratios; then the headline against the batching targets (`BATCHING_TARGETS`). */
 function printBatching(rows: readonly BatchingRow[], variants: readonly string[], devices: readonly string[], headline: Record<string, BatchingDeviceHeadline>, print: (s: string) => void): void {
   for (const device of devices) {
     const lines = [...byPair(rows, device)].map(([pair, byPolicy]) => {

@@ -1,6 +1,6 @@
 /**
- * The dynamic-batching experiment (issue 12, `abacus reproduce batching`; beyond the paper,
- * DESIGN.md "Batching and adaptation"): real clients send one sample per request, so a
+ * The dynamic-batching experiment (`abacus reproduce batching`; beyond the paper,
+ * docs/batching.md): real clients send one sample per request, so a
  * serving system that runs each request alone leaves most of a GPU's throughput unused.
  *
  * Setup: the paper's 21 pairs at their §7.2 QoS targets (`7.2_qos` rows of the workloads
@@ -334,7 +334,7 @@ export async function runBatching(
 }
 
 /**
- * Issue 12's targets ("Done when"), per device: batch-aware Abacus' mean peak ratios, and over
+ * The experiment's targets (docs/batching.md), per device: batch-aware Abacus' mean peak ratios, and over
  * both devices its worst violation ratio at its reported peak and the saturation fraction aimed at.
  */
 export const BATCHING_TARGETS = {

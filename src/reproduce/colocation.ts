@@ -1,5 +1,5 @@
 /**
- * The paper's co-location experiments on a simulated accelerator (issue 7; Abacus SC'21
+ * The paper's co-location experiments on a simulated accelerator (docs/reproduction.md; Abacus SC'21
  * §7.2–7.4), run through the same runtime, controllers and predictor as real serving:
  *
  * - `qos` (§7.2): each pair at its QoS target under Poisson load (50 queries/s), every policy:

@@ -1,5 +1,5 @@
 /**
- * Accelerator profiles of the simulated device (DESIGN.md "Devices": `sim`), from public
+ * Accelerator profiles of the simulated device (docs/devices.md), from public
  * specifications, plus the runtime modes and the MIG instances of an A100.
  *
  * Only peak numbers live here. What fraction of a peak a model reaches, what a kernel launch
@@ -159,7 +159,7 @@ export type RuntimeMode = 'eager' | 'graph';
 export const RUNTIME_MODES: readonly RuntimeMode[] = ['eager', 'graph'];
 
 /**
- * A step change of the simulated device's speed during a run (issue 13 item 5: drift, so that
+ * A step change of the simulated device's speed during a run (drift, docs/devices.md: so that
  * online predictor refinement can be tested deterministically in virtual time): from `atMs` on,
  * every operator execution takes `factor` × as long (`SimEngine`: its device work and its
  * launch time, for operators that start on the device at or after the step).

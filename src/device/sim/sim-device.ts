@@ -1,7 +1,7 @@
 /**
- * SimDevice: the `Device` contract on a simulated accelerator (DESIGN.md "Devices": `sim`;
- * issue 3). Profiles in `profiles.ts`, per-operator costs in `cost-model.ts`, the contention
- * model in `engine.ts`, calibration in `calibrate.ts`.
+ * SimDevice: the `Device` contract on a simulated accelerator (docs/devices.md). Profiles in
+ * `profiles.ts`, per-operator costs in `cost-model.ts`, the contention model in `engine.ts`,
+ * calibration in `calibrate.ts`.
  *
  * ## Time
  * All time comes from the injected `Clock` (`clock/`): a group is dispatched at `clock.now()`;
@@ -47,7 +47,7 @@
  *   integer in [1, `MAX_INTRA_OP_THREADS`], else a BadRequestError) and otherwise ignored: a
  *   segment takes the same time whatever thread count it names.
  * - Drift: an optional step change of speed (`SimDeviceOptions.drift`, or a `drift-<factor>x@<ms>ms`
- *   part of the id; issue 13 item 5): every operator that starts on the device at or after `atMs`
+ *   part of the id): every operator that starts on the device at or after `atMs`
  *   ms after `create` (on the device's clock) takes `factor` × as long — its device work and its
  *   launch time; operators already running at the step keep their speed; dispatch and barrier
  *   (`SimConstants.dispatchMs`, `barrierMs`: the serving path, not the device) are not scaled.
