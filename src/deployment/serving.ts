@@ -18,7 +18,7 @@ import type { Predictor } from '../predict/predictor.ts';
 import { calibrationSlots, OpenPredictor } from '../predict/unseen.ts';
 import { parseModelRef } from '../model/catalog.ts';
 import { RecordFeed } from '../runtime/feed.ts';
-import { createController, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
+import { createController, FUSING_POLICIES, isPolicyName, parseControllerParams, POLICY_NAMES, policyNeedsPredictor } from '../schedule/index.ts';
 import { RuntimeBackend, type BackendEngine, type ModelControl, type ServedModel } from '../serve/backend.ts';
 import { ServeError } from '../serve/inference.ts';
 import { ServeMetrics } from '../serve/metrics.ts';
@@ -94,7 +94,9 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   // dynamic batching on by default on a simulated device only: on a CPU it did not pay (docs/batching.md), so there a config asks for it
   const hosted = await resolveServices(ctx, repo, config, { batchingByDefault: config.device.startsWith('sim') });
   for (const [service, b] of hosted.batching ?? []) {
-    if (b.kind === 'on') {
+    if (b.kind === 'on' && !FUSING_POLICIES.has(config.policy.name)) {
+      logger.info({ service, policy: config.policy.name }, `dynamic batching off: the policy runs every request alone (fusing policies: ${[...FUSING_POLICIES].join(', ')})`);
+    } else if (b.kind === 'on') {
       logger.info({ service, ...b.limits }, 'dynamic batching on');
       const qosTargetMs = hosted.services.find((s) => s.name === service)?.qosTargetMs ?? Infinity;
       if (config.policy.name === 'triton' && b.limits.maxQueueDelayMs >= qosTargetMs) {
@@ -113,7 +115,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   const modelControl: ModelControl | undefined =
     options.modelControl === 'explicit' ? { resolve: (name, text) => resolveLoadedModel(ctx, repo, config, hosted.isSim, name, text, deviceServices) } : undefined;
   const feed = new RecordFeed((err) => logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'a record observer failed and was removed'));
-  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, privatePaths: [{ path: repo.cacheDir, label: '<model cache>' }], strictReadiness: options.strictReadiness ?? true, shedHopeless: shedsHopeless(config.policy), ...(modelControl === undefined ? {} : { modelControl }) });
+  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, privatePaths: [{ path: repo.cacheDir, label: '<model cache>' }], strictReadiness: options.strictReadiness ?? true, shedHopeless: shedsHopeless(config.policy), policyFuses: FUSING_POLICIES.has(config.policy.name), ...(modelControl === undefined ? {} : { modelControl }) });
   const openEngine = async (signal?: AbortSignal): Promise<BackendEngine> => {
     const file = options.predictorFile ?? config.predictor;
     const predictorFor = async (h: Hosted) =>

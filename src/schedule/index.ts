@@ -32,6 +32,12 @@ export { FallbackController, type FallbackStatus } from './fallback.ts';
 
 export const POLICY_NAMES: readonly PolicyName[] = Object.freeze(['abacus', 'fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch', 'overlap-all', 'clockwork', 'triton'] as const);
 
+/**
+ * The policies that fuse a service's waiting queries into dynamic batches when the service has
+ * `batching` (docs/batching.md "Policies that fuse"); the others run every request alone.
+ */
+export const FUSING_POLICIES: ReadonlySet<PolicyName> = new Set<PolicyName>(['abacus', 'fcfs-batch', 'edf-batch', 'clockwork', 'triton']);
+
 /** One line per policy, for `--help` texts and docs (what it launches, in which order, with which batching). */
 export const POLICY_SUMMARIES: Readonly<Record<PolicyName, string>> = Object.freeze({
   abacus: "deterministic overlap: most urgent queries whole + a searched cut of the next (SC'21); searched batch sizes",

@@ -23,23 +23,6 @@
  * answer `forbidden`. Names are checked against `MODEL_NAME_PATTERN` and load parameters by
  * `loadConfigParameter` before anything happens.
  *
- * ## Validation (all `bad_request`, messages name the model, input and field)
- * - input names: each model input exactly once; unknown or duplicate names are refused;
- * - datatype: the v2 name of the model's type (`FP32` for float32, `INT64` for int64, …);
- * - shape: the model's rank; fixed dims equal; the batch axis (dim 0) the same in every input
- *   and one of the service's `batchSizes`; the sequence axis the same in every input, in
- *   [1, the model's `maxSeqLen`]; each other dynamic axis (`DynamicAxes.symbols`, e.g. an
- *   image's `height` and `width`) ≥ 1 and the same wherever it appears (a 400 names the input,
- *   the dim, the axis and the input that bound it first); derived dims (e.g. `batch*seq`,
- *   `(height+3)/4`) equal their value at those bindings. Dims are checked before anything is
- *   allocated, so negative or huge dims cost nothing;
- * - data: element count and value rules of `tensors.ts` (flat or nested JSON, exact raw byte
- *   length, INT64 beyond 2^53 without loss, NaN/Inf as strings);
- * - `parameters.qos_ms`: a number in (0, the service's `maxQosMs`] (config; default 10 × the
- *   QoS target) replaces the service's target for this request; `parameters.seq_len`, when
- *   given, must equal the sequence axis of the inputs;
- * - `outputs`: names of model outputs, each at most once.
- *
  * ## Dynamic batching
  * A model served with `batching` (`ServedModel.batching`, from the config's `dynamicBatching`)
  * lets a fusing policy run several requests as one batch (`ServingRuntime`, "Dynamic
@@ -60,49 +43,26 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { Clock } from '../clock/clock.ts';
-import { MAX_SEQ_LEN } from '../model/spec.ts';
 import { BadRequestError, describeError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { evalDimExpression, fixedBatchOf, parseDimExpression, querySize, resolveShape } from '../model/boundary.ts';
-import type { InputDomain, ModelSpec, TensorSpec } from '../model/spec.ts';
-import { describeDomain, inDomain } from '../model/input-domain.ts';
 import { metQos, type GroupRecord, type RejectionReason } from '../runtime/records.ts';
 import type { RecordFeed } from '../runtime/feed.ts';
 import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
-import type { BatchingLimits, QueryController, RefinementStatus } from '../schedule/controller.ts';
+import type { QueryController, RefinementStatus } from '../schedule/controller.ts';
 import type { FallbackStatus } from '../schedule/fallback.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
-import { elementCount, halfToNumber } from '../tensor.ts';
 import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
 import { ModelStates, type PrivatePath } from './model-states.ts';
+import { configDataType, MODEL_VERSION, prepareServedModel, type Served, type ServedModel } from './served-model.ts';
+import { validateRequest } from './validate.ts';
 import { isAborted, within } from './waits.ts';
-import { ServeError, type AdmissionTicket, type ModelState, type RepositoryIndexEntry, type ConfigDataType, type InferInput, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelConfigTensor, type ModelMetadata, type ModelStatistics, type ServerMetadata, type TensorMetadata, type V2Datatype } from './inference.ts';
+import { ServeError, type AdmissionTicket, type ModelState, type RepositoryIndexEntry, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelMetadata, type ModelStatistics, type ServerMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
 import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
 import { AdmissionGate, shedError } from './admission.ts';
-import { decodeInputData, describeValue, isV2Datatype, v2Datatype, V2_DATATYPES } from './tensors.ts';
+import { describeValue, v2Datatype } from './tensors.ts';
 
-/** One served model (a service of the config with its model resolved). */
-export interface ServedModel {
-  /** Served name (URL path, `model_name`). */
-  readonly name: string;
-  readonly spec: ModelSpec;
-  /** Default QoS target of its requests, ms. */
-  readonly qosTargetMs: number;
-  /** Largest `parameters.qos_ms` a request may ask for, ms (≥ qosTargetMs). */
-  readonly maxQosMs: number;
-  /** Batch sizes a request may have (dim 0 of its inputs). */
-  readonly batchSizes: readonly number[];
-  /** Most queries waiting in its queue; more are rejected `overloaded`. */
-  readonly maxQueueLength: number;
-  /**
-   * Dynamic batching limits (`RuntimeService.batching`): a fusing policy may run up to
-   * `maxBatchSize` samples of its waiting requests as one batch. Absent: every request runs
-   * alone. Only for a model whose queries can fuse (`batchingBlockerOf` in `runtime/config.ts`);
-   * `start` throws otherwise.
-   */
-  readonly batching?: BatchingLimits;
-}
+export { configDataType, MODEL_VERSION, type ServedModel };
 
 /**
  * What `start` runs on: a clock, a device (each served model loaded under its served name by
@@ -174,6 +134,12 @@ export interface RuntimeBackendOptions {
    * query (`drop: false`, overlap-all): only `maxQueueLength` bounds their queues.
    */
   readonly shedHopeless?: boolean;
+  /**
+   * Whether the policy fuses queries into dynamic batches (`FUSING_POLICIES`) [true]. False: a
+   * model's `batching` is dropped when it is added, so its configuration reports no
+   * `dynamic_batching` and a `max_batch_size` of its request batch sizes — what really runs.
+   */
+  readonly policyFuses?: boolean;
 }
 
 /** Largest `parameters.config` of a load request, bytes of UTF-8 (a service entry is well under 1 KiB). */
@@ -185,38 +151,8 @@ export const LOAD_PARAMETERS: readonly string[] = ['config'];
 /** After this long waiting for an unloading model's requests to finish, `unloadModel` logs a warning (and keeps waiting), ms. */
 export const UNLOAD_DRAIN_MS = 30_000;
 
-/** The served version of every model. */
-export const MODEL_VERSION = '1';
-
 /** QoS target of warm-up queries, ms: long enough that no policy drops them. */
 const WARM_UP_QOS_MS = 600_000;
-
-interface InputPlan {
-  readonly spec: TensorSpec;
-  readonly datatype: V2Datatype;
-}
-
-interface Served extends ServedModel {
-  /** Given in the config (else loaded at runtime from a load request's `config`). */
-  readonly configured: boolean;
-  readonly inputs: readonly InputPlan[];
-  readonly outputs: readonly TensorMetadata[];
-  readonly metadata: ModelMetadata;
-  readonly config: ModelConfig;
-  readonly fixedBatch: number | undefined;
-  readonly maxSeqLen: number;
-}
-
-/** A validated request, ready to submit. */
-interface Plan {
-  readonly model: Served;
-  readonly batch: number;
-  readonly seqLen: number;
-  readonly inputs: TensorMap;
-  readonly qosMs: number | undefined;
-  /** Output names to return, in the model's output order. */
-  readonly outputs: readonly string[];
-}
 
 /** Per-query timing gathered from the runtime's group records. */
 interface Timing {
@@ -238,49 +174,6 @@ interface FusedExecution {
  * https://github.com/triton-inference-server/server/blob/main/docs/protocol/README.md).
  */
 export const SERVER_EXTENSIONS: readonly string[] = ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics'];
-
-/** The first element of `tensor` outside `domain` (index and value), or undefined when all lie in it. */
-function firstOutside(tensor: HostTensor, domain: InputDomain): { index: number; value: string } | undefined {
-  const data = tensor.data;
-  if (Array.isArray(data)) return undefined; // strings have no numeric domain
-  const half = tensor.dataType === 'float16';
-  for (let i = 0; i < data.length; i++) {
-    const raw = data[i]!;
-    const v = half ? halfToNumber(Number(raw)) : Number(raw);
-    if (!inDomain(domain, v) || (typeof raw === 'bigint' && BigInt(v) !== raw)) return { index: i, value: String(raw) };
-  }
-  return undefined;
-}
-
-/** The `model_config.proto` `DataType` of a v2 datatype: `TYPE_` + the name, `TYPE_STRING` for BYTES. */
-export function configDataType(t: V2Datatype): ConfigDataType {
-  return t === 'BYTES' ? 'TYPE_STRING' : `TYPE_${t}`;
-}
-
-/**
- * The Triton model configuration of `m` (see `ModelConfig`): `max_batch_size` is the largest of
- * the service's batch sizes and the dims drop dim 0 when dim 0 of every input and output is the
- * model's batch axis; otherwise (a fixed batch, no batch axis) 0 and the full shapes. Derived
- * dims (`batch*seq`) and the sequence axis are -1. `dynamic_batching` when the service batches
- * (`maxQueueDelayMs` × 1000 µs).
- */
-function modelConfigOf(m: ServedModel, platform: string, fixedBatch: number | undefined): ModelConfig {
-  const tensors = [...m.spec.inputs, ...m.spec.outputs];
-  const batched = fixedBatch === undefined && m.spec.dynamicAxes.batch !== undefined && tensors.every((t) => t.shape[0] === m.spec.dynamicAxes.batch);
-  const tensor = (t: TensorSpec): ModelConfigTensor => ({ name: t.name, data_type: configDataType(v2Datatype(t.dataType)), dims: metadataShape(t).slice(batched ? 1 : 0) });
-  return {
-    name: m.name,
-    platform,
-    max_batch_size: batched ? Math.max(...m.batchSizes) : 0,
-    input: m.spec.inputs.map(tensor),
-    output: m.spec.outputs.map(tensor),
-    ...(m.batching === undefined ? {} : { dynamic_batching: { preferred_batch_size: [...m.batching.preferredBatchSizes], max_queue_delay_microseconds: Math.round(m.batching.maxQueueDelayMs * 1000) } }),
-  };
-}
-
-function metadataShape(t: TensorSpec): number[] {
-  return t.shape.map((d) => (typeof d === 'number' ? d : -1));
-}
 
 export class RuntimeBackend implements InferenceBackend {
   private readonly models = new Map<string, Served>();
@@ -305,6 +198,7 @@ export class RuntimeBackend implements InferenceBackend {
   private readonly modelControl: ModelControl | undefined;
   private readonly feed: RecordFeed | undefined;
   private readonly admission: AdmissionGate | undefined;
+  private readonly policyFuses: boolean;
 
   /** @throws RangeError for no models, a name listed twice, or bad QoS / batch settings. */
   constructor(options: RuntimeBackendOptions) {
@@ -313,6 +207,7 @@ export class RuntimeBackend implements InferenceBackend {
     this.logger = options.logger;
     this.metrics = options.metrics;
     this.modelControl = options.modelControl;
+    this.policyFuses = options.policyFuses ?? true;
     this.states = new ModelStates({ ...(options.logger === undefined ? {} : { logger: options.logger }), privatePaths: options.privatePaths ?? [], strictReadiness: options.strictReadiness ?? true, onRestart: (m) => this.metrics?.executorRestart(m) });
     this.feed = options.feed;
     this.admission = options.shedHopeless === false ? undefined : new AdmissionGate({ pendingQueries: () => this.pendingQueries() });
@@ -326,29 +221,12 @@ export class RuntimeBackend implements InferenceBackend {
     this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), modelStates: () => this.states.states(), refinement: () => this.engine?.controller.refinement, fallback: () => this.engine?.controller.fallback, residentBytes: () => this.engine?.device.residentBytes?.() });
   }
 
-  /** @throws RangeError for bad QoS / batch settings. */
   private prepare(m: ServedModel, configured: boolean): Served {
-    if (!(m.qosTargetMs > 0) || !(m.maxQosMs >= m.qosTargetMs)) throw new RangeError(`RuntimeBackend: model '${m.name}' needs 0 < qosTargetMs ≤ maxQosMs, got ${m.qosTargetMs} and ${m.maxQosMs}`);
-    if (m.batchSizes.length === 0) throw new RangeError(`RuntimeBackend: model '${m.name}' has no batch sizes`);
-    const inputs = m.spec.inputs.map((t) => ({ spec: t, datatype: v2Datatype(t.dataType) }));
-    const outputs = m.spec.outputs.map((t) => ({ name: t.name, datatype: v2Datatype(t.dataType), shape: metadataShape(t) }));
-    const fixedBatch = fixedBatchOf(m.spec);
-    return {
-      ...m,
-      configured,
-      inputs,
-      outputs,
-      config: modelConfigOf(m, this.platform, fixedBatch),
-      fixedBatch,
-      maxSeqLen: m.spec.maxSeqLen ?? MAX_SEQ_LEN,
-      metadata: {
-        name: m.name,
-        versions: [MODEL_VERSION],
-        platform: this.platform,
-        inputs: inputs.map((i) => ({ name: i.spec.name, datatype: i.datatype, shape: metadataShape(i.spec), ...(i.spec.domain === undefined ? {} : { parameters: { ...i.spec.domain } }) })),
-        outputs,
-      },
-    };
+    if (!this.policyFuses && m.batching !== undefined) {
+      const { batching: _unused, ...alone } = m;
+      return prepareServedModel(alone, configured, this.platform);
+    }
+    return prepareServedModel(m, configured, this.platform);
   }
 
   /** Known model names (configured, then loaded at runtime), in that order, whatever their state. */
@@ -744,7 +622,7 @@ export class RuntimeBackend implements InferenceBackend {
       if (state.unloaded) throw new ServeError('model_not_found', `model '${model.name}' is unloaded (load it through the repository extension: HTTP POST /v2/repository/models/${model.name}/load, gRPC RepositoryModelLoad)`);
       throw new ServeError('not_ready', `not_ready: model '${model.name}' is ${state.state}: ${state.reason}`);
     }
-    const plan = this.validate(model, request);
+    const plan = validateRequest(model, request);
     if (request.signal?.aborted === true) throw new CancelledError(`model '${model.name}': the client disconnected before the request was queued`);
     const nowMs = this.clockNowMs() ?? 0;
     const receivedMs = request.admission?.receivedMs;
@@ -860,129 +738,6 @@ export class RuntimeBackend implements InferenceBackend {
     const f = this.fused.get(fusedId);
     if (f === undefined) return;
     if (--f.left <= 0) this.fused.delete(fusedId);
-  }
-
-  /** Check a request against its model (see the file docs); builds the input tensors. */
-  private validate(model: Served, request: InferRequest): Plan {
-    const where = `model '${model.name}'`;
-    const bad = (detail: string): ServeError => new ServeError('bad_request', `${where}: ${detail}`);
-    if (!Array.isArray(request.inputs)) throw bad('inputs must be a list');
-    const byName = new Map<string, InferInput>();
-    for (const [i, input] of (request.inputs as readonly (InferInput | undefined)[]).entries()) {
-      const name: unknown = input?.name;
-      if (typeof name !== 'string') throw bad(`inputs[${i}].name must be a string, got ${describeValue(name)}`);
-      if (byName.has(name)) throw bad(`input '${name}' is given twice`);
-      if (!model.inputs.some((p) => p.spec.name === name)) throw bad(`unknown input '${name}' (the model's inputs: ${model.inputs.map((p) => p.spec.name).join(', ')})`);
-      byName.set(name, input!);
-    }
-    const missing = model.inputs.filter((p) => !byName.has(p.spec.name)).map((p) => `'${p.spec.name}'`);
-    if (missing.length > 0) throw bad(`missing input${missing.length > 1 ? 's' : ''} ${missing.join(', ')} (the model's inputs: ${model.inputs.map((p) => p.spec.name).join(', ')})`);
-
-    // datatypes and shapes first: nothing is allocated before every dim is known to fit
-    const axes = model.spec.dynamicAxes;
-    let batch: { value: number; from: string } | undefined;
-    let seq: { value: number; from: string } | undefined;
-    const symbolAxes = axes.symbols ?? {};
-    const bound = new Map<string, { value: number; from: string; dim: number }>();
-    for (const plan of model.inputs) {
-      const input = byName.get(plan.spec.name)!;
-      const name = plan.spec.name;
-      const datatype: unknown = input.datatype;
-      if (typeof datatype !== 'string' || !isV2Datatype(datatype)) throw bad(`input '${name}': unknown datatype ${describeValue(datatype)} (v2 datatypes: ${V2_DATATYPES.join(', ')})`);
-      if (datatype !== plan.datatype) throw bad(`input '${name}': datatype ${datatype} does not match the model's ${plan.datatype}`);
-      const shape: unknown = input.shape;
-      if (!Array.isArray(shape)) throw bad(`input '${name}': shape must be a list of dims`);
-      const want = plan.spec.shape;
-      const wantText = `[${metadataShape(plan.spec).join(', ')}]`;
-      if (shape.length !== want.length) throw bad(`input '${name}': shape [${shape.map(String).join(', ')}] has rank ${shape.length}, the model's ${wantText} has rank ${want.length}`);
-      for (let d = 0; d < want.length; d++) {
-        const got: unknown = shape[d];
-        if (typeof got !== 'number' || !Number.isSafeInteger(got) || got < 0) throw bad(`input '${name}': shape[${d}] must be a non-negative integer, got ${describeValue(got)}`);
-        const w = want[d]!;
-        if (typeof w === 'number') {
-          if (got !== w) throw bad(`input '${name}': shape[${d}] is ${got}, the model needs ${w} (shape ${wantText})`);
-        } else if (w === axes.batch) {
-          if (batch !== undefined && batch.value !== got) throw bad(`input '${name}': batch (shape[${d}]) is ${got}, but input '${batch.from}' has batch ${batch.value}`);
-          batch ??= { value: got, from: name };
-        } else if (axes.seq !== undefined && w === axes.seq) {
-          if (seq !== undefined && seq.value !== got) throw bad(`input '${name}': sequence length (shape[${d}]) is ${got}, but input '${seq.from}' has ${seq.value}`);
-          seq ??= { value: got, from: name };
-        } else if (w in symbolAxes) {
-          const earlier = bound.get(w);
-          if (earlier !== undefined && earlier.value !== got) throw bad(`input '${name}': shape[${d}] is ${got}, but it is the dynamic axis '${w}', which input '${earlier.from}' gives as ${earlier.value} (its shape[${earlier.dim}])`);
-          if (got < 1) throw bad(`input '${name}': shape[${d}] (the dynamic axis '${w}') must be ≥ 1, got ${got}`);
-          bound.set(w, { value: got, from: name, dim: d });
-        } else if (parseDimExpression(w, axes) === undefined && evalDimExpression(w, new Map([axes.batch, ...(axes.seq === undefined ? [] : [axes.seq]), ...Object.keys(symbolAxes)].map((n) => [n, 1]))) === undefined) {
-          throw bad(`input '${name}': shape[${d}] is the model's symbolic dim '${w}', which cannot be served (neither the batch nor the sequence axis nor a dynamic axis)`);
-        }
-      }
-    }
-    const batchValue = model.fixedBatch ?? batch?.value ?? 1;
-    if (model.fixedBatch === undefined) {
-      if (batchValue < 1) throw bad(`batch size (dim 0 of the inputs) must be ≥ 1, got ${batchValue}`);
-      if (!model.batchSizes.includes(batchValue)) throw bad(`batch size ${batchValue} (dim 0 of input '${batch?.from ?? '?'}') is not served; allowed batch sizes: ${model.batchSizes.join(', ')}`);
-    }
-    let seqLen = 0;
-    const symbols = Object.fromEntries([...bound].map(([n, b]) => [n, b.value]));
-    if (axes.seq !== undefined) {
-      seqLen = seq?.value ?? model.spec.defaultSeqLen;
-      if (seqLen < 1 || seqLen > model.maxSeqLen) throw bad(`sequence length ${seqLen} (input '${seq?.from ?? '?'}') must be in [1, ${model.maxSeqLen}]`);
-    } else if (axes.symbols !== undefined) {
-      seqLen = querySize(model.spec, symbols); // the variable of the model's costs (`querySize`)
-    }
-    const params = request.parameters ?? {};
-    if (typeof params !== 'object' || params === null || Array.isArray(params)) throw bad('parameters must be an object');
-    const seqParam: unknown = params['seq_len'];
-    if (seqParam !== undefined) {
-      if (axes.seq === undefined) throw bad(`parameters.seq_len: the model has no sequence axis`);
-      if (seqParam !== seqLen) throw bad(`parameters.seq_len is ${describeValue(seqParam)}, but the inputs have sequence length ${seqLen}`);
-    }
-    const qosParam: unknown = params['qos_ms'];
-    let qosMs: number | undefined;
-    if (qosParam !== undefined) {
-      if (typeof qosParam !== 'number' || !Number.isFinite(qosParam) || qosParam <= 0 || qosParam > model.maxQosMs) {
-        throw bad(`parameters.qos_ms must be a number of ms in (0, ${model.maxQosMs}] (the service's maximum; its default target is ${model.qosTargetMs}), got ${describeValue(qosParam)}`);
-      }
-      qosMs = qosParam;
-    }
-
-    const outputs = this.selectOutputs(model, request, bad);
-
-    const tensors: TensorMap = {};
-    const symbolText = Object.keys(symbols).length === 0 ? '' : `, ${Object.entries(symbols).map(([n, v]) => `${n} ${v}`).join(', ')}`;
-    for (const plan of model.inputs) {
-      const input = byName.get(plan.spec.name)!;
-      // every dim was checked above; resolve derived dims (e.g. batch*seq, (height+3)/4) and compare
-      const dims = resolveShape(model.spec, plan.spec, batchValue, seqLen, symbols);
-      const given = input.shape;
-      const d = dims.findIndex((v, i) => v !== given[i]);
-      if (d >= 0) throw bad(`input '${plan.spec.name}': shape[${d}] is ${given[d]}, the model needs ${dims[d]} at batch ${batchValue}${axes.seq !== undefined ? `, sequence length ${seqLen}` : ''}${symbolText}`);
-      const n = elementCount(dims);
-      const data: unknown = input.data;
-      if (typeof data !== 'object' || data === null) throw bad(`input '${plan.spec.name}': no data`);
-      const tensor: HostTensor = { dataType: plan.spec.dataType, dims, data: decodeInputData({ model: model.name, input: plan.spec.name }, plan.spec.dataType, dims, n, input.data) };
-      if (plan.spec.domain !== undefined) {
-        const outside = firstOutside(tensor, plan.spec.domain);
-        if (outside !== undefined) throw bad(`input '${plan.spec.name}': element ${outside.index} is ${outside.value}, outside the input's valid values (${describeDomain(plan.spec.domain)})`);
-      }
-      tensors[plan.spec.name] = tensor;
-    }
-    return { model, batch: batchValue, seqLen, inputs: tensors, qosMs, outputs };
-  }
-
-  private selectOutputs(model: Served, request: InferRequest, bad: (d: string) => ServeError): string[] {
-    const all = model.outputs.map((o) => o.name);
-    if (request.outputs === undefined) return all;
-    if (!Array.isArray(request.outputs)) throw bad('outputs must be a list');
-    const wanted = new Set<string>();
-    for (const [i, o] of (request.outputs as readonly ({ name?: unknown } | undefined)[]).entries()) {
-      const name: unknown = o?.name;
-      if (typeof name !== 'string') throw bad(`outputs[${i}].name must be a string`);
-      if (!all.includes(name)) throw bad(`unknown output '${name}' (the model's outputs: ${all.join(', ')})`);
-      if (wanted.has(name)) throw bad(`output '${name}' is requested twice`);
-      wanted.add(name);
-    }
-    return all.filter((n) => wanted.has(n));
   }
 }
 

@@ -178,24 +178,38 @@ describe('model configuration and statistics of RuntimeBackend (sim:a100)', () =
     expect(() => backend.modelConfig('resnet', '3')).toThrow(/no version '3'/);
   });
 
-  it('reports dynamic_batching with the delay in µs when the service batches', async () => {
+  it('reports dynamic_batching with the delay in µs when the service batches, and max_batch_size as the largest batch executed', async () => {
     const spec = await resolveModelSpec(new ModelRepository(), 'resnet50-small');
     const backend = new RuntimeBackend({
       models: [{ name: 'r', spec, qosTargetMs: 100, maxQosMs: 1000, batchSizes: [1, 2], maxQueueLength: 10, batching: { maxBatchSize: 8, maxQueueDelayMs: 0.5, preferredBatchSizes: [4, 8] } }],
       platform: 'abacus_sim',
     });
     expect(backend.modelConfig('r').dynamic_batching).toEqual({ preferred_batch_size: [4, 8], max_queue_delay_microseconds: 500 });
+    // requests carry 1 or 2 samples; fused batches up to 8 run
+    expect(backend.modelConfig('r').max_batch_size).toBe(8);
+    expect(backend.modelConfig('r').input[0]!.dims).toEqual([3, 64, 64]); // without the batch dim, as Triton's
     const server = createGrpcServer(backend);
     const port = await server.listen('127.0.0.1', 0);
     const { Client } = loadInferenceService();
     const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as Client;
     try {
       const g = await call<{ config: Json }>(client, 'ModelConfig', { name: 'r', version: '1' });
-      expect(g.config).toMatchObject({ name: 'r', max_batch_size: 2, scheduling_choice: 'dynamic_batching', dynamic_batching: { preferred_batch_size: [4, 8], max_queue_delay_microseconds: '500' } });
+      expect(g.config).toMatchObject({ name: 'r', max_batch_size: 8, scheduling_choice: 'dynamic_batching', dynamic_batching: { preferred_batch_size: [4, 8], max_queue_delay_microseconds: '500' } });
     } finally {
       client.close();
       await server.close(1000);
     }
+  });
+
+  it('reports no dynamic_batching and the request batch sizes when the policy runs every request alone', async () => {
+    const spec = await resolveModelSpec(new ModelRepository(), 'resnet50-small');
+    const backend = new RuntimeBackend({
+      models: [{ name: 'r', spec, qosTargetMs: 100, maxQosMs: 1000, batchSizes: [1, 2], maxQueueLength: 10, batching: { maxBatchSize: 8, maxQueueDelayMs: 0.5, preferredBatchSizes: [4, 8] } }],
+      platform: 'abacus_sim',
+      policyFuses: false,
+    });
+    expect(backend.modelConfig('r').dynamic_batching).toBeUndefined();
+    expect(backend.modelConfig('r').max_batch_size).toBe(2);
   });
 
   it('counts samples, executions per batch size, successes and failures; unmeasured fields are 0', async () => {
