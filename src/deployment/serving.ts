@@ -6,6 +6,7 @@
  * not ready meanwhile), creates the controller and opens the device. Listening is the caller's
  * (`serve/server.ts` `startServer`).
  */
+import { readFile, stat } from 'node:fs/promises';
 import { withDeviceDefaults } from './policy-defaults.ts';
 import { describeError, InvalidConfigError, InvalidModelError } from '../errors.ts';
 import type { DeviceService } from '../device/device.ts';
@@ -105,9 +106,12 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
     } else if (b.by === 'model') logger.info({ service, reason: b.blocker }, 'dynamic batching off: the model cannot batch');
     else logger.info({ service }, b.by === 'config' ? 'dynamic batching off (dynamicBatching: false)' : hosted.isSim ? 'dynamic batching off' : 'dynamic batching off: on a CPU device it is on only when the config sets dynamicBatching');
   }
+  const labels = new Map<string, string[]>();
+  for (const [i, c] of config.services.entries()) if (c.labels !== undefined) labels.set(c.name, await readLabelsFile(c.labels, `${config.source}: services[${i}].labels`));
   const models: ServedModel[] = hosted.services.map((s) => {
     const c = config.services.find((x) => x.name === s.name)!;
-    return { name: s.name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(c), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
+    const l = labels.get(s.name);
+    return { name: s.name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(c), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }), ...(l === undefined ? {} : { labels: l }) };
   });
   const metrics = new ServeMetrics({ models: models.map((m) => m.name), qosTargetsMs: models.map((m) => m.qosTargetMs) });
   // the device service of every model the backend may load, by served name (config models now; loaded ones when resolved)
@@ -241,6 +245,7 @@ async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository,
   const entry = raw as Record<string, unknown>;
   if (entry['name'] !== undefined && entry['name'] !== name) throw bad(`${LOAD_CONFIG_SOURCE}.name: ${JSON.stringify(entry['name'])?.slice(0, 80)} differs from the model name in the request`);
   const model = entry['model'];
+  if (entry['labels'] !== undefined) throw bad(`${LOAD_CONFIG_SOURCE}.labels: a load request cannot name a file on the server; give the model its labels in the config file`);
   if (typeof model === 'string' && !MODEL_REF_PATTERN.test(model)) {
     throw bad(`${LOAD_CONFIG_SOURCE}.model: ${JSON.stringify(model.slice(0, 80))} is not a model name: a zoo or imported model NAME[:N] (1–64 letters, digits, '_', '.', '-'), never a path`);
   }
@@ -356,3 +361,24 @@ export function shedsHopeless(policy: { readonly name: string; readonly params: 
   return policy.name !== 'overlap-all' && policy.params['drop'] !== false;
 }
 
+/** Largest labels file, bytes (a label per class; ImageNet's 1,000 labels take 22 KB). */
+export const MAX_LABELS_FILE_BYTES = 16 * 1024 * 1024;
+
+/**
+ * A service's labels file (config `labels`): one label per line, line i for class index i
+ * (Triton's `label_filename` format); a final empty line is not a label.
+ * @throws InvalidConfigError naming `field` when the file cannot be read or is too large.
+ */
+export async function readLabelsFile(file: string, field: string): Promise<string[]> {
+  let text: string;
+  try {
+    const info = await stat(file);
+    if (info.size > MAX_LABELS_FILE_BYTES) throw new Error(`${info.size} bytes; at most ${MAX_LABELS_FILE_BYTES}`);
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new InvalidConfigError(`${field}: cannot read the labels file ${file}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  const lines = text.split(/\r?\n/);
+  if (lines.at(-1) === '') lines.pop();
+  return lines;
+}

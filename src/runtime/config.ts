@@ -18,12 +18,13 @@
  *     seqLens: [16, 32]       # sequence models only
  *     maxQueueLength: 1000    # queries waiting beyond this are rejected as `overloaded`
  *     maxQosMs: 500           # abacus serve: largest per-request `qos_ms` (default 10 × qosTargetMs)
+ *     labels: labels.txt      # abacus serve, optional: class labels for the classification extension
  *     dynamicBatching:        # or false (off), or true (on, these defaults); see below
  *       maxBatchSize: 16
  *       maxQueueDelayMs: 0
  *       preferredBatchSizes: []
  * ```
- * Relative paths (`predictor`, a trace file in `arrivals`) are resolved against the config file's folder.
+ * Relative paths (`predictor`, a service's `labels`, a trace file in `arrivals`) are resolved against the config file's folder.
  *
  * Keys are camelCase everywhere. A snake_case key is an unknown field (the error suggests the
  * camelCase one), except policy parameters, whose old snake_case spelling (`slack_ms`) is still
@@ -102,6 +103,7 @@ const serviceSchema = z.strictObject({
   seqLens: distinctSizes(MAX_SEQ_LEN).optional(),
   maxQueueLength: positiveInt.default(10_000),
   maxQosMs: z.number().positive().finite().optional(),
+  labels: z.string().min(1).optional(),
   dynamicBatching: z.union([z.boolean(), batchingSchema], { error: 'must be false (off), true (on with the defaults), or { maxBatchSize, maxQueueDelayMs, preferredBatchSizes }' }).optional(),
   inputs: z
     .record(
@@ -158,6 +160,12 @@ export interface ServiceConfig {
    * decides the rest: `resolveBatching`.
    */
   readonly dynamicBatching?: BatchingLimits | false;
+  /**
+   * Class labels for Triton's classification extension (`abacus serve`): an absolute path to a
+   * text file with one label per line, line i naming class index i (Triton's `label_filename`
+   * format); resolved against the config file's folder. Read when the server starts.
+   */
+  readonly labels?: string;
   /**
    * Valid values per model input (`TensorSpec.domain`), replacing those the graph implies:
    * `inputs: { sr: { values: [16000] }, input_ids: { range: [0, 30521] } }`. Warm-up and
@@ -276,6 +284,7 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
       ...(s.maxQosMs === undefined ? {} : { maxQosMs: s.maxQosMs }),
       ...(dynamicBatching === undefined ? {} : { dynamicBatching }),
       ...(s.inputs === undefined ? {} : { inputs: s.inputs }),
+      ...(s.labels === undefined ? {} : { labels: path.resolve(baseDir, s.labels) }),
     };
   });
   return { source, device: c.device, policy, ...(arrivals === undefined ? {} : { arrivals }), ...(c.executorMemoryLimitMb === undefined ? {} : { executorMemoryLimitMb: c.executorMemoryLimitMb }), services, warnings, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };

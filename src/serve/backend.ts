@@ -55,6 +55,7 @@ import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
 import { ModelStates, type PrivatePath } from './model-states.ts';
 import { configDataType, MODEL_VERSION, prepareServedModel, type Served, type ServedModel } from './served-model.ts';
 import { validateRequest } from './validate.ts';
+import { classify } from './classification.ts';
 import { isAborted, within } from './waits.ts';
 import { ServeError, type AdmissionTicket, type ModelState, type RepositoryIndexEntry, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelMetadata, type ModelStatistics, type ServerMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
@@ -173,7 +174,7 @@ interface FusedExecution {
  * Extensions this server implements, as named in `ServerMetadata.extensions` (Triton's names:
  * https://github.com/triton-inference-server/server/blob/main/docs/protocol/README.md).
  */
-export const SERVER_EXTENSIONS: readonly string[] = ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics'];
+export const SERVER_EXTENSIONS: readonly string[] = ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'statistics'];
 
 export class RuntimeBackend implements InferenceBackend {
   private readonly models = new Map<string, Served>();
@@ -666,8 +667,10 @@ export class RuntimeBackend implements InferenceBackend {
       for (const name of plan.outputs) {
         const t: HostTensor | undefined = outcome.outputs[name];
         if (t === undefined) throw new Error(`model '${model.name}': the device returned no output '${name}' (got ${Object.keys(outcome.outputs).join(', ')})`);
-        outputs[name] = t;
-        outputDatatypes[name] = v2Datatype(t.dataType);
+        const classes = plan.classification.get(name);
+        const out = classes === undefined ? t : classify(t, classes, model.config.max_batch_size > 0, model.labels, `model '${model.name}': output '${name}'`);
+        outputs[name] = out;
+        outputDatatypes[name] = v2Datatype(out.dataType);
       }
       const runBatch = outcome.record.runBatch ?? plan.batch;
       const response: InferResponse = {

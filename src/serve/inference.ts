@@ -193,6 +193,12 @@ export interface InferInput {
 export interface InferRequestedOutput {
   readonly name: string;
   readonly binaryData?: boolean;
+  /**
+   * `parameters.classification` as the wire carried it (classification extension,
+   * `classification.ts`): the number of top classes to return instead of the raw output.
+   * Checked by the backend (a positive integer; a numeric output).
+   */
+  readonly classification?: unknown;
 }
 
 /**
@@ -214,7 +220,9 @@ export interface InferRequest {
   readonly outputs?: readonly InferRequestedOutput[];
   /**
    * Request parameters. Recognised: `qos_ms` (number > 0: this query's QoS target, ms; above
-   * the service's configured maximum is a bad_request), `seq_len`. Others are ignored.
+   * the service's configured maximum is a bad_request), `seq_len`; Triton's sequence
+   * parameters (`sequence_id` other than 0 or empty, `sequence_start` or `sequence_end` true)
+   * are a bad_request (no sequence batcher). Others are ignored.
    */
   readonly parameters?: Readonly<Record<string, unknown>>;
   /** Server-assigned id for logs and metrics (not the client's `id`). */

@@ -33,6 +33,8 @@ export interface ServedModel {
    * `start` throws otherwise.
    */
   readonly batching?: BatchingLimits;
+  /** Class labels by class index for the classification extension (config `labels`); absent: none. */
+  readonly labels?: readonly string[];
 }
 
 /** A model input with its v2 datatype. */

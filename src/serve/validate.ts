@@ -17,16 +17,20 @@
  * - `parameters.qos_ms`: a number in (0, the service's `maxQosMs`] (config; default 10 × the
  *   QoS target) replaces the service's target for this request; `parameters.seq_len`, when
  *   given, must equal the sequence axis of the inputs;
- * - `outputs`: names of model outputs, each at most once.
+ * - Triton's sequence parameters (`sequence_id`, `sequence_start`, `sequence_end`) are refused:
+ *   there is no sequence batcher;
+ * - `outputs`: names of model outputs, each at most once; `parameters.classification` a
+ *   positive integer on a numeric output (`classification.ts`).
  */
 import { describeDomain, inDomain } from '../model/input-domain.ts';
 import { evalDimExpression, parseDimExpression, querySize, resolveShape } from '../model/boundary.ts';
 import type { InputDomain } from '../model/spec.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { elementCount, halfToNumber } from '../tensor.ts';
-import { ServeError, type InferInput, type InferRequest } from './inference.ts';
+import { classCountOf, classifiable, CLASSIFICATION_PARAMETER } from './classification.ts';
+import { ServeError, type InferInput, type InferRequest, type InferRequestedOutput } from './inference.ts';
 import { metadataShape, type Served } from './served-model.ts';
-import { decodeInputData, describeValue, isV2Datatype, V2_DATATYPES } from './tensors.ts';
+import { decodeInputData, describeValue, isV2Datatype, v2Datatype, V2_DATATYPES } from './tensors.ts';
 
 /** A validated request, ready to submit. */
 export interface Plan {
@@ -37,6 +41,8 @@ export interface Plan {
   readonly qosMs: number | undefined;
   /** Output names to return, in the model's output order. */
   readonly outputs: readonly string[];
+  /** Outputs answered as their top classes (classification extension), with the class count. */
+  readonly classification: ReadonlyMap<string, number>;
 }
 
 /** The first element of `tensor` outside `domain` (index and value), or undefined when all lie in it. */
@@ -130,6 +136,7 @@ export function validateRequest(model: Served, request: InferRequest): Plan {
     if (axes.seq === undefined) throw bad(`parameters.seq_len: the model has no sequence axis`);
     if (seqParam !== seqLen) throw bad(`parameters.seq_len is ${describeValue(seqParam)}, but the inputs have sequence length ${seqLen}`);
   }
+  refuseSequence(params, bad);
   const qosParam: unknown = params['qos_ms'];
   let qosMs: number | undefined;
   if (qosParam !== undefined) {
@@ -139,7 +146,7 @@ export function validateRequest(model: Served, request: InferRequest): Plan {
     qosMs = qosParam;
   }
 
-  const outputs = selectOutputs(model, request, bad);
+  const { names: outputs, classification } = selectOutputs(model, request, bad);
 
   const tensors: TensorMap = {};
   const symbolText = Object.keys(symbols).length === 0 ? '' : `, ${Object.entries(symbols).map(([n, v]) => `${n} ${v}`).join(', ')}`;
@@ -160,21 +167,40 @@ export function validateRequest(model: Served, request: InferRequest): Plan {
     }
     tensors[plan.spec.name] = tensor;
   }
-  return { model, batch: batchValue, seqLen, inputs: tensors, qosMs, outputs };
+  return { model, batch: batchValue, seqLen, inputs: tensors, qosMs, outputs, classification };
 }
 
 /** The requested output names in the model's output order (every output when none is named). */
-function selectOutputs(model: Served, request: InferRequest, bad: (d: string) => ServeError): string[] {
+function selectOutputs(model: Served, request: InferRequest, bad: (d: string) => ServeError): { names: string[]; classification: Map<string, number> } {
   const all = model.outputs.map((o) => o.name);
-  if (request.outputs === undefined) return all;
+  const classification = new Map<string, number>();
+  if (request.outputs === undefined) return { names: all, classification };
   if (!Array.isArray(request.outputs)) throw bad('outputs must be a list');
   const wanted = new Set<string>();
-  for (const [i, o] of (request.outputs as readonly ({ name?: unknown } | undefined)[]).entries()) {
+  for (const [i, o] of (request.outputs as readonly (InferRequestedOutput | undefined)[]).entries()) {
     const name: unknown = o?.name;
     if (typeof name !== 'string') throw bad(`outputs[${i}].name must be a string`);
     if (!all.includes(name)) throw bad(`unknown output '${name}' (the model's outputs: ${all.join(', ')})`);
     if (wanted.has(name)) throw bad(`output '${name}' is requested twice`);
     wanted.add(name);
+    if (o?.classification !== undefined) {
+      const spec = model.spec.outputs.find((t) => t.name === name)!;
+      if (!classifiable(spec.dataType)) throw bad(`output '${name}': parameters.${CLASSIFICATION_PARAMETER}: the output is ${v2Datatype(spec.dataType)}, which has no classes to rank`);
+      classification.set(name, classCountOf(model.name, name, o.classification));
+    }
   }
-  return all.filter((n) => wanted.has(n));
+  return { names: all.filter((n) => wanted.has(n)), classification };
+}
+
+/**
+ * Triton's sequence parameters: this server has no sequence batcher (docs/serving.md "Triton
+ * features"), so a request that asks for one is refused rather than served out of order.
+ * `sequence_id` 0 or '' and false flags are what clients send when they use no sequence.
+ */
+function refuseSequence(params: Readonly<Record<string, unknown>>, bad: (d: string) => ServeError): void {
+  const id = params['sequence_id'];
+  const inUse = (id !== undefined && id !== 0 && id !== '' && id !== '0') || params['sequence_start'] === true || params['sequence_end'] === true;
+  if (!inUse) return;
+  const which = id !== undefined && id !== 0 && id !== '' && id !== '0' ? `sequence_id ${describeValue(id)}` : params['sequence_start'] === true ? 'sequence_start' : 'sequence_end';
+  throw bad(`parameters.${which.split(' ')[0]!}: sequences are not served (${which}): this server has no sequence batcher, so stateful requests cannot be kept in order; send each request with its whole state (the model's state inputs) and no sequence_id`);
 }

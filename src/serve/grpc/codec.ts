@@ -171,7 +171,8 @@ export function inferRequestFromWire(message: ModelInferRequestMessage, requestI
       ? message.outputs.map((output, index) => {
           const name = output.name ?? '';
           if (name === '') throw new ServeError('bad_request', `model ${modelName}: output #${index}: name is required`);
-          return { name };
+          const classification: unknown = output.parameters === undefined ? undefined : parametersFromWire(output.parameters)['classification'];
+          return { name, ...(classification === undefined ? {} : { classification }) };
         })
       : undefined;
   return {

@@ -209,7 +209,8 @@ function decodeFields(raw: Record<string, unknown>, id: string | undefined, body
       if (params !== undefined && !isObject(params)) throw bad(model, `output '${name}': parameters must be an object, got ${describeValue(params)}`);
       const asBinary = optionalBool(model, params?.['binary_data'], `output '${name}': parameters.binary_data`) ?? allBinary;
       if (asBinary) binary.add(name);
-      outputs.push({ name, binaryData: asBinary });
+      const classification: unknown = params?.['classification'];
+      outputs.push({ name, binaryData: asBinary, ...(classification === undefined ? {} : { classification }) });
     }
   }
   return {
