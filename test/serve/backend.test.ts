@@ -45,7 +45,7 @@ async function failure(request: InferRequest): Promise<ServeError> {
 
 describe('RuntimeBackend: metadata and success', () => {
   it('serves metadata with -1 for dynamic dims and v2 datatypes', () => {
-    expect(backend.serverMetadata()).toEqual({ name: 'abacus', version: '0.1.0', extensions: ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics'] });
+    expect(backend.serverMetadata()).toEqual({ name: 'abacus', version: '0.1.0', extensions: ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'statistics'] });
     expect(backend.modelMetadata('bert')).toEqual({
       name: 'bert',
       versions: ['1'],

@@ -143,7 +143,7 @@ describe('model configuration, statistics and model list over a fake backend', (
   });
 
   it('lists model_configuration and statistics among the extensions of the real backend', () => {
-    expect(SERVER_EXTENSIONS).toEqual(['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics']);
+    expect(SERVER_EXTENSIONS).toEqual(['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'statistics']);
   });
 });
 
@@ -163,7 +163,7 @@ describe('model configuration and statistics of RuntimeBackend (sim:a100)', () =
 
   it('derives the configuration from the model: no batch dim, max_batch_size the largest batch size, -1 for the sequence axis', () => {
     const backend = b.backend;
-    expect(backend.serverMetadata().extensions).toEqual(['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics']);
+    expect(backend.serverMetadata().extensions).toEqual(['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'statistics']);
     expect(backend.modelList()).toEqual(['resnet', 'bert']);
     const resnet = backend.modelConfig('resnet');
     expect(resnet).toMatchObject({ name: 'resnet', platform: 'abacus_sim', max_batch_size: 4, input: [{ name: 'input', data_type: 'TYPE_FP32', dims: [3, 64, 64] }] });

@@ -67,9 +67,10 @@ describe('gRPC inference.GRPCInferenceService over a fake backend', () => {
     }
   });
 
-  it('answers NOT_FOUND for an unknown model or version in ModelReady and ModelMetadata', async () => {
+  it('answers ready: false for an unknown model or version in ModelReady (as Triton), NOT_FOUND in ModelMetadata', async () => {
+    expect(await call(client, 'ModelReady', { name: 'nope' })).toEqual({ ready: false });
+    expect(await call(client, 'ModelReady', { name: 'm', version: '7' })).toEqual({ ready: false });
     for (const [method, request] of [
-      ['ModelReady', { name: 'nope' }],
       ['ModelMetadata', { name: 'nope' }],
       ['ModelMetadata', { name: 'm', version: '7' }],
     ] as const) {

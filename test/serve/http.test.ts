@@ -46,7 +46,7 @@ describe('KServe v2 HTTP: health and metadata', () => {
   it('GET /v2, live, ready, model metadata and readiness (with and without versions)', async () => {
     const meta = await app.inject({ method: 'GET', url: '/v2' });
     expect(meta.statusCode).toBe(200);
-    expect(meta.json()).toEqual({ name: 'abacus', version: '0.1.0', extensions: ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics'] });
+    expect(meta.json()).toEqual({ name: 'abacus', version: '0.1.0', extensions: ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'statistics'] });
     expect((await app.inject('/v2/health/live')).json()).toEqual({ live: true });
     const ready = await app.inject('/v2/health/ready');
     expect([ready.statusCode, ready.json()]).toEqual([200, { ready: true }]);

@@ -64,7 +64,7 @@ describe('abacus serve (child process, sim:a100)', () => {
     try {
       expect(await (await fetch(`${s.url}/v2/health/ready`)).json()).toEqual({ ready: true });
       const meta = (await (await fetch(`${s.url}/v2`)).json()) as { extensions: string[] };
-      expect(meta.extensions).toEqual(['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics']);
+      expect(meta.extensions).toEqual(['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'statistics']);
       const r = await fetch(`${s.url}/v2/models/resnet/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: imageRequest(1) });
       expect(r.status).toBe(200);
       const body = (await r.json()) as { outputs: { name: string; shape: number[] }[]; parameters: Record<string, number> };

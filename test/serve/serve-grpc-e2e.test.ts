@@ -77,9 +77,10 @@ describe('abacus serve over gRPC (child process, sim:a100)', () => {
     try {
       expect(await rawCall(raw, 'ServerLive', {})).toEqual({ live: true });
       expect(await rawCall(raw, 'ServerReady', {})).toEqual({ ready: true });
-      expect(await rawCall(raw, 'ServerMetadata', {})).toMatchObject({ extensions: ['binary_tensor_data', 'model_configuration', 'model_repository', 'statistics'] });
+      expect(await rawCall(raw, 'ServerMetadata', {})).toMatchObject({ extensions: ['binary_tensor_data', 'classification', 'model_configuration', 'model_repository', 'statistics'] });
       expect(await rawCall(raw, 'ModelReady', { name: 'bert', version: '1' })).toEqual({ ready: true });
-      const nf = await status(rawCall(raw, 'ModelReady', { name: 'nope' }));
+      expect(await rawCall(raw, 'ModelReady', { name: 'nope' })).toEqual({ ready: false });
+      const nf = await status(rawCall(raw, 'ModelMetadata', { name: 'nope' }));
       expect(nf.code).toBe(grpc.status.NOT_FOUND);
       expect(nf.details).toContain("'nope'");
     } finally {

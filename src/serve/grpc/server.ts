@@ -3,7 +3,8 @@
  * over @grpc/grpc-js, on top of an `InferenceBackend` (`../inference.ts`).
  *
  * - ServerLive / ServerReady / ServerMetadata: straight from the backend.
- * - ModelReady / ModelMetadata: NOT_FOUND for an unknown model or version.
+ * - ModelReady: `ready: false` (status OK) for an unknown model or version, as Triton answers.
+ * - ModelMetadata: NOT_FOUND for an unknown model or version.
  * - ModelConfig (Triton model configuration extension): `{config}`, `data_type` as the enum
  *   name; NOT_FOUND for an unknown model or version.
  * - ModelStatistics (Triton statistics extension): empty `name` is every model; NOT_FOUND for
@@ -288,7 +289,13 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
     }),
     ModelReady: unary<ModelReadyRequestMessage, ModelReadyResponseMessage>('ModelReady', (request) => {
       const version = request.version === '' ? undefined : request.version;
-      return { ready: backend.modelReady(request.name ?? '', version) };
+      // an unknown model or version is not ready (OK, ready: false), as Triton answers, so tritonclient's is_model_ready returns False
+      try {
+        return { ready: backend.modelReady(request.name ?? '', version) };
+      } catch (error) {
+        if (error instanceof ServeError && error.code === 'model_not_found') return { ready: false };
+        throw error;
+      }
     }),
     ModelMetadata: unary<ModelMetadataRequestMessage, ModelMetadataResponseMessage>('ModelMetadata', (request) => {
       const version = request.version === '' ? undefined : request.version;
