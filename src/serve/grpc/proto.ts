@@ -103,6 +103,12 @@ export interface ModelInferResponseMessage {
   raw_output_contents?: Uint8Array[];
 }
 
+/** Triton's `ModelStreamInferResponse`: an answer, or an error with the request's id. */
+export interface ModelStreamInferResponseMessage {
+  error_message?: string;
+  infer_response?: ModelInferResponseMessage | null;
+}
+
 export type EmptyMessage = Record<string, never>;
 export interface ServerLiveResponseMessage { live?: boolean }
 export interface ServerReadyResponseMessage { ready?: boolean }

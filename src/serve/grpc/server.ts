@@ -38,6 +38,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../log.ts';
 import { ServeError, type InferenceBackend } from '../inference.ts';
 import { grpcStatusOf, inferRequestFromWire, inferResponseToWire } from './codec.ts';
+import { streamInferHandler } from './stream.ts';
 import {
   loadInferenceService,
   type EmptyMessage,
@@ -203,6 +204,42 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
     };
   }
 
+  /**
+   * Admit, decode and run one inference request message; settles once, with the response
+   * message or the error (a `ServeError` carrying the request's `id`, or any other error).
+   */
+  const runInfer = (message: ModelInferRequestMessage, requestId: string, signal: AbortSignal): Promise<ModelInferResponseMessage> => {
+    let settleTicket: (() => void) | undefined;
+    let pending: Promise<ModelInferResponseMessage>;
+    try {
+      // admission before the tensors are decoded (`InferenceBackend.admit`): a shed call is UNAVAILABLE at once
+      const admission = backend.admit?.(message.model_name ?? '');
+      if (admission !== undefined) settleTicket = admission.settle;
+      const decoded = inferRequestFromWire(message, requestId, signal);
+      const request = admission === undefined ? decoded : { ...decoded, admission };
+      pending = backend.infer(request).then((response) => inferResponseToWire(response, outputContents));
+    } catch (error) {
+      pending = Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+    const id = message.id;
+    return pending.then(
+      (response) => {
+        settleTicket?.();
+        return response;
+      },
+      (error: unknown) => {
+        settleTicket?.();
+        throw typeof id === 'string' && id !== '' && error instanceof ServeError && error.id === undefined ? error.withId(id) : error;
+      },
+    );
+  };
+
+  /** Log a failed inference: INTERNAL at error level with the error, the rest at debug. */
+  const logFailure = (rpc: string, error: unknown, st: Partial<grpc.StatusObject>, requestId: string, model: string | undefined): void => {
+    if (st.code === grpc.status.INTERNAL) logger?.error({ err: error, rpc, requestId, model }, 'grpc infer failed with an internal error');
+    else logger?.debug({ rpc, requestId, model, code: st.code, details: st.details }, 'grpc infer failed');
+  };
+
   const modelInfer: grpc.handleUnaryCall<ModelInferRequestMessage, ModelInferResponseMessage> = (call, callback) => {
     const malformed = malformedReason(call.request);
     if (malformed !== undefined) {
@@ -212,45 +249,24 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
     }
     const requestId = randomUUID();
     const controller = new AbortController();
-    let answered = false;
-    let settleTicket: (() => void) | undefined;
-    const answer = (error: unknown, response?: ModelInferResponseMessage): void => {
-      if (answered) return;
-      answered = true;
-      settleTicket?.();
-      call.removeListener('cancelled', onCancelled);
-      if (response !== undefined) {
-        callback(null, response);
-        logger?.debug({ requestId, model: call.request.model_name }, 'grpc infer ok');
-        return;
-      }
-      const id = call.request.id;
-      const st = grpcStatusOf(typeof id === 'string' && id !== '' && error instanceof ServeError && error.id === undefined ? error.withId(id) : error);
-      if (st.code === grpc.status.INTERNAL) logger?.error({ err: error, requestId, model: call.request.model_name }, 'grpc infer failed with an internal error');
-      else logger?.debug({ requestId, model: call.request.model_name, code: st.code, details: st.details }, 'grpc infer failed');
-      callback(st);
-    };
     const onCancelled = (): void => {
       logger?.debug({ requestId, model: call.request.model_name }, 'grpc infer cancelled by the client');
       controller.abort(new Error('the client cancelled the call'));
     };
     call.on('cancelled', onCancelled);
     if (call.cancelled) controller.abort(new Error('the client cancelled the call'));
-    let pending: Promise<ModelInferResponseMessage>;
-    try {
-      // admission before the tensors are decoded (`InferenceBackend.admit`): a shed call is UNAVAILABLE at once
-      const admission = backend.admit?.(call.request.model_name ?? '');
-      if (admission !== undefined) settleTicket = admission.settle;
-      const decoded = inferRequestFromWire(call.request, requestId, controller.signal);
-      const request = admission === undefined ? decoded : { ...decoded, admission };
-      pending = backend.infer(request).then((response) => inferResponseToWire(response, outputContents));
-    } catch (error) {
-      answer(error);
-      return;
-    }
-    pending.then(
-      (response) => answer(null, response),
-      (error: unknown) => answer(error),
+    runInfer(call.request, requestId, controller.signal).then(
+      (response) => {
+        call.removeListener('cancelled', onCancelled);
+        callback(null, response);
+        logger?.debug({ requestId, model: call.request.model_name }, 'grpc infer ok');
+      },
+      (error: unknown) => {
+        call.removeListener('cancelled', onCancelled);
+        const st = grpcStatusOf(error);
+        logFailure('ModelInfer', error, st, requestId, call.request.model_name);
+        callback(st);
+      },
     );
   };
 
@@ -308,6 +324,7 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
       return { name: m.name, versions: [...m.versions], platform: m.platform, inputs: m.inputs.map(tensor), outputs: m.outputs.map(tensor) };
     }),
     ModelInfer: modelInfer,
+    ModelStreamInfer: streamInferHandler({ runInfer, logFailure, malformedReason, malformedStatus, ...(logger === undefined ? {} : { logger }) }),
     ModelConfig: unary<ModelConfigRequestMessage, ModelConfigResponseMessage>('ModelConfig', (request) => {
       const c = backend.modelConfig(request.name ?? '', request.version === '' ? undefined : request.version);
       const tensor = (t: { name: string; data_type: string; dims: readonly number[] }) => ({ name: t.name, data_type: t.data_type, dims: [...t.dims] });
