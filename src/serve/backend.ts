@@ -660,7 +660,7 @@ export class RuntimeBackend implements InferenceBackend {
         outcome = await submit(leftMs(), this.engine?.clock.now());
       }
       const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - arrivalMs;
-      if (!outcome.ok) throw this.rejection(model, outcome.reason, outcome.message, queueMs);
+      if (!outcome.ok) throw this.rejection(model, outcome.reason, outcome.message, queueMs, plan.inputs);
       if (outcome.record.endMs !== undefined && timing.firstLaunchMs !== undefined) this.admission?.completed(model.name, outcome.record.endMs, outcome.record.endMs - timing.firstLaunchMs);
       const outputs: TensorMap = {};
       const outputDatatypes: Record<string, V2Datatype> = {};
@@ -694,7 +694,7 @@ export class RuntimeBackend implements InferenceBackend {
     }
   }
 
-  private rejection(model: Served, reason: RejectionReason, message: string, queueMs: number | undefined): Error {
+  private rejection(model: Served, reason: RejectionReason, message: string, queueMs: number | undefined, inputs: TensorMap): Error {
     const where = `model '${model.name}'`;
     switch (reason) {
       case 'cancelled':
@@ -707,7 +707,8 @@ export class RuntimeBackend implements InferenceBackend {
       case 'device_failure':
         return new RejectedError('device_failure', `device_failure: ${where}: ${this.states.redact(message)}`, queueMs); // an executor's output tail may name server folders
       case 'bad_request':
-        return new DeviceRefusedError(`${where}: the device refused the inputs: ${message}`, queueMs);
+        // name the inputs it ran with: the refusal names an operator, the client knows its inputs
+        return new DeviceRefusedError(`${where}: the device refused the inputs (${Object.entries(inputs).map(([n, t]) => `'${n}' [${t.dims.join(', ')}]`).join(', ')}): ${this.states.redact(message)}`, queueMs);
     }
   }
 

@@ -214,7 +214,7 @@ describe('RuntimeBackend: metrics of device refusals and late completions', () =
       device.refuse = true;
       const refused = await b.backend.infer(req('r', [image()])).then(() => undefined, (e: unknown) => e as ServeError);
       expect(refused?.code).toBe('bad_request');
-      expect(refused?.message).toMatch(/^model 'r': the device refused the inputs: .*token id 99999 is beyond the vocabulary/);
+      expect(refused?.message).toMatch(/^model 'r': the device refused the inputs \('input' \[1, 3, 64, 64\]\): .*token id 99999 is beyond the vocabulary/);
       const malformed = await b.backend.infer(req('r', [{ ...image(), datatype: 'INT64' }])).then(() => undefined, (e: unknown) => e as ServeError);
       expect(malformed?.code).toBe('bad_request');
       const text = await b.metrics.text();

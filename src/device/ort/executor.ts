@@ -32,14 +32,9 @@ import { describeError } from '../../errors.ts';
 import { resolvedBoundary, tensorSpecIndex } from '../../model/boundary.ts';
 import type { ChildMessage, LoadMessage, RunMessage, SessionConfig, WarmupReport, WireError } from './protocol.ts';
 import { syntheticTensors } from '../../model/synthetic.ts';
+import { refusesInputs } from './input-errors.ts';
 
 /** A load failure with its stable code (`invalid_model` or `device_unavailable`). */
-/**
- * onnxruntime messages that blame the values of a query's inputs (ONNX Gather with an index
- * outside its table, e.g. a token id ≥ BERT's vocabulary: "indices element out of data bounds").
- */
-const INPUT_VALUE_ERROR = /indices element out of data bounds/i;
-
 export class ExecutorLoadError extends Error {
   constructor(readonly wire: WireError) {
     super(wire.message);
@@ -339,9 +334,9 @@ export class SegmentExecutor {
         reqId,
         ok: false,
         error: {
-          // onnxruntime refusing the input VALUES (token ids beyond the embedding table) is the
-          // request's fault, not the device's: a bad_request, so clients do not retry it.
-          code: INPUT_VALUE_ERROR.test(detail) ? 'bad_request' : 'device_failure',
+          // onnxruntime refusing the inputs' values or dims (input-errors.ts) is the request's
+          // fault, not the device's: a bad_request, so clients do not retry it.
+          code: refusesInputs(detail) ? 'bad_request' : 'device_failure',
           message: `service ${this.service}, query ${queryId}: operator ${operator} (${op?.name ?? '?'}) of segment [${start}, ${end}) failed: ${detail}`,
         },
       };
