@@ -45,23 +45,24 @@ import { performance } from 'node:perf_hooks';
 import type { Clock } from '../clock/clock.ts';
 import { BadRequestError, describeError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { metQos, type GroupRecord, type RejectionReason } from '../runtime/records.ts';
+import { metQos, type GroupRecord } from '../runtime/records.ts';
 import type { RecordFeed } from '../runtime/feed.ts';
 import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
 import type { QueryController, RefinementStatus } from '../schedule/controller.ts';
 import type { FallbackStatus } from '../schedule/fallback.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
-import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
 import { ModelStates, type PrivatePath } from './model-states.ts';
 import { configDataType, MODEL_VERSION, prepareServedModel, type Served, type ServedModel } from './served-model.ts';
 import { validateRequest } from './validate.ts';
+import { ModelLifecycle } from './model-control.ts';
+import { CancelledError, DeviceRefusedError, RejectedError, rejectionError } from './rejections.ts';
 import { classify } from './classification.ts';
 import { isAborted, within } from './waits.ts';
 import { ServeError, type AdmissionTicket, type ModelState, type RepositoryIndexEntry, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelMetadata, type ModelStatistics, type ServerMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
 import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
 import { AdmissionGate, shedError } from './admission.ts';
-import { describeValue, v2Datatype } from './tensors.ts';
+import { v2Datatype } from './tensors.ts';
 
 export { configDataType, MODEL_VERSION, type ServedModel };
 
@@ -143,18 +144,6 @@ export interface RuntimeBackendOptions {
   readonly policyFuses?: boolean;
 }
 
-/** Largest `parameters.config` of a load request, bytes of UTF-8 (a service entry is well under 1 KiB). */
-export const MAX_LOAD_CONFIG_BYTES = 16 * 1024;
-
-/** Parameters a load request may carry (Triton's `config`; never `file:…` contents). */
-export const LOAD_PARAMETERS: readonly string[] = ['config'];
-
-/** After this long waiting for an unloading model's requests to finish, `unloadModel` logs a warning (and keeps waiting), ms. */
-export const UNLOAD_DRAIN_MS = 30_000;
-
-/** QoS target of warm-up queries, ms: long enough that no policy drops them. */
-const WARM_UP_QOS_MS = 600_000;
-
 /** Per-query timing gathered from the runtime's group records. */
 interface Timing {
   firstLaunchMs: number | undefined;
@@ -194,8 +183,8 @@ export class RuntimeBackend implements InferenceBackend {
   private readonly stats: ModelStatsRecorder;
   /** State and reason of every known model, executor health, readiness rule (`model-states.ts`). */
   private readonly states: ModelStates;
-  /** Load or unload in progress per model: the next one waits for it. */
-  private readonly control = new Map<string, Promise<unknown>>();
+  /** Loads, warm-ups and unloads (`model-control.ts`). */
+  private readonly lifecycle: ModelLifecycle;
   private readonly modelControl: ModelControl | undefined;
   private readonly feed: RecordFeed | undefined;
   private readonly admission: AdmissionGate | undefined;
@@ -219,6 +208,19 @@ export class RuntimeBackend implements InferenceBackend {
       this.states.set(m.name, 'LOADING', 'the server is starting');
     }
     this.stats = new ModelStatsRecorder(this.modelNames, MODEL_VERSION);
+    this.lifecycle = new ModelLifecycle({
+      models: this.models,
+      states: this.states,
+      stats: this.stats,
+      logger: this.logger,
+      metrics: this.metrics,
+      modelControl: this.modelControl,
+      prepare: (m, configured) => this.prepare(m, configured),
+      engine: () => this.engine,
+      runtime: () => this.runtime,
+      ready: () => this.ready,
+      closing: () => this.closing,
+    });
     this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), modelStates: () => this.states.states(), refinement: () => this.engine?.controller.refinement, fallback: () => this.engine?.controller.fallback, residentBytes: () => this.engine?.device.residentBytes?.() });
   }
 
@@ -336,152 +338,12 @@ export class RuntimeBackend implements InferenceBackend {
     return out;
   }
 
-  async loadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
-    this.checkControl('load', name);
-    const reserved = reservedModelName(name);
-    if (reserved !== undefined) throw new ServeError('bad_request', `load: model name '${name}' is reserved (${reserved}); load the model under another name`);
-    const config = loadConfigParameter(name, parameters);
-    const known = this.models.get(name);
-    if (known === undefined && config === undefined) {
-      throw new ServeError('bad_request', `load '${name}': no such model in the config; give its service settings as parameters.config (a JSON string: {"model": "<zoo or imported model name>", "qosTargetMs": …})`);
-    }
-    if (known !== undefined && known.configured && config !== undefined) {
-      throw new ServeError('bad_request', `load '${name}': parameters.config: '${name}' is a model of the config file; its settings come from there (load it without parameters to re-load it)`);
-    }
-    await this.serialized(name, async () => {
-      const engine = this.requireStarted(name);
-      let model = this.models.get(name);
-      if (model === undefined || (!model.configured && config !== undefined)) {
-        const resolved = await this.modelControl!.resolve(name, config!);
-        if (resolved.name !== name) throw new ServeError('bad_request', `load '${name}': parameters.config.name: '${resolved.name}' differs from the model name in the request`);
-        try {
-          model = this.prepare(resolved, false);
-        } catch (err) {
-          throw new ServeError('bad_request', `load '${name}': parameters.config: ${describeError(err)}`, { cause: err });
-        }
-      }
-      if (this.states.isLoaded(name)) await this.takeDown(engine, name, 'being re-loaded');
-      this.models.set(name, model);
-      this.stats.add(name);
-      this.metrics?.addModel(name);
-      const reason = await this.bringUp(engine, model);
-      if (reason !== undefined) throw new ServeError('device_failure', `load '${name}': the model failed to load and is UNAVAILABLE: ${reason}`);
-    });
+  loadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
+    return this.lifecycle.load(name, parameters);
   }
 
-  async unloadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
-    this.checkControl('unload', name);
-    for (const [key, value] of Object.entries(parameters ?? {})) {
-      if (key !== 'unload_dependents') throw new ServeError('bad_request', `unload '${name}': parameters.${key.slice(0, 80)}: unknown parameter (accepted: unload_dependents, which changes nothing here: models have no dependents)`);
-      if (typeof value !== 'boolean') throw new ServeError('bad_request', `unload '${name}': parameters.unload_dependents must be true or false, got ${describeValue(value)}`);
-    }
-    if (!this.models.has(name)) throw new ServeError('model_not_found', `unload '${name}': no such model (known: ${this.modelNames.join(', ')})`);
-    // refuse new requests at once (not after a turn of the event loop) when nothing else is in progress for it
-    if (!this.control.has(name) && this.ready && !this.closing && this.states.isModelReady(name)) this.states.set(name, 'UNLOADING', 'unloaded');
-    await this.serialized(name, async () => {
-      const engine = this.requireStarted(name);
-      const s = this.states.get(name)!;
-      if (this.states.isLoaded(name) || s.state === 'UNLOADING') await this.takeDown(engine, name, 'unloaded');
-      this.states.set(name, 'UNAVAILABLE', 'unloaded', true);
-    });
-  }
-
-  /** Bad name or model control off: throw before anything happens. */
-  private checkControl(what: 'load' | 'unload', name: string): void {
-    if (typeof name !== 'string' || !MODEL_NAME_PATTERN.test(name)) {
-      throw new ServeError('bad_request', `${what}: model name ${describeValue(name)} is not a model name: 1–64 letters, digits, '_', '.', '-', starting with a letter or digit (never a path)`);
-    }
-    if (this.modelControl === undefined) {
-      throw new ServeError('forbidden', `${what} '${name}': model control is off; start the server with --model-control explicit to load and unload models (the repository index is always available)`);
-    }
-  }
-
-  private requireStarted(name: string): BackendEngine {
-    if (this.engine === undefined || this.runtime === undefined || !this.ready || this.closing) {
-      throw new ServeError('not_ready', `not_ready: model '${name}': the server is ${this.closing ? 'shutting down' : 'starting'}; retry ${this.closing ? 'on another replica' : 'shortly'}`);
-    }
-    return this.engine;
-  }
-
-  /** Run `fn` after any load or unload of `name` in progress. */
-  private async serialized(name: string, fn: () => Promise<void>): Promise<void> {
-    const before = this.control.get(name) ?? Promise.resolve();
-    const mine = before.catch(() => undefined).then(fn);
-    this.control.set(name, mine);
-    try {
-      await mine;
-    } finally {
-      if (this.control.get(name) === mine) this.control.delete(name);
-    }
-  }
-
-  /**
-   * Load `model` on the device, add it to the runtime and warm it up: READY. On any failure it
-   * is UNAVAILABLE with the reason (returned), and nothing of it is left on the device or in
-   * the runtime.
-   */
-  private async bringUp(engine: BackendEngine, model: Served): Promise<string | undefined> {
-    const runtime = this.runtime!;
-    this.states.set(model.name, 'LOADING', 'loading on the device');
-    let loaded = false;
-    let added = false;
-    try {
-      const note = (await engine.loadModel?.(model.name)) ?? '';
-      loaded = true;
-      runtime.addService({ name: model.name, spec: model.spec, qosTargetMs: model.qosTargetMs, maxQueueLength: model.maxQueueLength, ...(model.batching === undefined ? {} : { batching: model.batching }) });
-      added = true;
-      this.states.set(model.name, 'LOADING', 'warming up');
-      for (const batch of model.fixedBatch !== undefined ? [model.fixedBatch] : model.batchSizes) {
-        const o = await runtime.submit({ service: model.name, batch, qosTargetMs: WARM_UP_QOS_MS });
-        if (this.closing) {
-          this.states.set(model.name, 'UNAVAILABLE', 'the server is shutting down');
-          return 'the server is shutting down';
-        }
-        if (!o.ok) throw new Error(`warm-up at batch ${batch} failed (${o.reason}): ${o.message}`);
-      }
-      this.states.set(model.name, 'READY', note);
-      return undefined;
-    } catch (err) {
-      // clients see the reason without server folders (`redactPaths`); the log has it whole
-      const reason = this.states.redact(describeError(err));
-      this.logger?.error({ model: model.name, err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'model failed to load');
-      if (added) {
-        await within(runtime.serviceDrained(model.name), UNLOAD_DRAIN_MS);
-        try {
-          runtime.removeService(model.name);
-        } catch (e) {
-          this.logger?.warn({ model: model.name, err: describeError(e) }, 'could not take the failed model out of the runtime');
-        }
-      }
-      if (loaded) await this.unloadFromDevice(engine, model.name);
-      this.states.set(model.name, 'UNAVAILABLE', reason);
-      return reason;
-    }
-  }
-
-  /**
-   * READY → UNLOADING: refuse new requests, let the waiting and running ones finish (each ends:
-   * completed, or rejected by the controller at its QoS deadline; a warning is logged when that
-   * takes longer than `UNLOAD_DRAIN_MS`), then free the device.
-   */
-  private async takeDown(engine: BackendEngine, name: string, why: string): Promise<void> {
-    const runtime = this.runtime!;
-    this.states.set(name, 'UNLOADING', why);
-    const drained = runtime.serviceDrained(name);
-    if (!(await within(drained, UNLOAD_DRAIN_MS))) {
-      this.logger?.warn({ model: name, pending: runtime.queueLength(name), afterMs: UNLOAD_DRAIN_MS }, 'unload: still waiting for the model\'s requests to finish');
-      await drained;
-    }
-    runtime.removeService(name);
-    await this.unloadFromDevice(engine, name);
-  }
-
-  private async unloadFromDevice(engine: BackendEngine, name: string): Promise<void> {
-    try {
-      await (engine.unloadModel !== undefined ? engine.unloadModel(name) : (engine.device.unload?.(name) ?? Promise.resolve()));
-    } catch (err) {
-      this.logger?.warn({ model: name, err: describeError(err) }, 'unloading from the device failed');
-    }
+  unloadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
+    return this.lifecycle.unload(name, parameters);
   }
 
   modelConfig(name: string, version?: string): ModelConfig {
@@ -527,7 +389,7 @@ export class RuntimeBackend implements InferenceBackend {
     const t0 = performance.now();
     const failed: string[] = [];
     for (const m of this.models.values()) {
-      const reason = await this.bringUp(engine, m);
+      const reason = await this.lifecycle.bringUp(engine, m);
       if (this.closing) return; // shut down while warming up: not an error
       if (reason !== undefined) failed.push(`${m.name}: ${reason}`);
     }
@@ -660,7 +522,7 @@ export class RuntimeBackend implements InferenceBackend {
         outcome = await submit(leftMs(), this.engine?.clock.now());
       }
       const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - arrivalMs;
-      if (!outcome.ok) throw this.rejection(model, outcome.reason, outcome.message, queueMs, plan.inputs);
+      if (!outcome.ok) throw rejectionError(model.name, outcome.reason, outcome.message, queueMs, plan.inputs, this.closing, (t) => this.states.redact(t));
       if (outcome.record.endMs !== undefined && timing.firstLaunchMs !== undefined) this.admission?.completed(model.name, outcome.record.endMs, outcome.record.endMs - timing.firstLaunchMs);
       const outputs: TensorMap = {};
       const outputDatatypes: Record<string, V2Datatype> = {};
@@ -691,24 +553,6 @@ export class RuntimeBackend implements InferenceBackend {
       request.signal?.removeEventListener('abort', onAbort);
       this.timings.delete(id);
       this.settleFused(timing.fusedId);
-    }
-  }
-
-  private rejection(model: Served, reason: RejectionReason, message: string, queueMs: number | undefined, inputs: TensorMap): Error {
-    const where = `model '${model.name}'`;
-    switch (reason) {
-      case 'cancelled':
-        return new CancelledError(`${where}: ${message}; the query was withdrawn`, queueMs);
-      case 'overloaded':
-        if (this.closing) return new RejectedError('not_ready', `not_ready: ${where}: the server is shutting down; the request was not run`, queueMs);
-        return new RejectedError('overloaded', `overloaded: ${where}: ${message}`, queueMs);
-      case 'qos_violation':
-        return new RejectedError('qos_violation', `qos_violation: ${where}: ${message}`, queueMs);
-      case 'device_failure':
-        return new RejectedError('device_failure', `device_failure: ${where}: ${this.states.redact(message)}`, queueMs); // an executor's output tail may name server folders
-      case 'bad_request':
-        // name the inputs it ran with: the refusal names an operator, the client knows its inputs
-        return new DeviceRefusedError(`${where}: the device refused the inputs (${Object.entries(inputs).map(([n, t]) => `'${n}' [${t.dims.join(', ')}]`).join(', ')}): ${this.states.redact(message)}`, queueMs);
     }
   }
 
@@ -747,48 +591,4 @@ export class RuntimeBackend implements InferenceBackend {
 
 function round3(x: number): number {
   return Math.round(x * 1000) / 1000;
-}
-
-/** A runtime rejection with its queue time (for metrics). */
-class RejectedError extends ServeError {
-  readonly queueMs: number | undefined;
-  constructor(code: ServeError['code'], message: string, queueMs: number | undefined) {
-    super(code, message);
-    this.queueMs = queueMs;
-  }
-}
-
-/** The device refused the inputs (a value only it checks): answered `bad_request`, counted `device_refused`. */
-class DeviceRefusedError extends RejectedError {
-  constructor(message: string, queueMs: number | undefined) {
-    super('bad_request', message, queueMs);
-  }
-}
-
-/** The client disconnected: its query was withdrawn. Counted as `cancelled`; answered `bad_request` (nobody reads it). */
-class CancelledError extends RejectedError {
-  constructor(message: string, queueMs?: number) {
-    super('bad_request', `cancelled: ${message}`, queueMs);
-  }
-}
-
-/**
- * The `config` of a load request's parameters (undefined when none), after the security checks:
- * only `config` is accepted (a `file:…` parameter — Triton's model files sent in the request —
- * and anything else is refused), a string of at most `MAX_LOAD_CONFIG_BYTES`.
- * @throws ServeError bad_request naming the parameter.
- */
-export function loadConfigParameter(name: string, parameters: Readonly<Record<string, unknown>> | undefined): string | undefined {
-  if (parameters === undefined || parameters === null) return undefined;
-  if (typeof parameters !== 'object' || Array.isArray(parameters)) throw new ServeError('bad_request', `load '${name}': parameters must be an object`);
-  for (const key of Object.keys(parameters)) {
-    if (key.startsWith('file:')) throw new ServeError('bad_request', `load '${name}': parameters.${key.slice(0, 80)}: model files are never accepted in a load request; a load names a zoo or imported model already in the server's model repository (parameters.config.model)`);
-    if (!LOAD_PARAMETERS.includes(key)) throw new ServeError('bad_request', `load '${name}': parameters.${key.slice(0, 80)}: unknown parameter (accepted: ${LOAD_PARAMETERS.join(', ')})`);
-  }
-  const config: unknown = parameters['config'];
-  if (config === undefined) return undefined;
-  if (typeof config !== 'string') throw new ServeError('bad_request', `load '${name}': parameters.config must be a string (JSON text of one service entry), got ${describeValue(config)}`);
-  const bytes = Buffer.byteLength(config, 'utf8');
-  if (bytes > MAX_LOAD_CONFIG_BYTES) throw new ServeError('bad_request', `load '${name}': parameters.config is ${bytes} bytes; at most ${MAX_LOAD_CONFIG_BYTES}`);
-  return config;
 }
