@@ -580,7 +580,7 @@ export interface ProbeOptions {
 
 /**
  * Bytes of probe outputs one onnxruntime run may hold (each is copied once into JavaScript):
- * the streamed probe sizes its chunks of values to stay near this (issue 16 §7).
+ * the streamed probe sizes its chunks of values to stay near this (docs/import.md "Memory").
  */
 export const PROBE_CHUNK_BYTES = 256 * 1024 * 1024;
 
@@ -592,7 +592,7 @@ const FIRST_CHUNK_NODES = 16;
  * (`valuesOf`); points from `required` on are optional: a point onnxruntime rejects gives
  * undefined.
  *
- * Streamed (issue 16 §7: a run that returns every intermediate holds them all at once, twice —
+ * Streamed (docs/import.md "Memory": a run that returns every intermediate holds them all at once, twice —
  * in onnxruntime and copied into JavaScript — 3.5 GB for a 1,000-node CNN): for a topologically
  * sorted graph the values are fetched in chunks of consecutive nodes; chunk k is a model made of
  * the node prefix that ends with the chunk (so onnxruntime frees every value before it that is
