@@ -1,5 +1,5 @@
 /**
- * Calibration of the simulated device against a group-latency reference (issue 3):
+ * Calibration of the simulated device against a group-latency reference (docs/devices.md):
  * `reference/a100-group-latency.csv` — latencies (ms) of whole models alone and of whole-model
  * pairs overlapped, batch 1…32, derived from the Abacus authors' published predictor (a learned
  * surface: treat it as ranges; it has artifacts) — or `reference/h200-measured/h200-group-latency.csv`,
@@ -21,7 +21,7 @@
  * beyond either bound by more than `ARTIFACT_TOLERANCE` (5 %) is flagged as an artifact of the
  * learned surface: 5 % is the reference's own scatter (ResNet latencies, flat in batch size
  * where nothing should change, vary by up to ±3 % across batch 1–16) plus margin, below the
- * authors' ≈ 6 % predictor error (DESIGN.md).
+ * authors' ≈ 6 % predictor error (Abacus paper, SC'21: MLP MAPE ≈ 6 %).
  *
  * ## Fitting procedure (`fitConstants`)
  * The free constants of `SimConstants` (`cost-model.ts`) — eager launch cost per kernel class,
@@ -51,7 +51,7 @@ import { DEFAULT_SIM_CONSTANTS, GRAPH_LAUNCH_US, MEMORY_EFFICIENCY, modelCosts, 
 import { SimEngine } from './engine.ts';
 import type { GpuProfile, RuntimeMode } from './profiles.ts';
 
-/** Path of the A100 reference bundled with the simulator (a copy of `../shared/reference/a100-group-latency.csv`). */
+/** Path of the A100 reference bundled with the simulator, `src/device/sim/reference/a100-group-latency.csv` (docs/devices.md). */
 export const BUNDLED_REFERENCE_PATH = fileURLToPath(new URL('./reference/a100-group-latency.csv', import.meta.url));
 
 /** The measured H200 group latencies bundled with the simulator (graph mode, GPU only: `reference/h200-measured/`). */
