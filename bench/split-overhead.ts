@@ -1,5 +1,5 @@
 /**
- * Split overhead (issue 2 §5): resnet50, 224², batch 1, CPU — the model run as its 18 operator
+ * Split overhead (docs/benchmarks.md "Split overhead and overlap on the CPU"): resnet50, 224², batch 1, CPU — the model run as its 18 operator
  * sessions vs one whole-model session, both measured in this process in alternating rounds.
  *
  *  - in-process: plain onnxruntime-node sessions in this thread (pure cost of the split:
