@@ -29,7 +29,7 @@ export interface SimSpeedResult {
   readonly operators: number;
   /** Operator executions per second of wall time. */
   readonly operatorsPerSecond: number;
-  /** The same per 10 s (the unit; goal ≥ 1,000,000). */
+  /** The same per 10 s (the unit of the target in docs/devices.md "Speed": ≥ 1,000,000). */
   readonly operatorsPer10s: number;
   /** Simulated time ÷ wall time. */
   readonly speedup: number;

@@ -6,7 +6,7 @@
  *    18 session runs, tensor hand-off between them, fusions lost at the cuts);
  *  - executor: through OrtDevice, the 18-operator artifact vs the same model imported as a
  *    1-operator artifact (what the runtime pays per query).
- * Goal from the issue: ratio ≤ 1.10.
+ * The project's target: ratio ≤ 1.10 (docs/benchmarks.md "Split overhead and overlap on the CPU").
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';

@@ -15,7 +15,7 @@ import os from 'node:os';
  * Load average per core above which the machine counts as "under load" for profiling, and
  * "busy now" when a cached predictor is looked up: more than half of the cores have a
  * runnable thread on average before our own work starts (the value is read before the
- * profiler's executors run). 0.5 = the issue's suggestion; one busy loop on a 2-core machine
+ * profiler's executors run). 0.5: more than one busy core in two (docs/demo.md); one busy loop on a 2-core machine
  * reaches it after about a minute.
  */
 export const PROFILE_BUSY_LOAD_PER_CORE = 0.5;

@@ -11,7 +11,8 @@
  * lengths 16/32/64 (the `abacus simulate --models` defaults), Poisson arrivals shared equally,
  * seed 1, Abacus with its default parameters.
  *
- * Rate: the issue asks for "a rate abacus held at ≤ 1 % before the drift, scaled by 1/1.5". The
+ * Rate: the experiment runs at a rate abacus held at ≤ 1 % before the drift, scaled by 1/1.5
+ * (docs/adaptive.md "The rate"). The
  * QoS target does not stretch with the device, so the drifted device at rate R and QoS Q is the
  * undrifted device at rate factor·R and QoS Q / factor (every time × factor), not at QoS Q: the
  * rate is therefore `peak(undrifted device, QoS Q / factor) / factor`, the peak found by

@@ -33,8 +33,8 @@
  *     + 100 · Σ hinge² of the goals with a margin (solo beyond ±22 %, pair ratio at the goal's
  *       batch beyond ±0.13),
  *
- * i.e. least squares in log latency and in overlap ratio, with the issue's goals as soft
- * constraints. The search is deterministic and works on the logarithms of the parameters,
+ * i.e. least squares in log latency and in overlap ratio, with the calibration goals
+ * (`CALIBRATION_GOALS`, docs/devices.md) as soft constraints. The search is deterministic and works on the logarithms of the parameters,
  * each clamped to its range, from a physically motivated start (`FIT_START`): Nelder–Mead
  * (coefficients 1, 2, ½, ½; initial simplex ±0.3 in log; at most 400 evaluations per
  * parameter), restarted from its result (at most 8 runs) until a restart gains no more than
@@ -60,7 +60,7 @@ export const H200_REFERENCE_PATH = fileURLToPath(new URL('./reference/h200-measu
 /** Relative tolerance beyond which a reference pair outside the physical bounds is an artifact. */
 export const ARTIFACT_TOLERANCE = 0.05;
 
-/** The issue's goals. */
+/** The project's calibration goals for the simulator (docs/devices.md "Calibration against the A100 reference"). */
 export const CALIBRATION_GOALS = {
   /** Every solo latency within ±25 % of the reference. */
   soloRelativeError: 0.25,
