@@ -1,5 +1,5 @@
 /**
- * Profile datasets: what `abacus profile` writes and `abacus train` reads (docs/predictor.md). Types
+ * Profile datasets: what `abacus profile` writes and `abacus train` reads (docs/design.md#predictor, docs/predictor.md). Types
  * only; CSV reading and writing live in `profile/csv.ts`.
  *
  * CSV schema (one row per measured operator group, header required, columns in this order):
