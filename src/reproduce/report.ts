@@ -1,5 +1,6 @@
 /**
- * The reproduction report: `report.html`, one self-contained page that puts each
+ * The reproduction report (docs/design.md#workload-report-and-reproduce, docs/reproduction.md):
+ * `report.html`, one self-contained page that puts each
  * experiment's figure next to the paper's published numbers (`paper.ts`), with a sentence per
  * figure saying where we match, beat or miss and why. Built from `results.json` (what
  * `abacus reproduce` stores per experiment), so experiments run one at a time share one report.
