@@ -1,6 +1,6 @@
 /**
- * The paper's §7.6 cluster experiment in real time (issue 17 item 4): the offered-load trace
- * (`reproduce/reference/cluster-load-trace.csv`) replayed open-loop over HTTP through HAProxy
+ * The paper's §7.6 cluster experiment in real time (docs/deploy.md "The cluster experiment in real time"): the offered-load trace
+ * (`src/reproduce/reference/cluster-load-trace.csv`) replayed open-loop over HTTP through HAProxy
  * (`abacus cluster`'s `startLocalCluster`) to N `abacus serve` nodes on a `sim:` device, once
  * with abacus nodes and once with clockwork-style nodes (`policy: clockwork`, one query at a
  * time), next to the same experiment simulated (`reproduce/cluster.ts` `runCluster`, virtual

@@ -1,5 +1,5 @@
 /**
- * What an open dashboard costs the serving path (issue 18: throughput with ÷ without ≥ 0.97).
+ * What an open dashboard costs the serving path (the project's target, docs/dashboard.md "Tests and cost": throughput with ÷ without ≥ 0.97).
  *
  * Setup: `abacus serve` as a child process (the real CLI) on `sim:a100` with the wall clock, two
  * services (resnet50-small, vgg19-small; batch 1; abacus, drop on), driven closed-loop over HTTP

@@ -1,5 +1,5 @@
 /**
- * Executor memory under cycling shapes (issue 14 item 8; goal: RSS growth ≤ 10 % over 10,000
+ * Executor memory under cycling shapes (the project's target, docs/benchmarks.md "Targets and what was measured": RSS growth ≤ 10 % over 10,000
  * requests after warm-up): `bert-small` on `ort` (this CPU), batch sizes 1, 2, 4 × sequence
  * lengths 8, 16, 32 (nine input shapes), served by the runtime backend (`ort-backend.ts`), the
  * executor warmed up at every serving shape (the default). Requests go `concurrency` at a time,

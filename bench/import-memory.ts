@@ -1,5 +1,5 @@
 /**
- * Peak memory of `abacus models import` (issue 16 item 7; goal: a 1,000-node, ~45 MB model
+ * Peak memory of `abacus models import` (the project's target, docs/import.md "Memory": a 1,000-node, ~45 MB model
  * without shape annotations imports at `--operators 8` below 2 GB RSS).
  *
  * The model (`importMemoryModel`): image [batch, 60, 48, 48] → 333 residual blocks of

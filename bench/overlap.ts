@@ -1,5 +1,5 @@
 /**
- * Overlap opportunity on CPU (issue 2 §5): whole queries of two services launched as one
+ * Overlap opportunity on CPU (docs/benchmarks.md "Split overhead and overlap on the CPU"): whole queries of two services launched as one
  * operator group vs one after the other, through OrtDevice (one executor process per
  * service, no spinning).
  *

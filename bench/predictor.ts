@@ -1,5 +1,5 @@
 /**
- * Predictor speed (issue 4 "Speed benchmark"):
+ * Predictor speed (docs/benchmarks.md "Targets and what was measured"):
  *
  * - **Call latency**: one `predict` call scoring 4 candidate groups with 4-way co-location
  *   (4 slots each, as one step of the controller's search over 4 services), median and p99

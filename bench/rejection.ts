@@ -13,7 +13,7 @@
  *   answers it then, ~98 ms after arrival (goal ≤ 105 ms); deciding only when idle, at ~500 ms.
  * - `ort, wall clock` (this CPU, real execution): the demo's models and predictor; a resnet50-demo
  *   batch-2 query runs, and 1 ms after its launch a bert-demo batch-1 query arrives with a target
- *   of 1/5 of the running group's predicted latency (the issue's 100 ms behind 500 ms): hopeless
+ *   of 1/5 of the running group's predicted latency (the target's 100 ms behind 500 ms, docs/benchmarks.md "Targets and what was measured"): hopeless
  *   on arrival, answered by the decision made on its arrival; deciding only when idle, when the
  *   group ends.
  */

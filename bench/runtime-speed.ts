@@ -1,5 +1,5 @@
 /**
- * Simulation speed of the whole serving path (issue 5 target: 1,000,000 queries of a 2-way
+ * Simulation speed of the whole serving path (the project's target, docs/benchmarks.md "Targets and what was measured": 1,000,000 queries of a 2-way
  * co-location in ≤ 60 s of wall time): ResNet-50 + VGG-16 on `sim:a100` with the virtual
  * clock, Poisson load, the Abacus controller with the trained MLP predictor (profiled and
  * trained first when not cached, as `abacus simulate` does), the runtime, the load generator

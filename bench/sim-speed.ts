@@ -1,5 +1,5 @@
 /**
- * Simulator speed (issue 3 "Speed"): simulated operator executions per second of wall time,
+ * Simulator speed (docs/devices.md "Speed"): simulated operator executions per second of wall time,
  * on one core (Node runs the whole simulation on its main thread), for a 4-way co-location
  * with uncontrolled overlap: four services (ResNet-50, Inception-v3, VGG-16, BERT seq 32) on
  * `sim:a100` with noise, each driven by its own closed-loop client that sends whole queries
@@ -29,7 +29,7 @@ export interface SimSpeedResult {
   readonly operators: number;
   /** Operator executions per second of wall time. */
   readonly operatorsPerSecond: number;
-  /** The same per 10 s (the issue's unit; goal ≥ 1,000,000). */
+  /** The same per 10 s (the unit of the target in docs/devices.md "Speed": ≥ 1,000,000). */
   readonly operatorsPer10s: number;
   /** Simulated time ÷ wall time. */
   readonly speedup: number;

@@ -1,12 +1,12 @@
 /**
- * Split overhead (issue 2 §5): resnet50, 224², batch 1, CPU — the model run as its 18 operator
+ * Split overhead (docs/benchmarks.md "Split overhead and overlap on the CPU"): resnet50, 224², batch 1, CPU — the model run as its 18 operator
  * sessions vs one whole-model session, both measured in this process in alternating rounds.
  *
  *  - in-process: plain onnxruntime-node sessions in this thread (pure cost of the split:
  *    18 session runs, tensor hand-off between them, fusions lost at the cuts);
  *  - executor: through OrtDevice, the 18-operator artifact vs the same model imported as a
  *    1-operator artifact (what the runtime pays per query).
- * Goal from the issue: ratio ≤ 1.10.
+ * The project's target: ratio ≤ 1.10 (docs/benchmarks.md "Split overhead and overlap on the CPU").
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';

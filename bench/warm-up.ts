@@ -1,5 +1,5 @@
 /**
- * Warm-up until steady (issue 14 item 7; goal: the first 10 requests after ready within 1.5×
+ * Warm-up until steady (the project's target, docs/benchmarks.md "Targets and what was measured": the first 10 requests after ready within 1.5×
  * the steady median): `resnet50-small` on `ort` (this CPU), batch sizes 1, 2, 4, 8, served by
  * the runtime backend (`ort-backend.ts`), twice in this process — with the executors' warm-up
  * at the serving shapes (`warmupUntilSteady`, the default) and without it (the baseline: one

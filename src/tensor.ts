@@ -125,7 +125,7 @@ export function halfToNumber(h: number): number {
 
 /**
  * Concatenate the same-named tensors of several queries along dim 0 (the batch axis), in the
- * order given: the inputs of a fused batch (DESIGN.md "Batching and adaptation"). Every map
+ * order given: the inputs of a fused batch (docs/design.md#dynamic-batching). Every map
  * must have the same names, and each name the same data type and the same dims after dim 0.
  * @throws RangeError naming the tensor and the map for an empty list, a missing or extra name,
  *   a rank-0 tensor, or a mismatch of data type or non-batch dims.

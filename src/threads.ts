@@ -1,6 +1,6 @@
 /**
- * Thread rules: how many intra-op threads each segment of an operator group gets (issue 13
- * item 6, "cores as a decision"). A bottom-level helper: the query controllers apply a rule to
+ * Thread rules: how many intra-op threads each segment of an operator group gets (docs/threads.md,
+ * "cores as a decision"). A bottom-level helper: the query controllers apply a rule to
  * the groups they decide (`schedule/threads.ts`), the profiler to the groups it samples
  * (`profile/sampler.ts`), so that the predictor learns latencies at the thread counts serving
  * will use.

@@ -1,5 +1,5 @@
 /**
- * Guard for "one scheduler, two clocks" (DESIGN.md, issue 3): nothing in the time-dependent
+ * Guard for "one scheduler, two clocks" (docs/design.md#two-clocks): nothing in the time-dependent
  * folders reads wall time or sets real timers directly; they take a `Clock` (src/clock).
  *
  * Two independent checks: the scoped eslint rules in eslint.config.js, and the source scan

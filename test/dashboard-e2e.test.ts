@@ -1,5 +1,5 @@
 /**
- * End-to-end (issue 18): `abacus serve` (the real CLI, a child process) on a sim:a100 config,
+ * End-to-end (docs/dashboard.md): `abacus serve` (the real CLI, a child process) on a sim:a100 config,
  * `/dashboard` opened in Debian's chromium driven by playwright-core, traffic driven over HTTP;
  * the page's lanes, groups, QoS table and rejections must appear and then update; a screenshot
  * (1280×800) is saved under the test's temp folder — and to `$ABACUS_DASHBOARD_SCREENSHOT` when

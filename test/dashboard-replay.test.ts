@@ -1,5 +1,5 @@
 /**
- * `abacus simulate --dashboard` (issue 18): the replay of a finished virtual-clock run
+ * `abacus simulate --dashboard` (docs/dashboard.md): the replay of a finished virtual-clock run
  * (`serve/dashboard/replay.ts`) — queue depth from the records, every group delivered or counted
  * as skipped, `status: done` at the end — and the CLI serving it until SIGTERM.
  */

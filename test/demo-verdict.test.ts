@@ -1,5 +1,5 @@
 /**
- * The demo's pure pieces (issue 13 item 8): median and spread over rounds, the "meaningful"
+ * The demo's pure pieces (docs/demo.md): median and spread over rounds, the "meaningful"
  * verdict, the "under load" definition and what the predictor cache does with a cached
  * predictor given the load it was profiled under. Golden values computed by hand in comments.
  */

@@ -4,7 +4,7 @@ import type { ModelArtifact } from '../src/model/artifact.ts';
 import type { ExperimentService } from '../src/runtime/experiment.ts';
 
 // `abacus serve` loads each service alone (containment) through `deviceServiceOf`: the shapes it
-// serves must reach the device there too, or ort warms up only at batch 1 (issue 14 item 7).
+// serves must reach the device there too, or ort warms up only at batch 1 (docs/benchmarks.md, warm-up).
 describe('deviceServiceOf', () => {
   const artifact = { spec: { name: 'bert-small' } } as unknown as ModelArtifact;
   const hosted = {

@@ -1,5 +1,5 @@
 /**
- * Fused batches on real execution (issue 12): for every zoo model (small variants) and one
+ * Fused batches on real execution (docs/batching.md): for every zoo model (small variants) and one
  * imported ONNX model, N single-sample queries fused into ONE device query by the runtime
  * (inputs concatenated on dim 0, outputs split per member) give each member the outputs it gets
  * when it runs alone — whole model in one group, and cut across two groups.
@@ -12,7 +12,7 @@
  * device. A batch of N is the same arithmetic per sample, but ORT's float32 GEMM / conv kernels
  * may block and vectorize differently at another batch size (MLAS packs M = batch·rows), so the
  * sums can be reassociated: max |fused − alone| / max |alone| ≤ 1e-4 per output (the same bound
- * as issue 2 §3 for a partitioned model vs the whole one). Integer inputs are never perturbed.
+ * as the partition check for a partitioned model vs the whole one, docs/models.md). Integer inputs are never perturbed.
  * Measured (ORT 1.30 CPU EP, 1 intra-op thread per session, x86-64, 2 cores; max over the N
  * members, both phases and every output, relative to the output scale; print them with
  * ABACUS_PRINT_BATCH_DIFFS=1): 0 — bit-identical — for resnet50, resnet101, resnet152,

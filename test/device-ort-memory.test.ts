@@ -1,5 +1,5 @@
 /**
- * Bounded executor memory (issue 14 item 8) on device/ort: every executor reports its resident
+ * Bounded executor memory (docs/benchmarks.md, executor memory) on device/ort: every executor reports its resident
  * set size (`residentBytes`), `executorMemoryLimitMb` restarts an executor that exceeds it (the
  * segments it was running fail `device_failure` naming the limit, kept states are lost, later
  * segments run on the fresh executor), a limit below what a model needs after loading fails

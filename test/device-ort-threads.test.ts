@@ -1,5 +1,5 @@
 /**
- * device/ort with a thread count per segment (issue 13 item 6): sessions per (operator, thread
+ * device/ort with a thread count per segment (docs/threads.md): sessions per (operator, thread
  * count) created on first use and never recreated, preloaded counts, the same outputs at 1 and
  * 2 threads, and validation of the field. Small zoo variants (test/helpers/small-variants.ts).
  */

@@ -1,5 +1,5 @@
 /**
- * Warm-up until steady (issue 14 item 7) on device/ort: with `DeviceService.warmupShapes`, each
+ * Warm-up until steady (docs/benchmarks.md, warm-up) on device/ort: with `DeviceService.warmupShapes`, each
  * executor runs every operator at every serving shape, then a whole query per shape, until three
  * runs agree (or `maxRuns`),
  * before `load` resolves, and logs what it did; `warmupUntilSteady: false` skips it; a zero

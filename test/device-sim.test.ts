@@ -1,5 +1,5 @@
 /**
- * The simulated device (issue 3): engine arithmetic against hand-computed timelines, the
+ * The simulated device (docs/devices.md): engine arithmetic against hand-computed timelines, the
  * device's semantics on a VirtualClock, the contention properties over seeded random groups,
  * determinism and noise, memory, MIG, profiles. Calibration: device-sim-calibration.test.ts;
  * the Device conformance suite: device-sim-conformance.test.ts.

@@ -1,5 +1,5 @@
 /**
- * The import graph of `src/` keeps the layers of DESIGN.md "Pieces and contracts": each folder
+ * The import graph of `src/` keeps the layers of docs/design.md#layers: each folder
  * imports only the folders below it (the table here), so the front end reaches devices only
  * through the runtime, the predictor trains without the profiler, the runtime reports nothing
  * itself, and the assembly of a deployment (`deployment/`: config → services, predictor,

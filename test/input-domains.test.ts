@@ -1,5 +1,5 @@
 /**
- * Issue 16 §4, valid inputs: domains implied by the graph (a Gather's table size bounds its
+ * Valid inputs (docs/import.md): domains implied by the graph (a Gather's table size bounds its
  * indices: the zoo's BERT gets its vocabulary), declared in the serving config (`inputs`),
  * applied to a spec, and used by the synthetic (warm-up / profiling) tensors.
  */

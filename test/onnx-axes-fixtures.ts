@@ -1,5 +1,5 @@
 /**
- * Graphs with several dynamic axes and data-dependent outputs (issue 16 §1, §5), built with the
+ * Graphs with several dynamic axes and data-dependent outputs (docs/import.md "Dynamic axes", "Data-dependent shapes"), built with the
  * project's graph builder and stripped of their `value_info` (as exporters often leave them), so
  * the importer must probe their shapes with onnxruntime. Intermediate shapes given to the
  * builder are documentation only.

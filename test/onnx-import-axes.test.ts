@@ -1,5 +1,5 @@
 /**
- * Issue 16 §1 and §5: models with several dynamic axes (a detector with dynamic height and width
+ * Dynamic axes and data-dependent shapes (docs/import.md): models with several dynamic axes (a detector with dynamic height and width
  * and stride-4/8 outputs, a text recognizer with a dynamic width and a W/8 output, an NHWC
  * model) import at N = 1, 4, 8 with each input dim its own symbol and boundary dims written as
  * expressions of them; the operators in sequence equal the whole model at sizes the probe never

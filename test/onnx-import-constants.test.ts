@@ -1,5 +1,5 @@
 /**
- * Issue 16 §3, constants where they are used: a model whose weights are `Constant` nodes
+ * Constants where they are used (docs/import.md): a model whose weights are `Constant` nodes
  * (what Paddle2ONNX exports) imports at N = 1, 4, 8 and at its node count with every weight
  * copied into the operators that read it, none carried across a boundary; constant-only
  * subgraphs (Identity of a Constant, Constant with `value_floats`) fold the same way.

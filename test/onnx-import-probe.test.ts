@@ -1,5 +1,5 @@
 /**
- * Issue 16 §2, probes given by the user: an audio-like model (reflect padding of 80 samples, a
+ * Probes given by the user (docs/import.md "When the probe cannot guess"): an audio-like model (reflect padding of 80 samples, a
  * state input, a scalar sample-rate input that picks a row of a table) cannot be probed with
  * the default zero inputs (the rate 0 picks no row at every length; the padding exceeds 32
  * samples, which the probe's search for sizes fixes by itself); each error shows what the

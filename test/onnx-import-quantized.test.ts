@@ -1,5 +1,5 @@
 /**
- * Issue 16 §7: a quantized network (DynamicQuantizeLinear + ConvInteger, uint8 weights) imports
+ * A quantized network (docs/import.md "Models that work") (DynamicQuantizeLinear + ConvInteger, uint8 weights) imports
  * at N = 1, 4, 8 and at its node count; its parameter count includes the uint8 weights; uint8
  * tensors cross operator boundaries; operators in sequence equal the whole model.
  */

@@ -186,7 +186,7 @@ describe('imported boundary shapes resolve from (batch, seq)', () => {
     await checkResolvable(model, spec, operatorModels, POINTS);
   });
 
-  it('writes a stride-2 conv as `(seq+1)/2` (⌈seq/2⌉, issue 16), and rejects a dim that is no product of such factors (seq + ⌈seq/2⌉), naming the tensor', async () => {
+  it('writes a stride-2 conv as `(seq+1)/2` (⌈seq/2⌉), and rejects a dim that is no product of such factors (seq + ⌈seq/2⌉), naming the tensor', async () => {
     const g = new GraphBuilder({ name: 'strided', seed: 2 });
     const x = g.input('x', 'float32', ['batch', 4, 'seq']);
     g.beginOperator('all');
@@ -232,7 +232,7 @@ describe('dim expressions (TensorSpec grammar)', () => {
     expect(resolveShape(bs, t('batch', 'seq', 7), 3, 5)).toEqual([3, 5, 7]);
     expect(resolveShape(bs, t('batch*seq', '12*batch', 'seq+1', 'batch*seq+batch', 'batch*seq*seq', '2*seq-1', ' 4 * seq '), 3, 5)).toEqual([15, 36, 6, 18, 75, 9, 20]);
     expect(resolveShape(bs, t('-seq+10', '6'), 2, 4)).toEqual([6, 6]);
-    // the general form (issue 16): parentheses, floor division and remainder by constants
+    // the general form (docs/import.md "Dynamic axes"): parentheses, floor division and remainder by constants
     expect(resolveShape(bs, t('(seq)', 'seq/2', '(seq+1)/2', 'batch*((seq+3)/4)', 'seq%3'), 3, 5)).toEqual([5, 2, 3, 6, 2]);
     expect(resolveShape(bs, t('batch*seq'), 2, 0)).toEqual([18]); // seqLen 0 → default 9
     // axis names with operator characters are matched literally, longest first

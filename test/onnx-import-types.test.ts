@@ -1,5 +1,5 @@
 /**
- * Issue 16 §6: tensors of every element type onnxruntime-node can hold cross operator
+ * Element types (docs/import.md): tensors of every element type onnxruntime-node can hold cross operator
  * boundaries. A model with STRING, BOOL and UINT32 boundaries (`buildTypedGraph`) imports at
  * N = 1, 4, 8 (its node count), and its operators in sequence equal the whole model exactly.
  */

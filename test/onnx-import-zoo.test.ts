@@ -1,5 +1,5 @@
 /**
- * Issue 2 §3 on every zoo model: each of the seven models' small variants, written as a plain
+ * The import and partition check (docs/models.md "Operators on disk") on every zoo model: each of the seven models' small variants, written as a plain
  * ONNX file without `value_info` (so shapes come from onnxruntime, as for a foreign model) and
  * imported with `importOnnxModel` at several operator counts, runs as N operators in sequence
  * with the same outputs as the whole model: max abs error ≤ 1e-4 · max|output| (verify.ts).
@@ -39,7 +39,7 @@ describe.each(ZOO_MODEL_NAMES.map((n) => [n]))('%s small variant imported from a
     model.graph!.valueInfo = [];
     const file = path.join(dir, `${name}.onnx`);
     await writeFile(file, onnx.ModelProto.encode(model).finish());
-    // constant-only nodes (BERT's position ids) fold into initializers (issue 16 §3)
+    // constant-only nodes (BERT's position ids) fold into initializers (docs/import.md, "Constants where they are used")
     const nodes = model.graph!.node!.length - (await foldConstants(model, name)).foldedNodes;
     const seqLen = built.dynamicAxes.seq === undefined ? 0 : 11;
 

@@ -81,7 +81,7 @@ describe('importOnnxModel', () => {
       ['N', 'sequence', 8],
       ['N', 8],
     ]);
-    // the Constant node (Clip's max) is folded into an initializer (issue 16 §3)
+    // the Constant node (Clip's max) is folded into an initializer (docs/import.md, "Constants where they are used")
     const computeNodes = nodes.length - nodes.filter((n) => n.opType === 'Constant').length;
     expect(model.graph!.node).toHaveLength(computeNodes);
     expect(isTopologicallySorted(indexGraph(model.graph!, 'm'))).toBe(true);

@@ -1,6 +1,6 @@
 /**
  * Partition correctness: running the N operator sub-models in sequence (carrying passthrough
- * tensors) reproduces the whole model's outputs within 1e-4 × max|output| (issue 2 §3),
+ * tensors) reproduces the whole model's outputs within 1e-4 × max|output| (docs/models.md "Operators on disk"),
  * on hand-built DAGs, for every N from 1 to the node count.
  */
 import * as ort from 'onnxruntime-node';

@@ -1,5 +1,5 @@
 /**
- * Issue 16 §2, the lower bound the probe's search starts from (`graphLowerBound`), on graphs
+ * Probe sizes found by search (docs/import.md "When the probe cannot guess"): the lower bound the probe's search starts from (`graphLowerBound`), on graphs
  * built by hand; every expected value is worked out from the ONNX operator spec in a comment.
  */
 import { describe, expect, it } from 'vitest';

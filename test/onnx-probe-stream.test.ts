@@ -1,5 +1,5 @@
 /**
- * Issue 16 §7, the streamed shape probe: probed in chunks of one node's values each (after the
+ * The streamed shape probe (docs/import.md "Memory"): probed in chunks of one node's values each (after the
  * first 16 nodes), or in the default 256 MiB chunks, a graph stripped of its value_info gets
  * the same shapes at every point as its annotations give (the GraphBuilder's hand-written
  * shapes: an independent reference), and the same symbolic shapes.

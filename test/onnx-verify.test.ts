@@ -1,5 +1,5 @@
 /**
- * The comparison of issue 2 §3, "max abs error ≤ 1e-4 relative to the output scale":
+ * The partition check (docs/models.md "Operators on disk"), max abs error ≤ 1e-4 relative to the output scale:
  * err ≤ 1e-4 · max|expected| (exact equality always passes), failing when the scale is 0 or not finite (verify.ts, the one
  * implementation, also behind test/helpers/run-operators.ts). Values are chosen by hand.
  */

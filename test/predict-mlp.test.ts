@@ -1,6 +1,6 @@
 /**
  * The MLP (`predict/mlp`): the plain typed-array forward pass used for serving matches tfjs'
- * own `model.predict` on the same weights (tolerance 1e-5 ms, the issue's), training is
+ * own `model.predict` on the same weights (tolerance 1e-5 ms), training is
  * deterministic for a seed, and it learns a smooth non-linear latency surface.
  */
 import { describe, expect, it } from 'vitest';

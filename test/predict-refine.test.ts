@@ -1,6 +1,6 @@
 /**
- * Online refinement (`src/predict/refine.ts`; DESIGN.md "Predictions are refined online", issue
- * 13 items 1 and 2). Golden values are computed independently in each test: by hand (stated in
+ * Online refinement (`src/predict/refine.ts`; docs/design.md#online-refinement,
+ * docs/adaptive.md). Golden values are computed independently in each test: by hand (stated in
  * comments), or by a reference written again as a plain loop (the ridge formula on plain means,
  * the nearest-rank quantile). With at most 1/α = 72 observations of a row (H = 50) the weights
  * max(α, 1/n) are 1/n, so every mean is a plain arithmetic mean.

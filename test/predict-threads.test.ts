@@ -1,5 +1,5 @@
 /**
- * The thread count as a predictor feature (issue 13 item 6): the encoding, training on rows
+ * The thread count as a predictor feature (docs/threads.md): the encoding, training on rows
  * with thread counts, predictor files with and without the feature, the sampler's thread
  * rules and the CSV's threads_i columns.
  */

@@ -1,6 +1,6 @@
 /**
  * The predictor cache records the load a real-device predictor was profiled under and acts on
- * it at the next lookup (issue 13 item 8): a busy profile meeting a quiet machine is profiled
+ * it at the next lookup (docs/demo.md "The predictor and the load it was profiled under"): a busy profile meeting a quiet machine is profiled
  * again; a quiet profile meeting a busy machine is kept with a note; matching conditions reuse
  * it silently. The load readings are injected (`sampleLoad`), so the outcome does not depend on
  * what else this machine is doing; the profiling itself is real (tiny model, few samples).

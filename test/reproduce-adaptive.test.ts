@@ -1,5 +1,5 @@
 /**
- * `abacus reproduce adaptive` (issue 13 item 7; `src/reproduce/adaptive.ts`): the ×1.5 drift at
+ * `abacus reproduce adaptive` (docs/adaptive.md; `src/reproduce/adaptive.ts`): the ×1.5 drift at
  * mid-run in virtual time, with and without online refinement. Small runs (600 queries, a
  * 1500-group profile): the JSON's shape, the definitions checked on the run's own numbers, and
  * the property that refinement beats the offline predictor on MAPE after the change. No tight

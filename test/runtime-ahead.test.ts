@@ -1,6 +1,5 @@
 /**
- * Decisions made while a group runs, and rejections on time (DESIGN.md "Batching and
- * adaptation"; the runtime's `decideAhead`, `heads.ts` `hopelessAtMs`): on a VirtualClock, a
+ * Decisions made while a group runs, and rejections on time (docs/design.md#deciding-ahead; the runtime's `decideAhead`, `heads.ts` `hopelessAtMs`): on a VirtualClock, a
  * device whose groups take exactly (or a set multiple of) what the fixed predictor predicts, so
  * every instant is known in advance and asserted exactly.
  */

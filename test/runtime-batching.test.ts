@@ -1,5 +1,5 @@
 /**
- * Dynamic batching in the serving runtime (issue 12; `src/runtime/runtime.ts` "Dynamic
+ * Dynamic batching in the serving runtime (docs/batching.md; `src/runtime/runtime.ts` "Dynamic
  * batching"): a fused batch is one device query whose inputs are its members' inputs
  * concatenated along dim 0 and whose outputs are split back, each member keeping its own record
  * and its single outcome through bad inputs, cancellation, rejection and device failure.
@@ -611,7 +611,7 @@ describe('fused batches on sim:a100 (VirtualClock)', () => {
       expect(o.ok).toBe(true);
       if (o.ok) expect(Object.values(o.outputs).map((t) => t.dims[0])).toEqual(Object.values(o.outputs).map(() => 1));
     }
-    // batching's point (DESIGN.md: batch 16 takes 1–3× batch 1): 4 samples at once cost less than 4 one at a time
+    // batching's point (docs/design.md#dynamic-batching: batch 16 takes 1–3× batch 1): 4 samples at once cost less than 4 one at a time
     const soloMs = solo.runtime.groups.reduce((s, g) => s + g.measuredMs, 0);
     expect(fused.runtime.groups[0]!.measuredMs).toBeLessThan(soloMs);
     expect(fused.runtime.groups[0]!.measuredMs).toBeGreaterThan(soloMs / 4);

@@ -1,5 +1,5 @@
 /**
- * The serving runtime (issue 5): every query ends exactly once, partially executed queries
+ * The serving runtime (docs/scheduling-runtime.md): every query ends exactly once, partially executed queries
  * resume at their next operator, rejections carry reasons, a 10× overload burst loses nothing.
  * Runs on `sim:a100` with a VirtualClock (deterministic) and on scripted fake devices.
  */

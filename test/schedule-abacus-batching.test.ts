@@ -1,5 +1,5 @@
 /**
- * Batch-aware Abacus decisions (issue 12; `src/schedule/abacus/index.ts`, controller.ts
+ * Batch-aware Abacus decisions (docs/batching.md; `src/schedule/abacus/index.ts`, controller.ts
  * "Dynamic batching") on hand-computed scenarios, with the fake predictor of
  * test/schedule/fake-predictor.ts:
  *

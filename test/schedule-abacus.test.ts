@@ -1,6 +1,6 @@
 /**
- * Abacus controller decisions on hand-computed scenarios (DESIGN.md "The Abacus query
- * controller (generalized)"), with the fake predictor of test/schedule/fake-predictor.ts:
+ * Abacus controller decisions on hand-computed scenarios (docs/design.md#the-abacus-controller,
+ * docs/scheduling-runtime.md), with the fake predictor of test/schedule/fake-predictor.ts:
  *
  *   cost(slot) = msPerOp × ops × batch   a: 10 ops × 1 ms   b: 10 ops × 2 ms
  *                                         c: 20 ops × 0.5 ms  d: 8 ops × 1.5 ms

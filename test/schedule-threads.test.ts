@@ -1,5 +1,5 @@
 /**
- * Cores as a decision (issue 13 item 6): the `threads` policy parameter, the thread counts a
+ * Cores as a decision (docs/threads.md): the `threads` policy parameter, the thread counts a
  * controller gives each segment of a group, the counts its predictor is asked at, and the
  * runtime passing them to the device. Hand-computed with the fake predictor
  * (test/schedule/fake-predictor.ts), each slot's cost divided by its thread count.

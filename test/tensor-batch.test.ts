@@ -1,6 +1,6 @@
 /**
  * `concatBatch` / `sliceBatch` (src/tensor.ts): the inputs of a fused batch are concatenated
- * along dim 0 and its outputs split back per member (DESIGN.md "Batching and adaptation").
+ * along dim 0 and its outputs split back per member (docs/design.md#dynamic-batching).
  * Goldens are written out by hand (row-major, dim 0 outermost); every check is exact (the
  * functions copy elements, they compute nothing), float16 and NaN compared bit for bit.
  */

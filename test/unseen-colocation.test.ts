@@ -1,6 +1,6 @@
 /**
- * Co-location with a model the predictor was not trained on (`predict/unseen.ts`, issue 14
- * item 2), in virtual time on sim:a100: resnet50-small (trained) and bert-small admitted with the
+ * Co-location with a model the predictor was not trained on (`predict/unseen.ts`,
+ * docs/serving.md "Model state and model control"), in virtual time on sim:a100: resnet50-small (trained) and bert-small admitted with the
  * cost fallback fitted to its solo runs on a private simulated device (what `abacus serve` does on
  * `sim:`), under abacus with drop (slackMs 0.05: these models run in about a millisecond, the
  * default 5 ms slack would never overlap them). Deterministic (virtual clock, seeded device and

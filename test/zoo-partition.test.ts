@@ -1,6 +1,6 @@
 /**
  * The zoo through the real pipeline (build → partition → cache): running the N operators in
- * sequence reproduces the whole model (issue 2 §3), for all seven models' small variants;
+ * sequence reproduces the whole model (docs/models.md "Operators on disk"), for all seven models' small variants;
  * the cache is reused; metadata totals match the published figures at full size.
  */
 import fs from 'node:fs/promises';

@@ -1,5 +1,5 @@
 /**
- * `abacus cluster` (issue 17): several `abacus serve` nodes behind HAProxy.
+ * `abacus cluster` (docs/deploy.md): several `abacus serve` nodes behind HAProxy.
  *
  * - `abacus cluster --config FILE --nodes 3 [--http-port 8000] [--grpc-port 8001 | --no-grpc]
  *   [--stats-port 8404] [--work-dir DIR]`: start the nodes on this machine (loopback, ephemeral

@@ -1,7 +1,7 @@
 /**
  * `abacus profile`: measure random operator groups of the listed models on a device and write
- * them to a CSV for `abacus train` (issue 4; `profile/` does the work, the README section
- * "Profiling" documents the file). Resumable; Ctrl-C stops after the sample in progress.
+ * them to a CSV for `abacus train` (`profile/` does the work; docs/predictor.md "Profiling"
+ * documents the file). Resumable; Ctrl-C stops after the sample in progress.
  */
 import { InvalidArgumentError, type Command } from 'commander';
 import { lazyBar, tenths } from './progress.ts';
@@ -32,7 +32,7 @@ export interface ProfileCliOptions {
   seed: number;
   out: string;
   threads?: number;
-  /** Thread rules drawn per sample (`--thread-rules fixed:1,split:2`; issue 13 item 6). */
+  /** Thread rules drawn per sample (`--thread-rules fixed:1,split:2`; docs/threads.md). */
   threadRules?: ThreadRule[];
   json?: boolean;
 }

@@ -10,8 +10,10 @@
  * (default `out/reproduce`), prints tables, and `--json` prints the headline numbers.
  *
  * Results accumulate in `--out`/`results.json` (one entry per experiment, the latest run
- * wins), and the report is rebuilt from it after every run, so experiments run one by one
- * end up in one report.
+ * wins), and the report is rebuilt from it after every experiment, so experiments run one by
+ * one end up in one report. `all` starts from no results and rewrites both files after each
+ * experiment, the report marking the rest as not run yet: stopped part-way, it leaves the
+ * experiments it finished (`reproduce/progress.ts`, docs/reproduction.md "Interrupted runs").
  */
 import path from 'node:path';
 import fs from 'node:fs/promises';
@@ -48,16 +50,16 @@ import { MIG_BATCH_SIZES, MIG_DEVICES, MIG_PAIRS, runMig, type MigRow } from '..
 import {
   bySet,
   colocationHeadline,
+  EXPERIMENT_ORDER,
   peakRatio,
   readResults,
-  renderReproduceReport,
   throughputHeadline,
-  writeResults,
   type BatchingOutcome,
   type ClusterOutcome,
   type ColocationOutcome,
   type ReproduceResults,
 } from '../reproduce/report.ts';
+import { reportPath, runExperimentSequence } from '../reproduce/progress.ts';
 import { measureSearch } from '../reproduce/search.ts';
 import { CLUSTER_TRACE_PATH, readPaperWorkloads, type PaperWorkload } from '../reproduce/workloads.ts';
 import { isPolicyName, POLICY_NAMES, POLICY_VARIANTS } from '../schedule/index.ts';
@@ -78,7 +80,7 @@ type SingleExperiment = Exclude<Experiment, 'all'>;
  * number of ways hardly matters).
  */
 const SEARCH_SLACK_MS = 0;
-const ALL: readonly SingleExperiment[] = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching', 'mixes', 'adaptive'];
+const ALL: readonly SingleExperiment[] = EXPERIMENT_ORDER;
 
 
 /** Where the co-location experiments' sets come from in the workloads file. */
@@ -165,13 +167,15 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
       quiet: opts.json === true,
     });
   await fs.mkdir(opts.out, { recursive: true });
-  const results: ReproduceResults = await readResults(opts.out);
-  const reportFile = path.join(opts.out, 'report.html');
+  // `all` starts afresh, so that what it leaves (also when stopped part-way) is its own experiments;
+  // a single experiment adds to what earlier runs stored in --out
+  const results: ReproduceResults = experiment === 'all' ? {} : await readResults(opts.out);
+  const reportFile = reportPath(opts.out);
   const json: ReproduceJson = { device: deviceId, queries, quick, out: path.resolve(opts.out), report: path.resolve(reportFile), wallSeconds: 0 };
   const selected = experiment === 'all' ? ALL : [experiment];
   const common = { device: deviceId, quick, queries, seed: opts.seed };
 
-  for (const exp of selected) {
+  const runOne = async (exp: SingleExperiment): Promise<void> => {
     const t0 = performance.now();
     if (exp === 'qos' || exp === 'throughput' || exp === 'beyond-pair') {
       const sets = workloads.filter((w) => w.experiment === SOURCE[exp]);
@@ -298,9 +302,17 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
       print(`median decision time, slowest ÷ fastest number of ways: ${json.search.maxOverMinMedian.toFixed(2)} (target ≤ 2; paper ≈ 0.07–0.09 ms)\n`);
     }
     say(`${exp}: done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
-  }
-  await writeResults(opts.out, results);
-  await fs.writeFile(reportFile, await renderReproduceReport(results));
+  };
+  // results.json and report.html are rewritten after every experiment (`reproduce/progress.ts`)
+  await runExperimentSequence({
+    out: opts.out,
+    experiments: selected,
+    results,
+    run: runOne,
+    onSaved: (exp, done) => {
+      if (selected.length > 1) say(`${exp}: saved to results.json and ${reportFile} (${done} of ${selected.length} experiments)\n`);
+    },
+  });
   json.wallSeconds = (performance.now() - started) / 1000;
   say(`wrote ${reportFile} (${json.wallSeconds.toFixed(1)} s in all)\n`);
   if (opts.json) ctx.out(JSON.stringify(json, null, 2) + '\n');

@@ -5,8 +5,8 @@
  * for the seven zoo models at batch 1/4/16, the solo latency of the whole model next to the A100
  * reference, and for the 21 pairs at batch 4 the overlap ratio (group latency ÷ sum of solo
  * latencies) next to the reference's, flags the reference's artifacts and says whether the
- * goals (issue 3) are met. Bundled references exist for `sim:a100` (eager: the A100 reference) and
- * `sim:h200:graph` (the measured H200, `reference/h200-measured/`); another `--device` is rejected
+ * calibration goals (docs/devices.md "Calibration against the A100 reference") are met. Bundled references exist for `sim:a100` (eager: the A100 reference) and
+ * `sim:h200:graph` (the measured H200, `src/device/sim/reference/h200-measured/`); another `--device` is rejected
  * unless `--reference FILE` gives measurements of it. With `--random-overlap FILE` (default for
  * `sim:h200:graph`: the measured H200's) it also compares the uncontrolled overlap — B started at
  * a random moment of A — slowdowns of A and B (`random-overlap.ts`). `--fit` first refits the cost
@@ -200,9 +200,9 @@ export function registerSimulateCommand(program: Command, ctx: CliContext): Comm
     .option('--device <id>', 'simulated device id (sim:<a100|v100|h100|h200>[:mig-<k>g][:eager|graph]); other than sim:a100 and sim:h200:graph only with --reference', 'sim:a100')
     .option(
       '--reference <file>',
-      'reference CSV (default: for sim:a100 src/device/sim/reference/a100-group-latency.csv, the bundled copy of ../shared/reference/a100-group-latency.csv; for sim:h200:graph reference/h200-measured/h200-group-latency.csv)',
+      'reference CSV (default: for sim:a100 src/device/sim/reference/a100-group-latency.csv, the A100 reference derived from the Abacus authors\' published predictor; for sim:h200:graph src/device/sim/reference/h200-measured/h200-group-latency.csv)',
     )
-    .option('--random-overlap <file>', 'also compare uncontrolled overlap with this CSV (default for sim:h200:graph: reference/h200-measured/h200-random-overlap.csv)')
+    .option('--random-overlap <file>', 'also compare uncontrolled overlap with this CSV (default for sim:h200:graph: src/device/sim/reference/h200-measured/h200-random-overlap.csv)')
     .option('--fit', 'refit the cost-model constants to the reference (and, in graph mode, the random-overlap data) first and calibrate with them')
     .option('--json', 'print {"solo": [...], "pairs": [...]} as JSON')
     .action(async (opts: CalibrateOptions) => {

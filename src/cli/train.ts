@@ -1,6 +1,6 @@
 /**
  * `abacus train`: fit a latency predictor to profile CSVs (`abacus profile`) and save it as
- * `predictor.json` (issue 4; `predict/train.ts` documents the split, folds and targets).
+ * `predictor.json` (docs/predictor.md; `predict/train.ts` documents the split, folds and targets).
  *
  *     abacus train --data FILE.csv[,FILE2.csv] --kind mlp|linear --out predictor.json
  *                  [--holdout 0.2] [--folds 5] [--features full|flop] [--epochs E] [--seed S]

@@ -1,5 +1,5 @@
 /**
- * The Clock contract (DESIGN.md "One scheduler, two clocks"): everything time-dependent —
+ * The Clock contract (docs/design.md#two-clocks): everything time-dependent —
  * queues, headroom, timeouts, load generators, the simulated device — reads time and sets
  * timers through a Clock, never through `Date.now()`, `performance.now()` or `setTimeout`.
  * With the wall clock the runtime serves real traffic; with the virtual clock the same code is

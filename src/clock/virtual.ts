@@ -1,6 +1,5 @@
 /**
- * `VirtualClock`: the Clock contract as a discrete-event simulation clock (DESIGN.md "One
- * scheduler, two clocks"). The same runtime, controller, load generator and simulated device
+ * `VirtualClock`: the Clock contract as a discrete-event simulation clock (docs/design.md#two-clocks). The same runtime, controller, load generator and simulated device
  * that serve real traffic on a `WallClock` run hours of simulated traffic in seconds on it.
  *
  * ## How time moves

@@ -1,5 +1,5 @@
 /**
- * A local multi-node deployment (issue 17, `abacus cluster`): N `abacus serve` processes on
+ * A local multi-node deployment (docs/deploy.md, `abacus cluster`): N `abacus serve` processes on
  * loopback ports behind one HAProxy, configured by `haproxyConfig` (`haproxy.ts`). For trying
  * the scale-out path on one machine and for the node-loss test; on several hosts, run
  * `abacus serve` on each and `abacus cluster --print-haproxy-config --node …` for the balancer.

@@ -1,5 +1,5 @@
 /**
- * An `haproxy.cfg` for N `abacus serve` nodes behind one HAProxy 2.6 (issue 17): an HTTP
+ * An `haproxy.cfg` for N `abacus serve` nodes behind one HAProxy 2.6 (docs/deploy.md): an HTTP
  * frontend (KServe v2 REST) and a gRPC frontend (HTTP/2 cleartext, `proto h2`), each with a
  * backend of every node, health-checked on `GET /v2/health/ready` (200 ready; 400 while
  * warming up or shutting down, so a node leaves the rotation before it stops listening).

@@ -1,10 +1,10 @@
 /**
- * The machine's load when something is measured on a real CPU (issue 13 item 8): the 1-minute
+ * The machine's load when something is measured on a real CPU (docs/demo.md): the 1-minute
  * load average (`os.loadavg()[0]`, the count of runnable and uninterruptible threads averaged
  * with a 1-minute exponential decay, as `uptime` prints it) and the cores this process may use
  * (`os.availableParallelism()`). A profile taken under load measures contention from other
  * processes, not the overlap of our operators, and a predictor trained on it mispredicts once
- * the machine is quiet (issue 13 measured 31–67 % held-out MAPE for busy profiles).
+ * the machine is quiet (31–67 % held-out MAPE was measured for busy profiles, docs/demo.md).
  *
  * Pure helpers plus one sampler; the thresholds are the documented definitions of "under
  * load" used by the predictor cache (`predictor-cache.ts`) and the demo (`demo.ts`).
@@ -15,7 +15,7 @@ import os from 'node:os';
  * Load average per core above which the machine counts as "under load" for profiling, and
  * "busy now" when a cached predictor is looked up: more than half of the cores have a
  * runnable thread on average before our own work starts (the value is read before the
- * profiler's executors run). 0.5 = the issue's suggestion; one busy loop on a 2-core machine
+ * profiler's executors run). 0.5: more than one busy core in two (docs/demo.md); one busy loop on a 2-core machine
  * reaches it after about a minute.
  */
 export const PROFILE_BUSY_LOAD_PER_CORE = 0.5;

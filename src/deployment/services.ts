@@ -1,5 +1,5 @@
 /**
- * The assembly of a deployment from a serving config (the layer under the CLI, the server, the
+ * The assembly of a deployment from a serving config (docs/design.md#deployment-and-cli; the layer under the CLI, the server, the
  * demo and the benchmarks): resolve the config's models into services (`resolveServices`,
  * building zoo models on first use), find or make the predictor (`ensurePredictor`: a given
  * file, or profiled and trained on the device and cached, `predictor-cache.ts`), and open the

@@ -1,5 +1,5 @@
 /**
- * The assembly of `abacus serve` from a serving config: the services (with dynamic batching on
+ * The assembly of `abacus serve` from a serving config (docs/design.md#deployment-and-cli): the services (with dynamic batching on
  * by default where the model can fuse, logged per service), the runtime backend the HTTP and
  * gRPC front ends call, its Prometheus metrics, and `openEngine` — which finds or makes the
  * predictor (`ensurePredictor`; profiling may take minutes, so the server listens and reports

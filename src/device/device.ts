@@ -1,5 +1,5 @@
 /**
- * The Device contract: run an operator group — segments
+ * The Device contract (docs/design.md#device): run an operator group — segments
  * `[start, end)` of queries of different services launched together — and report how long
  * each segment and the whole group took. Interfaces only; implementations live in
  * `device/ort` (onnxruntime-node, real hardware) and `device/sim` (modeled accelerators).

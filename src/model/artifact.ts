@@ -1,5 +1,5 @@
 /**
- * On-disk form of a partitioned model: one directory holding
+ * On-disk form of a partitioned model (docs/design.md#model-and-partitioning): one directory holding
  *   spec.json        the ModelSpec
  *   model.onnx       the whole model
  *   op-000.onnx …    operator k as a standalone ONNX sub-model

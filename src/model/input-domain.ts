@@ -1,5 +1,5 @@
 /**
- * Input domains (`TensorSpec.domain`, issue 16 §4): checking a declared domain against its
+ * Input domains (`TensorSpec.domain`, docs/import.md "Valid inputs"): checking a declared domain against its
  * input, applying the serving config's domains to a spec, and testing values.
  */
 import type { InputDomain, ModelSpec, TensorSpec } from './spec.ts';

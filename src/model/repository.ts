@@ -39,7 +39,7 @@ export const ZOO_BUILD_VERSION = 4;
 
 /**
  * Bump when the importer changes what it emits for the same file (4: Constant nodes folded
- * into initializers, issue 16; 5: several dynamic axes as symbols, dims with floor division,
+ * into initializers; 5: several dynamic axes as symbols, dims with floor division,
  * data-dependent outputs; 6: floor divisions by powers of two preferred, so a dim fitted as
  * `(samples+23)/31` is now `samples/32+1`): old import entries are then not found and are
  * re-imported. Old `spec.json` files still load (every new field is optional).

@@ -1,5 +1,6 @@
 /**
- * ModelSpec: a DNN partitioned into N contiguous operators (DESIGN.md "Vocabulary").
+ * ModelSpec: a DNN partitioned into N contiguous operators (docs/design.md#vocabulary,
+ * docs/design.md#model-and-partitioning).
  *
  * Operator k is a standalone ONNX sub-model. Between operators the query's state is a set of
  * named tensors, the "boundary": boundary 0 is the model's inputs, boundary N its outputs.

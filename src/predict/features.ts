@@ -1,5 +1,5 @@
 /**
- * Feature encoding of an operator group (DESIGN.md "Predictor features"; issue 4): what the
+ * Feature encoding of an operator group (docs/design.md#predictor; docs/predictor.md "Training"): what the
  * MLP and the linear baseline see, the same in training (`predict/train.ts`) and serving
  * (`Predictor.predict`).
  *
@@ -18,7 +18,7 @@
  * place where it learned model B's — a silent, input-dependent error. Here training and
  * serving call the same function, and permuting a group's slots gives identical features.
  *
- * ## Kind of compute (issue 4, generalization)
+ * ## Kind of compute (generalization to models not profiled)
  * Every operator is `spatial` or `dense` (`computeKindOf`), read from its metadata: spatial
  * when its largest output (elements at batch 1, default sequence length) has rank 4 — an
  * `[N, C, H, W]` activation: convolutions, pooling —, dense otherwise: GEMMs on
@@ -55,7 +55,7 @@
  * - `seq_len` is the effective sequence length (a slot's 0 means the model's default, as on
  *   the devices, `model/boundary.ts` `effectiveSeqLen`); 0 for models without one.
  *
- * ## Thread count (issue 13 item 6)
+ * ## Thread count (docs/threads.md)
  * A predictor trained on profiles that carry thread counts (`abacus profile --thread-rules`)
  * has one more feature at the end of every slot block: `threads`, the slot's intra-op thread
  * count (`GroupSlot.intraOpThreads`; 0 when absent, "the device's default", which such a

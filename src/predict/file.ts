@@ -1,5 +1,5 @@
 /**
- * `predictor.json`: a trained predictor, versioned and self-describing (issue 4).
+ * `predictor.json`: a trained predictor, versioned and self-describing (docs/predictor.md "Training").
  *
  * ```
  * {
@@ -23,11 +23,11 @@
  * the spec fingerprint (`specFingerprint`): a different variant under the same name (another
  * resolution, width or layer count) has other costs, so the GFLOP features would be wrong.
  *
- * `features.threads` (optional, issue 13 item 6): true when every slot block ends in the
+ * `features.threads` (optional, docs/threads.md): true when every slot block ends in the
  * `threads` feature (`features.ts` "Thread count"); files without it, every file written
  * before, load as they always did (no thread feature), so the format version stays 2.
  *
- * Versions: 2 (issue 4, generalization) splits each slot's GFLOP, MB and kernels by kind of
+ * Versions: 2 (generalization to models not profiled) splits each slot's GFLOP, MB and kernels by kind of
  * compute and puts the `flop` costs on a log scale (`features.ts`); a version-1 file is refused
  * with a message to retrain, not misread.
  */
@@ -71,7 +71,7 @@ const baseShape = {
     set: z.enum(['full', 'flop']),
     maxSlots: z.number().int().min(1).max(64),
     names: z.array(z.string()),
-    /** True when slot blocks end in the `threads` feature (issue 13 item 6); absent in older files: false. */
+    /** True when slot blocks end in the `threads` feature (docs/threads.md); absent in older files: false. */
     threads: z.boolean().optional(),
     mean: z.array(finite),
     std: z.array(z.number().nonnegative().refine(Number.isFinite, 'must be a finite number ≥ 0')),

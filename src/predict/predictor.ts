@@ -1,5 +1,5 @@
 /**
- * The Predictor contract (docs/predictor.md): an
+ * The Predictor contract (docs/design.md#predictor, docs/predictor.md): an
  * operator group → its latency in ms on one device. Interfaces only; the implementations
  * (MLP, linear baseline) live in `predict/mlp`, `predict/linear`, the feature encoding in
  * `predict/features.ts`, the file format in `predict/file.ts`.

@@ -72,8 +72,8 @@
  * inflating every prediction took abacus from 0.8 % to 4.6 % violations, worse than EDF's 4.3 %;
  * inflating only overlapped groups, 1.4 %; docs/adaptive.md). The alternative, falling back to
  * EDF while out of calibration, would also give up the overlap that still fits (abacus with the
- * same bad predictor stayed at 0.8–2.7 % where EDF had 4.3–10.5 %). Sources: 5 % is the issue's
- * calibration bound; 10 % is above the paper's offline MLP error (≈ 6 %, docs/predictor.md), so a
+ * same bad predictor stayed at 0.8–2.7 % where EDF had 4.3–10.5 %). Sources: 5 % is the project's
+ * calibration bound (docs/adaptive.md "The guard"); 10 % is above the paper's offline MLP error (≈ 6 %, docs/predictor.md), so a
  * predictor as good as the paper's never trips the guard. Transitions are logged (`logger`,
  * info) with the window MAPE, the rolling MAPE and the thresholds.
  *
@@ -82,7 +82,7 @@
  * `halfLifeGroups` (default 50): measurement noise (the simulator's cv 2 %, a CPU's more) averages
  * over ~70 observations of a key (1/α) — the order of Clockwork's window of 10 measurements per
  * model × batch, but per group shape; a step change does not wait for it (change detection).
- * `mapeWindow` (default 500): the rolling error the issue reports.
+ * `mapeWindow` (default 500): the rolling error docs/adaptive.md "Measured" reports.
  *
  * ## Cost
  *

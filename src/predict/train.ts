@@ -1,5 +1,5 @@
 /**
- * Training and evaluation of a predictor from profile rows (`abacus train`, issue 4).
+ * Training and evaluation of a predictor from profile rows (`abacus train`, docs/predictor.md "Training").
  *
  * 1. Every row is encoded once (`features.ts`, the canonical slot order).
  * 2. Split by *group*, not by row: rows of the same operator group (same canonical slots) all

@@ -1,6 +1,6 @@
 /**
- * Admitting a model the predictor was not trained on while serving (issue 14 item 2: a model
- * loaded at runtime with `abacus serve --model-control explicit`). `OpenPredictor` wraps the
+ * Admitting a model the predictor was not trained on while serving (docs/serving.md "Model state and model control": a
+ * model loaded at runtime with `abacus serve --model-control explicit`). `OpenPredictor` wraps the
  * serving predictor; `admit(spec)` makes it score one more model, in one of two ways:
  *
  * 1. **`flop` features** (`how: 'flop-predictor'`): the base uses model-agnostic features

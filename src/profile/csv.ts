@@ -17,7 +17,7 @@ import type { ProfileRow } from './dataset.ts';
 /** Per-slot column stems, in order: `model_i,start_i,end_i,batch_i,seq_len_i`. */
 export const SLOT_COLUMNS = ['model', 'start', 'end', 'batch', 'seq_len'] as const;
 /**
- * The per-slot column a profile with thread counts adds after `seq_len_i` (issue 13 item 6):
+ * The per-slot column a profile with thread counts adds after `seq_len_i` (docs/threads.md):
  * `threads_i`, the slot's intra-op threads, empty for the device's default.
  */
 export const THREADS_COLUMN = 'threads';

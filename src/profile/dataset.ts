@@ -1,5 +1,5 @@
 /**
- * Profile datasets: what `abacus profile` writes and `abacus train` reads (issue 4). Types
+ * Profile datasets: what `abacus profile` writes and `abacus train` reads (docs/design.md#predictor, docs/predictor.md). Types
  * only; CSV reading and writing live in `profile/csv.ts`.
  *
  * CSV schema (one row per measured operator group, header required, columns in this order):
@@ -13,7 +13,7 @@
  * - `model_i,start_i,end_i,batch_i,seq_len_i`: segment i, operators `[start, end)`, batch size,
  *   sequence length (0 for models without a sequence axis). Slot order is as sampled (the
  *   first slot is the urgent query that runs to its end); predictors reorder canonically;
- * - `threads_i` (only in profiles made with thread rules, issue 13 item 6; after `seq_len_i`):
+ * - `threads_i` (only in profiles made with thread rules, docs/threads.md; after `seq_len_i`):
  *   the intra-op threads slot i ran with, empty for the device's default;
  * - `median_ms,mean_ms,std_ms`: group latency statistics over the timed runs after dropping
  *   the fastest and the slowest (when at least 3 runs), in ms;

@@ -1,5 +1,5 @@
 /**
- * `profile/`: the overlap profiler (issue 4) — the deterministic sample sequence
+ * `profile/`: the overlap profiler (docs/predictor.md "Profiling") — the deterministic sample sequence
  * (`sampler.ts`), the CSV format and its validating reader (`csv.ts`, schema in
  * `dataset.ts`), and `profileDevice` (`profiler.ts`), which measures samples on any Device.
  */

@@ -1,5 +1,5 @@
 /**
- * A measurement repeated in rounds (the demo's interleaved policy runs, issue 13 item 8): its
+ * A measurement repeated in rounds (the demo's interleaved policy runs, docs/demo.md): its
  * median and spread. Pure; no clock.
  */
 import { median } from '../stats.ts';

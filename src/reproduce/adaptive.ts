@@ -1,6 +1,6 @@
 /**
- * The adaptive-runtime experiment (issue 13 item 7, `abacus reproduce adaptive`; beyond the
- * paper): in virtual time on a `sim:` device, the device slows down by `factor` (×1.5) in the
+ * The adaptive-runtime experiment (`abacus reproduce adaptive`, docs/adaptive.md "Measured";
+ * beyond the paper): in virtual time on a `sim:` device, the device slows down by `factor` (×1.5) in the
  * middle of a run, and Abacus serves through it with and without online refinement of its
  * predictor (`predict/refine.ts`). A second scenario, on-time rejection
  * (`runRejectionScenario`), fills `AdaptiveJson.rejectionLateMs`.
@@ -11,7 +11,8 @@
  * lengths 16/32/64 (the `abacus simulate --models` defaults), Poisson arrivals shared equally,
  * seed 1, Abacus with its default parameters.
  *
- * Rate: the issue asks for "a rate abacus held at ≤ 1 % before the drift, scaled by 1/1.5". The
+ * Rate: the experiment runs at a rate abacus held at ≤ 1 % before the drift, scaled by 1/1.5
+ * (docs/adaptive.md "The rate"). The
  * QoS target does not stretch with the device, so the drifted device at rate R and QoS Q is the
  * undrifted device at rate factor·R and QoS Q / factor (every time × factor), not at QoS Q: the
  * rate is therefore `peak(undrifted device, QoS Q / factor) / factor`, the peak found by
@@ -69,9 +70,9 @@ export const ADAPTIVE_SETUP = Object.freeze({
   batchSizes: Object.freeze([1, 2, 4, 8, 16]),
   seqLens: Object.freeze([16, 32, 64]),
   factor: 1.5,
-  /** Groups in the rolling MAPE (issue 13). */
+  /** Groups in the rolling MAPE (the window docs/adaptive.md "Measured" reports). */
   mapeWindowGroups: 500,
-  /** Recovered: rolling MAPE ≤ this (issue 13). */
+  /** Recovered: rolling MAPE ≤ this (the project's 5 % calibration bound, docs/adaptive.md "The guard"). */
   recoveredMape: 0.05,
 });
 

@@ -1,13 +1,15 @@
 /**
- * The paper's cluster experiment (issue 7 `cluster`; Abacus SC'21, 16-node cluster): N
+ * The paper's cluster experiment (`abacus reproduce cluster`, docs/reproduction.md; Abacus SC'21
+ * §7.6, 16-node cluster): N
  * simulated nodes, each a `SimDevice` serving the same services through its own
  * `ServingRuntime`, all on ONE `VirtualClock`, behind a router that replays the offered-load
- * trace (`reference/cluster-load-trace.csv`: queries/s across the cluster per minute).
+ * trace (`src/reproduce/reference/cluster-load-trace.csv`: queries/s across the cluster per minute).
  *
  * Two clusters are compared:
  * - `abacus`: every node runs the Abacus controller; the router sends each query at once to
  *   the node with the fewest unanswered queries (shortest queue; ties: round robin);
- * - `clockwork` (the Clockwork-style baseline, Gujarati et al. OSDI'20, as issue 7 defines it):
+ * - `clockwork` (the Clockwork-style baseline after Gujarati et al. OSDI'20, as
+ *   docs/reproduction.md describes it):
  *   one query per node at a time. Queries wait in one central FIFO (equal QoS targets, so FIFO
  *   is earliest-deadline-first); whenever a node is idle the router pops the head and drops it
  *   (a `qos_violation`, counted as such) when waited + predicted solo latency > QoS target —

@@ -1,5 +1,5 @@
 /**
- * The paper's MIG experiment (issue 7 `mig`; Abacus SC'21 §7.5 "Integrating with MIGs",
+ * The paper's MIG experiment (`abacus reproduce mig`, docs/reproduction.md; Abacus SC'21 §7.5 "Integrating with MIGs",
  * Figs. 18–19): the same co-located pairs on one A100 MIG instance — `1g.5gb`, `2g.10gb`,
  * `4g.20gb` — and on the whole GPU, under Abacus and FCFS: peak goodput at ≤ 1 % violations
  * (`findPeakRate`) and the 99th percentile at that peak.

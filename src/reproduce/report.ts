@@ -1,5 +1,6 @@
 /**
- * The reproduction report: `report.html`, one self-contained page that puts each
+ * The reproduction report (docs/design.md#workload-report-and-reproduce, docs/reproduction.md):
+ * `report.html`, one self-contained page that puts each
  * experiment's figure next to the paper's published numbers (`paper.ts`), with a sentence per
  * figure saying where we match, beat or miss and why. Built from `results.json` (what
  * `abacus reproduce` stores per experiment), so experiments run one at a time share one report.
@@ -101,6 +102,9 @@ export interface ReproduceResults {
   mixes?: MixesOutcome;
   adaptive?: AdaptiveOutcome;
 }
+
+/** Every experiment `results.json` can hold, in the order `abacus reproduce all` runs them. */
+export const EXPERIMENT_ORDER = ['qos', 'throughput', 'beyond-pair', 'mig', 'cluster', 'search', 'batching', 'mixes', 'adaptive'] as const satisfies readonly (keyof ReproduceResults)[];
 
 const RESULTS_FILE = 'results.json';
 
@@ -529,10 +533,12 @@ function adaptiveSection(o: AdaptiveOutcome): ReportSection {
 }
 
 /**
- * The whole report page for the stored results (sections for the experiments present).
+ * The whole report page for the stored results (sections for the experiments present). Every
+ * experiment with no stored result is marked as not run; `pending` (the experiments a running
+ * `abacus reproduce all` has not finished yet) are marked as such.
  * @throws what vega throws for a bad chart (a bug).
  */
-export async function renderReproduceReport(results: ReproduceResults): Promise<string> {
+export async function renderReproduceReport(results: ReproduceResults, pending: readonly string[] = []): Promise<string> {
   const sections: ReportSection[] = [];
   if (results.qos) sections.push(await qosSection(results.qos));
   if (results.throughput) sections.push(await throughputSection(results.throughput));
@@ -543,6 +549,14 @@ export async function renderReproduceReport(results: ReproduceResults): Promise<
   if (results.batching) sections.push(await batchingSection(results.batching));
   if (results.mixes) sections.push(await mixesSection(results.mixes));
   if (results.adaptive) sections.push(adaptiveSection(results.adaptive));
+  const notRun = EXPERIMENT_ORDER.filter((k) => results[k] === undefined);
+  const notRunText = (k: string): string => (pending.includes(k) ? 'pending: not run yet' : 'not run');
+  const pendingNow = notRun.filter((k) => pending.includes(k));
+  const neverRun = notRun.filter((k) => !pending.includes(k));
+  if (notRun.length > 0) {
+    const paragraphs = [...(pendingNow.length > 0 ? [`Pending, not run yet (the run that wrote this report had not finished them): ${pendingNow.join(', ')}.`] : []), ...(neverRun.length > 0 ? [`Not run: ${neverRun.join(', ')}.`] : [])];
+    sections.push({ title: 'Not run yet', paragraphs: [...paragraphs, 'Run `abacus reproduce EXPERIMENT` with the same --out to add one; the report is rewritten after every experiment.'] });
+  }
   const runs = Object.entries(results) as [string, RunInfo][];
   const quick = runs.filter(([, r]) => r.quick).map(([k]) => k);
   const headline: string[] = [];
@@ -570,7 +584,7 @@ export async function renderReproduceReport(results: ReproduceResults): Promise<
       quick.length > 0 ? `Run with --quick (${quick.join(', ')}): 300 queries per run instead of 1000, 4000 profiled groups per predictor instead of 12,000, 2 MIG pairs instead of 4, 0.5 s per cluster trace minute instead of 2 s, 2000 timed decisions per search ways instead of 20,000, batching runs of at least 10 QoS targets instead of 30 and a 2000-group held-out check instead of 4000.` : 'Full-size run.',
     ],
     ...(headline.length > 0 ? { headline: headline.join(' · ') } : {}),
-    settings: runs.map(([k, r]) => [k, `${r.device}${r.quick ? ', --quick' : ''}, ${r.wallSeconds.toFixed(1)} s`] as const),
+    settings: [...runs.map(([k, r]) => [k, `${r.device}${r.quick ? ', --quick' : ''}, ${r.wallSeconds.toFixed(1)} s`] as const), ...notRun.map((k) => [k, notRunText(k)] as const)],
     sections,
     data: results,
   });

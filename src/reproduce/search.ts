@@ -1,5 +1,5 @@
 /**
- * The paper's multi-way search experiment (issue 7 `search`; Abacus SC'21, "Effectiveness of
+ * The paper's multi-way search experiment (`abacus reproduce search`, docs/reproduction.md; Abacus SC'21, "Effectiveness of
  * multi-way search": the time to determine an operator group with 1–16 search ways, ≈ 0.07–0.09
  * ms on the authors' machine). Unlike every other experiment of `abacus reproduce`, this is a
  * real measurement: the wall time of `AbacusController.decide` on this machine's CPU, with the

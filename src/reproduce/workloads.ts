@@ -1,6 +1,6 @@
 /**
- * The paper's co-location sets (`reference/paper-workloads.csv`, a copy of
- * `../shared/reference/paper-workloads.csv`): per experiment (§7.2 `7.2_qos`, §7.3
+ * The paper's co-location sets (`src/reproduce/reference/paper-workloads.csv`, from the Abacus
+ * paper's evaluation, §7.2–7.4): per experiment (§7.2 `7.2_qos`, §7.3
  * `7.3_throughput`, §7.4 `7.4_beyond_pair`) the models, their QoS target, the offered load,
  * the number of queries and the controller's search ways and slack.
  */
@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'csv-parse/sync';
 
-/** The bundled copy of the paper's cluster load trace (`../shared/reference/cluster-load-trace.csv`, §7.6). */
+/** The paper's cluster load trace, bundled at `src/reproduce/reference/cluster-load-trace.csv` (Abacus paper §7.6). */
 export const CLUSTER_TRACE_PATH = fileURLToPath(new URL('./reference/cluster-load-trace.csv', import.meta.url));
 
 /** The bundled copy of the paper's workloads. */

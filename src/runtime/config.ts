@@ -1,5 +1,5 @@
 /**
- * The serving config (DESIGN.md "Interfaces people will use": one YAML/JSON file listing
+ * The serving config (docs/serving.md#the-config-file: one YAML/JSON file listing
  * device, predictor, policy and services), validated with a zod schema; every error names the
  * file and the field (`services[1].qosTargetMs: …`).
  *
@@ -115,7 +115,7 @@ const serviceSchema = z.strictObject({
     .optional(),
 });
 
-/** `slack_ms` → `slackMs`: config keys are camelCase; DESIGN.md (after the paper) spells the parameters in snake case. */
+/** `slack_ms` → `slackMs`: config keys are camelCase; the Abacus paper spells the parameters in snake case. */
 const camel = (key: string): string => key.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
 
 const policySchema = z.union([

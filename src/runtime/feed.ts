@@ -2,7 +2,7 @@
  * A feed of the runtime's records to observers (the live dashboard, `serve/dashboard/`): every
  * operator group as it ends and every query as it ends (completed or rejected, with its reason).
  *
- * It is the "records" of DESIGN.md as a stream: the producer (`RuntimeBackend`, or a simulation
+ * It is the runtime's records (docs/design.md#records) as a stream: the producer (`RuntimeBackend`, or a simulation
  * driver) calls `group` / `query` from the runtime's `onGroupEnd` / `onQueryEnd` hooks; observers
  * `subscribe`. Cost when no one subscribes: one `Set.size` read per call — nothing is copied,
  * allocated or queued (`bench/dashboard.ts` measures the serving throughput with and without an

@@ -1,5 +1,5 @@
 /**
- * What the runtime records (docs/scheduling-runtime.md): per query
+ * What the runtime records (docs/design.md#records, docs/scheduling-runtime.md): per query
  * its arrival, every operator group it ran in, and how it ended; per group what was predicted
  * and measured. Reports, metrics and the predictor's online error all read these records.
  */

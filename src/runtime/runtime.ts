@@ -1,5 +1,5 @@
 /**
- * The serving runtime (docs/scheduling-runtime.md): one FIFO queue
+ * The serving runtime (docs/design.md#runtime, docs/scheduling-runtime.md): one FIFO queue
  * per service, a scheduling loop that asks the query controller (`schedule/`) for the next
  * operator group whenever the device can take one, dispatch to a `Device`, and a record of
  * everything each query experiences (`records.ts`).

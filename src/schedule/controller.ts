@@ -1,6 +1,6 @@
 /**
- * The QueryController contract (docs/scheduling-runtime.md, the generalized Abacus query
- * controller): given the queries waiting in each service's FIFO queue, pick the next
+ * The QueryController contract (docs/design.md#controller-and-schedule; the generalized Abacus
+ * query controller in docs/design.md#the-abacus-controller and docs/scheduling-runtime.md): given the queries waiting in each service's FIFO queue, pick the next
  * operator group to launch and the queries to reject. Interfaces only; the policies live
  * beside this file (`abacus/`, `one-at-a-time/` = fcfs | sjf | edf | fcfs-batch | edf-batch,
  * `overlap-all/`, `clockwork/`, `triton/`), the factory with parameter validation in `index.ts`.

@@ -1,5 +1,5 @@
 /**
- * The serving contract (docs/serving.md): what the
+ * The serving contract (docs/design.md#serve, docs/serving.md): what the
  * protocol front ends (KServe v2 over HTTP in `serve/http/`, `inference.GRPCInferenceService`
  * over gRPC in `serve/grpc/`) ask of the inference backend. Interfaces only; the backend
  * (`serve/backend.ts`) owns validation against the served models, the runtime, and the mapping

@@ -1,6 +1,6 @@
 /**
  * `abacus serve` without the command line: the HTTP front end (and the gRPC one, when a factory
- * is given) over one `RuntimeBackend`, started in the order the issue asks for, and a graceful
+ * is given) over one `RuntimeBackend`, started in the order below (docs/serving.md "Starting"), and a graceful
  * shutdown that loses no request.
  *
  * Start (`startServer`): listen on HTTP (and gRPC) at once — live, not ready, so probes and

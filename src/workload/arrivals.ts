@@ -1,5 +1,5 @@
 /**
- * Open-loop arrival processes (issue 5 "Workload"): when queries arrive, independent of when
+ * Open-loop arrival processes (docs/design.md#workload-report-and-reproduce): when queries arrive, independent of when
  * earlier ones are answered. Every process here is a (possibly non-homogeneous) Poisson
  * process with a piecewise-constant rate, or a deterministic one:
  *
@@ -8,7 +8,7 @@
  * - `bursty`: a two-state on/off Markov-modulated Poisson process: rate `onQps` for an
  *   exponentially distributed on-period (mean `meanOnMs`), then `offQps` for an off-period
  *   (mean `meanOffMs`), alternating; starts in the on state;
- * - `trace`: a per-minute offered-load trace (`../shared/reference/cluster-load-trace.csv`,
+ * - `trace`: a per-minute offered-load trace (`src/reproduce/reference/cluster-load-trace.csv`,
  *   the paper's cluster experiment §7.6) replayed as a Poisson process whose rate is the
  *   trace's value × `scale` during each minute; `minuteMs` compresses time (60,000 = real).
  *

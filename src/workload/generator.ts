@@ -1,5 +1,5 @@
 /**
- * Open-loop load generator (issue 5 "Workload"): sends queries at the times an arrival process
+ * Open-loop load generator (docs/design.md#workload-report-and-reproduce): sends queries at the times an arrival process
  * draws, on an injected `Clock`, and never waits for responses — so a slow server cannot slow
  * the offered load down (no coordinated omission; Tene, "How NOT to measure latency", 2015).
  * Each query's intended send time is fixed by the arrival process before it is sent; the

@@ -1,6 +1,6 @@
 /**
  * Read a per-minute offered-load trace CSV, the format of
- * `../shared/reference/cluster-load-trace.csv`: a header `minute,offered_load_qps`, then one
+ * `src/reproduce/reference/cluster-load-trace.csv`: a header `minute,offered_load_qps`, then one
  * row per minute, minutes 0, 1, 2, … in order.
  */
 import { readFile } from 'node:fs/promises';

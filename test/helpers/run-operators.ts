@@ -27,7 +27,7 @@ export async function runOperators(artifact: ModelArtifact, feeds: OrtFeeds): Pr
 
 /**
  * max|a − b| / max|a| over one output, `a` the reference (verify.ts `relativeError`): Infinity
- * when max|a| is 0 or not finite, or the shapes differ. Compare with `≤ 1e-4` (issue 2 §3).
+ * when max|a| is 0 or not finite, or the shapes differ. Compare with `≤ 1e-4` (the partition check, docs/models.md "Operators on disk").
  */
 export function relativeMaxError(a: TensorLike, b: TensorLike): number {
   return relativeError(a, b);

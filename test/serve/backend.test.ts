@@ -51,7 +51,7 @@ describe('RuntimeBackend: metadata and success', () => {
       versions: ['1'],
       platform: 'abacus_sim',
       inputs: [
-        { name: 'input_ids', datatype: 'INT64', shape: [-1, -1], parameters: { range: [0, 30521] } }, // the vocabulary (issue 16 §4)
+        { name: 'input_ids', datatype: 'INT64', shape: [-1, -1], parameters: { range: [0, 30521] } }, // the vocabulary (docs/import.md "Valid inputs")
         { name: 'attention_mask', datatype: 'INT64', shape: [-1, -1] },
       ],
       outputs: [{ name: 'last_hidden_state', datatype: 'FP32', shape: [-1, -1, 256] }],

@@ -293,7 +293,7 @@ describe('fuzz: huge dims for every datatype, both protocols', () => {
     ['BOOL', 'bool', 1],
   ] as const;
   const HUGE_SHAPES: readonly (readonly number[])[] = [
-    [1, 3, 100_000, 100_000], // 3·10^10 elements: the request
+    [1, 3, 100_000, 100_000], // 3·10^10 elements: a 100,000² image
     [1, 3, 1_048_576, 1_048_576], // the sequence limit: 3.3·10^12
     [1, 3, 2 ** 31, 2 ** 31], // beyond the sequence limit
     [1, 3, 2 ** 52, 2 ** 52], // a product beyond 2^53
@@ -355,7 +355,7 @@ describe('fuzz: huge dims for every datatype, both protocols', () => {
       }
     }
     expect(answered).toBe(DATATYPES.length * 2 * HUGE_SHAPES.length * 3);
-    // the server still serves: a valid request of the model
+    // the server still serves: a valid request of the same model
     const ok = await app.inject({ method: 'POST', url: '/v2/models/seq_FP32/infer', payload: { inputs: [{ name: 'image', datatype: 'FP32', shape: [1, 3, 2, 2], data: new Array(12).fill(0.5) }] } });
     expect(ok.statusCode, ok.body).toBe(200);
   });

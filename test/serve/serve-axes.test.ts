@@ -1,5 +1,5 @@
 /**
- * Issue 16 §1 and §5 end to end: imported models with several dynamic axes — a detector with
+ * Dynamic axes and data-dependent shapes (docs/import.md) end to end: imported models with several dynamic axes — a detector with
  * dynamic height and width (stride-4/8 outputs), a recognizer with a dynamic width (W/8
  * output), an NHWC model whose two inputs share `height` and `width` — a model ending in
  * NonZero and one whose TopK k is a request input (valid k from the config), each cut into

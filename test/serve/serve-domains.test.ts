@@ -1,5 +1,5 @@
 /**
- * Issue 16 §4 end to end: an imported model whose int64 input indexes a Gather over a table of
+ * Valid inputs (docs/import.md "Valid inputs") end to end: an imported model whose int64 input indexes a Gather over a table of
  * 10 rows (implied domain [0, 9]) and whose float input is declared `values: [2]` in the config
  * is served on the ort CPU device: warm-up and profiling feed valid values (ids ≥ 10 would make
  * the Gather fail), the metadata reports each domain in `parameters`, valid requests equal the

@@ -1,5 +1,5 @@
 /**
- * Issue 16 §6 end to end: an imported model with STRING, FP32 inputs and FP32, BYTES, UINT32,
+ * Element types (docs/import.md "Element types") end to end: an imported model with STRING, FP32 inputs and FP32, BYTES, UINT32,
  * BOOL outputs (`buildTypedGraph`, 4 operators: STRING/BOOL/UINT32 tensors cross boundaries)
  * served by `abacus serve` on the ort CPU device, answered over HTTP with JSON data, over HTTP
  * with binary data (BYTES length-prefixed), and over gRPC (raw contents) — each answer equal to

@@ -1,6 +1,6 @@
 /**
  * `decodeInputData` / `rawBytes` / `jsonDataText` for the element types beyond the zoo's
- * (issue 16 §6): INT16, UINT16, UINT32, UINT64 and BYTES, in JSON, typed (gRPC) and binary form;
+ * (docs/import.md "Element types"): INT16, UINT16, UINT32, UINT64 and BYTES, in JSON, typed (gRPC) and binary form;
  * out-of-range values and malformed BYTES data are bad requests naming the input and element.
  * Goldens by hand from the v2 protocol's binary extension (BYTES: 4-byte little-endian length,
  * then the bytes).

@@ -4,7 +4,7 @@
  * create/release leaks memory in onnxruntime-node), and the kept state of that service's
  * queries between segments.
  *
- * Sessions per thread count (issue 13 item 6): a session's intra-op thread pool is fixed when
+ * Sessions per thread count (docs/threads.md): a session's intra-op thread pool is fixed when
  * it is created, so an operator has one session per intra-op thread count it has run with —
  * the default (`SessionConfig.intraOpNumThreads`) and each `preloadIntraOpThreads` count
  * created and warmed up at load, any other count a segment names (`RunMessage.intraOpThreads`)
@@ -183,8 +183,8 @@ export class SegmentExecutor {
   }
 
   /**
-   * Warm every operator up at each of `warmupShapes` until its latency settles (issue 14
-   * item 7: the first requests after ready within 1.5× the steady median). ORT plans memory
+   * Warm every operator up at each of `warmupShapes` until its latency settles (docs/benchmarks.md,
+   * "Serving: event loop, warm-up, executor memory": the first requests after ready within 1.5× the steady median). ORT plans memory
    * and grows its arena per input shape on the first runs at it, so a fixed count at batch 1
    * leaves the other batch sizes cold; here each (operator, shape) runs until its last
    * `window` latencies lie within `tolerance`, at most `maxRuns` times; then a whole query per

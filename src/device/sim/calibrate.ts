@@ -1,5 +1,5 @@
 /**
- * Calibration of the simulated device against a group-latency reference (issue 3):
+ * Calibration of the simulated device against a group-latency reference (docs/devices.md):
  * `reference/a100-group-latency.csv` — latencies (ms) of whole models alone and of whole-model
  * pairs overlapped, batch 1…32, derived from the Abacus authors' published predictor (a learned
  * surface: treat it as ranges; it has artifacts) — or `reference/h200-measured/h200-group-latency.csv`,
@@ -21,7 +21,7 @@
  * beyond either bound by more than `ARTIFACT_TOLERANCE` (5 %) is flagged as an artifact of the
  * learned surface: 5 % is the reference's own scatter (ResNet latencies, flat in batch size
  * where nothing should change, vary by up to ±3 % across batch 1–16) plus margin, below the
- * authors' ≈ 6 % predictor error (DESIGN.md).
+ * authors' ≈ 6 % predictor error (Abacus paper, SC'21: MLP MAPE ≈ 6 %).
  *
  * ## Fitting procedure (`fitConstants`)
  * The free constants of `SimConstants` (`cost-model.ts`) — eager launch cost per kernel class,
@@ -33,8 +33,8 @@
  *     + 100 · Σ hinge² of the goals with a margin (solo beyond ±22 %, pair ratio at the goal's
  *       batch beyond ±0.13),
  *
- * i.e. least squares in log latency and in overlap ratio, with the issue's goals as soft
- * constraints. The search is deterministic and works on the logarithms of the parameters,
+ * i.e. least squares in log latency and in overlap ratio, with the calibration goals
+ * (`CALIBRATION_GOALS`, docs/devices.md) as soft constraints. The search is deterministic and works on the logarithms of the parameters,
  * each clamped to its range, from a physically motivated start (`FIT_START`): Nelder–Mead
  * (coefficients 1, 2, ½, ½; initial simplex ±0.3 in log; at most 400 evaluations per
  * parameter), restarted from its result (at most 8 runs) until a restart gains no more than
@@ -51,7 +51,7 @@ import { DEFAULT_SIM_CONSTANTS, GRAPH_LAUNCH_US, MEMORY_EFFICIENCY, modelCosts, 
 import { SimEngine } from './engine.ts';
 import type { GpuProfile, RuntimeMode } from './profiles.ts';
 
-/** Path of the A100 reference bundled with the simulator (a copy of `../shared/reference/a100-group-latency.csv`). */
+/** Path of the A100 reference bundled with the simulator, `src/device/sim/reference/a100-group-latency.csv` (docs/devices.md). */
 export const BUNDLED_REFERENCE_PATH = fileURLToPath(new URL('./reference/a100-group-latency.csv', import.meta.url));
 
 /** The measured H200 group latencies bundled with the simulator (graph mode, GPU only: `reference/h200-measured/`). */
@@ -60,7 +60,7 @@ export const H200_REFERENCE_PATH = fileURLToPath(new URL('./reference/h200-measu
 /** Relative tolerance beyond which a reference pair outside the physical bounds is an artifact. */
 export const ARTIFACT_TOLERANCE = 0.05;
 
-/** The issue's goals. */
+/** The project's calibration goals for the simulator (docs/devices.md "Calibration against the A100 reference"). */
 export const CALIBRATION_GOALS = {
   /** Every solo latency within ±25 % of the reference. */
   soloRelativeError: 0.25,

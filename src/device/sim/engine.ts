@@ -1,5 +1,5 @@
 /**
- * The simulated accelerator's event-driven core (DESIGN.md "Devices": `sim`): executors with
+ * The simulated accelerator's event-driven core (docs/design.md#device, docs/devices.md): executors with
  * their own host launch streams sharing one device by processor sharing with capacity.
  * No clock inside: time is a number the caller advances (`step`, `runUntil`, `runToIdle`);
  * `SimDevice` drives it from a `Clock` and calibration drives it directly.

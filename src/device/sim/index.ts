@@ -1,5 +1,5 @@
 /**
- * `device/sim`: simulated accelerators behind the `Device` contract (DESIGN.md "Devices").
+ * `device/sim`: simulated accelerators behind the `Device` contract (docs/design.md#device, docs/devices.md).
  * `SimDevice` (the device), the GPU profiles, the cost model and its fitted constants (per
  * profile), the event-driven engine, the calibration against the A100 reference and the
  * measured H200, and the uncontrolled-overlap comparison.

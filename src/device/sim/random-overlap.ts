@@ -20,7 +20,7 @@
  * ## Tolerance
  * `RANDOM_OVERLAP_TOLERANCE`: a slowdown (p50 or p99 ÷ solo) is "within" when it differs from
  * the measured one by at most 0.15 — the pair-ratio goal of the calibration, on the same kind of
- * dimensionless latency ratio. Not a goal of the issue: reported, not enforced.
+ * dimensionless latency ratio. Not a calibration goal: reported, not enforced.
  */
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';

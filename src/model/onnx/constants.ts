@@ -1,5 +1,5 @@
 /**
- * Constants where they are used (issue 16 §3): `Constant` nodes, and the constant-foldable
+ * Constants where they are used (docs/import.md, "Constants where they are used"): `Constant` nodes, and the constant-foldable
  * subgraphs they feed (a `Cast`, `Reshape`, `Transpose`, … of constants only), become
  * initializers before a model is partitioned. Initializers never cross operator boundaries:
  * every operator's sub-model holds a copy of those it reads (`split.ts`), so a weight stored

@@ -1,5 +1,5 @@
 /**
- * Input domains implied by a graph (issue 16 §4): a model input whose values reach the
+ * Input domains implied by a graph (docs/import.md "Valid inputs"): a model input whose values reach the
  * `indices` input of a Gather (ONNX operator spec: indices must lie in [−s, s − 1] where s is
  * the data's size on the gathered axis) through value-preserving ops only (Identity, Cast,
  * Reshape, Unsqueeze, Squeeze, Flatten) accepts [0, s − 1] when the data is an initializer

@@ -2,7 +2,7 @@
  * Partitioning an ONNX model into N operators: the ModelSpec (per-operator interface,
  * passthrough, node count, parameters and per-sample costs) and one standalone ONNX sub-model
  * per operator; the FLOP-balanced choice of the N contiguous pieces; and the import of an
- * arbitrary ONNX file (issue 2 §3, `abacus models import FILE --operators N`).
+ * arbitrary ONNX file (`abacus models import FILE --operators N`, docs/models.md "Import").
  *
  * Boundary semantics: `model/spec.ts` header and `split.ts`. Cost conventions: `flops.ts`
  * (FLOP), `analysis.ts` (per-sample polynomials in seqLen). Parameter accounting:
@@ -257,8 +257,8 @@ export const DEFAULT_IMPORT_SEQ_LEN = 128;
 /**
  * Contiguous N-way split of the node order balanced by FLOPs: minimizes the sum of squared
  * operator FLOPs (= the variance of operator FLOPs) over all splits into N non-empty runs.
- * Unknown FLOPs (`nodeWeights`): issue 2 §3 says to "fall back to node count where an op's
- * FLOPs are unknown"; each unknown node counts as one node, converted to FLOP units at the
+ * Unknown FLOPs (`nodeWeights`): the partition falls back to the node count where an op's
+ * FLOPs are unknown; each unknown node counts as one node, converted to FLOP units at the
  * mean FLOPs of the known nonzero-FLOP nodes, so a graph of only unknown ops is balanced by
  * node count exactly. A tiny per-node weight (1e-6 of the mean) breaks ties between zero-FLOP
  * nodes by node count.
@@ -284,8 +284,8 @@ export async function balancedAssignment(model: OnnxTypes.ModelProto, operators:
 /**
  * Balancing weight of each node: its FLOP at `seqLen` (per sample) when known; for a node whose
  * FLOPs are unknown (`nodeFlops` undefined: an op type without a rule, another domain,
- * If/Loop/Scan), the node-count fallback of issue 2 §3 ("fall back to node count where an op's
- * FLOPs are unknown") expressed in FLOP units: one node = the mean FLOP of the known nodes with
+ * If/Loop/Scan), the node-count fallback (an op whose FLOPs are unknown counts as
+ * one node) expressed in FLOP units: one node = the mean FLOP of the known nodes with
  * nonzero FLOP, so known and unknown nodes can share one balance. When no node has known
  * nonzero FLOP every unknown node weighs 1 and the split is a pure node-count balance (sizes
  * differ by at most one).

@@ -1,5 +1,5 @@
 /**
- * Probe sizes found by search (issue 16 §2): when the shape probe (`resolveShapes`) fails at the
+ * Probe sizes found by search (docs/import.md "When the probe cannot guess"): when the shape probe (`resolveShapes`) fails at the
  * default sizes because an operator needs a longer input — a reflect Pad whose pad exceeds the
  * axis, a Conv or pool whose kernel is longer than the axis, an STFT frame — the importer grows
  * the dynamic axes it chose itself and tries again, before it fails with the error that names

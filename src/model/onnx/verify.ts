@@ -2,7 +2,7 @@
  * Checking a partition on onnxruntime-node: run the whole model, run the operator sub-models
  * one after the other carrying the boundary tensors (inputs/outputs/passthrough as in
  * `model/spec.ts`), and compare. The one implementation of "sequential operators equal the
- * whole model" (issue 2 §3) used by the partition, import and zoo tests (and, through
+ * whole model" (docs/models.md "Operators on disk") used by the partition, import and zoo tests (and, through
  * `test/helpers/run-operators.ts`, the device tests); not a serving path (that is `device/ort`).
  *
  * Models may be given as a ModelProto or as the path of an `.onnx` file (an artifact's
@@ -177,7 +177,7 @@ export interface OutputComparison {
 
 /**
  * Compare outputs by name: each passes when its max abs error ≤ `relTolerance` × max|expected|
- * (issue 2 §3: "max abs error ≤ 1e-4 relative to the output scale"). An output fails when it is
+ * (the project's partition check: max abs error ≤ 1e-4 relative to the output scale). An output fails when it is
  * missing from `actual`, has another shape, holds NaN, or when its scale is 0 or not finite —
  * an all-zero (or infinite) expected output gives no scale to be relative to, and a check that
  * passes on it would hide a broken graph.

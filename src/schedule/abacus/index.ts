@@ -1,7 +1,7 @@
 /**
  * The Abacus query controller (Cui et al., "Enable simultaneous DNN services based on
  * deterministic operator overlap and precise latency prediction", SC'21), generalized to
- * 1..N co-located services in one code path (docs/scheduling-runtime.md "The abacus controller"; the original artifact copies its search for 2, 3 and 4 queries), with the
+ * 1..N co-located services in one code path (docs/design.md#the-abacus-controller, docs/scheduling-runtime.md "The abacus controller"; the original artifact copies its search for 2, 3 and 4 queries), with the
  * batch size of each service as a second decision variable beside the cut point (docs/batching.md;
  * `controller.ts` "Dynamic batching").
  */

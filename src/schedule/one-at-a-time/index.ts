@@ -3,8 +3,8 @@
  * decision launches the whole remaining part of ONE head query, alone, so there is no overlap
  * and the latency is predictable but the device idles between small kernels.
  *
- * `fcfs-batch` and `edf-batch` are the same policies with greedy dynamic batching (DESIGN.md
- * "Batching and adaptation"): the chosen head takes along every query that may be fused behind
+ * `fcfs-batch` and `edf-batch` are the same policies with greedy dynamic batching (docs/design.md#dynamic-batching,
+ * docs/batching.md): the chosen head takes along every query that may be fused behind
  * it (`heads.ts` `fusionPlan`: the following queries of its queue with its `fuseKey`, in queue
  * order, up to `BatchingLimits.maxBatchSize` samples) — the "batch as many as wait" rule of a
  * work-conserving batcher (Triton's dynamic batcher with its defaults: no delay, "batches as
