@@ -156,6 +156,42 @@ describe('HTTP with a bearer token (inject)', () => {
   });
 });
 
+describe('HTTP with a bearer token (listening, plain text)', () => {
+  it('a request that asks Expect: 100-continue without the token gets its 401 and no 100 Continue; with the token, 100 and then its answer', async () => {
+    const backend = new FakeBackend();
+    const app = createHttpApp(backend, { authToken: TOKEN });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const address = app.server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    /** Send the headers, and the body only after a 100 Continue; resolve with everything received once the answer is complete. */
+    const exchange = (authorization: string | undefined): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const socket = net.connect(port, '127.0.0.1', () => {
+          socket.write(`POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${INFER_BODY.length}\r\nExpect: 100-continue\r\nConnection: close\r\n${authorization === undefined ? '' : `Authorization: ${authorization}\r\n`}\r\n`);
+        });
+        let got = '';
+        socket.on('data', (d: Buffer) => {
+          const before = got;
+          got += d.toString('latin1');
+          if (!before.includes('100 Continue') && got.startsWith('HTTP/1.1 100 Continue')) socket.write(INFER_BODY);
+        });
+        socket.on('error', reject);
+        socket.on('close', () => resolve(got));
+      });
+    try {
+      const refused = await exchange(undefined);
+      expect(refused).toMatch(/^HTTP\/1\.1 401 /);
+      expect(refused).not.toContain('100 Continue');
+      expect(refused.toLowerCase()).toContain('www-authenticate: bearer');
+      const served = await exchange(`Bearer ${TOKEN}`);
+      expect(served).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
+      expect(backend.requests).toHaveLength(1);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 /** GET `url` over HTTPS; resolves with the status and body, rejects on a TLS or socket error. */
 function httpsGet(url: string, options: https.RequestOptions): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {

@@ -290,7 +290,8 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   // `Expect: 100-continue`: a body over its limit is refused before the client sends it (no
   // `100 Continue`; `readBody` then reads nothing and the connection closes after the 413)
   app.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-    if (declaredTooLarge(req.headers, limits) === undefined) res.writeContinue();
+    // nor to a client without the token: its 401 comes first (health probes send no body)
+    if (declaredTooLarge(req.headers, limits) === undefined && (authToken === undefined || bearerTokenMatches(req.headers.authorization, authToken))) res.writeContinue();
     app.server.emit('request', req, res);
   });
   if (options.offload?.start === true) app.addHook('onListen', (done) => {
