@@ -370,4 +370,47 @@ describe('the gRPC interceptor alone', () => {
       server.forceShutdown();
     }
   });
+
+  it('covers a bidirectional stream: without the token one UNAUTHENTICATED and the handler never runs; with it the stream works', async () => {
+    const json = { serialize: (v: unknown): Buffer => Buffer.from(JSON.stringify(v)), deserialize: (b: Buffer): unknown => JSON.parse(b.toString('utf8')) as unknown };
+    const definition: grpc.ServiceDefinition = {
+      Chat: { path: '/test.Echo/Chat', requestStream: true, responseStream: true, requestSerialize: json.serialize, requestDeserialize: json.deserialize, responseSerialize: json.serialize, responseDeserialize: json.deserialize },
+    };
+    const server = new grpc.Server({ interceptors: [bearerAuthInterceptor(TOKEN)] });
+    let streams = 0;
+    server.addService(definition, {
+      Chat: (call: grpc.ServerDuplexStream<unknown, unknown>) => {
+        streams++;
+        call.on('data', (m: unknown) => call.write(m));
+        call.on('end', () => call.end());
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e === null ? resolve(p) : reject(e))));
+    const Client = grpc.makeGenericClientConstructor(definition, 'Echo');
+    const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Chat: (metadata: grpc.Metadata) => grpc.ClientDuplexStream<unknown, unknown> };
+    /** Send three messages on one stream; resolve with the replies and the errors seen. */
+    const chat = (token: string | undefined): Promise<{ replies: unknown[]; errors: number[] }> =>
+      new Promise((resolve) => {
+        const metadata = new grpc.Metadata();
+        if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
+        const stream = client.Chat(metadata);
+        const replies: unknown[] = [];
+        const errors: number[] = [];
+        stream.on('data', (m: unknown) => replies.push(m));
+        stream.on('error', (e: grpc.ServiceError) => errors.push(e.code));
+        stream.on('status', () => setImmediate(() => resolve({ replies, errors })));
+        for (const n of [1, 2, 3]) stream.write({ n });
+        stream.end();
+      });
+    try {
+      expect(await chat(undefined)).toEqual({ replies: [], errors: [grpc.status.UNAUTHENTICATED] });
+      expect(await chat('wrong')).toEqual({ replies: [], errors: [grpc.status.UNAUTHENTICATED] });
+      expect(streams).toBe(0);
+      expect(await chat(TOKEN)).toEqual({ replies: [{ n: 1 }, { n: 2 }, { n: 3 }], errors: [] });
+      expect(streams).toBe(1);
+    } finally {
+      client.close();
+      server.forceShutdown();
+    }
+  });
 });
