@@ -4,8 +4,8 @@
  * time by `openssl` (skipped, saying so, where it is missing), talked to with node's https and
  * a grpc-js client as tritonclient would with `ssl=True`: the announced URL is https; plain text
  * and TLS without a client certificate are not served; health answers without a token;
- * metadata and inference answer 401 / UNAUTHENTICATED with a wrong token and 200 / OK with the
- * right one. And the flag errors, which stop the command before any model is built.
+ * metadata, inference, metrics, the dashboard and the repository index answer 401 /
+ * UNAUTHENTICATED with a wrong token and 200 / OK with the right one. And the flag errors, which stop the command before any model is built.
  */
 import fs from 'node:fs/promises';
 import https from 'node:https';
@@ -145,6 +145,9 @@ describe.skipIf(!OPENSSL)('abacus serve over TLS with client certificates and a 
     expect(JSON.parse(right.body)).toMatchObject({ model_name: 'resnet' });
     expect((await request('GET', '/metrics')).status).toBe(401);
     expect((await request('GET', '/metrics', { token: TOKEN })).status).toBe(200);
+    expect((await request('GET', '/dashboard')).status).toBe(401);
+    expect((await request('GET', '/dashboard/events')).status).toBe(401);
+    expect((await request('GET', '/dashboard', { token: TOKEN })).status).toBe(200);
   });
 
   it('gRPC over TLS: ServerReady open; ModelInfer UNAUTHENTICATED with a wrong token, OK with the right one; no client certificate: UNAVAILABLE', async () => {
@@ -159,6 +162,8 @@ describe.skipIf(!OPENSSL)('abacus serve over TLS with client certificates and a 
       expect(await grpcCode(rawCall(client, 'ModelInfer', infer))).toBe(grpc.status.UNAUTHENTICATED);
       expect(await rawCall(client, 'ModelInfer', infer, TOKEN)).toMatchObject({ model_name: 'resnet' });
       expect(await grpcCode(rawCall(noCert, 'ServerReady', {}))).toBe(grpc.status.UNAVAILABLE);
+      expect(await grpcCode(rawCall(client, 'RepositoryIndex', {}, 'not-it'))).toBe(grpc.status.UNAUTHENTICATED);
+      expect(await rawCall(client, 'RepositoryIndex', {}, TOKEN)).toMatchObject({ models: [{ name: 'resnet', state: 'READY' }] });
     } finally {
       client.close();
       noCert.close();
