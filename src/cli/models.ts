@@ -1,6 +1,6 @@
 /**
  * `abacus models …`: list the zoo (with its `-small` and `-demo` variants) and the imported
- * models, show one model's operators, export, import. Every name another command takes
+ * models, show one model's inputs, outputs and operators, export, import. Every name another command takes
  * (`model/catalog.ts`) is listed here and works with `show` and `export`.
  */
 import fs from 'node:fs/promises';
@@ -17,6 +17,7 @@ import type { ModelArtifact } from '../model/artifact.ts';
 import { operatorFileName, SPEC_FILE } from '../model/artifact.ts';
 import { ensureDir, isDirectory } from '../fs.ts';
 import { formatTable } from './format.ts';
+import { interfaceText, modelInterface } from './model-interface.ts';
 import type { CliContext } from './context.ts';
 
 /** Zoo option flags shared by every command that builds a zoo model. */
@@ -170,12 +171,12 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
   addZooFlags(
     models
       .command('show')
-      .description('per-operator metadata of one model: GFLOP, parameters, boundary bytes, ONNX nodes')
+      .description('what one model takes and gives (inputs and outputs: datatypes, shapes with their dynamic axes and sizes, valid values) and its operators: GFLOP, parameters, boundary bytes, ONNX nodes')
       .argument('<name>', NAME_HELP)
       .option('--batch <n>', 'batch size for GFLOP and bytes', positiveInt('--batch'), 1)
       .option('--seq-len <n>', 'sequence length (BERT)', positiveInt('--seq-len'))
       .option('--operators <n>', 'for an imported model imported with several operator counts: which one', positiveInt('--operators'))
-      .option('--json', 'print the ModelSpec as JSON'),
+      .option('--json', 'print the ModelSpec as JSON, with the inputs, outputs and axes as a client sees them under "interface"'),
   ).action(async (name: string, opts: Record<string, unknown> & { batch: number; seqLen?: number; operators?: number; json?: boolean }) => {
     const repo = new ModelRepository(ctx.cacheOptions());
     const flags = checkZooFlags(name, opts);
@@ -186,7 +187,8 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
         ? (await repo.findImported(name, opts.operators)).spec
         : await resolveModelSpec(repo, name);
     const seqLen = checkSeqLenFlag(spec, opts.seqLen);
-    printSpec(ctx, spec, opts.batch, seqLen, opts.json === true);
+    const counts = spec.source.kind === 'import' ? (await repo.listImported()).filter((a) => a.spec.name === spec.name).map((a) => a.spec.operators.length) : undefined;
+    printSpec(ctx, spec, opts.batch, seqLen, opts.json === true, counts);
   });
 
   addZooFlags(
@@ -308,9 +310,15 @@ export function checkSeqLenFlag(spec: ModelSpec, seqLen: number | undefined): nu
   return seqLen;
 }
 
-function printSpec(ctx: CliContext, spec: ModelSpec, batch: number, seqLen: number, json: boolean): void {
+/**
+ * Print a model: its interface (`model-interface.ts`: inputs, outputs, dynamic axes) and its
+ * operators at `batch` and `seqLen`; `--json`: the `ModelSpec` plus `interface` (a
+ * `ModelInterface`, with `importedOperatorCounts` for an import).
+ */
+function printSpec(ctx: CliContext, spec: ModelSpec, batch: number, seqLen: number, json: boolean, importedOperatorCounts?: readonly number[]): void {
+  const io = modelInterface(spec);
   if (json) {
-    ctx.out(JSON.stringify(spec, null, 2) + '\n');
+    ctx.out(JSON.stringify({ ...spec, interface: { ...io, ...(importedOperatorCounts === undefined ? {} : { importedOperatorCounts }) } }, null, 2) + '\n');
     return;
   }
   const index = tensorSpecIndex(spec);
@@ -332,6 +340,8 @@ function printSpec(ctx: CliContext, spec: ModelSpec, batch: number, seqLen: numb
   const symbols = spec.dynamicAxes.symbols;
   const sizeText = symbols !== undefined ? `, size ${seqLen} (${Object.entries(symbols).map(([n, v]) => `${n} ${v}`).join(' · ')})` : spec.defaultSeqLen > 0 ? `, seq ${seqLen}` : '';
   ctx.out(`${spec.name}: ${spec.operators.length} operators, ${spec.params.toLocaleString('en-US')} parameters; batch ${batch}${sizeText}\n`);
+  ctx.out(interfaceText(spec, io, importedOperatorCounts));
+  ctx.out(`operators (at batch ${batch}${sizeText}):\n`);
   ctx.out(formatTable(['#', 'operator', 'GFLOP', 'params', 'in MB', 'out MB', 'cross act MB', 'cross const MB', 'ONNX nodes'], rows));
   ctx.out('cross: bytes carried to the next operator (its inputs and passthrough), activations and constants\n');
   ctx.out(`total GFLOP ${round(totalGflops(spec, batch, seqLen), 3)}\n`);

@@ -1,7 +1,8 @@
 /**
  * `abacus serve --config FILE [--host 127.0.0.1] [--http-port 8000] [--grpc-port 8001 | --no-grpc]
  * [--grace-ms 10000] [--max-body-bytes N] [--max-json-body-bytes N] [--headers-timeout-ms MS]
- * [--request-timeout-ms MS] [--keep-alive-timeout-ms MS] [--predictor FILE] [--model-control none|explicit] [--no-dashboard]`:
+ * [--request-timeout-ms MS] [--keep-alive-timeout-ms MS] [--predictor FILE] [--model-control none|explicit] [--no-dashboard]
+ * [--tls-cert FILE --tls-key FILE [--tls-ca FILE]] [--auth-token-file FILE]`:
  * serve the config's services over KServe v2 HTTP (and gRPC) with Prometheus metrics at
  * `/metrics` and the live dashboard at `/dashboard` (docs/dashboard.md).
  *
@@ -16,6 +17,11 @@
  * stdout gets one line per event (`abacus serve: HTTP listening on http://127.0.0.1:8000`,
  * `… ready: …`, `… stopped`), so scripts and tests can read the bound address; logs (pino JSON)
  * go to stderr, level from `$ABACUS_LOG_LEVEL` (default info).
+ *
+ * TLS and tokens (docs/serving.md "TLS and authentication"): `--tls-cert` and `--tls-key` serve
+ * HTTPS and gRPC over TLS, `--tls-ca` also requires client certificates signed by that CA;
+ * `--auth-token-file` requires `Authorization: Bearer <token>` on everything but the health
+ * probes. The files are read and checked before anything else starts (`serve/security.ts`).
  *
  * SIGTERM / SIGINT: graceful shutdown within `--grace-ms` (`serve/server.ts`), exit code 0.
  *
@@ -42,6 +48,7 @@ import { DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_JSON_BODY_BYTES } from '../serve/ht
 import { DEFAULT_HEADERS_TIMEOUT_MS, DEFAULT_KEEP_ALIVE_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS } from '../serve/http/timeouts.ts';
 import { DashboardHub } from '../serve/dashboard/hub.ts';
 import { startServer, type GrpcServerFactory, type RunningServer } from '../serve/server.ts';
+import { loadTlsMaterial, readAuthToken } from '../serve/security.ts';
 import { assembleServing, MODEL_CONTROL_MODES, type ModelControlMode } from '../deployment/serving.ts';
 import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
@@ -73,6 +80,14 @@ export interface ServeCliOptions {
   modelControl: ModelControlMode;
   /** `--strict-readiness true|false` (Triton's flag): the server readiness rule of docs/serving.md "Health and readiness". */
   strictReadiness: boolean;
+  /** `--tls-cert FILE`: PEM certificate (chain) of HTTPS and gRPC TLS; needs `tlsKey`. */
+  tlsCert?: string;
+  /** `--tls-key FILE`: PEM private key of `tlsCert`. */
+  tlsKey?: string;
+  /** `--tls-ca FILE`: PEM CA certificates; clients must present a certificate they signed (mutual TLS). */
+  tlsCa?: string;
+  /** `--auth-token-file FILE`: the bearer token clients must send (the file's content, trimmed). */
+  authTokenFile?: string;
 }
 
 /** After `stopped`, how long the process may take to exit by itself before it exits anyway, ms (a bound, not a measurement). */
@@ -135,6 +150,9 @@ function packageVersion(): string {
  */
 export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions): Promise<RunningServer> {
   const config = await loadServingConfig(opts.config);
+  // before the models are built: a wrong certificate or token file fails the command at once
+  const tls = loadTlsMaterial({ ...(opts.tlsCert === undefined ? {} : { cert: opts.tlsCert }), ...(opts.tlsKey === undefined ? {} : { key: opts.tlsKey }), ...(opts.tlsCa === undefined ? {} : { ca: opts.tlsCa }) });
+  const authToken = opts.authTokenFile === undefined ? undefined : readAuthToken(opts.authTokenFile);
   const logger = createLogger({ defaultLevel: 'info' });
   const { backend, metrics, feed, openEngine } = await assembleServing(ctx, config, {
     logger,
@@ -161,6 +179,7 @@ export async function startServeCommand(ctx: CliContext, opts: ServeCliOptions):
     timeouts: { headersTimeoutMs: opts.headersTimeoutMs, requestTimeoutMs: opts.requestTimeoutMs, keepAliveTimeoutMs: opts.keepAliveTimeoutMs },
     ...(grpc === undefined ? {} : { grpc }),
     ...(dashboard === undefined ? {} : { dashboard }),
+    security: { ...(tls === undefined ? {} : { tls }), ...(authToken === undefined ? {} : { authToken }) },
     announce: (line) => ctx.out(`abacus serve: ${line}\n`),
   });
 }
@@ -260,6 +279,10 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
       },
       true,
     )
+    .option('--tls-cert <file>', 'serve HTTPS and gRPC over TLS with this PEM certificate (chain); needs --tls-key (docs/serving.md "TLS and authentication")')
+    .option('--tls-key <file>', 'PEM private key of --tls-cert')
+    .option('--tls-ca <file>', 'PEM CA certificate(s): clients must present a certificate signed by one of them (mutual TLS); needs --tls-cert and --tls-key')
+    .option('--auth-token-file <file>', 'require "Authorization: Bearer <token>" (gRPC: authorization metadata) on every request but the health probes; the token is the file\'s content, trimmed')
     .option('--exit-with-parent', 'shut down (gracefully) when the parent process exits, e.g. when `npx abacus serve` is killed (default: on when launched through npm/npx)')
     .option('--no-exit-with-parent', 'keep running when the parent process exits, even when launched through npm/npx')
     .addHelpText('after', policyHelpText())

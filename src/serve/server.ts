@@ -28,6 +28,7 @@ import { createHttpApp } from './http/app.ts';
 import type { HttpTimeouts } from './http/timeouts.ts';
 import type { InferenceBackend } from './inference.ts';
 import type { ServeMetrics } from './metrics.ts';
+import type { ServeSecurity } from './security.ts';
 
 export type { GrpcInferenceServer };
 
@@ -55,12 +56,14 @@ export interface ServerOptions {
   readonly grpc?: { readonly port: number; readonly factory: GrpcServerFactory };
   /** The live dashboard (`/dashboard`); absent: none. */
   readonly dashboard?: DashboardHub;
+  /** TLS for HTTP and gRPC and the bearer token (`security.ts`); absent: plain text, no token. */
+  readonly security?: ServeSecurity;
   /** One line per event for the operator (`abacus serve: …`); the CLI prints them on stdout. */
   readonly announce?: (line: string) => void;
 }
 
 export interface RunningServer {
-  /** e.g. `http://127.0.0.1:8000`. */
+  /** e.g. `http://127.0.0.1:8000` (`https://…` with TLS). */
   readonly httpUrl: string;
   /** Bound gRPC port, when gRPC runs. */
   readonly grpcPort: number | undefined;
@@ -84,6 +87,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   const { backend, logger } = options;
   const announce = options.announce ?? (() => undefined);
   let closing = false;
+  const tls = options.security?.tls;
+  const authToken = options.security?.authToken;
   const http = createHttpApp(backend, {
     logger,
     ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
@@ -94,6 +99,8 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     offload: { start: true },
     closing: () => closing,
     ...(options.dashboard === undefined ? {} : { dashboard: options.dashboard }),
+    ...(tls === undefined ? {} : { tls }),
+    ...(authToken === undefined ? {} : { authToken }),
   });
   let grpc: GrpcInferenceServer | undefined;
   let grpcPort: number | undefined;
@@ -102,14 +109,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     await http.listen({ host: options.host, port: options.httpPort });
     const address = http.server.address();
     const port = typeof address === 'object' && address !== null ? address.port : options.httpPort;
-    httpUrl = `http://${formatHostPort(options.host, port)}`;
-    announce(`HTTP listening on ${httpUrl}`);
+    httpUrl = `${tls === undefined ? 'http' : 'https'}://${formatHostPort(options.host, port)}`;
+    announce(`HTTP listening on ${httpUrl}${tls?.ca === undefined ? '' : ' (client certificates required)'}`);
     if (options.grpc !== undefined) {
       const limit = options.maxBodyBytes;
-      grpc = options.grpc.factory(backend, { logger, ...(limit === undefined ? {} : { maxReceiveMessageBytes: limit, maxSendMessageBytes: limit }) });
+      grpc = options.grpc.factory(backend, { logger, ...(limit === undefined ? {} : { maxReceiveMessageBytes: limit, maxSendMessageBytes: limit }), ...(tls === undefined ? {} : { tls }), ...(authToken === undefined ? {} : { authToken }) });
       grpcPort = await grpc.listen(options.host, options.grpc.port);
-      announce(`gRPC listening on ${formatHostPort(options.host, grpcPort)}`);
+      announce(`gRPC listening on ${formatHostPort(options.host, grpcPort)}${tls === undefined ? '' : tls.ca === undefined ? ' (TLS)' : ' (TLS, client certificates required)'}`);
     }
+    if (authToken !== undefined) announce('a bearer token is required on every request but the health probes (/v2/health/live, /v2/health/ready, ServerLive, ServerReady)');
   } catch (err) {
     await http.close();
     await grpc?.close(0);

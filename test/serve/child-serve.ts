@@ -11,7 +11,7 @@ import { ABACUS_BIN } from '../helpers/cli.ts';
 export interface ChildServer {
   readonly child: ChildProcess;
   readonly pid: number;
-  /** `http://127.0.0.1:PORT`. */
+  /** `http://127.0.0.1:PORT` (`https://…` with `--tls-cert`). */
   readonly httpUrl: string;
   /** `127.0.0.1:PORT` (undefined with `--no-grpc`). */
   readonly grpcAddress: string | undefined;
@@ -71,7 +71,7 @@ export async function startChildServer(config: string, options: { cacheDir: stri
     await stop(1000);
     throw e;
   }
-  const httpUrl = /HTTP listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];
+  const httpUrl = /HTTP listening on (https?:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];
   const grpcAddress = /gRPC listening on (127\.0\.0\.1:\d+)/.exec(out)?.[1];
   if (httpUrl === undefined || child.pid === undefined) {
     await stop(1000);

@@ -27,6 +27,8 @@
  *   The `ServeErrorCode` also travels as trailing metadata `abacus-error-code`. A message above
  *   `maxReceiveMessageBytes` is RESOURCE_EXHAUSTED (grpc-js); bytes that are not a valid request
  *   message are INVALID_ARGUMENT (bad_request; grpc-js alone would answer INTERNAL).
+ * - TLS and tokens (`auth.ts`): SSL credentials with `tls`; with `authToken` every method but
+ *   ServerLive and ServerReady answers UNAUTHENTICATED without `authorization: Bearer <token>`.
  * - Every call gets exactly one response. A call the client cancels (or whose connection drops)
  *   aborts the request's `signal`, so a query that has not started is withdrawn.
  *
@@ -37,6 +39,8 @@ import type { Http2Server, ServerHttp2Session } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../log.ts';
 import { ServeError, type InferenceBackend } from '../inference.ts';
+import type { TlsMaterial } from '../security.ts';
+import { bearerAuthInterceptor, grpcServerCredentials } from './auth.ts';
 import { grpcStatusOf, inferRequestFromWire, inferResponseToWire } from './codec.ts';
 import { streamInferHandler } from './stream.ts';
 import {
@@ -74,12 +78,16 @@ export interface GrpcServerOptions {
   readonly maxSendMessageBytes?: number;
   /** How outputs are encoded: `raw` (default, `raw_output_contents`, as Triton) or `typed` (`contents`). */
   readonly outputContents?: 'raw' | 'typed';
+  /** Serve SSL with this certificate (client certificates required when it has a CA); absent: plain text. */
+  readonly tls?: TlsMaterial;
+  /** Require `authorization: Bearer <authToken>` metadata on every method but ServerLive and ServerReady (`auth.ts`); absent: none. */
+  readonly authToken?: string;
 }
 
 /** A gRPC server for one backend; create with `createGrpcServer`. */
 export interface GrpcInferenceServer {
   /**
-   * Bind `host:port` (port 0: any free port) without TLS and start serving.
+   * Bind `host:port` (port 0: any free port), with TLS when the options have `tls`, and start serving.
    * @returns the bound port.
    * @throws Error when the address cannot be bound or the server is already listening or closed.
    */
@@ -182,6 +190,8 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
   const server = new grpc.Server({
     'grpc.max_receive_message_length': maxReceive,
     'grpc.max_send_message_length': maxSend,
+    // every method, whatever its kind, is behind the token check (`auth.ts`)
+    ...(options.authToken === undefined ? {} : { interceptors: [bearerAuthInterceptor(options.authToken)] }),
   });
 
   /** Run a synchronous handler body; any throw becomes the mapped status. */
@@ -366,7 +376,7 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
       state = 'listening';
       const address = bindAddress(host, port);
       return new Promise<number>((resolve, reject) => {
-        server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (error, boundPort) => {
+        server.bindAsync(address, grpcServerCredentials(options.tls), (error, boundPort) => {
           if (error !== null) {
             state = 'new';
             reject(new Error(`gRPC server cannot bind ${address}: ${error.message}`, { cause: error }));

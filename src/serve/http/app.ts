@@ -19,6 +19,11 @@
  * | `GET /metrics` | Prometheus text (when `metrics` is given) |
  * | `GET /dashboard[/…]` | the live dashboard and its event stream (when `dashboard` is given; `../dashboard/routes.ts`) |
  *
+ * TLS and tokens (docs/serving.md "TLS and authentication"): with `tls` the server is HTTPS
+ * (client certificates required when it has a CA); with `authToken` every route but the health
+ * probes answers 401 `{"error": ...}` with `WWW-Authenticate: Bearer` unless the request carries
+ * `Authorization: Bearer <token>` (`../security.ts`).
+ *
  * Request bodies may be compressed (`Content-Encoding: gzip | x-gzip | deflate`; a stream that
  * does not inflate is a 400 saying so, another encoding 415); the body limit counts inflated bytes.
  *
@@ -50,7 +55,8 @@
  * withdraws a query that has not run.
  */
 import { randomBytes } from 'node:crypto';
-import { createServer, STATUS_CODES, type IncomingMessage, type ServerOptions, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { PassThrough, type Duplex, type Readable } from 'node:stream';
 import { createGunzip, createInflate } from 'node:zlib';
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -59,6 +65,7 @@ import { MAX_REQUEST_ID_LENGTH, ServeError, type AdmissionTicket, type Inference
 import type { DashboardHub } from '../dashboard/hub.ts';
 import { registerDashboardRoutes } from '../dashboard/routes.ts';
 import type { ServeMetrics } from '../metrics.ts';
+import { authChallenge, authFailureMessage, bearerTokenMatches, OPEN_HTTP_ROUTES, type TlsMaterial } from '../security.ts';
 import { INFERENCE_HEADER } from './codec.ts';
 import { compressionHook, type CompressionOptions } from './compress.ts';
 import { BodyPool, readBody, refuseBody } from './body.ts';
@@ -130,6 +137,13 @@ export interface HttpAppOptions {
   readonly bodyPoolBytes?: number;
   /** Response compression on `Accept-Encoding` (`compress.ts`); `false` turns it off [on, defaults there]. */
   readonly compression?: CompressionOptions | false;
+  /** Serve HTTPS with this certificate (and, with `ca`, require client certificates signed by it); absent: plain HTTP. */
+  readonly tls?: TlsMaterial;
+  /**
+   * Require `Authorization: Bearer <authToken>` on every route but `OPEN_HTTP_ROUTES` (`../security.ts`):
+   * others answer 401 with `WWW-Authenticate: Bearer` and `{"error": ...}`, before admission and before the body is read.
+   */
+  readonly authToken?: string;
 }
 
 interface ModelParams {
@@ -171,8 +185,11 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   // next to nothing. An admitted request's ticket travels to `infer` (`InferRequest.admission`).
   const tickets = new WeakMap<IncomingMessage, AdmissionTicket>();
   let shedCount = 0;
+  const authToken = options.authToken;
   const admitRaw = (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== 'POST' || backend.admit === undefined) return false;
+    // without the token: no admission ticket; fastify's onRequest hook answers the 401
+    if (authToken !== undefined && !bearerTokenMatches(req.headers.authorization, authToken)) return false;
     const m = INFER_PATH.exec(req.url ?? '');
     if (m === null) return false;
     let name: string;
@@ -206,9 +223,12 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     serverFactory: (handler, opts) => {
       // what fastify sets on the server it creates itself (its defaults are in `opts`)
       const timeouts = opts as { keepAliveTimeout?: number; requestTimeout?: number; connectionTimeout?: number; http?: ServerOptions };
-      const server = createServer({ ...(timeouts.http ?? {}) }, (req, res) => {
+      const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
         if (!admitRaw(req, res)) handler(req, res);
-      });
+      };
+      const tls = options.tls;
+      // node's https.Server is an http.Server over TLS: the same events, timeouts and connection methods
+      const server: Server = tls === undefined ? createServer({ ...(timeouts.http ?? {}) }, onRequest) : createHttpsServer({ ...(timeouts.http ?? {}), cert: tls.cert, key: tls.key, ...(tls.ca === undefined ? {} : { ca: tls.ca, requestCert: true, rejectUnauthorized: true }) }, onRequest);
       if (timeouts.keepAliveTimeout !== undefined) server.keepAliveTimeout = timeouts.keepAliveTimeout;
       if (timeouts.requestTimeout !== undefined) server.requestTimeout = timeouts.requestTimeout;
       server.setTimeout(timeouts.connectionTimeout ?? 0);
@@ -270,7 +290,8 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   // `Expect: 100-continue`: a body over its limit is refused before the client sends it (no
   // `100 Continue`; `readBody` then reads nothing and the connection closes after the 413)
   app.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
-    if (declaredTooLarge(req.headers, limits) === undefined) res.writeContinue();
+    // nor to a client without the token: its 401 comes first (health probes send no body)
+    if (declaredTooLarge(req.headers, limits) === undefined && (authToken === undefined || bearerTokenMatches(req.headers.authorization, authToken))) res.writeContinue();
     app.server.emit('request', req, res);
   });
   if (options.offload?.start === true) app.addHook('onListen', (done) => {
@@ -290,6 +311,19 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
     if (given !== undefined && given.length > MAX_REQUEST_ID_LENGTH) void sendError(request, reply, 400, `the x-request-id header is ${given.length} characters long; at most ${MAX_REQUEST_ID_LENGTH}`);
     else done();
   });
+  if (authToken !== undefined) {
+    app.addHook('onRequest', (request, reply, done) => {
+      const route = request.routeOptions.url;
+      const open = (request.method === 'GET' || request.method === 'HEAD') && route !== undefined && OPEN_HTTP_ROUTES.includes(route);
+      const header = request.headers.authorization;
+      if (open || bearerTokenMatches(header, authToken)) {
+        done();
+        return;
+      }
+      void reply.header('www-authenticate', authChallenge(header));
+      void sendError(request, reply, 401, authFailureMessage(header));
+    });
+  }
   // `application/json` exactly: fastify appends `; charset=utf-8` (JSON is UTF-8 by definition,
   // RFC 8259 §8.1), and KServe's REST client shows an error's text only for exactly `application/json`
   app.addHook('onSend', (_request, reply, payload, done) => {
