@@ -5,7 +5,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ModelRepository, repairHintOf } from '../src/model/repository.ts';
+import { importVersion, ModelRepository, repairHintOf } from '../src/model/repository.ts';
 import { ensureDir } from '../src/fs.ts';
 import { SMALL_VARIANTS } from './helpers/small-variants.ts';
 
@@ -92,9 +92,10 @@ describe('ModelRepository', () => {
     expect(repairHintOf(a)).toBe(`delete the folder ${path.basename(a.dir)} of the model cache: it is rebuilt on the next start`);
   });
 
-  it('one model per name: another file under a taken name is refused unless forced, which replaces every operator count', async () => {
+  it('versions: another file under a taken name is the next version; forced, it replaces every version and operator count', async () => {
     const a = (await repo.zooArtifact('resnet50', SMALL_VARIANTS.resnet50)).artifact;
     const b = (await repo.zooArtifact('resnet50', { ...SMALL_VARIANTS.resnet50, seed: 7 })).artifact;
+    const c = (await repo.zooArtifact('resnet50', { ...SMALL_VARIANTS.resnet50, seed: 8 })).artifact;
     const file = path.join(tmp, 'mine.onnx');
     await fs.copyFile(a.modelPath, file);
     const first = await repo.importModel(file, { operators: 3 });
@@ -102,21 +103,31 @@ describe('ModelRepository', () => {
     expect(firstFour.built).toBe(true);
     // the same file again: found, not rebuilt
     expect((await repo.importModel(file, { operators: 3 })).built).toBe(false);
-    await fs.copyFile(b.modelPath, file); // same name, other weights
-    await expect(repo.importModel(file, { operators: 3 })).rejects.toThrow(/name 'mine' is already taken by an import of a different file.*--force/);
-    expect((await repo.listImported()).map((x) => x.dir)).toEqual([first.artifact.dir, firstFour.artifact.dir]);
-    const second = await repo.importModel(file, { operators: 3, force: true });
-    expect(second.built).toBe(true);
-    expect(second.artifact.dir).not.toBe(first.artifact.dir);
-    // the 4-operator entry of the old file is gone too
-    expect((await repo.listImported()).map((x) => [x.spec.name, x.spec.operators.length, x.dir])).toEqual([['mine', 3, second.artifact.dir]]);
-    const four = await repo.importModel(file, { operators: 4 });
-    const listed = await repo.listImported();
-    expect(listed.map((x) => [x.spec.name, x.spec.operators.length, x.dir])).toEqual([
-      ['mine', 3, second.artifact.dir],
-      ['mine', 4, four.artifact.dir],
+    await fs.copyFile(b.modelPath, file); // same name, other weights: version 2
+    const v2 = await repo.importModel(file, { operators: 3 });
+    expect(v2.built).toBe(true);
+    expect(v2.artifact.spec.name).toBe('mine@2');
+    expect(importVersion(v2.artifact.spec)).toBe(2);
+    expect((await repo.listImported()).map((x) => [x.spec.name, x.spec.operators.length, x.dir])).toEqual([
+      ['mine', 3, first.artifact.dir],
+      ['mine', 4, firstFour.artifact.dir],
+      ['mine@2', 3, v2.artifact.dir],
     ]);
-    expect((await repo.findImported('mine', 3)).dir).toBe(second.artifact.dir);
+    // the latest version by default, an earlier one by number; the same file again is the same version
+    expect((await repo.findImported('mine')).dir).toBe(v2.artifact.dir);
+    expect((await repo.findImported('mine', 4, 1)).dir).toBe(firstFour.artifact.dir);
+    await expect(repo.findImported('mine', undefined, 1)).rejects.toThrow(/several times \(3, 4 operators\)/);
+    await expect(repo.findImported('mine', undefined, 3)).rejects.toThrow(/has no version 3 \(imported versions: 1, 2\)/);
+    expect((await repo.importModel(file, { operators: 3 })).built).toBe(false);
+    expect(repairHintOf(v2.artifact)).toMatch(/import .* again under the name mine \(it then becomes the latest version\)/);
+    // forced: replaces every version and operator count, as version 1
+    await fs.copyFile(c.modelPath, file);
+    const forced = await repo.importModel(file, { operators: 3, force: true });
+    expect(forced.built).toBe(true);
+    expect((await repo.listImported()).map((x) => [x.spec.name, x.spec.operators.length, x.dir])).toEqual([['mine', 3, forced.artifact.dir]]);
+    const four = await repo.importModel(file, { operators: 4 });
+    expect((await repo.findImported('mine', 3)).dir).toBe(forced.artifact.dir);
+    expect((await repo.findImported('mine', 4)).dir).toBe(four.artifact.dir);
     await expect(repo.findImported('mine')).rejects.toThrow(/several times \(3, 4 operators\)/);
     await expect(repo.findImported('nope')).rejects.toThrow(/unknown model 'nope'/);
   });

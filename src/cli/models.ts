@@ -98,7 +98,7 @@ function checkZooFlags(name: string, opts: Record<string, unknown>): Record<stri
   return flags;
 }
 
-const NAME_HELP = `zoo model (${ZOO_MODEL_NAMES.join(', ')}), its -small or -demo variant (see abacus models), or an imported model (NAME or NAME:N)`;
+const NAME_HELP = `zoo model (${ZOO_MODEL_NAMES.join(', ')}), its -small or -demo variant (see abacus models), or an imported model (NAME: its latest version, NAME@V: version V, either with :N for an operator count)`;
 
 /** One row of `abacus models --json`. */
 export interface ModelListing {
@@ -184,7 +184,10 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     const spec = isZooModelName(name)
       ? await withFlagNames(() => repo.zooSpec(name, flags))
       : opts.operators !== undefined
-        ? (await repo.findImported(name, opts.operators)).spec
+        ? await (async () => {
+            const ref = parseModelRef(name);
+            return (await repo.findImported(ref.name, opts.operators, ref.kind === 'import' ? ref.version : undefined)).spec;
+          })()
         : await resolveModelSpec(repo, name);
     const seqLen = checkSeqLenFlag(spec, opts.seqLen);
     const counts = spec.source.kind === 'import' ? (await repo.listImported()).filter((a) => a.spec.name === spec.name).map((a) => a.spec.operators.length) : undefined;
@@ -222,7 +225,7 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     .requiredOption('--operators <n>', 'number of operators N (1 ≤ N ≤ node count)', positiveInt('--operators'))
     .option('--default-seq-len <n>', 'sequence length for metadata when the model has a sequence axis (default 128)', positiveInt('--default-seq-len'))
     .option('--name <name>', 'model name (default: file name without .onnx)')
-    .option('--force', 'replace a different model already imported under this name (every operator count of it); for the same file, rebuild its cache entry (repairs corrupt operator files)')
+    .option('--force', 'replace the model already imported under this name (every version and operator count of it) instead of adding the file as its next version; for the same file, rebuild its cache entry (repairs corrupt operator files)')
     .option('--probe-shape <name=DxD>', 'shape of an input for the shape probe, e.g. audio=1x16000 (repeatable; a sequence-axis size is also the default sequence length)', collectProbe('--probe-shape'), [])
     .option('--probe-value <name=V>', 'value every element of an input holds in the shape probe, e.g. sr=16000 (repeatable; default 0)', collectProbe('--probe-value'), [])
     .option('--json', 'print the ModelSpec as JSON')

@@ -57,7 +57,7 @@ export type ModelControlMode = 'none' | 'explicit';
 export const MODEL_CONTROL_MODES: readonly ModelControlMode[] = ['none', 'explicit'];
 
 /** A model name in a load request's `config.model`: a zoo or imported model NAME (`NAME[:N]`), never a path. */
-const MODEL_REF_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(:[0-9]{1,4})?$/;
+const MODEL_REF_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(@[0-9]{1,6})?(:[0-9]{1,4})?$/;
 
 /** Where a load request's service settings come from, in error messages. */
 const LOAD_CONFIG_SOURCE = 'parameters.config';

@@ -9,8 +9,9 @@
  *   never confuse it with the full model;
  * - `resnet50-demo`, `bert-demo`: the `npm start` demo's mid-size variants
  *   (`DEMO_ZOO_OPTIONS`), renamed the same way;
- * - an imported model's name (`abacus models import`), or `NAME:N` to pick the import made
- *   with N operators when there are several.
+ * - an imported model's name (`abacus models import`): its latest version; `NAME@V` for
+ *   version V (`NAME@1` is `NAME`'s first); `:N` after either to pick the import made with N
+ *   operators when there are several (`NAME:N`, `NAME@V:N`).
  */
 import { artifactAt, type ModelArtifact } from './artifact.ts';
 import type { ModelRepository } from './repository.ts';
@@ -52,11 +53,11 @@ export const DEMO_ZOO_OPTIONS: Readonly<Partial<Record<ZooModelName, Readonly<Re
 /** A model name split into what it refers to. */
 export type ModelRef =
   | { readonly kind: 'zoo'; readonly name: string; readonly zoo: ZooModelName; readonly options: Readonly<Record<string, number>> }
-  | { readonly kind: 'import'; readonly name: string; readonly operators?: number };
+  | { readonly kind: 'import'; readonly name: string; readonly operators?: number; readonly version?: number };
 
 /**
  * Parse a model name (see the file comment).
- * @throws RangeError for an empty name or a bad `:N` part.
+ * @throws RangeError for an empty name or a bad `:N` or `@V` part.
  */
 export function parseModelRef(text: string): ModelRef {
   const name = typeof text === 'string' ? text.trim() : '';
@@ -71,12 +72,19 @@ export function parseModelRef(text: string): ModelRef {
     const options = isZooModelName(base) ? DEMO_ZOO_OPTIONS[base] : undefined;
     if (isZooModelName(base) && options !== undefined) return { kind: 'zoo', name, zoo: base, options };
   }
-  const [importName, count, ...rest] = name.split(':');
-  if (rest.length > 0 || importName === undefined || importName === '') throw new RangeError(`model name '${name}' must be NAME or NAME:N`);
-  if (count === undefined) return { kind: 'import', name: importName };
+  const [versioned, count, ...rest] = name.split(':');
+  const [importName, versionText, ...more] = (versioned ?? '').split('@');
+  if (rest.length > 0 || more.length > 0 || importName === undefined || importName === '') throw new RangeError(`model name '${name}' must be NAME, NAME@V, NAME:N or NAME@V:N`);
+  let version: number | undefined;
+  if (versionText !== undefined) {
+    version = /^[0-9]{1,6}$/.test(versionText) ? Number(versionText) : Number.NaN;
+    if (!Number.isInteger(version) || version < 1) throw new RangeError(`model name '${name}': V in NAME@V must be a positive integer, got '${versionText}'`);
+  }
+  const withVersion = version === undefined ? {} : { version };
+  if (count === undefined) return { kind: 'import', name: importName, ...withVersion };
   const operators = Number(count);
   if (!Number.isInteger(operators) || operators < 1) throw new RangeError(`model name '${name}': N in NAME:N must be a positive integer, got '${count}'`);
-  return { kind: 'import', name: importName, operators };
+  return { kind: 'import', name: importName, operators, ...withVersion };
 }
 
 /**
@@ -103,7 +111,7 @@ const renamed = (spec: ModelSpec, name: string): ModelSpec => (spec.name === nam
 export async function resolveModelSpec(repo: ModelRepository, text: string): Promise<ModelSpec> {
   const ref = parseModelRef(text);
   if (ref.kind === 'zoo') return renamed(await repo.zooSpec(ref.zoo, ref.options), ref.name);
-  return (await repo.findImported(ref.name, ref.operators)).spec;
+  return (await repo.findImported(ref.name, ref.operators, ref.version)).spec;
 }
 
 /**
@@ -113,7 +121,7 @@ export async function resolveModelSpec(repo: ModelRepository, text: string): Pro
  */
 export async function resolveModelArtifact(repo: ModelRepository, text: string, onBuild?: (name: string) => void): Promise<{ artifact: ModelArtifact; built: boolean }> {
   const ref = parseModelRef(text);
-  if (ref.kind === 'import') return { artifact: await repo.findImported(ref.name, ref.operators), built: false };
+  if (ref.kind === 'import') return { artifact: await repo.findImported(ref.name, ref.operators, ref.version), built: false };
   if (onBuild !== undefined && !(await repo.isZooCached(ref.zoo, ref.options))) onBuild(ref.name);
   const { artifact, built } = await repo.zooArtifact(ref.zoo, ref.options);
   return { artifact: ref.name === artifact.spec.name ? artifact : artifactAt(artifact.dir, renamed(artifact.spec, ref.name)), built };

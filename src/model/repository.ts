@@ -9,8 +9,11 @@
  * crash or a failed build never leaves a half-written entry, and a second run never rebuilds.
  * Only directories named like entries are ever read, and only an entry looked up by its exact
  * key is ever discarded (when broken); anything else in the cache directory is left alone.
- * One model per import name: another file under a taken name is refused unless forced (then it
- * replaces every operator count of the name); one entry per (name, operator count).
+ * Versions: another file imported under a taken name is the name's next version (1, 2, …), its
+ * entries beside the earlier versions'; forced, it replaces the model instead (every version and
+ * operator count) as version 1. One entry per (name, version, operator count). Version v ≥ 2 of
+ * `name` is known as `name@v` everywhere a model is named by its spec (`versionedName`: listings,
+ * the predictor, profiles), so two versions never share a predictor key; version 1 keeps `name`.
  *
  * Cache directory: `--cache-dir`, else `$ABACUS_CACHE_DIR`, else `<project>/.cache/models`.
  */
@@ -111,16 +114,17 @@ export class ModelRepository {
    * Import an ONNX file, partition it into `operators` operators and cache the result under
    * `imports`. Nothing is written unless the whole import succeeds.
    *
-   * One model per name: importing a different file (other content of the `.onnx` file or of its
-   * external data) under a name some import already has is refused unless `force`, which then
-   * removes every entry of that name (every operator count) once the new one is written, so no
-   * operator count keeps serving the old model. The same file under the same name at another
-   * operator count or default sequence length adds an entry; at the same count it replaces it.
-   * `force` also rebuilds the entry of the same file and settings (a cache entry whose operator
-   * files were corrupted on disk): the new entry is built first, then the old one is removed and
-   * the new one published, so a failed rebuild leaves the old entry as it was.
-   * @throws InvalidModelError for unreadable/invalid models; RangeError for a bad `operators`,
-   *   a bad name, or a name taken by another file without `force` (naming `--force`).
+   * Versions: importing a different file (other content of the `.onnx` file or of its external
+   * data) under a name some import already has adds the name's next version (the highest so far
+   * + 1); the same file as an existing version adds to (or replaces, at the same operator count)
+   * that version's entries. `force` replaces the model: every entry of that name of another file
+   * (every version and operator count) is removed once the new one is written, which is then
+   * version 1, so nothing keeps serving the old model. `force` also rebuilds the entry of the
+   * same file and settings (a cache entry whose operator files were corrupted on disk): the new
+   * entry is built first, then the old one is removed and the new one published, so a failed
+   * rebuild leaves the old entry as it was.
+   * @throws InvalidModelError for unreadable/invalid models; RangeError for a bad `operators` or
+   *   a bad name.
    */
   async importModel(file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; force?: boolean; probe?: ProbeInputs }): Promise<ArtifactResult> {
     const defaultName = path.basename(file).replace(/\.onnx$/i, '');
@@ -131,21 +135,16 @@ export class ModelRepository {
     } catch (err) {
       throw new InvalidModelError(`cannot read ONNX file ${file}: ${(err as Error).message}`, { cause: err });
     }
-    const sameName = (await this.listImported()).filter((a) => a.spec.name === name);
-    const other = sameName.find((a) => !isSameContent(a.spec, contentHash));
-    if (other !== undefined && opts.force !== true) {
-      const from = other.spec.source.kind === 'import' ? other.spec.source.file : 'another file';
-      throw new RangeError(
-        `name '${name}' is already taken by an import of a different file (${from}, ${other.spec.operators.length} operators); choose another --name, or give --force to replace every operator count of '${name}'`,
-      );
-    }
+    const sameName = (await this.listImported()).filter((a) => importName(a.spec) === name);
+    const sameFile = sameName.find((a) => isSameContent(a.spec, contentHash));
+    const version = opts.force === true ? 1 : sameFile !== undefined ? importVersion(sameFile.spec) : Math.max(0, ...sameName.map((a) => importVersion(a.spec))) + 1;
     const dir = path.join(this.cacheDir, `${name}-${hashKey({ contentHash, operators: opts.operators, name, defaultSeqLen: opts.defaultSeqLen ?? null, version: ZOO_BUILD_VERSION, importVersion: IMPORT_BUILD_VERSION, ...(opts.probe === undefined ? {} : { probe: opts.probe }) })}`);
     const found = await readEntryOrDiscard(dir);
-    if (found && other === undefined && opts.force !== true) return { artifact: artifactAt(dir, found), built: false };
+    if (found && opts.force !== true) return { artifact: versioned(artifactAt(dir, found)), built: false };
     // forced: rebuilt even when the entry is there (its files may be corrupt; `found` only checks they exist)
     const cached = opts.force === true ? undefined : found;
     let artifact: ModelArtifact;
-    if (cached) artifact = artifactAt(dir, cached);
+    if (cached) artifact = versioned(artifactAt(dir, cached));
     else {
       const { spec, model, operatorModels } = await importOnnxModel(file, {
         operators: opts.operators,
@@ -153,21 +152,22 @@ export class ModelRepository {
         ...(opts.defaultSeqLen === undefined ? {} : { defaultSeqLen: opts.defaultSeqLen }),
         ...(opts.probe === undefined ? {} : { probe: opts.probe }),
       });
-      const source = spec.source.kind === 'import' ? { ...spec.source, contentSha256: contentHash } : spec.source;
+      const source = spec.source.kind === 'import' ? { ...spec.source, contentSha256: contentHash, ...(version > 1 ? { version } : {}) } : spec.source;
       if (found) await discardEntry(dir);
-      artifact = await this.writeEntry(dir, { ...spec, source }, model, operatorModels);
+      artifact = versioned(await this.writeEntry(dir, { ...spec, source }, model, operatorModels));
     }
-    // The new entry replaces: with force every entry of another file; always the same operator count.
+    // The new entry replaces: with force every entry of another file; always the same file at the same operator count.
     for (const old of sameName) {
       if (old.dir === artifact.dir) continue;
-      if (!isSameContent(old.spec, contentHash) || old.spec.operators.length === artifact.spec.operators.length) await discardEntry(old.dir);
+      const sameContent = isSameContent(old.spec, contentHash);
+      if ((opts.force === true && !sameContent) || (sameContent && old.spec.operators.length === artifact.spec.operators.length)) await discardEntry(old.dir);
     }
     return { artifact, built: cached === undefined };
   }
 
   /**
    * Every imported model in the cache (one entry per file content × operator count), sorted
-   * by name then operator count.
+   * by name, version, then operator count; version v ≥ 2 named `name@v` (`versionedName`).
    */
   async listImported(): Promise<ModelArtifact[]> {
     let names: string[];
@@ -181,20 +181,25 @@ export class ModelRepository {
       if (!ENTRY_NAME.test(entry)) continue;
       const dir = path.join(this.cacheDir, entry);
       const spec = await readEntrySpec(dir);
-      if (spec?.source?.kind === 'import') out.push(artifactAt(dir, spec));
+      if (spec?.source?.kind === 'import') out.push(versioned(artifactAt(dir, spec)));
     }
-    return out.sort((a, b) => a.spec.name.localeCompare(b.spec.name) || a.spec.operators.length - b.spec.operators.length);
+    return out.sort((a, b) => importName(a.spec).localeCompare(importName(b.spec)) || importVersion(a.spec) - importVersion(b.spec) || a.spec.operators.length - b.spec.operators.length);
   }
 
   /**
-   * The imported model called `name` (with `operators` operators when several were imported).
-   * @throws RangeError when there is none, or several and `operators` does not pick one.
+   * The imported model called `name`: version `version` (default: its latest), with
+   * `operators` operators when several counts of that version were imported.
+   * @throws RangeError when there is none, no such version, or several and `operators` does not pick one.
    */
-  async findImported(name: string, operators?: number): Promise<ModelArtifact> {
-    const all = (await this.listImported()).filter((a) => a.spec.name === name);
+  async findImported(name: string, operators?: number, version?: number): Promise<ModelArtifact> {
+    const named = (await this.listImported()).filter((a) => importName(a.spec) === name);
+    if (named.length === 0) throw new RangeError(`unknown model '${name}': not a zoo model (${ZOO_MODEL_NAMES.join(', ')}) and not imported (see abacus models)`);
+    const versions = [...new Set(named.map((a) => importVersion(a.spec)))];
+    const want = version ?? Math.max(...versions);
+    if (!versions.includes(want)) throw new RangeError(`model '${name}' has no version ${want} (imported versions: ${versions.join(', ')})`);
+    const all = named.filter((a) => importVersion(a.spec) === want);
     const matching = operators === undefined ? all : all.filter((a) => a.spec.operators.length === operators);
     if (matching.length === 1) return matching[0]!;
-    if (all.length === 0) throw new RangeError(`unknown model '${name}': not a zoo model (${ZOO_MODEL_NAMES.join(', ')}) and not imported (see abacus models)`);
     const counts = all.map((a) => a.spec.operators.length).join(', ');
     if (matching.length === 0) throw new RangeError(`model '${name}' was imported with ${counts} operators, not ${operators}`);
     throw new RangeError(`model '${name}' was imported several times (${counts} operators): pick one (models show: --operators N; demo: --models ${name}:N)`);
@@ -367,6 +372,27 @@ async function importContentHash(file: string): Promise<string> {
 }
 
 /** True when an imported entry was made from the file content `contentHash` (`importContentHash`). */
+/** The name a model was imported under (without the `@v` of a later version). */
+export function importName(spec: ModelSpec): string {
+  return spec.name.split('@')[0]!;
+}
+
+/** The version of an imported model (1 for zoo models and imports before versions). */
+export function importVersion(spec: ModelSpec): number {
+  return spec.source.kind === 'import' ? (spec.source.version ?? 1) : 1;
+}
+
+/** How version `version` of the model `name` is named by its spec: `name` for version 1, else `name@version`. */
+export function versionedName(name: string, version: number): string {
+  return version <= 1 ? name : `${name}@${version}`;
+}
+
+/** `artifact` with its spec named by its version (`versionedName`). */
+function versioned(artifact: ModelArtifact): ModelArtifact {
+  const v = importVersion(artifact.spec);
+  return v <= 1 ? artifact : artifactAt(artifact.dir, { ...artifact.spec, name: versionedName(importName(artifact.spec), v) });
+}
+
 function isSameContent(spec: ModelSpec, contentHash: string): boolean {
   // Older entries lack contentSha256; without external data the content hash is the file's sha256.
   return spec.source.kind === 'import' && (spec.source.contentSha256 ?? spec.source.sha256) === contentHash;
@@ -418,6 +444,9 @@ function hashKey(value: unknown): string {
 export function repairHintOf(artifact: Pick<ModelArtifact, 'spec' | 'dir'>): string {
   const folder = path.basename(artifact.dir);
   const { spec } = artifact;
+  if (spec.source.kind === 'import' && importVersion(spec) > 1) {
+    return `delete the folder ${folder} of the model cache and import ${spec.source.file} again under the name ${importName(spec)} (it then becomes the latest version)`;
+  }
   if (spec.source.kind === 'import') {
     return `re-import it with \`abacus models import ${spec.source.file} --name ${spec.name} --operators ${spec.operators.length} --force\`, or delete the folder ${folder} of the model cache and import it again`;
   }

@@ -132,6 +132,11 @@ export interface ModelSpec {
         readonly sha256: string;
         /** SHA-256 (hex) of the `.onnx` file and its external data files (the repository's identity of an import); absent in older entries. */
         readonly contentSha256?: string;
+        /**
+         * Version of the model under its name, ≥ 1 (1 when absent): a different file imported under
+         * a taken name without `--force` is the next version (`ModelRepository.importModel`).
+         */
+        readonly version?: number;
       };
   readonly inputs: readonly TensorSpec[];
   readonly outputs: readonly TensorSpec[];
