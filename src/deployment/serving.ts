@@ -7,12 +7,13 @@
  * (`serve/server.ts` `startServer`).
  */
 import { readFile, stat } from 'node:fs/promises';
+import { expandVersions } from './versions.ts';
 import { withDeviceDefaults } from './policy-defaults.ts';
 import { describeError, InvalidConfigError, InvalidModelError } from '../errors.ts';
 import type { DeviceService } from '../device/device.ts';
 import type { ModelArtifact } from '../model/artifact.ts';
 import type { Logger } from '../log.ts';
-import { ModelRepository, repairHintOf } from '../model/repository.ts';
+import { importVersion, ModelRepository, repairHintOf } from '../model/repository.ts';
 import { maxQosMsOf, parseServiceConfig, type ServingConfig } from '../runtime/config.ts';
 import { predictorFromFile, readPredictorFile } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
@@ -79,8 +80,11 @@ export interface ServingAssembly {
  * @throws InvalidConfigError naming the file and field for an unknown policy, bad policy
  *   parameters, or a bad service (model, batch sizes, sequence lengths, dynamic batching).
  */
-export async function assembleServing(ctx: DeploymentContext, config: ServingConfig, options: ServingOptions): Promise<ServingAssembly> {
-  if (!isPolicyName(config.policy.name)) throw new InvalidConfigError(`${config.source}: policy: unknown policy '${config.policy.name}' (valid: ${POLICY_NAMES.join(', ')})`);
+export async function assembleServing(ctx: DeploymentContext, given: ServingConfig, options: ServingOptions): Promise<ServingAssembly> {
+  let config = given;
+  const policyName = config.policy.name;
+  if (!isPolicyName(policyName)) throw new InvalidConfigError(`${config.source}: policy: unknown policy '${policyName}' (valid: ${POLICY_NAMES.join(', ')})`);
+  const fuses = FUSING_POLICIES.has(policyName);
   try {
     parseControllerParams(config.policy.name, config.policy.params);
   } catch (err) {
@@ -92,10 +96,13 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   if (config.device.startsWith('sim') && config.executorMemoryLimitMb !== undefined) logger.warn({ executorMemoryLimitMb: config.executorMemoryLimitMb }, 'executorMemoryLimitMb applies to ort executors; a simulated device has none, so it is ignored');
   if (config.arrivals !== undefined) logger.info({ arrivals: formatArrivalSpec(config.arrivals) }, 'arrivals is read by bench and simulate; serve answers the load its clients send');
   const repo = new ModelRepository(ctx.cacheOptions());
+  // one service per served version of each model (versionPolicy)
+  const versioned = await expandVersions(repo, config);
+  config = versioned.config;
   // dynamic batching on by default on a simulated device only: on a CPU it did not pay (docs/batching.md), so there a config asks for it
   const hosted = await resolveServices(ctx, repo, config, { batchingByDefault: config.device.startsWith('sim') });
   for (const [service, b] of hosted.batching ?? []) {
-    if (b.kind === 'on' && !FUSING_POLICIES.has(config.policy.name)) {
+    if (b.kind === 'on' && !fuses) {
       logger.info({ service, policy: config.policy.name }, `dynamic batching off: the policy runs every request alone (fusing policies: ${[...FUSING_POLICIES].join(', ')})`);
     } else if (b.kind === 'on') {
       logger.info({ service, ...b.limits }, 'dynamic batching on');
@@ -111,7 +118,8 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   const models: ServedModel[] = hosted.services.map((s) => {
     const c = config.services.find((x) => x.name === s.name)!;
     const l = labels.get(s.name);
-    return { name: s.name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(c), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }), ...(l === undefined ? {} : { labels: l }) };
+    const v = versioned.versions.get(s.name);
+    return { name: s.name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(c), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }), ...(l === undefined ? {} : { labels: l }), ...(v === undefined ? {} : { modelName: v.modelName, version: v.version }) };
   });
   const metrics = new ServeMetrics({ models: models.map((m) => m.name), qosTargetsMs: models.map((m) => m.qosTargetMs) });
   // the device service of every model the backend may load, by served name (config models now; loaded ones when resolved)
@@ -119,7 +127,7 @@ export async function assembleServing(ctx: DeploymentContext, config: ServingCon
   const modelControl: ModelControl | undefined =
     options.modelControl === 'explicit' ? { resolve: (name, text) => resolveLoadedModel(ctx, repo, config, hosted.isSim, name, text, deviceServices) } : undefined;
   const feed = new RecordFeed((err) => logger.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'a record observer failed and was removed'));
-  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, privatePaths: [{ path: repo.cacheDir, label: '<model cache>' }], strictReadiness: options.strictReadiness ?? true, shedHopeless: shedsHopeless(config.policy), policyFuses: FUSING_POLICIES.has(config.policy.name), ...(modelControl === undefined ? {} : { modelControl }) });
+  const backend = new RuntimeBackend({ models, platform: hosted.isSim ? 'abacus_sim' : 'onnxruntime_onnx', logger, metrics, serverVersion: options.serverVersion, feed, privatePaths: [{ path: repo.cacheDir, label: '<model cache>' }], strictReadiness: options.strictReadiness ?? true, shedHopeless: shedsHopeless(config.policy), policyFuses: fuses, ...(modelControl === undefined ? {} : { modelControl }) });
   const openEngine = async (signal?: AbortSignal): Promise<BackendEngine> => {
     const file = options.predictorFile ?? config.predictor;
     const predictorFor = async (h: Hosted) =>
@@ -245,6 +253,7 @@ async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository,
   const entry = raw as Record<string, unknown>;
   if (entry['name'] !== undefined && entry['name'] !== name) throw bad(`${LOAD_CONFIG_SOURCE}.name: ${JSON.stringify(entry['name'])?.slice(0, 80)} differs from the model name in the request`);
   const model = entry['model'];
+  if (entry['versionPolicy'] !== undefined) throw bad(`${LOAD_CONFIG_SOURCE}.versionPolicy: a load request serves one version of a model; name it in model (NAME@V), or give the service a versionPolicy in the config file`);
   if (entry['labels'] !== undefined) throw bad(`${LOAD_CONFIG_SOURCE}.labels: a load request cannot name a file on the server; give the model its labels in the config file`);
   if (typeof model === 'string' && !MODEL_REF_PATTERN.test(model)) {
     throw bad(`${LOAD_CONFIG_SOURCE}.model: ${JSON.stringify(model.slice(0, 80))} is not a model name: a zoo or imported model NAME[:N] (1–64 letters, digits, '_', '.', '-'), never a path`);
@@ -284,7 +293,7 @@ async function resolveLoadedModel(ctx: DeploymentContext, repo: ModelRepository,
     }
   }
   deviceServices.set(name, deviceServiceOf(hosted, s));
-  return { name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(service), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }) };
+  return { name, spec: s.spec, qosTargetMs: s.qosTargetMs, maxQosMs: maxQosMsOf(service), batchSizes: s.batchSizes, maxQueueLength: s.maxQueueLength, ...(s.batching === undefined ? {} : { batching: s.batching }), version: String(importVersion(s.spec)) };
 }
 
 /**

@@ -19,6 +19,7 @@
  *     maxQueueLength: 1000    # queries waiting beyond this are rejected as `overloaded`
  *     maxQosMs: 500           # abacus serve: largest per-request `qos_ms` (default 10 × qosTargetMs)
  *     labels: labels.txt      # abacus serve, optional: class labels for the classification extension
+ *     versionPolicy: { latest: 2 }  # abacus serve, imported models: which versions ({ all: true }, { specific: [1, 3] })
  *     dynamicBatching:        # or false (off), or true (on, these defaults); see below
  *       maxBatchSize: 16
  *       maxQueueDelayMs: 0
@@ -104,6 +105,11 @@ const serviceSchema = z.strictObject({
   maxQueueLength: positiveInt.default(10_000),
   maxQosMs: z.number().positive().finite().optional(),
   labels: z.string().min(1).optional(),
+  versionPolicy: z
+    .union([z.strictObject({ latest: positiveInt }), z.strictObject({ all: z.literal(true) }), z.strictObject({ specific: z.array(positiveInt).min(1) })], {
+      error: 'must be { latest: N }, { all: true } or { specific: [V, …] } (which versions of the model to serve)',
+    })
+    .optional(),
   dynamicBatching: z.union([z.boolean(), batchingSchema], { error: 'must be false (off), true (on with the defaults), or { maxBatchSize, maxQueueDelayMs, preferredBatchSizes }' }).optional(),
   inputs: z
     .record(
@@ -136,6 +142,9 @@ const configSchema = z.strictObject({
   services: z.array(serviceSchema).min(1),
 });
 
+/** Triton's `version_policy` in camelCase: `{ latest: N }`, `{ all: true }` or `{ specific: [V, …] }`. */
+export type VersionPolicy = { readonly latest: number } | { readonly all: true } | { readonly specific: readonly number[] };
+
 /** One service of a validated config. */
 export interface ServiceConfig {
   /** Served name, unique in the config. */
@@ -166,6 +175,12 @@ export interface ServiceConfig {
    * format); resolved against the config file's folder. Read when the server starts.
    */
   readonly labels?: string;
+  /**
+   * Which versions of an imported model the service serves (`abacus serve`; Triton's
+   * `version_policy`): the `latest` N, `all`, or `specific` ones; absent: the latest one.
+   * Each served version is its own scheduled service (`deployment/versions.ts`).
+   */
+  readonly versionPolicy?: VersionPolicy;
   /**
    * Valid values per model input (`TensorSpec.domain`), replacing those the graph implies:
    * `inputs: { sr: { values: [16000] }, input_ids: { range: [0, 30521] } }`. Warm-up and
@@ -285,6 +300,7 @@ export function parseServingConfig(raw: unknown, source: string, baseDir = proce
       ...(dynamicBatching === undefined ? {} : { dynamicBatching }),
       ...(s.inputs === undefined ? {} : { inputs: s.inputs }),
       ...(s.labels === undefined ? {} : { labels: path.resolve(baseDir, s.labels) }),
+      ...(s.versionPolicy === undefined ? {} : { versionPolicy: s.versionPolicy }),
     };
   });
   return { source, device: c.device, policy, ...(arrivals === undefined ? {} : { arrivals }), ...(c.executorMemoryLimitMb === undefined ? {} : { executorMemoryLimitMb: c.executorMemoryLimitMb }), services, warnings, ...(c.predictor === undefined ? {} : { predictor: path.resolve(baseDir, c.predictor) }) };

@@ -257,7 +257,7 @@ export class RuntimeBackend implements InferenceBackend {
 
   admit(modelName: string): AdmissionTicket | undefined {
     const nowMs = this.engine?.clock.now();
-    const m = typeof modelName === 'string' ? this.models.get(modelName) : undefined;
+    const m = typeof modelName === 'string' ? this.pick(modelName) : undefined;
     if (nowMs === undefined || m === undefined) return undefined;
     const gate = this.admission;
     if (gate === undefined) return { receivedMs: nowMs, settle: () => undefined };
@@ -317,33 +317,55 @@ export class RuntimeBackend implements InferenceBackend {
     return this.ready && !this.closing && this.states.isModelReady(m.name);
   }
 
-  /** The v2 metadata plus the model's `state` and `reason`. */
+  /** The v2 metadata (`versions`: every version served under the name) plus the model's `state` and `reason`. */
   modelMetadata(name: string, version?: string): ModelMetadata {
     const m = this.lookup(name, version);
     const s = this.states.get(m.name)!;
-    return { ...m.metadata, state: s.state, reason: s.reason };
+    return { ...m.metadata, versions: this.versionsOf(m.modelName).map((v) => v.version), state: s.state, reason: s.reason };
   }
 
+  /** The names clients use with a READY version, each once. */
   modelList(): string[] {
-    return this.modelNames.filter((n) => this.states.isModelReady(n));
+    return [...new Set([...this.models.values()].filter((m) => this.states.isModelReady(m.name)).map((m) => m.modelName))];
   }
 
+  /** One entry per version of every model. */
   repositoryIndex(readyOnly = false): RepositoryIndexEntry[] {
     const out: RepositoryIndexEntry[] = [];
-    for (const name of this.modelNames) {
-      const s = this.states.get(name)!;
+    for (const m of this.models.values()) {
+      const s = this.states.get(m.name)!;
       if (readyOnly && s.state !== 'READY') continue;
-      out.push({ name, version: MODEL_VERSION, state: s.state, reason: s.reason });
+      out.push({ name: m.modelName, version: m.version, state: s.state, reason: s.reason });
     }
     return out;
   }
 
-  loadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
-    return this.lifecycle.load(name, parameters);
+  /** Every version of a model served in several acts on all of them (docs/serving.md "Model versions"). */
+  async loadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
+    await this.lifecycle.load(name, parameters, this.keysOf(name));
   }
 
-  unloadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
-    return this.lifecycle.unload(name, parameters);
+  async unloadModel(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
+    await this.lifecycle.unload(name, parameters, this.keysOf(name));
+  }
+
+  /** The served versions of the model clients call `name`, ascending by version. */
+  private versionsOf(name: string): Served[] {
+    return [...this.models.values()].filter((m) => m.modelName === name).sort((a, b) => Number(a.version) - Number(b.version));
+  }
+
+  /** The runtime's service names of the versions of `name` (empty for an unknown name). */
+  private keysOf(name: string): string[] {
+    return typeof name === 'string' ? this.versionsOf(name).map((m) => m.name) : [];
+  }
+
+  /**
+   * The version of `name` a request without a version goes to: the highest READY version, else
+   * the highest (whose state the request is then answered with); undefined for an unknown name.
+   */
+  private pick(name: string): Served | undefined {
+    const all = this.versionsOf(name);
+    return all.filter((m) => this.states.isModelReady(m.name)).at(-1) ?? all.at(-1);
   }
 
   modelConfig(name: string, version?: string): ModelConfig {
@@ -352,11 +374,18 @@ export class RuntimeBackend implements InferenceBackend {
 
   /** See `InferenceBackend.modelStatistics`; which fields are measured: `stats.ts`. */
   modelStatistics(name?: string, version?: string): ModelStatistics[] {
+    const identify = (key: string): { name: string; version: string } => {
+      const m = this.models.get(key);
+      return { name: m?.modelName ?? key, version: m?.version ?? MODEL_VERSION };
+    };
+    const versioned = version !== undefined && version !== '';
     if (name === undefined || name === '') {
-      if (version !== undefined && version !== '' && version !== MODEL_VERSION) throw new ServeError('model_not_found', `no model has version '${version}' (every model serves version ${MODEL_VERSION})`);
-      return this.stats.snapshot(this.modelNames);
+      const keys = [...this.models.values()].filter((m) => !versioned || m.version === version).map((m) => m.name);
+      if (versioned && keys.length === 0) throw new ServeError('model_not_found', `no model has version '${version}'`);
+      return this.stats.snapshot(keys, identify);
     }
-    return this.stats.snapshot([this.lookup(name, version).name]);
+    // a name without a version: every version of it (Triton's statistics)
+    return this.stats.snapshot(versioned ? [this.lookup(name, version).name] : this.keysOf(this.lookup(name).modelName), identify);
   }
 
   /**
@@ -438,7 +467,8 @@ export class RuntimeBackend implements InferenceBackend {
     // the time since arrival the front end spent before calling infer (reading, decoding) counts
     const receivedMs = request.admission?.receivedMs;
     const beforeMs = receivedMs === undefined ? 0 : Math.max(0, (this.engine?.clock.now() ?? receivedMs) - receivedMs);
-    const name = typeof request.modelName === 'string' ? request.modelName : '';
+    // metrics and statistics count the version the request goes to (the runtime's service name)
+    const name = typeof request.modelName === 'string' ? (this.tryLookup(request.modelName, request.modelVersion)?.name ?? request.modelName) : '';
     let queueMs: number | undefined;
     try {
       const { response, queueMs: q, sample, late } = await this.run(request);
@@ -466,11 +496,26 @@ export class RuntimeBackend implements InferenceBackend {
     return new ServeError('internal', `internal error (request ${request.requestId}); the server log has the details`, { cause: err });
   }
 
+  /**
+   * The served version a request for model `name`, version `version` goes to: that version, or
+   * without one the version `pick` chooses.
+   * @throws ServeError model_not_found for an unknown model or version.
+   */
   private lookup(name: string, version?: string): Served {
-    const m = typeof name === 'string' ? this.models.get(name) : undefined;
-    if (m === undefined) throw new ServeError('model_not_found', `model '${String(name)}' is not served here (served: ${this.modelNames.join(', ')})`);
-    if (version !== undefined && version !== '' && version !== MODEL_VERSION) throw new ServeError('model_not_found', `model '${m.name}' has no version '${version}' (served: ${MODEL_VERSION})`);
+    const all = typeof name === 'string' ? this.versionsOf(name) : [];
+    if (all.length === 0) throw new ServeError('model_not_found', `model '${String(name)}' is not served here (served: ${[...new Set([...this.models.values()].map((m) => m.modelName))].join(', ')})`);
+    if (version === undefined || version === '') return this.pick(name)!;
+    const m = all.find((v) => v.version === version);
+    if (m === undefined) throw new ServeError('model_not_found', `model '${name}' has no version '${version}' (served: ${all.map((v) => v.version).join(', ')})`);
     return m;
+  }
+
+  private tryLookup(name: string, version?: string): Served | undefined {
+    try {
+      return this.lookup(name, version);
+    } catch {
+      return undefined;
+    }
   }
 
   /** Validate, submit and wait; `late`: completed after its QoS target (`metQos`, runtime clock); `sample`: what the statistics extension counts. */
@@ -482,7 +527,7 @@ export class RuntimeBackend implements InferenceBackend {
     }
     const state = this.states.get(model.name)!;
     if (state.state !== 'READY') {
-      if (state.unloaded) throw new ServeError('model_not_found', `model '${model.name}' is unloaded (load it through the repository extension: HTTP POST /v2/repository/models/${model.name}/load, gRPC RepositoryModelLoad)`);
+      if (state.unloaded) throw new ServeError('model_not_found', `model '${model.modelName}' is unloaded (load it through the repository extension: HTTP POST /v2/repository/models/${model.modelName}/load, gRPC RepositoryModelLoad)`);
       throw new ServeError('not_ready', `not_ready: model '${model.name}' is ${state.state}: ${state.reason}`);
     }
     const plan = validateRequest(model, request);
@@ -536,8 +581,8 @@ export class RuntimeBackend implements InferenceBackend {
       }
       const runBatch = outcome.record.runBatch ?? plan.batch;
       const response: InferResponse = {
-        modelName: model.name,
-        modelVersion: MODEL_VERSION,
+        modelName: model.modelName,
+        modelVersion: model.version,
         ...(request.id === undefined ? {} : { id: request.id }),
         outputs,
         outputDatatypes,

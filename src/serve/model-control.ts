@@ -62,11 +62,21 @@ export class ModelLifecycle {
 
   constructor(private readonly host: LifecycleHost) {}
 
-  async load(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
+  /**
+   * Load (or re-load) the model clients call `name`; `keys`: the runtime's service names of its
+   * served versions (empty or `[name]`: one version under its own name). A model served in
+   * several versions is re-loaded version by version, from the config only.
+   */
+  async load(name: string, parameters: Readonly<Record<string, unknown>> | undefined, keys: readonly string[] = []): Promise<void> {
     this.checkControl('load', name);
     const reserved = reservedModelName(name);
     if (reserved !== undefined) throw new ServeError('bad_request', `load: model name '${name}' is reserved (${reserved}); load the model under another name`);
     const config = loadConfigParameter(name, parameters);
+    if (keys.length > 1 || (keys.length === 1 && keys[0] !== name)) {
+      if (config !== undefined) throw new ServeError('bad_request', `load '${name}': parameters.config: '${name}' is served in several versions from the config file; load it without parameters to re-load every version`);
+      for (const key of keys) await this.reload(key);
+      return;
+    }
     const known = this.host.models.get(name);
     if (known === undefined && config === undefined) {
       throw new ServeError('bad_request', `load '${name}': no such model in the config; give its service settings as parameters.config (a JSON string: {"model": "<zoo or imported model name>", "qosTargetMs": …})`);
@@ -95,21 +105,36 @@ export class ModelLifecycle {
     });
   }
 
-  async unload(name: string, parameters: Readonly<Record<string, unknown>> | undefined): Promise<void> {
+  /** Re-load one version of a model of the config (the runtime's service `key`). */
+  private async reload(key: string): Promise<void> {
+    await this.serialized(key, async () => {
+      const engine = this.requireStarted(key);
+      const model = this.host.models.get(key)!;
+      if (this.host.states.isLoaded(key)) await this.takeDown(engine, key, 'being re-loaded');
+      const reason = await this.bringUp(engine, model);
+      if (reason !== undefined) throw new ServeError('device_failure', `load '${model.modelName}' version ${model.version}: the model failed to load and is UNAVAILABLE: ${reason}`);
+    });
+  }
+
+  /** Unload the model clients call `name`: every served version of it (`keys`, as for `load`). */
+  async unload(name: string, parameters: Readonly<Record<string, unknown>> | undefined, keys: readonly string[] = []): Promise<void> {
     this.checkControl('unload', name);
     for (const [key, value] of Object.entries(parameters ?? {})) {
       if (key !== 'unload_dependents') throw new ServeError('bad_request', `unload '${name}': parameters.${key.slice(0, 80)}: unknown parameter (accepted: unload_dependents, which changes nothing here: models have no dependents)`);
       if (typeof value !== 'boolean') throw new ServeError('bad_request', `unload '${name}': parameters.unload_dependents must be true or false, got ${describeValue(value)}`);
     }
-    if (!this.host.models.has(name)) throw new ServeError('model_not_found', `unload '${name}': no such model (known: ${[...this.host.models.keys()].join(', ')})`);
+    const targets = keys.length === 0 ? [name] : keys;
+    if (!targets.every((k) => this.host.models.has(k))) throw new ServeError('model_not_found', `unload '${name}': no such model (known: ${[...new Set([...this.host.models.values()].map((m) => m.modelName))].join(', ')})`);
     // refuse new requests at once (not after a turn of the event loop) when nothing else is in progress for it
-    if (!this.control.has(name) && this.host.ready() && !this.host.closing() && this.host.states.isModelReady(name)) this.host.states.set(name, 'UNLOADING', 'unloaded');
-    await this.serialized(name, async () => {
-      const engine = this.requireStarted(name);
-      const s = this.host.states.get(name)!;
-      if (this.host.states.isLoaded(name) || s.state === 'UNLOADING') await this.takeDown(engine, name, 'unloaded');
-      this.host.states.set(name, 'UNAVAILABLE', 'unloaded', true);
-    });
+    for (const k of targets) if (!this.control.has(k) && this.host.ready() && !this.host.closing() && this.host.states.isModelReady(k)) this.host.states.set(k, 'UNLOADING', 'unloaded');
+    for (const k of targets) {
+      await this.serialized(k, async () => {
+        const engine = this.requireStarted(name);
+        const s = this.host.states.get(k)!;
+        if (this.host.states.isLoaded(k) || s.state === 'UNLOADING') await this.takeDown(engine, k, 'unloaded');
+        this.host.states.set(k, 'UNAVAILABLE', 'unloaded', true);
+      });
+    }
   }
 
   /** Bad name or model control off: throw before anything happens. */

@@ -10,13 +10,20 @@ import type { BatchingLimits } from '../schedule/controller.ts';
 import type { ConfigDataType, ModelConfig, ModelConfigTensor, ModelMetadata, TensorMetadata, V2Datatype } from './inference.ts';
 import { v2Datatype } from './tensors.ts';
 
-/** The served version of every model. */
+/** The version of a model served without versions (a zoo model, an import's first version). */
 export const MODEL_VERSION = '1';
 
-/** One served model (a service of the config with its model resolved). */
+/** One served model (a service of the config with its model resolved), one version of it. */
 export interface ServedModel {
-  /** Served name (URL path, `model_name`). */
+  /**
+   * The runtime's service name, unique in the server: the served name, or `name@v` for one
+   * version of a model served in several (`deployment/versions.ts`).
+   */
   readonly name: string;
+  /** The name clients address it by (URL path, `model_name`) [`name`]. */
+  readonly modelName?: string;
+  /** Its version as clients address it (`/versions/{v}/`, `model_version`) [`MODEL_VERSION`]. */
+  readonly version?: string;
   readonly spec: ModelSpec;
   /** Default QoS target of its requests, ms. */
   readonly qosTargetMs: number;
@@ -45,6 +52,8 @@ export interface InputPlan {
 
 /** A served model with what the front ends show of it, computed once (`prepareServedModel`). */
 export interface Served extends ServedModel {
+  readonly modelName: string;
+  readonly version: string;
   /** Given in the config (else loaded at runtime from a load request's `config`). */
   readonly configured: boolean;
   readonly inputs: readonly InputPlan[];
@@ -73,7 +82,7 @@ function modelConfigOf(m: ServedModel, platform: string, fixedBatch: number | un
   const batched = fixedBatch === undefined && m.spec.dynamicAxes.batch !== undefined && tensors.every((t) => t.shape[0] === m.spec.dynamicAxes.batch);
   const tensor = (t: TensorSpec): ModelConfigTensor => ({ name: t.name, data_type: configDataType(v2Datatype(t.dataType)), dims: metadataShape(t).slice(batched ? 1 : 0) });
   return {
-    name: m.name,
+    name: m.modelName ?? m.name,
     platform,
     max_batch_size: batched ? Math.max(...m.batchSizes, m.batching?.maxBatchSize ?? 0) : 0,
     input: m.spec.inputs.map(tensor),
@@ -97,8 +106,11 @@ export function prepareServedModel(m: ServedModel, configured: boolean, platform
   const inputs = m.spec.inputs.map((t) => ({ spec: t, datatype: v2Datatype(t.dataType) }));
   const outputs = m.spec.outputs.map((t) => ({ name: t.name, datatype: v2Datatype(t.dataType), shape: metadataShape(t) }));
   const fixedBatch = fixedBatchOf(m.spec);
+  const modelName = m.modelName ?? m.name;
   return {
     ...m,
+    modelName,
+    version: m.version ?? MODEL_VERSION,
     configured,
     inputs,
     outputs,
@@ -106,8 +118,8 @@ export function prepareServedModel(m: ServedModel, configured: boolean, platform
     fixedBatch,
     maxSeqLen: m.spec.maxSeqLen ?? MAX_SEQ_LEN,
     metadata: {
-      name: m.name,
-      versions: [MODEL_VERSION],
+      name: modelName,
+      versions: [m.version ?? MODEL_VERSION],
       platform,
       inputs: inputs.map((i) => ({ name: i.spec.name, datatype: i.datatype, shape: metadataShape(i.spec), ...(i.spec.domain === undefined ? {} : { parameters: { ...i.spec.domain } }) })),
       outputs,

@@ -129,19 +129,22 @@ export class ModelStatsRecorder {
 
   /**
    * Statistics of `models` (each must be a name given to the constructor), in that order;
-   * `batch_stats` by ascending batch size.
+   * `batch_stats` by ascending batch size. `identify`: the model name and version each is
+   * reported as (a version of a model served in several is counted under its own name)
+   * [the name itself, the recorder's version].
    * @throws RangeError for a name the recorder does not know (a bug in the caller).
    */
-  snapshot(models: readonly string[]): ModelStatistics[] {
+  snapshot(models: readonly string[], identify?: (model: string) => { name: string; version: string }): ModelStatistics[] {
     return models.map((name) => {
       const row = this.rows.get(name);
       if (row === undefined) throw new RangeError(`ModelStatsRecorder.snapshot: unknown model '${name}'`);
       const batchStats: InferBatchStatistics[] = [...row.batches.values()]
         .sort((a, b) => a.batchSize - b.batchSize)
         .map((b) => ({ batch_size: b.batchSize, compute_input: ZERO, compute_infer: ns(b.computeInfer), compute_output: ZERO }));
+      const id = identify?.(name) ?? { name, version: this.version };
       return {
-        name,
-        version: this.version,
+        name: id.name,
+        version: id.version,
         last_inference: row.lastInferenceMs,
         inference_count: row.inferenceCount,
         execution_count: row.executionCount,

@@ -50,7 +50,7 @@ async function importFixedBatchModel(name: string): Promise<void> {
 describe('abacus serve: dynamicBatching in the config (child process, sim:a100)', () => {
   it('refuses dynamicBatching given for a fixed-batch model, naming the field; left out, that model does not batch (logged) and a zoo model batches by default', async () => {
     await importFixedBatchModel('fixedmlp');
-    const lines = (fixed: string[]): string[] => ['device: sim:a100', 'policy: { name: fcfs, drop: false }', 'services:', '  - name: resnet', '    model: resnet50-small', '    qosTargetMs: 5000', '  - name: mlp', '    model: fixedmlp', '    qosTargetMs: 5000', '    batchSizes: [4]', ...fixed];
+    const lines = (fixed: string[]): string[] => ['device: sim:a100', 'policy: { name: fcfs-batch, drop: false }', 'services:', '  - name: resnet', '    model: resnet50-small', '    qosTargetMs: 5000', '  - name: mlp', '    model: fixedmlp', '    qosTargetMs: 5000', '    batchSizes: [4]', ...fixed];
 
     const refused = await writeConfig(sandbox.tmp, 'refused.yaml', lines(['    dynamicBatching: { maxBatchSize: 8 }']));
     const r = await sandbox.abacus('serve', '--config', refused, '--http-port', '0', '--no-grpc');
