@@ -43,7 +43,7 @@ export interface ServerMetadata {
 /** `GET /v2/models/{name}` / `ModelMetadata`. */
 export interface ModelMetadata {
   readonly name: string;
-  /** Served versions; this server serves one version per model, `"1"`. */
+  /** Served versions, ascending (`"1"` for a model served without versions; docs/serving.md "Model versions"). */
   readonly versions: readonly string[];
   /** e.g. `onnxruntime_onnx` (ort) or `abacus_sim` (simulated device). */
   readonly platform: string;
@@ -211,7 +211,7 @@ export interface InferRequestedOutput {
  */
 export interface InferRequest {
   readonly modelName: string;
-  /** Absent or `"1"`; any other version is model_not_found. */
+  /** A served version of the model; absent or empty: its latest READY version. Any other is model_not_found. */
   readonly modelVersion?: string;
   /** Echoed in the response. */
   readonly id?: string;
