@@ -23,6 +23,12 @@
  * answer `forbidden`. Names are checked against `MODEL_NAME_PATTERN` and load parameters by
  * `loadConfigParameter` before anything happens.
  *
+ * ## Validation and versions
+ * Every request is checked against its model before anything is queued (`validate.ts`). Each
+ * served model is one version (`ServedModel.version`) of the model clients call
+ * `ServedModel.modelName`: a request names a version or gets the highest READY one; metadata,
+ * the repository index and statistics list every version (docs/serving.md "Model versions").
+ *
  * ## Dynamic batching
  * A model served with `batching` (`ServedModel.batching`, from the config's `dynamicBatching`)
  * lets a fusing policy run several requests as one batch (`ServingRuntime`, "Dynamic
@@ -42,19 +48,19 @@
  * reads it); anything unexpected → `internal` with a generic message, the detail in the log.
  */
 import { performance } from 'node:perf_hooks';
-import type { Clock } from '../clock/clock.ts';
 import { BadRequestError, describeError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { metQos, type GroupRecord } from '../runtime/records.ts';
 import type { RecordFeed } from '../runtime/feed.ts';
-import { ServingRuntime, type RuntimeOptions } from '../runtime/runtime.ts';
-import type { QueryController, RefinementStatus } from '../schedule/controller.ts';
+import { ServingRuntime } from '../runtime/runtime.ts';
+import type { RefinementStatus } from '../schedule/controller.ts';
 import type { FallbackStatus } from '../schedule/fallback.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { ModelStates, type PrivatePath } from './model-states.ts';
 import { configDataType, MODEL_VERSION, prepareServedModel, type Served, type ServedModel } from './served-model.ts';
 import { validateRequest } from './validate.ts';
 import { ModelLifecycle } from './model-control.ts';
+import type { BackendEngine, ModelControl } from './engine.ts';
 import { CancelledError, DeviceRefusedError, RejectedError, rejectionError } from './rejections.ts';
 import { classify } from './classification.ts';
 import { isAborted, within } from './waits.ts';
@@ -65,46 +71,7 @@ import { AdmissionGate, shedError } from './admission.ts';
 import { v2Datatype } from './tensors.ts';
 
 export { configDataType, MODEL_VERSION, type ServedModel };
-
-/**
- * What `start` runs on: a clock, a device (each served model loaded under its served name by
- * `loadModel`, or already loaded when that is absent), a controller. The front end reaches the device only through the runtime (its type is the
- * runtime's) and closes it at shutdown.
- */
-export interface BackendEngine {
-  readonly clock: Clock;
-  readonly device: RuntimeOptions['device'];
-  readonly controller: QueryController;
-  /** Called last by `shutdown` (closes the device, …); absent: `device.close()`. */
-  close?(): Promise<void>;
-  /**
-   * Load one served model on the device under its served name, alone, so that a model that
-   * cannot load takes no other down (per-model state, "Containment" in docs/serving.md).
-   * Absent: the device came with every model loaded (`device.load` was called by the opener).
-   * @returns a note on how the model is served that the repository index shows as the `reason`
-   *   of the READY model (e.g. that its latency is predicted by a fallback until it is profiled);
-   *   nothing or '' when it is served like any config model.
-   * @throws Error with the reason (a corrupt operator file, a model the predictor cannot score, …).
-   */
-  loadModel?(name: string): Promise<string | void>;
-  /** Free a model on the device (its executor ends). Absent: `device.unload?.(name)`. */
-  unloadModel?(name: string): Promise<void>;
-}
-
-/**
- * The assembly layer's side of model control (`abacus serve --model-control explicit`): the
- * settings of a model that is not in the config, from a load request.
- */
-export interface ModelControl {
-  /**
-   * The service a load request describes for a model named `name` that is not in the config:
-   * `config` is the request's `parameters.config`, the JSON text of ONE config-file service entry
-   * (validated with the config file's schema; `model` a zoo or imported model NAME already in the
-   * model repository, never a path). Nothing is written to disk.
-   * @throws ServeError bad_request naming the field (`parameters.config.qosTargetMs: …`).
-   */
-  resolve(name: string, config: string): Promise<ServedModel>;
-}
+export type { BackendEngine, ModelControl };
 
 export interface RuntimeBackendOptions {
   readonly models: readonly ServedModel[];

@@ -17,7 +17,7 @@ import { describeError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { ServingRuntime } from '../runtime/runtime.ts';
 import { MODEL_NAME_PATTERN, reservedModelName } from '../model/repository.ts';
-import type { BackendEngine, ModelControl } from './backend.ts';
+import type { BackendEngine, ModelControl } from './engine.ts';
 import { ServeError } from './inference.ts';
 import type { ServeMetrics } from './metrics.ts';
 import type { ModelStates } from './model-states.ts';
