@@ -29,7 +29,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import type { CliContext } from '../src/cli/context.ts';
-import { DEFAULT_MODELS, hostModels, measureSolo, pool, type Pooled } from '../src/cli/demo-setup.ts';
+import { pool, type Pooled } from '../src/cli/demo-setup.ts';
+import { DEFAULT_MODELS, hostModels, measureSolo } from '../src/deployment/demo.ts';
 import type { GroupRecord } from '../src/runtime/records.ts';
 import { ensurePredictor, openEnv, profileThreadRules } from '../src/deployment/services.ts';
 import { sampleLoad } from '../src/deployment/load-conditions.ts';

@@ -14,12 +14,10 @@
  * the median over the pairs of with ÷ without. Both
  * arms run in the same server process, one after the other, so machine load shifts both.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { CliContext } from '../src/cli/context.ts';
 import { cachedPredictor } from '../src/deployment/predictor-cache.ts';
 import { artifactAt } from '../src/model/artifact.ts';
@@ -30,8 +28,8 @@ import { runExperiment, type ExperimentService } from '../src/runtime/experiment
 import { RecordFeed } from '../src/runtime/feed.ts';
 import { DashboardHub } from '../src/serve/dashboard/hub.ts';
 import { median } from '../src/stats.ts';
+import { startBenchServer, type BenchServer } from './serve-child.ts';
 
-const BIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'bin', 'abacus.js');
 const IMAGE_BYTES = 3 * 64 * 64 * 4;
 
 export interface DashboardBenchResult {
@@ -137,24 +135,12 @@ export async function benchDashboard(opts: { log?: (s: string) => void; clients?
     ['device: sim:a100', 'policy: { name: abacus, ways: 2, slackMs: 2, drop: true }', 'services:', '  - name: resnet', '    model: resnet50-small', '    qosTargetMs: 200', '    batchSizes: [1]', '  - name: vgg', '    model: vgg19-small', '    qosTargetMs: 200', '    batchSizes: [1]', ''].join('\n'),
   );
   const logFile = path.join(tmp, 'serve.log');
-  const logHandle = await fs.open(logFile, 'w');
   log('dashboard: starting abacus serve (sim:a100, resnet50-small + vgg19-small, abacus) …\n');
-  const child = spawn(process.execPath, [BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', '--no-grpc', '--profile-samples', '300', '--grace-ms', '2000'], {
-    env: { ...process.env, ABACUS_LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', logHandle.fd],
-  });
-  await logHandle.close();
-  let out = '';
-  child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  let server: BenchServer | undefined;
   try {
-    while (!/abacus serve: ready: /.test(out)) {
-      if (child.exitCode !== null) throw new Error(`abacus serve exited ${child.exitCode}: ${out}\n${await fs.readFile(logFile, 'utf8')}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const httpUrl = /HTTP listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];
-    if (httpUrl === undefined) throw new Error(`no HTTP listening line: ${out}`);
+    server = await startBenchServer(config, { logFile, flags: ['--no-grpc', '--profile-samples', '300', '--grace-ms', '2000'], env: { ABACUS_LOG_LEVEL: 'warn' } });
+    const { httpUrl } = server;
     const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 3, 64, 64], parameters: { binary_data_size: IMAGE_BYTES } }] }));
     const body = Buffer.concat([header, Buffer.alloc(IMAGE_BYTES)]);
     const headers = { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(header.byteLength), 'content-length': String(body.byteLength) };
@@ -169,7 +155,7 @@ export async function benchDashboard(opts: { log?: (s: string) => void; clients?
         req.on('error', () => resolve(-1));
         req.end(body);
       });
-    const pid = child.pid;
+    const pid = server.child.pid;
     /** The server's CPU time (user + system), ms (Linux `/proc/PID/stat`, 100 ticks/s); NaN elsewhere. */
     const serverCpuMs = async (): Promise<number> => {
       try {
@@ -253,8 +239,7 @@ export async function benchDashboard(opts: { log?: (s: string) => void; clients?
     return { loadAverage1m: os.loadavg()[0]!, clients, phaseMs, withoutQps, withQps, ratio: median(withQps) / median(withoutQps), pairRatio: median(pairRatios), serverCpuMsPerRequest: { without: median(withoutCpu), with: median(withCpu) }, dashboardBytes, dashboardUpdates, otherStatuses };
   } finally {
     agent.destroy();
-    child.kill('SIGTERM');
-    await exited;
+    await server?.stop();
     await fs.rm(tmp, { recursive: true, force: true });
   }
 }

@@ -8,7 +8,8 @@ import { metQos } from '../runtime/records.ts';
 import type { ExperimentService } from '../runtime/experiment.ts';
 import type { Hosted } from '../deployment/services.ts';
 import { BUSY_LOAD_PER_CORE, MAX_RELATIVE_SPREAD, NO_OVERLAP_RATIO } from './demo-verdict.ts';
-import { BATCH_SIZES, DEMO_MODELS, QOS_RULE, RATE_RULE, threadsLabel, type Pooled, type Solo, type Variant } from './demo-setup.ts';
+import { BATCH_SIZES, DEMO_MODELS, type DemoVariant, type Solo } from '../deployment/demo.ts';
+import { QOS_RULE, RATE_RULE, threadsLabel, type Pooled } from './demo-setup.ts';
 import type { DemoJson, DemoOptions, DemoRound } from './demo-types.ts';
 
 /** ", profiled under load average X on N cores (…)" for the report, or "" when unknown. */
@@ -20,7 +21,7 @@ export function predictorConditionsText(p: DemoJson['conditions']['predictor']):
 export const fmt = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(digits) : '–');
 
 /** The printed (and reported) tables: per policy variant (pooled over the rounds), per service and variant, per round. */
-export function resultTables(results: readonly Pooled[], services: readonly ExperimentService[], variants: readonly Variant[], rounds: readonly DemoRound[]): { overall: ReportTable; perService: ReportTable; rounds: ReportTable } {
+export function resultTables(results: readonly Pooled[], services: readonly ExperimentService[], variants: readonly DemoVariant[], rounds: readonly DemoRound[]): { overall: ReportTable; perService: ReportTable; rounds: ReportTable } {
   const overall: ReportTable = {
     header: ['policy', 'threads / executor', 'p50 ms', 'p99 ms', 'violations %', 'goodput q/s', 'throughput q/s', 'group size', 'pred. MAPE %'],
     rows: results.map((r, i) => [

@@ -20,23 +20,25 @@
  *     mean anything (`demo-verdict.ts`), print the tables and write `report.html` (latency
  *     CDFs and violation bars over every round's records; `report/html.ts`, `report/plots.ts`).
  *
- * Every number printed is measured in this run on this machine.
+ * Every number printed is measured in this run on this machine. Hosting the models, the solo
+ * latencies and the rounds are assembled by `deployment/demo.ts`; this command parses, reports
+ * progress, pools, judges and prints.
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import * as ort from 'onnxruntime-node';
-import { measureOverlap } from '../device/overlap.ts';
 import { ModelRepository } from '../model/repository.ts';
-import { runExperiment, type ExperimentEnv, type ExperimentResult, type ExperimentService } from '../runtime/experiment.ts';
+import type { ExperimentResult } from '../runtime/experiment.ts';
 import { median } from '../stats.ts';
 import { BUSY_LOAD_PER_CORE, demoVerdict, MAX_RELATIVE_SPREAD, MIN_ROUNDS, NO_OVERLAP_RATIO } from './demo-verdict.ts';
-import { ensurePredictor, openEnv, predictorCacheDir, profileThreadRules } from '../deployment/services.ts';
+import { DEFAULT_MODELS, DEMO_MODELS, hostModels, runDemoRounds, SMALL_MODELS, SOLO_REPEAT, type DemoVariant } from '../deployment/demo.ts';
+import { ensurePredictor, predictorCacheDir, profileThreadRules } from '../deployment/services.ts';
 import { formatThreadRule, type ThreadRule } from '../threads.ts';
 import { sampleLoad } from '../deployment/load-conditions.ts';
 import { runJson } from './run-json.ts';
-import { DEFAULT_MODELS, DEMO_MODELS, hostModels, measureSolo, pool, RATE_RULE, SMALL_MODELS, SOLO_REPEAT, startTicker, threadsLabel, type Solo, type Variant } from './demo-setup.ts';
+import { pool, RATE_RULE, startTicker, threadsLabel } from './demo-setup.ts';
 import { buildReport, resultTables } from './demo-report.ts';
 import type { DemoJson, DemoOptions, DemoRound } from './demo-types.ts';
 
@@ -147,79 +149,53 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   const main = await ensurePredictor(ctx, repo, hosted, { samples: opts.profileSamples, threads: opts.threads, threadRules: rules });
   progress(`      ready in ${seconds(tPred)} (${main.source}; thread rules ${rules.map(formatThreadRule).join(', ')})\n`);
 
-  const envs: (ExperimentEnv & { close(): Promise<void> })[] = [];
-  let services: ExperimentService[];
-  let solos: Solo[];
-  let rateQps: number;
-  const rounds: DemoRound[] = [];
-  const variants: Variant[] = [];
-  const byLabel = new Map<string, ExperimentResult[]>();
-  try {
-    const env = await openEnv(hosted, main.predictor, { virtual: false, seed: opts.seed, threads: opts.threads, threadRules: rules });
-    envs.push(env);
-    for (const t of fcfsThreads) variants.push({ label: `fcfs (${threadsLabel(t)})`, policy: 'fcfs', threads: t, params: { threads: formatThreadRule(t === allCores ? allRule : weakRule) }, env });
-    // abacus: a lone query on every core, an overlapped pair split (split:<cores>); refined online; the calibration fallback
-    variants.push({ label: 'abacus', policy: 'abacus', threads: allCores, params: { threads: formatThreadRule(allRule), refine: opts.refine, fallback: true }, env });
-    const opened = await env.open();
-    const device = opened.device;
-    // The overlap opportunity right now: one batch-1 query per service as one group vs one after the other.
-    const pair = hosted.services.map((s) => ({ service: { name: s.name, model: hosted.artifacts.get(hosted.config.services.find((c) => c.name === s.name)!.model)! }, batchSize: 1, seqLen: s.seqLens?.[s.seqLens.length - 1] ?? 0 }));
-    try {
+  // abacus: a lone query on every core, an overlapped pair split (split:<cores>); refined online; the calibration fallback
+  const variants: DemoVariant[] = [
+    ...fcfsThreads.map((t): DemoVariant => ({ label: `fcfs (${threadsLabel(t)})`, policy: 'fcfs', threads: t, params: { threads: formatThreadRule(t === allCores ? allRule : weakRule) } })),
+    { label: 'abacus', policy: 'abacus', threads: allCores, params: { threads: formatThreadRule(allRule), refine: opts.refine, fallback: true } },
+  ];
+  const measured = await runDemoRounds(
+    {
+      hosted,
+      predictor: main.predictor,
+      threadRules: rules,
+      threads: opts.threads,
+      variants,
+      seed: opts.seed,
+      rounds: opts.rounds,
+      queries: opts.queries,
       // 3. solo latencies → QoS targets and rate
-      progress(`[3/5] solo latencies (${SOLO_REPEAT} runs of each batch size${hosted.services.some((s) => s.seqLens !== undefined) ? ' and sequence length' : ''} per service, ${threadsLabel(opts.threads)}) …\n`);
-      solos = await measureSolo(device, hosted.services);
-      services = hosted.services.map((s, i) => {
-        const solo = solos[i]!;
-        const qos = opts.qosMs === undefined ? Math.ceil(opts.qosFactor * solo.p50Ms) : (opts.qosMs.length === 1 ? opts.qosMs[0]! : opts.qosMs[i]!);
-        return { ...s, qosTargetMs: qos };
-      });
-      const meanServiceMs = solos.reduce((a, s) => a + s.meanMs, 0) / solos.length;
-      const capacityQps = 1000 / meanServiceMs;
-      rateQps = opts.rate ?? Math.round(opts.load * capacityQps * 10) / 10;
-      for (const [i, s] of services.entries()) {
-        const solo = solos[i]!;
-        progress(`      ${s.name}: solo p50 ${solo.p50Ms.toFixed(1)} ms (${solo.byShape.map((b) => `b${b.batch}${b.seqLen > 0 ? `/s${b.seqLen}` : ''} ${b.medianMs.toFixed(1)}`).join(', ')}) → QoS ${s.qosTargetMs} ms\n`);
-      }
-      progress(`      FCFS capacity (${threadsLabel(opts.threads)}) ≈ ${capacityQps.toFixed(1)} queries/s → rate ${rateQps} queries/s${opts.rate === undefined ? ` (${opts.load} × capacity)` : ' (--rate)'}\n`);
-
-      // 4. rounds: every variant under the same arrivals per round, A B C A B C …
-      progress(`[4/5] ${opts.rounds} round${opts.rounds === 1 ? '' : 's'} of ${variants.map((v) => v.label).join(', ')}: ${opts.queries} queries each, Poisson ${rateQps} queries/s …\n`);
-      for (let k = 0; k < opts.rounds; k++) {
-        const seed = opts.seed + k;
-        const loadStart = sampleLoad().loadAverage1m;
-        const overlap = await measureOverlap(device, pair, { repeat: SOLO_REPEAT, warmup: 1 });
-        progress(`      round ${k + 1}/${opts.rounds} (seed ${seed}; load average ${loadStart}; overlap ${overlap.ratio.toFixed(2)} × sequential${overlap.ratio > OVERLAP_WARN ? ': little gain right now — is another process using the cores?' : ''})\n`);
-        const results: ExperimentResult[] = [];
-        for (const v of variants) {
-          const ticker = startTicker(ctx, `${v.label}`, opts.queries / rateQps);
-          try {
-            results.push(await runExperiment(v.env, { services, policy: v.policy, policyParams: v.params, rateQps, queries: opts.queries, seed, keepRecords: true }));
-          } finally {
-            ticker.stop();
-          }
-          const r = results.at(-1)!;
-          let list = byLabel.get(v.label);
-          if (list === undefined) byLabel.set(v.label, (list = []));
-          list.push(r);
-          progress(`        ${v.label.padEnd(18)} ${(r.overall.violationRatio * 100).toFixed(1).padStart(5)} % violations, goodput ${r.overall.goodputQps.toFixed(1)} queries/s\n`);
+      qosTargetMs: (solo, i) => (opts.qosMs === undefined ? Math.ceil(opts.qosFactor * solo.p50Ms) : opts.qosMs.length === 1 ? opts.qosMs[0]! : opts.qosMs[i]!),
+      rateQps: (capacityQps) => opts.rate ?? Math.round(opts.load * capacityQps * 10) / 10,
+    },
+    {
+      soloStart: () => progress(`[3/5] solo latencies (${SOLO_REPEAT} runs of each batch size${hosted.services.some((s) => s.seqLens !== undefined) ? ' and sequence length' : ''} per service, ${threadsLabel(opts.threads)}) …\n`),
+      solosMeasured: (measuredServices, measuredSolos, capacityQps, rate) => {
+        for (const [i, s] of measuredServices.entries()) {
+          const solo = measuredSolos[i]!;
+          progress(`      ${s.name}: solo p50 ${solo.p50Ms.toFixed(1)} ms (${solo.byShape.map((b) => `b${b.batch}${b.seqLen > 0 ? `/s${b.seqLen}` : ''} ${b.medianMs.toFixed(1)}`).join(', ')}) → QoS ${s.qosTargetMs} ms\n`);
         }
-        const loadEnd = sampleLoad().loadAverage1m;
-        rounds.push({
-          round: k + 1,
-          seed,
-          loadAverage1mStart: loadStart,
-          loadAverage1mEnd: loadEnd,
-          overlapRatio: overlap.ratio,
-          runs: results.map((r, i) => ({ label: variants[i]!.label, policy: variants[i]!.policy, threadsPerExecutor: variants[i]!.threads, goodputQps: r.overall.goodputQps, violationRatio: r.overall.violationRatio, p99Ms: r.overall.p99Ms, meanGroupSize: r.meanGroupSize, fallbackShare: shareOrZero(r.fallbackShare) })),
-          abacusOverFcfsGoodput: null, // set below, once the baseline is known
-        });
-      }
-    } finally {
-      await opened.release();
-    }
-  } finally {
-    for (const e of envs) await e.close();
-  }
+        progress(`      FCFS capacity (${threadsLabel(opts.threads)}) ≈ ${capacityQps.toFixed(1)} queries/s → rate ${rate} queries/s${opts.rate === undefined ? ` (${opts.load} × capacity)` : ' (--rate)'}\n`);
+        // 4. rounds: every variant under the same arrivals per round, A B C A B C …
+        progress(`[4/5] ${opts.rounds} round${opts.rounds === 1 ? '' : 's'} of ${variants.map((v) => v.label).join(', ')}: ${opts.queries} queries each, Poisson ${rate} queries/s …\n`);
+      },
+      roundStart: (round, seed, load, overlap) =>
+        progress(`      round ${round}/${opts.rounds} (seed ${seed}; load average ${load}; overlap ${overlap.ratio.toFixed(2)} × sequential${overlap.ratio > OVERLAP_WARN ? ': little gain right now — is another process using the cores?' : ''})\n`),
+      runStart: (label, expectedS) => startTicker(ctx, label, expectedS),
+      runEnd: (label, r) => progress(`        ${label.padEnd(18)} ${(r.overall.violationRatio * 100).toFixed(1).padStart(5)} % violations, goodput ${r.overall.goodputQps.toFixed(1)} queries/s\n`),
+    },
+  );
+  const { services, solos, rateQps } = measured;
+  const byLabel = new Map<string, ExperimentResult[]>(variants.map((v, i) => [v.label, measured.rounds.map((r) => r.results[i]!)]));
+  const rounds: DemoRound[] = measured.rounds.map((r) => ({
+    round: r.round,
+    seed: r.seed,
+    loadAverage1mStart: r.loadAverage1mStart,
+    loadAverage1mEnd: r.loadAverage1mEnd,
+    overlapRatio: r.overlapRatio,
+    runs: r.results.map((x, i) => ({ label: variants[i]!.label, policy: variants[i]!.policy, threadsPerExecutor: variants[i]!.threads, goodputQps: x.overall.goodputQps, violationRatio: x.overall.violationRatio, p99Ms: x.overall.p99Ms, meanGroupSize: x.meanGroupSize, fallbackShare: shareOrZero(x.fallbackShare) })),
+    abacusOverFcfsGoodput: null, // set below, once the baseline is known
+  }));
 
   // The better fcfs over all rounds is the baseline; each round's ratio is against it in that round.
   const pooled = variants.map((v) => pool(v.label, byLabel.get(v.label)!));

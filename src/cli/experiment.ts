@@ -31,7 +31,7 @@ import { resolveModelSpec } from '../model/catalog.ts';
 import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import { DEFAULT_BATCHING, loadServingConfig, parseServingConfig, type ServingConfig } from '../runtime/config.ts';
-import { findPeakRate, runExperiment, type ExperimentEnv, type ExperimentResult } from '../runtime/experiment.ts';
+import { findPeakRate, runExperiment, type ExperimentResult } from '../runtime/experiment.ts';
 import { isPolicyName, parseControllerParams, POLICY_NAMES, POLICY_VARIANTS, policyNeedsPredictor } from '../schedule/index.ts';
 import { policyHelpText } from './policies.ts';
 import { formatTable } from './format.ts';
@@ -39,7 +39,8 @@ import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
 import { sampleLoad } from '../deployment/load-conditions.ts';
 import { withDeviceDefaults } from '../deployment/policy-defaults.ts';
-import { AUTO_PROFILE, ensurePredictor, openEnv, profileThreadRules, resolveServices, runThreadRules, warnThreadMismatch } from '../deployment/services.ts';
+import { openBenchVariants } from '../deployment/bench-variants.ts';
+import { ensurePredictor, profileThreadRules, resolveServices, runThreadRules, warnThreadMismatch } from '../deployment/services.ts';
 import { UsageError } from './usage.ts';
 import { RecordFeed } from '../runtime/feed.ts';
 import { DashboardHub } from '../serve/dashboard/hub.ts';
@@ -107,16 +108,6 @@ export interface ExperimentCliOptions {
   /** bench on a real device: also run every one-at-a-time policy with every core (`--no-all-cores`: false) [true]. */
   allCores?: boolean;
 }
-
-/**
- * Policies that run one whole query at a time: on a real CPU the strong form of each gives the
- * lone query every core (docs/threads.md), so `bench` on ort runs them a second time with
- * intra-op threads = `os.availableParallelism()`.
- */
-const SOLO_POLICIES: readonly string[] = ['fcfs', 'sjf', 'edf'];
-
-/** The all-cores runs' solo-only predictor profiles this share of the group predictor's samples (solo shapes are few). */
-const SOLO_PROFILE_SHARE = 0.25;
 
 /** A comma-separated list of integers ≥ 1 (`integer`) or of numbers > 0. */
 function numberList(flag: string, integer: boolean): (value: string) => number[] {
@@ -353,28 +344,22 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
   // The strong one-at-a-time baseline on a real CPU: the same policy with every core given to the lone query (on a device
   // opened with that many threads); its drop rule predicts its own solo latencies with a solo-only predictor profiled with
   // every core. Not for a policy with a thread rule of its own (`--thread-rule split:C` already gives the lone query C threads).
-  const threads = opts.threads ?? 1;
-  const wideThreads = cores;
-  const widePolicies = !hosted.isSim && opts.allCores !== false && threads < cores ? policies.filter((p) => SOLO_POLICIES.includes(p) && ruleOf(p) === 'device') : [];
-  const wide =
-    widePolicies.length > 0 && file === undefined
-      ? await ensurePredictor(ctx, repo, hosted, { samples: Math.max(10, Math.round((opts.profileSamples ?? AUTO_PROFILE.ortSamples) * SOLO_PROFILE_SHARE)), threads: wideThreads, maxGroupSize: 1, quiet: opts.json === true, loadBefore })
-      : undefined;
-  if (widePolicies.length > 0 && file !== undefined && !opts.json) ctx.err(`note: ${widePolicies.join(', ')} with ${wideThreads} threads use the given predictor (profiled with its own thread count) for their drop rule\n`);
-  const env = await openEnv(hosted, predictor, { virtual: mode.virtual, seed: opts.seed, ...(opts.threads === undefined ? {} : { threads: opts.threads }), threadRules });
-  const wideEnv = widePolicies.length > 0 ? await openEnv(hosted, wide?.predictor ?? predictor, { virtual: false, seed: opts.seed, threads: wideThreads }) : undefined;
+  const { variants, close } = await openBenchVariants(ctx, repo, hosted, {
+    policies,
+    threadParamOf: ruleOf,
+    predictor,
+    predictorFile: file,
+    threadRules,
+    threads: opts.threads,
+    allCores: opts.allCores !== false,
+    profileSamples: opts.profileSamples,
+    quiet: opts.json === true,
+    loadBefore,
+    seed: opts.seed,
+    virtual: mode.virtual,
+  });
   const runs: RunJson[] = [];
   let replayed: { readonly policy: string; readonly records: NonNullable<ExperimentResult['records']> } | undefined;
-  const label = (policy: string, n: number): string => `${policy} (${n} thread${n === 1 ? '' : 's'})`;
-  type Variant = { policy: string; env: ExperimentEnv; label: string | undefined; threads: number };
-  const variants = policies.flatMap((policy): Variant[] =>
-    widePolicies.includes(policy)
-      ? [
-          { policy, env, label: label(policy, threads), threads },
-          { policy, env: wideEnv!, label: label(policy, wideThreads), threads: wideThreads },
-        ]
-      : [{ policy, env, label: POLICY_VARIANTS[policy] === undefined ? undefined : policy, threads }],
-  );
   try {
     for (const { policy, env: runEnv, label: runLabel, threads: runThreads } of variants) {
       const name = runLabel ?? policy;
@@ -400,8 +385,7 @@ export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliO
       if (failed.length > 0) ctx.err(`warning: ${name}: ${failed.map(([reason, n]) => `${n} queries rejected as ${reason}`).join(', ')} — not QoS misses: check the models, batch sizes and sequence lengths\n`);
     }
   } finally {
-    await env.close();
-    await wideEnv?.close();
+    await close();
   }
   const json: ExperimentJson = { device: config.device, predictor: source, queries: opts.queries, arrivals: formatArrivalSpec(arrivals.spec), runs };
   if (opts.json) ctx.out(JSON.stringify(json, null, 2) + '\n');

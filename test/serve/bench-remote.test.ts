@@ -15,11 +15,14 @@ import { UsageError } from '../../src/cli/usage.ts';
 import { runAbacus } from '../helpers/cli.ts';
 import { createGrpcServer, type GrpcInferenceServer } from '../../src/serve/grpc/server.ts';
 import { ServeError, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelMetadata, type ModelStatistics } from '../../src/serve/inference.ts';
+import { ModelControlOff } from './model-control-off.ts';
 
 /** Serves any model in `names`; every 4th request (by arrival) is a qos_violation; others answer after 5 ms. */
-class StubBackend implements InferenceBackend {
+class StubBackend extends ModelControlOff implements InferenceBackend {
   readonly requests: InferRequest[] = [];
-  constructor(private readonly names: readonly string[]) {}
+  constructor(private readonly names: readonly string[]) {
+    super();
+  }
   serverMetadata() {
     return { name: 'stub', version: '0', extensions: [] };
   }
@@ -47,12 +50,6 @@ class StubBackend implements InferenceBackend {
   }
   repositoryIndex() {
     return [];
-  }
-  loadModel(): Promise<void> {
-    return Promise.reject(new ServeError('forbidden', 'model control is off'));
-  }
-  unloadModel(): Promise<void> {
-    return Promise.reject(new ServeError('forbidden', 'model control is off'));
   }
   async infer(request: InferRequest): Promise<InferResponse> {
     this.requests.push(request);

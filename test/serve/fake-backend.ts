@@ -23,6 +23,7 @@ import { ServeError, type InferenceBackend, type InferRequest, type InferRespons
 import { ModelStatsRecorder } from '../../src/serve/stats.ts';
 import { configDataType } from '../../src/serve/backend.ts';
 import type { HostTensor, TensorMap } from '../../src/tensor.ts';
+import { ModelControlOff } from './model-control-off.ts';
 
 export const FAKE_MODELS: readonly ModelMetadata[] = [
   {
@@ -111,7 +112,7 @@ function delay(ms: number, signal: AbortSignal | undefined, onAbort: () => void)
   });
 }
 
-export class FakeBackend implements InferenceBackend {
+export class FakeBackend extends ModelControlOff implements InferenceBackend {
   ready = true;
   live = true;
   readonly requests: InferRequest[] = [];
@@ -161,12 +162,6 @@ export class FakeBackend implements InferenceBackend {
   }
   repositoryIndex(readyOnly = false): RepositoryIndexEntry[] {
     return readyOnly && !this.ready ? [] : FAKE_MODELS.map((m) => ({ name: m.name, version: '1', state: this.ready ? 'READY' : 'LOADING', reason: '' }));
-  }
-  loadModel(name: string): Promise<void> {
-    return Promise.reject(new ServeError('forbidden', `load '${name}': model control is off`));
-  }
-  unloadModel(name: string): Promise<void> {
-    return Promise.reject(new ServeError('forbidden', `unload '${name}': model control is off`));
   }
   /** A promise for the next request this backend receives. */
   nextRequest(): Promise<InferRequest> {

@@ -12,6 +12,7 @@ import { ServeError, type InferenceBackend, type InferRequest, type InferRespons
 import type { RuntimeBackend } from '../../src/serve/backend.ts';
 import type { Device, DeviceService, GroupResult, Segment } from '../../src/device/device.ts';
 import { simBackend } from './helpers.ts';
+import { ModelControlOff } from './model-control-off.ts';
 
 let backend: RuntimeBackend;
 let app: FastifyInstance;
@@ -245,7 +246,7 @@ describe('KServe v2 HTTP: inference', () => {
 });
 
 /** A backend that echoes its first input as output `echo`, or throws what `fail` says. */
-class EchoBackend implements InferenceBackend {
+class EchoBackend extends ModelControlOff implements InferenceBackend {
   last: InferRequest | undefined;
   fail: Error | undefined;
   private readonly meta: ModelMetadata = { name: 'echo', versions: ['1'], platform: 'fake', inputs: [{ name: 'x', datatype: 'INT64', shape: [-1] }], outputs: [{ name: 'echo', datatype: 'INT64', shape: [-1] }] };
@@ -278,12 +279,6 @@ class EchoBackend implements InferenceBackend {
   }
   repositoryIndex() {
     return [];
-  }
-  loadModel(): Promise<void> {
-    return Promise.reject(new ServeError('forbidden', 'model control is off'));
-  }
-  unloadModel(): Promise<void> {
-    return Promise.reject(new ServeError('forbidden', 'model control is off'));
   }
   infer(request: InferRequest): Promise<InferResponse> {
     this.last = request;

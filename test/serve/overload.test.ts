@@ -153,13 +153,23 @@ describe('abacus serve under 10× overload (child process, sim:a100, wall clock)
       const after = await (await fetch(`${server.httpUrl}/metrics`)).text();
       const counted = (outcome: string): number => metricValue(after, `abacus_requests_total{model="resnet",outcome="${outcome}"}`) - metricValue(before, `abacus_requests_total{model="resnet",outcome="${outcome}"}`);
 
-      // server-side response times of the 503s, from the request log lines
-      await new Promise((r) => setTimeout(r, 200)); // let the last log lines arrive
-      const serverRejectedMs: number[] = [];
-      for (const line of (await fs.readFile(path.join(tmp, 'serve.log'))).subarray(logStartBytes).toString('utf8').split('\n')) {
-        if (!line.includes('"statusCode":503') || !line.includes('request completed')) continue;
-        const ms = (JSON.parse(line) as { responseTimeMs?: number }).responseTimeMs;
-        if (typeof ms === 'number') serverRejectedMs.push(ms);
+      // server-side response times of the 503s, from the request log lines; the child writes them
+      // when it gets to it (later on a busy machine): read until every 503 has its line (giving up
+      // after a generous 30 s, so that a missing line fails the count below rather than a timeout)
+      const readRejectedMs = async (): Promise<number[]> => {
+        const out: number[] = [];
+        for (const line of (await fs.readFile(path.join(tmp, 'serve.log'))).subarray(logStartBytes).toString('utf8').split('\n')) {
+          if (!line.includes('"statusCode":503') || !line.includes('request completed')) continue;
+          const ms = (JSON.parse(line) as { responseTimeMs?: number }).responseTimeMs;
+          if (typeof ms === 'number') out.push(ms);
+        }
+        return out;
+      };
+      let serverRejectedMs = await readRejectedMs();
+      const giveUpAt = Date.now() + 30_000;
+      while (serverRejectedMs.length < (byStatus['503'] ?? 0) && Date.now() < giveUpAt) {
+        await new Promise((r) => setTimeout(r, 50));
+        serverRejectedMs = await readRejectedMs();
       }
       serverRejectedMs.sort((a, b) => a - b);
 

@@ -88,17 +88,18 @@ describe('abacus serve (child process, sim:a100)', () => {
           (err: unknown) => ({ status: -1, body: { outputs: undefined, error: `${String(err)}: ${String((err as { cause?: unknown }).cause)}` } }),
         ),
       );
-      // wait until every request reached the runtime (answered or in the queue) and some still wait
+      // wait until every request reached the runtime (answered or in the queue); most still wait
+      // then, but how many depends on how fast the machine delivered them
       const depthDeadline = Date.now() + 60_000;
       let depth = 0;
+      let done = 0;
       for (;;) {
         const m = await (await fetch(`${s.url}/metrics`)).text();
         depth = Number(/abacus_queue_depth\{model="resnet"\} (\d+)/.exec(m)?.[1] ?? 0);
-        const done = Number(/abacus_requests_total\{model="resnet",outcome="success"\} (\d+)/.exec(m)?.[1] ?? 0) - 1;
+        done = Number(/abacus_requests_total\{model="resnet",outcome="success"\} (\d+)/.exec(m)?.[1] ?? 0) - 1;
         if (done + depth >= n || Date.now() > depthDeadline) break;
         await new Promise((r) => setTimeout(r, 2));
       }
-      expect(depth).toBeGreaterThan(1);
       const signalled = performance.now();
       s.child.kill('SIGTERM');
       const results = await Promise.all(answers);
@@ -112,7 +113,8 @@ describe('abacus serve (child process, sim:a100)', () => {
       // how long the shutdown took is printed, not asserted (wall time on a shared machine); a hang fails on the test's timeout
       console.log(`shutdown after SIGTERM: ${((performance.now() - signalled) / 1000).toFixed(2)} s (grace 1 s)`);
       const statuses = results.map((a) => a.status);
-      expect(statuses).toContain(200);
+      // a request served before SIGTERM is never refused after it
+      expect(statuses.filter((x) => x === 200).length).toBeGreaterThanOrEqual(done);
       console.log(`shutdown test: ${statuses.filter((x) => x === 200).length} completed, ${statuses.filter((x) => x === 503).length} answered 503, queue depth at SIGTERM ${depth}`);
       expect(s.stdout()).toMatch(/abacus serve: SIGTERM: shutting down \(grace 1000 ms\)\nabacus serve: stopped\n/);
     } finally {

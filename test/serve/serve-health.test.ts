@@ -216,7 +216,9 @@ describe('abacus serve (child process, ort): health follows executor crashes; sh
       await until('alpha READY and the server ready', async () => (await statusOf('/v2/models/alpha/ready')) === 200 && (await statusOf('/v2/health/ready')) === 200);
       const ok = await fetch(`${url}/v2/models/alpha/infer`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(X) });
       expect(ok.status).toBe(200);
-      await new Promise((r) => setTimeout(r, 200));
+      // two more observations: the second began after alpha was seen READY (no wait of a fixed length)
+      const seenAtReady = seen.length;
+      await until('two more observations', () => seen.length >= seenAtReady + 2);
       observing = false;
       loading = false;
       await Promise.all([observer, load]);

@@ -41,25 +41,24 @@
  * before the next try); `info` with `loadMs` for each (re)load; `debug` for each spawn.
  *
  * Ownership: the handle owns the child process; `close()` ends it (SIGTERM, SIGKILL after
- * `CLOSE_GRACE_MS`), also while it is starting.
+ * `CLOSE_GRACE_MS`), also while it is starting. The fork itself (and the provider probe) is
+ * `executor-spawn.ts`'s; the words for a child's death (segment, load and health errors) are
+ * `executor-death.ts`'s. Described in docs/devices.md#executors-deviceort.
  */
-import { fork } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { createRequire } from 'node:module';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { AbacusError } from '../../errors.ts';
 import { DeviceFailureError, DeviceUnavailableError, describeError } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 import type { TensorMap } from '../../tensor.ts';
-import type { ChildMessage, LoadMessage, RunMessage, SessionConfig } from './protocol.ts';
+import type { ChildMessage, LoadMessage, RunMessage } from './protocol.ts';
 import { fromWire } from './protocol.ts';
 import { exitDescription, isAlive, OutputTail, sendTo } from './child-io.ts';
+import { deathSummary, loadErrorOf, mb, segmentErrorOf, stateLostReasonOf, statsErrorOf, type ChildDeath } from './executor-death.ts';
+import { OUTPUT_TAIL_CHARS, spawnExecutorProcess } from './executor-spawn.ts';
 import { DEFAULT_RESTART_BACKOFF, restartDelayMs, type ExecutorHealth, type RestartBackoff } from './restart-backoff.ts';
 
 /** Grace period between SIGTERM and SIGKILL when closing, in ms. */
 export const CLOSE_GRACE_MS = 2000;
-/** Characters of child stdout/stderr kept for error messages and logs. */
-const OUTPUT_TAIL_CHARS = 2000;
 
 /** Outcome of one segment as the handle reports it (the device adds query/service). */
 export type RunOutcome = { readonly ok: true; readonly latencyMs: number; readonly outputs?: TensorMap } | { readonly ok: false; readonly error: AbacusError };
@@ -97,53 +96,6 @@ export interface ExecutorConfig extends Omit<LoadMessage, 't'> {
   readonly logger: Logger;
 }
 
-const EXECUTOR_ENTRY = fileURLToPath(new URL('./executor-process.ts', import.meta.url));
-
-/**
- * Fork an executor child. Children do not inherit the parent's TS loader (vitest, tsx's
- * `register()`), so tsx's ESM loader is passed explicitly as `--import <file URL>`.
- */
-export function spawnExecutorProcess(): ChildProcess {
-  const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
-  return fork(EXECUTOR_ENTRY, [], {
-    // --expose-gc: the executor collects garbage every `gcEverySegments` segments (protocol.ts)
-    execArgv: ['--import', loader, '--expose-gc'],
-    serialization: 'advanced',
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-  });
-}
-
-/**
- * Ask a throwaway child whether an execution provider works here: lists the backends of the
- * onnxruntime-node build and creates one session on `model` (ONNX bytes) with `session`.
- * Done in a child so a provider that crashes natively cannot take the caller down.
- * @param timeoutMs how long to wait for the answer (the child is killed afterwards).
- * @returns `error` set (ORT's message, or the timeout) when the provider is unusable.
- */
-export async function probeExecutionProvider(session: SessionConfig, model: Uint8Array, timeoutMs: number): Promise<{ backends: readonly string[]; error?: string }> {
-  const child = spawnExecutorProcess();
-  const tail = new OutputTail(OUTPUT_TAIL_CHARS);
-  tail.attach(child);
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await new Promise((resolve) => {
-      timer = setTimeout(() => resolve({ backends: [], error: `the provider probe did not answer within ${timeoutMs} ms (loadTimeoutMs)${tail.suffix()}` }), timeoutMs);
-      child.on('message', (raw: unknown) => {
-        const m = raw as ChildMessage;
-        if (m.t === 'probe-result') resolve(m.error === undefined ? { backends: m.backends } : { backends: m.backends, error: m.error });
-      });
-      child.once('close', (code, signal) => resolve({ backends: [], error: `probe process ended (${exitDescription(code, signal)})${tail.suffix()}` }));
-      child.once('error', (err) => resolve({ backends: [], error: `probe process failed: ${err.message}` }));
-      void sendTo(child, { t: 'probe', session, model }).then((failure) => {
-        if (failure !== undefined) resolve({ backends: [], error: `the probe could not be sent: ${failure}` });
-      });
-    });
-  } finally {
-    clearTimeout(timer);
-    if (isAlive(child)) child.kill('SIGKILL');
-  }
-}
-
 interface Pending {
   readonly queryId: string;
   readonly start: number;
@@ -155,12 +107,6 @@ interface Pending {
 interface DeadlineKill {
   readonly reqId: number;
   readonly queryId: string;
-}
-
-const MB = 1024 * 1024;
-
-function mb(bytes: number): string {
-  return `${(bytes / MB).toFixed(1)} MB`;
 }
 
 export class ExecutorHandle {
@@ -571,58 +517,40 @@ export class ExecutorHandle {
     this.child = undefined;
     this.rss = undefined;
     this.clearDeadline();
-    const killed = this.killedForDeadline;
+    const death: ChildDeath = {
+      service: this.cfg.service,
+      how,
+      closed: this.state === 'closed',
+      deadline: this.killedForDeadline,
+      segmentTimeoutMs: this.cfg.segmentTimeoutMs,
+      rssOverLimitBytes: this.killedForMemory,
+      memoryLimitBytes: this.cfg.memoryLimitBytes,
+      outputSuffix: this.tail.suffix(),
+    };
     this.killedForDeadline = undefined;
-    const memory = this.killedForMemory;
     this.killedForMemory = undefined;
-    const memoryWhy = memory === undefined ? '' : `its resident memory ${mb(memory)} exceeded the limit of ${mb(this.cfg.memoryLimitBytes)} (executorMemoryLimitMb)`;
-    const closed = this.state === 'closed';
     const wasReady = this.state === 'ready';
-    const svc = this.cfg.service;
-    const ms = this.cfg.segmentTimeoutMs;
-    const suffix = this.tail.suffix();
-    if (!closed) {
+    if (!death.closed) {
       this.log.warn(
-        { service: svc, pid: child.pid, code, signal, pendingSegments: this.pending.size, segmentTimeout: killed !== undefined, outputTail: this.tail.text() },
-        killed ? `executor killed: query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms` : memory !== undefined ? `executor killed: ${memoryWhy}` : `executor ended unexpectedly (${how})`,
+        { service: death.service, pid: child.pid, code, signal, pendingSegments: this.pending.size, segmentTimeout: death.deadline !== undefined, outputTail: this.tail.text() },
+        deathSummary(death),
       );
     }
     if (this.loadWaiter) {
-      this.loadWaiter.reject(
-        closed ? new DeviceUnavailableError(`executor of service ${svc} was closed while loading`) : new DeviceFailureError(`executor of service ${svc} ended (${how}) while loading${suffix}`),
-      );
+      this.loadWaiter.reject(loadErrorOf(death));
       this.loadWaiter = undefined;
     }
-    for (const [reqId, p] of this.pending) {
-      let error: AbacusError;
-      if (closed) error = new DeviceUnavailableError(`device closed while query ${p.queryId} of service ${svc} was running`);
-      else if (killed && reqId === killed.reqId) {
-        error = new DeviceFailureError(
-          `service ${svc}, query ${p.queryId}: segment [${p.start}, ${p.end}) exceeded segmentTimeoutMs ${ms} ms; its executor was killed (SIGKILL) and is restarting, the query's state is lost`,
-        );
-      } else if (killed) {
-        error = new DeviceFailureError(
-          `executor of service ${svc} was killed (SIGKILL) while query ${p.queryId} was queued or running, because query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms; the query's state is lost`,
-        );
-      } else if (memory !== undefined) {
-        error = new DeviceFailureError(`executor of service ${svc} was killed (SIGKILL) and is restarting while query ${p.queryId} was queued or running: ${memoryWhy}; the query's state is lost`);
-      } else error = new DeviceFailureError(`executor of service ${svc} ended (${how}) while running query ${p.queryId}; the query's state is lost${suffix}`);
-      p.resolve({ ok: false, error });
-    }
+    for (const [reqId, p] of this.pending) p.resolve({ ok: false, error: segmentErrorOf(death, reqId, p) });
     this.pending.clear();
-    for (const w of this.statsWaiters.values()) {
-      w.reject(closed ? new DeviceUnavailableError(`executor of service ${svc} was closed before it answered`) : new DeviceFailureError(`executor of service ${svc} ended (${how}) before it answered`));
-    }
+    for (const w of this.statsWaiters.values()) w.reject(statsErrorOf(death));
     this.statsWaiters.clear();
-    if (closed || !wasReady) return; // a death while starting fails that start (see start())
-    this.onStateLost(
-      killed ? `executor of service ${svc} was killed because query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms` : memory !== undefined ? `executor of service ${svc} was killed: ${memoryWhy}` : `executor of service ${svc} ended (${how})`,
-    );
+    if (death.closed || !wasReady) return; // a death while starting fails that start (see start())
+    this.onStateLost(stateLostReasonOf(death));
     this.state = 'down';
     this.restartCount += 1;
-    if (memory !== undefined) this.memoryRestartCount += 1;
-    this.onHealth({ up: false, reason: `${killed ? `executor killed: query ${killed.queryId} exceeded segmentTimeoutMs ${ms} ms` : memory !== undefined ? `executor killed: ${memoryWhy}` : `executor ended unexpectedly (${how})`}; restarting`, restarts: this.restartCount });
-    this.log.warn({ service: svc, restarts: this.restartCount }, 'restarting executor');
+    if (death.rssOverLimitBytes !== undefined) this.memoryRestartCount += 1;
+    this.onHealth({ up: false, reason: `${deathSummary(death)}; restarting`, restarts: this.restartCount });
+    this.log.warn({ service: death.service, restarts: this.restartCount }, 'restarting executor');
     // A failed restart is not lost: the next run() retries and reports it as the segment's error.
     this.start().catch(() => undefined);
   }

@@ -16,22 +16,17 @@ export {
   ARTIFACT_TOLERANCE,
   BUNDLED_REFERENCE_PATH,
   CALIBRATION_GOALS,
-  FIT_PARAMETERS,
-  FIT_START,
-  GRAPH_FIT_PARAMETERS,
-  GRAPH_FIT_START,
   H200_REFERENCE_PATH,
-  fitParametersFor,
   artifactReason,
   calibrate,
-  fitConstants,
-  fitObjective,
   loadReference,
   parseReferenceCsv,
   referenceModels,
   simulateGroupMs,
 } from './calibrate.ts';
-export type { CalibrationOptions, CalibrationPairRow, CalibrationReport, CalibrationSoloRow, CalibrationSummary, CalibrationTarget, FitParameter, FitResult, GroupQuery, ReferenceData, ReferencePair, ReferenceSolo, SpecsByName } from './calibrate.ts';
+export type { CalibrationOptions, CalibrationPairRow, CalibrationReport, CalibrationSoloRow, CalibrationSummary, CalibrationTarget, GroupQuery, ReferenceData, ReferencePair, ReferenceSolo, SpecsByName } from './calibrate.ts';
+export { FIT_PARAMETERS, FIT_START, GRAPH_FIT_PARAMETERS, GRAPH_FIT_START, fitConstants, fitObjective, fitParametersFor } from './fit.ts';
+export type { FitParameter, FitResult } from './fit.ts';
 export {
   H200_RANDOM_OVERLAP_PATH,
   RANDOM_OVERLAP_TOLERANCE,

@@ -26,7 +26,8 @@ import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { ModelSpec } from '../../model/spec.ts';
 import { median } from '../../stats.ts';
-import { fitConstants, fitObjective, GRAPH_FIT_START, type CalibrationTarget, type GroupQuery, type ReferenceData, type SpecsByName } from './calibrate.ts';
+import type { CalibrationTarget, GroupQuery, ReferenceData, SpecsByName } from './calibrate.ts';
+import { fitConstants, fitObjective, GRAPH_FIT_START } from './fit.ts';
 import { modelCosts, operatorClasses, type KernelClass, type SimConstants } from './cost-model.ts';
 import { SimEngine } from './engine.ts';
 
