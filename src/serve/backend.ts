@@ -57,7 +57,7 @@ import type { RefinementStatus } from '../schedule/controller.ts';
 import type { FallbackStatus } from '../schedule/fallback.ts';
 import type { HostTensor, TensorMap } from '../tensor.ts';
 import { ModelStates, type PrivatePath } from './model-states.ts';
-import { configDataType, MODEL_VERSION, prepareServedModel, type Served, type ServedModel } from './served-model.ts';
+import { configDataType, MODEL_VERSION, pickVersion, prepareServedModel, versionsOf, type Served, type ServedModel } from './served-model.ts';
 import { validateRequest } from './validate.ts';
 import { ModelLifecycle } from './model-control.ts';
 import type { BackendEngine, ModelControl } from './engine.ts';
@@ -316,9 +316,8 @@ export class RuntimeBackend implements InferenceBackend {
     await this.lifecycle.unload(name, parameters, this.keysOf(name));
   }
 
-  /** The served versions of the model clients call `name`, ascending by version. */
   private versionsOf(name: string): Served[] {
-    return [...this.models.values()].filter((m) => m.modelName === name).sort((a, b) => Number(a.version) - Number(b.version));
+    return versionsOf(this.models.values(), name);
   }
 
   /** The runtime's service names of the versions of `name` (empty for an unknown name). */
@@ -326,13 +325,8 @@ export class RuntimeBackend implements InferenceBackend {
     return typeof name === 'string' ? this.versionsOf(name).map((m) => m.name) : [];
   }
 
-  /**
-   * The version of `name` a request without a version goes to: the highest READY version, else
-   * the highest (whose state the request is then answered with); undefined for an unknown name.
-   */
   private pick(name: string): Served | undefined {
-    const all = this.versionsOf(name);
-    return all.filter((m) => this.states.isModelReady(m.name)).at(-1) ?? all.at(-1);
+    return pickVersion(this.versionsOf(name), (key) => this.states.isModelReady(key));
   }
 
   modelConfig(name: string, version?: string): ModelConfig {

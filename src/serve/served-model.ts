@@ -126,3 +126,16 @@ export function prepareServedModel(m: ServedModel, configured: boolean, platform
     },
   };
 }
+
+/** The served versions of the model clients call `name`, ascending by version. */
+export function versionsOf(models: Iterable<Served>, name: string): Served[] {
+  return [...models].filter((m) => m.modelName === name).sort((a, b) => Number(a.version) - Number(b.version));
+}
+
+/**
+ * The version a request without a version goes to, among `versions` (ascending): the highest
+ * READY one, else the highest (whose state the request is then answered with); undefined for none.
+ */
+export function pickVersion(versions: readonly Served[], isReady: (key: string) => boolean): Served | undefined {
+  return versions.filter((m) => isReady(m.name)).at(-1) ?? versions.at(-1);
+}
