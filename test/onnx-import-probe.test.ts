@@ -194,6 +194,15 @@ describe('probe sizes found by search', () => {
     expect(spec.operators[1]!.inputs[0]!.shape).toEqual(['batch', 'samples/48', 48]);
   });
 
+  it('abacus models import reports only the outcome: the failed probe runs before the search leave no onnxruntime log lines', async () => {
+    const file = path.join(dir, 'stft-quiet.onnx');
+    await writeFile(file, onnx.ModelProto.encode(stftModel()).finish());
+    const res = await sandbox.abacus('models', 'import', file, '--operators', '2', '--json');
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).not.toMatch(/onnxruntime:|\[E:/);
+    expect((JSON.parse(res.stdout) as { defaultSeqLen: number }).defaultSeqLen).toBe(1024);
+  });
+
   it('a length the user sets is not searched: --default-seq-len 128 still fails naming the flags', async () => {
     const file = path.join(dir, 'stft2.onnx');
     await writeFile(file, onnx.ModelProto.encode(stftModel()).finish());

@@ -58,6 +58,15 @@ export interface ProbeOptions {
  */
 export const PROBE_CHUNK_BYTES = 256 * 1024 * 1024;
 
+/**
+ * onnxruntime's own log level in probe sessions and runs: 4 = fatal only (onnxruntime
+ * `include/onnxruntime/core/common/logging/severity.h`: 0 verbose … 3 error, 4 fatal). A probe
+ * expects some runs to fail (sizes the model refuses, optional odd sizes); onnxruntime would log
+ * each as an `[E:onnxruntime …]` line on stderr, so the probe silences it and reports only its
+ * final outcome (the error it throws carries onnxruntime's message).
+ */
+const PROBE_LOG_SEVERITY = 4;
+
 /** Nodes in the first chunk of a streamed probe, before any value size is known. */
 const FIRST_CHUNK_NODES = 16;
 
@@ -177,6 +186,7 @@ async function probeChunk(
       interOpNumThreads: 1,
       graphOptimizationLevel: 'disabled',
       executionProviders: ['cpu'],
+      logSeverityLevel: PROBE_LOG_SEVERITY,
     });
   } catch (cause) {
     throw new InvalidModelError(`${what}: its value shapes are not fully annotated and onnxruntime cannot load it to infer them: ${describeError(cause)}`, { cause });
@@ -191,7 +201,7 @@ async function probeChunk(
       const given = Object.fromEntries(Object.entries(feeds).filter(([name]) => used.has(name) && session.inputNames.includes(name)));
       let results: ort.InferenceSession.ReturnType;
       try {
-        results = await session.run(given, [...fetch]);
+        results = await session.run(given, [...fetch], { logSeverityLevel: PROBE_LOG_SEVERITY });
       } catch (cause) {
         if (j >= required) {
           tables[j] = undefined;
