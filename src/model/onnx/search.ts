@@ -20,9 +20,9 @@ import { analyzeCosts } from './analysis.ts';
 import type { GraphStructure, ModelCosts } from './analysis.ts';
 import { toNumber } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
-import { onnx } from './proto.ts';
 import type { OnnxTypes } from './proto.ts';
 import { ProbeRunError } from './shapes.ts';
+import { tensorInts } from './stride-rules.ts';
 import type { ProbeInputs } from './shapes.ts';
 
 /** Largest size the search gives one axis (elements along it). */
@@ -135,7 +135,7 @@ export function smallestProbedSize(kind: 'seq' | 'symbol', size: number): number
  * reflect Pad with constant pads, max pad + 1 (ONNX Pad: reflect needs pads < the axis); for
  * every Conv/ConvInteger/QLinearConv/MaxPool/AveragePool/LpPool with a known kernel, the dilated
  * kernel `dilation·(k − 1) + 1` minus the explicit pads of that axis (ONNX Conv); for an STFT,
- * its constant frame_length. The bound is taken over all axes of the op, not knowing which one
+ * its constant frame_length, or else the length of its constant window. The bound is taken over all axes of the op, not knowing which one
  * is dynamic, and over tensors possibly downsampled from the input: it only chooses where the
  * search starts.
  */
@@ -162,28 +162,10 @@ export function graphLowerBound(index: GraphIndex): number {
       });
     } else if (op === 'STFT') {
       const frame = ints(node.input?.[3]);
+      const window = index.initializers.get(node.input?.[2] ?? '');
       if (frame?.length === 1) bound = Math.max(bound, frame[0]!);
+      else if (window?.dims?.length === 1) bound = Math.max(bound, toNumber(window.dims[0]));
     }
   }
   return bound;
-}
-
-/** Values of an INT64/INT32 initializer; undefined for another type or no data. */
-function tensorInts(t: OnnxTypes.ITensorProto | undefined): number[] | undefined {
-  if (t === undefined) return undefined;
-  const DT = onnx.TensorProto.DataType;
-  if (t.dataType === DT.INT64) {
-    if (t.int64Data && t.int64Data.length > 0) return t.int64Data.map(toNumber);
-    if (t.rawData && t.rawData.length % 8 === 0) {
-      const view = new DataView(t.rawData.buffer, t.rawData.byteOffset, t.rawData.byteLength);
-      return Array.from({ length: t.rawData.length / 8 }, (_, i) => Number(view.getBigInt64(i * 8, true)));
-    }
-  } else if (t.dataType === DT.INT32) {
-    if (t.int32Data && t.int32Data.length > 0) return [...t.int32Data];
-    if (t.rawData && t.rawData.length % 4 === 0) {
-      const view = new DataView(t.rawData.buffer, t.rawData.byteOffset, t.rawData.byteLength);
-      return Array.from({ length: t.rawData.length / 4 }, (_, i) => view.getInt32(i * 4, true));
-    }
-  }
-  return undefined;
 }

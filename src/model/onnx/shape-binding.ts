@@ -58,7 +58,8 @@ export interface ResolvedShapes {
   /**
    * Values whose type is known but one of whose dims depends on the axes in a way the dim
    * grammar cannot write (see the file header), with a description of the observations; such
-   * a value cannot cross an operator boundary.
+   * a value cannot cross an inner operator boundary; as a model output it is served with its
+   * actual shape (its `symbolic` shape has `DATA_DEPENDENT_DIM` for each such dim).
    */
   readonly unresolved: ReadonlyMap<string, string>;
 }

@@ -31,10 +31,12 @@
  * Errors: what `probe.ts` throws (`ProbeRunError`, `InvalidModelError`, `RangeError`).
  */
 import { DATA_DEPENDENT_DIM } from '../boundary.ts';
-import { inferDim, inferDimGeneral } from './dim-fit.ts';
+import { fitAxisFactor, formatAxisFactor, inferDim, inferDimGeneral } from './dim-fit.ts';
+import type { AxisFactor, Factor, FitHints } from './dim-fit.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
 import { PROBE_CHUNK_BYTES, probeShapes, type ProbeInputs, type ProbeOptions } from './probe.ts';
+import { graphStrides, stridedOutputFactor } from './stride-rules.ts';
 import { annotation, bindDim, canonicalDim, declaredValueInfos, fixedBatchSize, initializerShapes, valuesOf } from './shape-binding.ts';
 import type { DimBinding, ResolvedShapes, ShapePoint, SymbolicShape, TensorShape } from './shape-binding.ts';
 
@@ -112,25 +114,45 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
   const dataDependent = dataDependentValues(index);
   const symbolic = new Map<string, SymbolicShape>();
   const unresolved = new Map<string, string>();
+  // Factors of single-axis dims fitted so far (value → dim → factor), composed through strided
+  // ops into exact candidates for their outputs (`stride-rules.ts`), which are then preferred for
+  // every later dim of that axis.
+  const factors = new Map<string, (AxisFactor | undefined)[]>();
+  const derived = new Map<string, Factor[]>();
+  const divisors = graphStrides(index);
+  const hintsFor =
+    (extra: AxisFactor | undefined) =>
+    (axis: string): FitHints => ({ factors: [...(extra?.axis === axis ? [extra.factor] : []), ...(derived.get(axis) ?? [])], divisors });
   for (const name of names) {
     const seen = tables.map((t) => t.get(name));
     if (seen.some((s) => s === undefined)) continue;
     const shapes = seen as TensorShape[];
     const rank = shapes[0]!.dims.length;
     if (shapes.some((s) => s.dims.length !== rank)) continue;
+    const producer = index.producer.get(name);
+    const node = producer === undefined || index.nodes[producer]!.output?.[0] !== name ? undefined : index.nodes[producer];
     const shape: (number | string)[] = [];
+    const fitted: (AxisFactor | undefined)[] = [];
+    let failure: string | undefined;
     for (let i = 0; i < rank; i++) {
       const values = shapes.map((s) => s.dims[i]!);
-      let dim = inferDim(values, all, binding) ?? inferDimGeneral(values, all, binding);
+      const rule = node === undefined ? undefined : stridedOutputFactor(node, index, i, (input, d) => factors.get(input)?.[d]);
+      if (rule !== undefined) derived.set(rule.axis, [...(derived.get(rule.axis) ?? []).filter((f) => f.b !== rule.factor.b || f.d !== rule.factor.d || f.c !== rule.factor.c), rule.factor]);
+      const hints = hintsFor(rule);
+      const single = fitAxisFactor(values, all, binding, hints);
+      fitted.push(single);
+      let dim = inferDim(values, all, binding) ?? (single === undefined ? inferDimGeneral(values, all, binding, hints) : formatAxisFactor(single));
       if (dataDependent.has(name) && (dim === undefined || values.some((v) => v === 0))) dim = DATA_DEPENDENT_DIM;
       if (dim === undefined) {
         const observed = values.map((v, j) => `${v} at (${pointText(all[j]!, binding)})`).join(', ');
-        unresolved.set(name, `dim ${i} of tensor '${name}' is ${observed} (${axesText(binding)}), which is no product of integer polynomials and floor divisions of the axes`);
-        break;
+        failure ??= `dim ${i} of tensor '${name}' is ${observed} (${axesText(binding)}), which is no product of integer polynomials and floor divisions of the axes`;
+        dim = DATA_DEPENDENT_DIM;
       }
       shape.push(dim);
     }
-    if (!unresolved.has(name)) symbolic.set(name, { elemType: shapes[0]!.elemType, shape });
+    factors.set(name, fitted);
+    if (failure !== undefined) unresolved.set(name, failure);
+    symbolic.set(name, { elemType: shapes[0]!.elemType, shape });
   }
   return { source: 'onnxruntime', tables: tables.slice(0, points.length), symbolic, unresolved };
 }
