@@ -21,7 +21,8 @@ import type { DimBinding, ShapePoint, TensorShape } from './shape-binding.ts';
 /**
  * onnxruntime refused to run the model at a required probe point (`resolveShapes`): the message
  * says what the probe fed and which flags to give; `failedOp` is the op type onnxruntime names
- * (`running Pad node`) and `failedNode` the node's name (`Name:'pad'`), each undefined when it
+ * (`running Pad node`) and `failedNode` the node's name (`Name:'pad'`) — for a failure inside a
+ * subgraph, of the innermost node (a Pad in an If's branch, not the If) — each undefined when it
  * names none.
  */
 export class ProbeRunError extends InvalidModelError {
@@ -215,8 +216,8 @@ async function probeChunk(
         throw new ProbeRunError(
           `${what}: onnxruntime failed to run it at batch ${point.batch}${binding.seqName ? `, ${binding.seqName} ${point.seqLen}` : ''} to infer value shapes: ${message}. ` +
             `The probe fed ${fed}. Tell it sizes and values the model accepts: --probe-shape NAME=DxD… (e.g. --probe-shape ${example}=${(feeds[example]?.dims ?? [1]).map((d, i) => (i === 0 ? 1 : d)).join('x')} with your sizes; a sequence-axis dim also sets the probe's sequence length) and --probe-value NAME=V for inputs read as sizes, rates or indices (e.g. a sample rate)${scalarHint(index, infos, probe)}`,
-          /running (\w+) node/.exec(message)?.[1],
-          /Name:'([^']*)'/.exec(message)?.[1],
+          innermost(message, /running (\w+) node/g),
+          innermost(message, /Name:'([^']*)'/g),
           { cause },
         );
       }
@@ -233,6 +234,17 @@ async function probeChunk(
   } finally {
     await session.release();
   }
+}
+
+/**
+ * The last capture of `pattern` (global) in an onnxruntime message: for a failure inside an
+ * If, Loop or Scan, onnxruntime nests the messages (`running If node. Name:'if' Status
+ * Message: … running Pad node. Name:'pad' …`), and the innermost node is the one that failed.
+ */
+function innermost(message: string, pattern: RegExp): string | undefined {
+  let last: string | undefined;
+  for (const m of message.matchAll(pattern)) last = m[1];
+  return last;
 }
 
 /**

@@ -18,7 +18,7 @@ import type { DynamicAxes } from '../spec.ts';
 import { MAX_SEQ_LEN } from '../spec.ts';
 import { analyzeCosts } from './analysis.ts';
 import type { GraphStructure, ModelCosts } from './analysis.ts';
-import { toNumber } from './graph.ts';
+import { nodesWithSubgraphs, toNumber } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
 import { ProbeRunError } from './shapes.ts';
@@ -135,7 +135,8 @@ export function smallestProbedSize(kind: 'seq' | 'symbol', size: number): number
  * reflect Pad with constant pads, max pad + 1 (ONNX Pad: reflect needs pads < the axis); for
  * every Conv/ConvInteger/QLinearConv/MaxPool/AveragePool/LpPool with a known kernel, the dilated
  * kernel `dilation·(k − 1) + 1` minus the explicit pads of that axis (ONNX Conv); for an STFT,
- * its constant frame_length, or else the length of its constant window. The bound is taken over all axes of the op, not knowing which one
+ * its constant frame_length, or else the length of its constant window. Nodes inside If, Loop
+ * and Scan subgraphs count too (their constants may be initializers of the outer graph). The bound is taken over all axes of the op, not knowing which one
  * is dynamic, and over tensors possibly downsampled from the input: it only chooses where the
  * search starts.
  */
@@ -143,7 +144,7 @@ export function graphLowerBound(index: GraphIndex): number {
   let bound = 1;
   const ints = (name: string | undefined): number[] | undefined => (name === undefined || name === '' ? undefined : tensorInts(index.initializers.get(name)));
   const attr = (node: OnnxTypes.INodeProto, name: string): OnnxTypes.IAttributeProto | undefined => node.attribute?.find((a) => a.name === name);
-  for (const node of index.nodes) {
+  for (const node of nodesWithSubgraphs(index.nodes)) {
     const op = node.opType ?? '';
     if (op === 'Pad') {
       const mode = attr(node, 'mode')?.s;

@@ -11,7 +11,7 @@
  */
 import type { AxisFactor, Factor } from './dim-fit.ts';
 import { normalizeFactor } from './dim-fit.ts';
-import { toNumber } from './graph.ts';
+import { nodesWithSubgraphs, toNumber } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
 import { onnx } from './proto.ts';
@@ -33,12 +33,12 @@ function attrString(node: OnnxTypes.INodeProto, name: string): string | undefine
 }
 
 /**
- * The strides and hops of a graph's ops (Conv-like `strides`, STFT `frame_step`), each value once:
- * divisors the fitter tries before the generic ones.
+ * The strides and hops of a graph's ops (Conv-like `strides`, STFT `frame_step`), in If, Loop and
+ * Scan subgraphs too, each value once: divisors the fitter tries before the generic ones.
  */
 export function graphStrides(index: GraphIndex): number[] {
   const out = new Set<number>();
-  for (const node of index.nodes) {
+  for (const node of nodesWithSubgraphs(index.nodes)) {
     const op = node.opType ?? '';
     if (CONV_LIKE.has(op)) for (const s of attrInts(node, 'strides') ?? []) if (s > 1) out.add(s);
     if (op === 'STFT') {
