@@ -220,7 +220,7 @@ describe('shape probes given by the user', () => {
 
     // The Gather fails on the rate 0 (at every size: no search): the error names the scalar input.
     const bare = await importOnnxModel(file, { operators: 4 }).catch((e: unknown) => e);
-    expect(String(bare)).toMatch(/onnxruntime failed to run it at batch 1, samples 32 to infer value shapes: .*Gather.*The probe fed audio \[1, 32\] = 0; state \[1, 4\] = 0; sr \[\] = 0\. .*--probe-shape NAME=DxD.*--probe-value NAME=V.*the scalar \(0-d\) input 'sr' \(int64\) may be read so.*--probe-value sr=V/s);
+    expect(String(bare)).toMatch(/onnxruntime failed to run it at batch 1, samples 32 to infer value shapes: .*Gather.*The probe fed audio \[1 \(batch\), 32 \(samples\)\] = 0; state \[1 \(batch\), 4\] = 0; sr \[\] = 0\. .*--probe-shape NAME=DxD.*--probe-value NAME=V.*the scalar \(0-d\) input 'sr' \(int64\) may be read so.*--probe-value sr=V/s);
     expect(String(bare)).not.toMatch(/searched larger sizes/);
 
     // With the rate given, the search finds the length itself.
@@ -228,7 +228,7 @@ describe('shape probes given by the user', () => {
     expect(valueOnly.spec.defaultSeqLen).toBe(512);
 
     const shapeOnly = await importOnnxModel(file, { operators: 4, probe: probeOf([['audio', '1x16000']], []) }).catch((e: unknown) => e);
-    expect(String(shapeOnly)).toMatch(/at batch 1, samples 4000 .*Gather.*The probe fed audio \[1, 4000\] = 0; state \[1, 4\] = 0; sr \[\] = 0\. .*--probe-value NAME=V/s);
+    expect(String(shapeOnly)).toMatch(/at batch 1, samples 4000 .*Gather.*The probe fed audio \[1 \(batch\), 4000 \(samples\)\] = 0; state \[1 \(batch\), 4\] = 0; sr \[\] = 0\. .*--probe-value NAME=V/s);
 
     const probe = probeOf([['audio', '1x16000']], [['sr', '16000']]);
     const feeds = { audio: randomTensor([2, 12345], 'audio'), state: randomTensor([2, 4], 'state'), sr: new ort.Tensor('int64', BigInt64Array.from([16000n]), []) };

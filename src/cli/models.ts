@@ -225,9 +225,10 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     .option('--force', 'replace a different model already imported under this name (every operator count of it); for the same file, rebuild its cache entry (repairs corrupt operator files)')
     .option('--probe-shape <name=DxD>', 'shape of an input for the shape probe, e.g. audio=1x16000 (repeatable; a sequence-axis size is also the default sequence length)', collectProbe('--probe-shape'), [])
     .option('--probe-value <name=V>', 'value every element of an input holds in the shape probe, e.g. sr=16000 (repeatable; default 0)', collectProbe('--probe-value'), [])
+    .option('--axis <name.d=axis>', "the axis dim D of input NAME is, e.g. state.1=batch or input.1=samples (repeatable; 'batch' = the batch axis, another name = the axis of that name)", collectProbe('--axis'), [])
     .option('--json', 'print the ModelSpec as JSON')
-    .action(async (file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; force?: boolean; probeShape: [string, string][]; probeValue: [string, string][]; json?: boolean }) => {
-      const probe = probeInputsOf(opts.probeShape, opts.probeValue);
+    .action(async (file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; force?: boolean; probeShape: [string, string][]; probeValue: [string, string][]; axis: [string, string][]; json?: boolean }) => {
+      const probe = probeInputsOf(opts.probeShape, opts.probeValue, opts.axis);
       const repo = new ModelRepository(ctx.cacheOptions());
       const { artifact, built } = await repo.importModel(file, {
         operators: opts.operators,
@@ -246,17 +247,21 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
 function collectProbe(flag: string): (value: string, previous: [string, string][]) => [string, string][] {
   return (value, previous) => {
     const eq = value.indexOf('=');
-    if (eq <= 0 || eq === value.length - 1) throw new InvalidArgumentError(`${flag} expects NAME=VALUE (e.g. ${flag === '--probe-shape' ? 'audio=1x16000' : 'sr=16000'}), got '${value}'`);
+    const example = flag === '--probe-shape' ? 'audio=1x16000' : flag === '--axis' ? 'state.1=batch' : 'sr=16000';
+    if (eq <= 0 || eq === value.length - 1) throw new InvalidArgumentError(`${flag} expects ${flag === '--axis' ? 'NAME.D=AXIS' : 'NAME=VALUE'} (e.g. ${example}), got '${value}'`);
     return [...previous, [value.slice(0, eq), value.slice(eq + 1)]];
   };
 }
 
 /**
- * Probe inputs from `--probe-shape NAME=DxD…` and `--probe-value NAME=V` pairs; undefined when none.
- * @throws InvalidArgumentError naming the flag for a malformed shape or value or a name given twice.
+ * Probe inputs from `--probe-shape NAME=DxD…`, `--probe-value NAME=V` and `--axis NAME.D=AXIS`
+ * pairs (for `--axis` the pair is [`NAME.D`, `AXIS`]; NAME may itself hold dots: D follows the
+ * last one); undefined when none.
+ * @throws InvalidArgumentError naming the flag for a malformed shape, value or dim, or a name
+ *   (an input's dim, for `--axis`) given twice.
  */
-export function probeInputsOf(shapes: readonly [string, string][], values: readonly [string, string][]): ProbeInputs | undefined {
-  if (shapes.length === 0 && values.length === 0) return undefined;
+export function probeInputsOf(shapes: readonly [string, string][], values: readonly [string, string][], axes: readonly [string, string][] = []): ProbeInputs | undefined {
+  if (shapes.length === 0 && values.length === 0 && axes.length === 0) return undefined;
   const shapeOf: Record<string, number[]> = {};
   for (const [name, text] of shapes) {
     if (name in shapeOf) throw new InvalidArgumentError(`--probe-shape gives '${name}' twice`);
@@ -271,7 +276,17 @@ export function probeInputsOf(shapes: readonly [string, string][], values: reado
     if (text.trim() === '' || !Number.isFinite(v)) throw new InvalidArgumentError(`--probe-value ${name}=${text}: the value must be a finite number`);
     valueOf[name] = v;
   }
-  return { shapes: shapeOf, values: valueOf };
+  const axisOf: Record<string, Record<number, string>> = {};
+  for (const [key, axis] of axes) {
+    const dot = key.lastIndexOf('.');
+    const name = key.slice(0, Math.max(0, dot));
+    const dimText = key.slice(dot + 1);
+    if (dot <= 0 || !/^\d+$/.test(dimText)) throw new InvalidArgumentError(`--axis ${key}=${axis}: expects NAME.D=AXIS with D a dim index (e.g. state.1=batch)`);
+    const dims = (axisOf[name] ??= {});
+    if (Number(dimText) in dims) throw new InvalidArgumentError(`--axis gives dim ${dimText} of '${name}' twice`);
+    dims[Number(dimText)] = axis;
+  }
+  return { shapes: shapeOf, values: valueOf, ...(axes.length === 0 ? {} : { axes: axisOf }) };
 }
 
 /**

@@ -26,6 +26,7 @@ import type { GraphStructure, ModelCosts } from './analysis.ts';
 import { elementCount } from '../../tensor.ts';
 import { boundaryDataType, elementBytes, isParameterType } from './dtypes.ts';
 import { defaultOpsetVersion, detectDynamicAxes, isTopologicallySorted, pruneDeadNodes, sortModelTopologically, toNumber } from './graph.ts';
+import { nameInputAxes } from './axis-names.ts';
 import { foldConstants, RANDOM_OPS } from './constants.ts';
 import { checkProbeInputs, declaredValueInfos, dimBinding, probeSeqLen } from './shapes.ts';
 import type { ProbeInputs } from './shapes.ts';
@@ -430,7 +431,9 @@ export interface ImportResult {
  * Steps: `readOnnxFile` (external data loaded); index + topological sort (stable); drop nodes
  * that reach no graph output; `Constant` nodes and the constant-only subgraphs they feed become
  * initializers (`foldConstants`: copied into every operator that reads them, never carried
- * across a boundary; node counts are those of the folded graph); dynamic axes from the inputs
+ * across a boundary; node counts are those of the folded graph); input dims named by
+ * `probe.axes` (`--axis`) or inferred to be the batch of a recurrent state take those axes'
+ * names (`nameInputAxes`); dynamic axes from the inputs
  * (`detectDynamicAxes`: batch = dim 0 of the inputs when symbolic, one other symbolic dim =
  * seq, several distinct names = one symbol each, at the sizes `--probe-shape` gives or 64); probe inputs checked (`checkProbeInputs`); shapes and costs probed
  * (`probeWithSearch`: when onnxruntime refuses the default sizes in a Pad, Conv, pool, STFT or
@@ -460,12 +463,12 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
   const { model: raw, sha256 } = await readOnnxFile(abs);
   const what = file;
   const sorted = pruneDeadNodes(sortModelTopologically(raw, what), what);
-  const { model } = await foldConstants(sorted, what);
+  const probe = opts.probe ?? {};
+  const { model } = nameInputAxes((await foldConstants(sorted, what)).model, probe.axes, what);
   const structure = analyzeStructure(model, what);
   if (structure.index.nodes.length === 0) throw new InvalidModelError(`${what}: the graph has no nodes that contribute to its outputs, nothing to partition`);
   checkOperatorCount(opts.operators, structure.index.nodes.length, what);
 
-  const probe = opts.probe ?? {};
   const dynamicAxes = withProbeSizes(detectDynamicAxes(model), structure.index, probe);
   const binding = dimBinding(structure.index, dynamicAxes);
   checkProbeInputs(structure.index, declaredValueInfos(structure.index.graph), probe, what);

@@ -15,7 +15,8 @@ import { isTopologicallySorted } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
 import { onnx } from './proto.ts';
 import type { OnnxTypes } from './proto.ts';
-import { annotation, bindDim, declaredDims, valuesOf } from './shape-binding.ts';
+import type { AxisNames } from './axis-names.ts';
+import { annotation, bindDim, canonicalDim, declaredDims, valuesOf } from './shape-binding.ts';
 import type { DimBinding, ShapePoint, TensorShape } from './shape-binding.ts';
 
 /**
@@ -46,6 +47,12 @@ export class ProbeRunError extends InvalidModelError {
 export interface ProbeInputs {
   readonly shapes?: Readonly<Record<string, readonly number[]>>;
   readonly values?: Readonly<Record<string, number>>;
+  /**
+   * `axes[input][dim]` = the axis a dim of an input is (`--axis NAME.D=AXIS`; `batch` = the
+   * batch axis): applied to the declared input shapes before the axes are detected
+   * (`axis-names.ts`).
+   */
+  readonly axes?: AxisNames;
 }
 /** How `resolveShapes` streams the onnxruntime probe. */
 export interface ProbeOptions {
@@ -209,7 +216,7 @@ async function probeChunk(
           continue;
         }
         const fed = Object.entries(feeds)
-          .map(([name, t]) => `${name} [${t.dims.join(', ')}] = ${probe.values?.[name] ?? (t.type === 'string' ? "''" : 0)}`)
+          .map(([name, t]) => `${name} [${t.dims.map((d, i) => `${d}${axisLabel(infos.get(name), i, binding)}`).join(', ')}] = ${probe.values?.[name] ?? (t.type === 'string' ? "''" : 0)}`)
           .join('; ');
         const example = index.inputs[0] ?? 'NAME';
         const message = describeError(cause);
@@ -234,6 +241,19 @@ async function probeChunk(
   } finally {
     await session.release();
   }
+}
+
+/**
+ * ` (axis)` for a dim of an input that the probe bound to an axis (a named dim, an anonymous dim
+ * 0 = the batch, another anonymous dim = the sequence axis when there is one), so an error shows
+ * which axis the probe took each dim for; '' for a fixed dim or a dim fed as 1.
+ */
+function axisLabel(info: OnnxTypes.IValueInfoProto | undefined, i: number, binding: DimBinding): string {
+  const d = annotation(info)?.dims[i];
+  if (typeof d === 'number') return '';
+  if (d === undefined) return i === 0 ? ` (${binding.batchName})` : binding.seqName !== undefined ? ` (${binding.seqName})` : '';
+  const axis = canonicalDim(d, binding);
+  return bindDim(d, binding, { batch: 1, seqLen: 1 }) === undefined ? '' : ` (${axis})`;
 }
 
 /**
@@ -304,8 +324,13 @@ export function probeSeqLen(index: GraphIndex, binding: DimBinding, probe: Probe
       if (i === 0 || dims[i] === undefined) return;
       const isSeq = d === undefined || (typeof d === 'string' && binding.seq.has(d));
       if (!isSeq) return;
-      if (found !== undefined && found.value !== dims[i]) throw new RangeError(`--probe-shape: ${found.from} and ${name} give the sequence axis '${binding.seqName}' different sizes (${found.value}, ${dims[i]})`);
-      found = { value: dims[i], from: name };
+      if (found !== undefined && found.value !== dims[i]) {
+        throw new RangeError(
+          `--probe-shape: ${found.from} and ${name} (dim ${i}) give the sequence axis '${binding.seqName}' different sizes (${found.value}, ${dims[i]}); ` +
+            `if dim ${i} of '${name}' is another axis, name it: --axis ${name}.${i}=batch (or another axis name)`,
+        );
+      }
+      found = { value: dims[i], from: `${name} (dim ${i})` };
     });
   }
   return found?.value;
