@@ -105,6 +105,25 @@ describe('axes a user can name', () => {
     }
   });
 
+  it('--axis input.1=512 fixes a length for a model that accepts one only: the spec has no sequence axis, the operators keep the file\'s dynamic dim', async () => {
+    const model = recurrentModel();
+    const file = path.join(dir, 'recurrent-fixed.onnx');
+    await writeFile(file, onnx.ModelProto.encode(model).finish());
+    const { spec, operatorModels, model: whole } = await importOnnxModel(file, { operators: 3, probe: probeOf([['input.1', '512']]) });
+    expect(spec.dynamicAxes).toEqual({ batch: 'batch' });
+    expect(spec.inputs.map((t) => t.shape)).toEqual([
+      ['batch', 512],
+      [2, 'batch', H],
+    ]);
+    const declared = (m: OnnxTypes.ModelProto): unknown => m.graph!.input!.find((v) => v.name === 'input')?.type?.tensorType?.shape?.dim?.map((d) => d.dimValue ?? d.dimParam ?? '?');
+    expect(declared(whole)).toEqual(declared(model));
+    expect(declared(operatorModels[0]!)).toEqual(declared(model));
+    const feeds = { input: randomTensor([2, 512], 'fixed-input'), state: randomTensor([2, 2, H], 'fixed-state') };
+    const expected = await runOnnx(model, feeds);
+    const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+    for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, c.name).toMatchObject({ ok: true });
+  });
+
   it('a wrong binding fails in the probe, which shows the axis it took each dim for; bad --axis flags name the input, the dim and the axis', async () => {
     const file = path.join(dir, 'recurrent2.onnx');
     await writeFile(file, onnx.ModelProto.encode(recurrentModel()).finish());

@@ -26,7 +26,7 @@ import type { GraphStructure, ModelCosts } from './analysis.ts';
 import { elementCount } from '../../tensor.ts';
 import { boundaryDataType, elementBytes, isParameterType } from './dtypes.ts';
 import { defaultOpsetVersion, detectDynamicAxes, isTopologicallySorted, pruneDeadNodes, sortModelTopologically, toNumber } from './graph.ts';
-import { nameInputAxes } from './axis-names.ts';
+import { nameInputAxes, restoreFixedInputs } from './axis-names.ts';
 import { foldConstants, RANDOM_OPS } from './constants.ts';
 import { checkProbeInputs, declaredValueInfos, dimBinding, probeSeqLen } from './shapes.ts';
 import type { ProbeInputs } from './shapes.ts';
@@ -464,7 +464,7 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
   const what = file;
   const sorted = pruneDeadNodes(sortModelTopologically(raw, what), what);
   const probe = opts.probe ?? {};
-  const { model } = nameInputAxes((await foldConstants(sorted, what)).model, probe.axes, what);
+  const { model, original } = nameInputAxes((await foldConstants(sorted, what)).model, probe.axes, what);
   const structure = analyzeStructure(model, what);
   if (structure.index.nodes.length === 0) throw new InvalidModelError(`${what}: the graph has no nodes that contribute to its outputs, nothing to partition`);
   checkOperatorCount(opts.operators, structure.index.nodes.length, what);
@@ -498,5 +498,5 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
   const operatorCount = checkAssignment(structure.index, operatorOfNode, what);
   const cuts = computeCuts(structure.index, structure.order, operatorOfNode, operatorCount, what);
   const { spec, operatorModels } = assemblePartition(structure, costs, cuts, input);
-  return { spec, model, operatorModels };
+  return { spec, model: restoreFixedInputs(model, original), operatorModels: operatorModels.map((m) => restoreFixedInputs(m, original)) };
 }
