@@ -126,7 +126,11 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
     // An unresolved model output (on no inner boundary, checked above) is served with its actual
     // shape, its unwritable dims '?data', as data-dependent outputs are (docs/import.md).
     if (!s) throw new InvalidModelError(`${what}: the type and shape of tensor '${name}' are unknown`);
-    const domain = domains.get(name);
+    // A computed If condition or Loop count crossing a boundary keeps the value the probe saw:
+    // warm-up and profiling then take the branch the spec's shapes describe (docs/import.md
+    // "Control flow").
+    const control = costs.shapes.controls?.get(name);
+    const domain = domains.get(name) ?? (control === undefined || index.inputs.includes(name) ? undefined : { values: [control] });
     return { name, dataType: boundaryDataType(s.elemType, name, what), shape: s.shape, ...(inputDependent.has(name) ? {} : { constant: true as const }), ...(domain === undefined ? {} : { domain }) };
   };
 

@@ -61,6 +61,15 @@ export interface ProbeOptions {
 }
 
 /**
+ * Values of single-element tensors the probe reads while it runs (the condition of an If, the
+ * trip count and condition of a Loop): `values.get(name)[j]` = the value at point j.
+ */
+export interface ProbeCapture {
+  readonly names: ReadonlySet<string>;
+  readonly values: Map<string, (number | undefined)[]>;
+}
+
+/**
  * Bytes of probe outputs one onnxruntime run may hold (each is copied once into JavaScript):
  * the streamed probe sizes its chunks of values to stay near this (docs/import.md "Memory").
  */
@@ -103,6 +112,7 @@ export async function probeShapes(
   probe: ProbeInputs,
   required: number,
   chunkBytes: number,
+  capture?: ProbeCapture,
 ): Promise<(Map<string, TensorShape> | undefined)[]> {
   checkProbeInputs(index, infos, probe, what);
   const graph = index.graph;
@@ -159,7 +169,7 @@ export async function probeShapes(
           valueInfo: [],
         }),
       });
-      const largest = await probeChunk(index, prefix, fetch, points, feedsAt, tables, binding, infos, what, probe, required);
+      const largest = await probeChunk(index, prefix, fetch, points, feedsAt, tables, binding, infos, what, probe, required, capture);
       bytesPerValue = Math.max(bytesPerValue ?? 0, largest / fetch.length);
     }
     start = end;
@@ -186,6 +196,7 @@ async function probeChunk(
   what: string,
   probe: ProbeInputs,
   required: number,
+  capture: ProbeCapture | undefined,
 ): Promise<number> {
   let session: ort.InferenceSession;
   try {
@@ -232,6 +243,12 @@ async function probeChunk(
       for (const [name, value] of Object.entries(results)) {
         const elemType = elemTypeOfOrt(value.type);
         if (elemType !== undefined) table.set(name, { elemType, dims: [...value.dims] });
+        if (capture?.names.has(name) === true && value.size === 1 && value.type !== 'string') {
+          const v = (value.data as ArrayLike<number | bigint>)[0];
+          let seen = capture.values.get(name);
+          if (!seen) capture.values.set(name, (seen = []));
+          seen[j] = typeof v === 'bigint' ? Number(v) : v;
+        }
         bytes += value.type === 'string' ? value.size * NOMINAL_STRING_BYTES : (value.data as { byteLength?: number }).byteLength ?? 0;
         value.dispose();
       }

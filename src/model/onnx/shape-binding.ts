@@ -62,6 +62,11 @@ export interface ResolvedShapes {
    * actual shape (its `symbolic` shape has `DATA_DEPENDENT_DIM` for each such dim).
    */
   readonly unresolved: ReadonlyMap<string, string>;
+  /**
+   * The value the probe saw at every required point for each computed If condition and Loop
+   * trip count or condition (the branch the probe took); absent from annotations.
+   */
+  readonly controls?: ReadonlyMap<string, number>;
 }
 
 /**

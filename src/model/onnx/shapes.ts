@@ -35,7 +35,7 @@ import { fitAxisFactor, formatAxisFactor, inferDim, inferDimGeneral } from './di
 import type { AxisFactor, Factor, FitHints } from './dim-fit.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
-import { PROBE_CHUNK_BYTES, probeShapes, type ProbeInputs, type ProbeOptions } from './probe.ts';
+import { PROBE_CHUNK_BYTES, probeShapes, type ProbeCapture, type ProbeInputs, type ProbeOptions } from './probe.ts';
 import { graphStrides, stridedOutputFactor } from './stride-rules.ts';
 import { annotation, bindDim, canonicalDim, declaredValueInfos, fixedBatchSize, initializerShapes, valuesOf } from './shape-binding.ts';
 import type { DimBinding, ResolvedShapes, ShapePoint, SymbolicShape, TensorShape } from './shape-binding.ts';
@@ -107,7 +107,13 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
     if (further !== undefined) optional.push({ batch: first.batch, seqLen: first.seqLen + odd, ...(binding.symbols.size === 0 ? {} : { symbols: base }) });
   }
   const required = [...points, ...extra].map(withSymbols);
-  const probed = await probeShapes(index, model, binding, [...required, ...optional], infos, what, probe, required.length, options.chunkBytes ?? PROBE_CHUNK_BYTES);
+  const capture: ProbeCapture = { names: controlValues(index), values: new Map() };
+  const probed = await probeShapes(index, model, binding, [...required, ...optional], infos, what, probe, required.length, options.chunkBytes ?? PROBE_CHUNK_BYTES, capture);
+  const controls = new Map<string, number>();
+  for (const [name, seen] of capture.values) {
+    const first = seen[0];
+    if (first !== undefined && Number.isFinite(first) && seen.slice(0, required.length).every((v) => v === first)) controls.set(name, first);
+  }
   const all = required.concat(optional.filter((_, j) => probed[required.length + j] !== undefined));
   const tables = probed.filter((t): t is Map<string, TensorShape> => t !== undefined);
   for (const t of tables) for (const [k, v] of inits) t.set(k, v);
@@ -154,7 +160,7 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
     if (failure !== undefined) unresolved.set(name, failure);
     symbolic.set(name, { elemType: shapes[0]!.elemType, shape });
   }
-  return { source: 'onnxruntime', tables: tables.slice(0, points.length), symbolic, unresolved };
+  return { source: 'onnxruntime', tables: tables.slice(0, points.length), symbolic, unresolved, controls };
 }
 
 /** A probe point for messages: its batch, seq length and axis sizes, in `axesText` order. */
@@ -165,6 +171,22 @@ function pointText(p: ShapePoint, binding: DimBinding): string {
 /** The names of the axes a probe point gives, for messages. */
 function axesText(binding: DimBinding): string {
   return ['batch', ...(binding.seqName === undefined ? [] : [binding.seqName]), ...binding.symbols.keys()].join(', ');
+}
+
+/**
+ * Values that steer control flow: the condition of every If, the trip count and condition of
+ * every Loop (ONNX If input 0, Loop inputs 0 and 1), when a node computes them.
+ */
+function controlValues(index: GraphIndex): Set<string> {
+  const out = new Set<string>();
+  for (const node of index.nodes) {
+    const slots = node.opType === 'If' ? [0] : node.opType === 'Loop' ? [0, 1] : [];
+    for (const k of slots) {
+      const name = node.input?.[k];
+      if (name && index.producer.has(name)) out.add(name);
+    }
+  }
+  return out;
 }
 
 /**
