@@ -212,6 +212,65 @@ describe('probe sizes found by search', () => {
   });
 });
 
+/**
+ * A model that accepts 256 to 640 samples only (like silero VAD's 16 kHz op15 export): framed =
+ * Conv(Unsqueeze(audio), 4 filters of 256 taps, stride 128) needs samples ≥ 256; pad = a
+ * ConstantOfShape of 640 − samples elements (fails above 640), summed to a scalar 0 and added
+ * to the frames. 9 nodes, no value_info.
+ */
+function boundedModel(): OnnxTypes.ModelProto {
+  const i64 = (name: string, values: number[], dims: number[]): OnnxTypes.ITensorProto => ({ name, dataType: DT.INT64, dims, rawData: new Uint8Array(BigInt64Array.from(values.map(BigInt)).buffer) });
+  const filters = Float32Array.from({ length: 4 * 256 }, (_, i) => Math.sin(i / 9) * 0.05);
+  return onnx.ModelProto.create({
+    irVersion: 8,
+    opsetImport: [{ domain: '', version: 17 }],
+    graph: {
+      name: 'bounded',
+      input: [{ name: 'audio', type: { tensorType: { elemType: DT.FLOAT, shape: { dim: [{ dimParam: 'batch' }, { dimParam: 'samples' }] } } } }],
+      initializer: [i64('one', [1], [1]), i64('zero', [0], [1]), i64('most', [640], [1]), { name: 'filters', dataType: DT.FLOAT, dims: [4, 1, 256], rawData: new Uint8Array(filters.buffer) }],
+      node: [
+        { opType: 'Unsqueeze', input: ['audio', 'one'], output: ['mono'], name: 'mono' },
+        { opType: 'Conv', input: ['mono', 'filters'], output: ['framed'], name: 'frames', attribute: [{ name: 'strides', type: AT.INTS, ints: [128] }] },
+        { opType: 'Shape', input: ['audio'], output: ['shape'], name: 'shape' },
+        { opType: 'Gather', input: ['shape', 'one'], output: ['n'], name: 'n' },
+        { opType: 'Sub', input: ['most', 'n'], output: ['room'], name: 'room' },
+        { opType: 'ConstantOfShape', input: ['room'], output: ['spare'], name: 'spare' },
+        { opType: 'ReduceSum', input: ['spare', 'zero'], output: ['nothing'], name: 'nothing', attribute: [{ name: 'keepdims', type: AT.INT, i: 0 }] },
+        { opType: 'Cast', input: ['nothing'], output: ['nothing_f'], name: 'cast', attribute: [{ name: 'to', type: AT.INT, i: DT.FLOAT }] },
+        { opType: 'Add', input: ['framed', 'nothing_f'], output: ['out'], name: 'add' },
+      ],
+      output: [{ name: 'out' }],
+    },
+  });
+}
+
+describe('a range of lengths given by the user', () => {
+  it('a model that accepts 256–640 samples fails without flags and imports with --probe-shape audio=1x256-640 (probed at 256, 448, 640); the operators equal the whole model at lengths never probed', async () => {
+    const model = boundedModel();
+    const file = path.join(dir, 'bounded.onnx');
+    await writeFile(file, onnx.ModelProto.encode(model).finish());
+    const bare = await importOnnxModel(file, { operators: 3 }).catch((e: unknown) => e);
+    expect(String(bare)).toMatch(/ConstantOfShape/);
+    const probe = probeOf([['audio', '1x256-640']], []);
+    expect(probe.ranges).toEqual({ audio: { 1: [256, 640] } });
+    for (const operators of [1, 3, 9]) {
+      const { spec, operatorModels } = await importOnnxModel(file, { operators, probe });
+      expect(spec.defaultSeqLen).toBe(640);
+      expect(spec.outputs[0]!.shape).toEqual(['batch', 4, 'samples/128-1']); // ⌊(samples − 256)/128⌋ + 1
+      expect(boundaryViolations(spec)).toEqual([]);
+      for (const samples of [300, 512, 601]) {
+        const feeds = { audio: randomTensor([2, samples], `bounded-${samples}`) };
+        const expected = await runOnnx(model, feeds);
+        const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+        for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${samples}: ${c.name}`).toMatchObject({ ok: true });
+      }
+    }
+    await expect(importOnnxModel(file, { operators: 2, probe: probeOf([['audio', '2-9x640']], []) })).rejects.toThrow(/dim 0 of 'audio' is not the sequence axis 'samples'; a range of sizes is accepted for the sequence axis only/);
+    await expect(importOnnxModel(file, { operators: 2, probe: probeOf([['audio', '1x640-641']], []) })).rejects.toThrow(/a range needs at least 3 lengths/);
+    expect(() => probeInputsOf([['audio', '1x640-256']], [])).toThrow(/the range 640-256 must be LO-HI with 1 ≤ LO ≤ HI/);
+  });
+});
+
 describe('shape probes given by the user', () => {
   it('names --probe-shape and --probe-value when the automatic probe fails; with both it imports at N = 1, 4, 8, 9', async () => {
     const model = audioModel();

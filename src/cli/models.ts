@@ -223,7 +223,7 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     .option('--default-seq-len <n>', 'sequence length for metadata when the model has a sequence axis (default 128)', positiveInt('--default-seq-len'))
     .option('--name <name>', 'model name (default: file name without .onnx)')
     .option('--force', 'replace a different model already imported under this name (every operator count of it); for the same file, rebuild its cache entry (repairs corrupt operator files)')
-    .option('--probe-shape <name=DxD>', 'shape of an input for the shape probe, e.g. audio=1x16000 (repeatable; a sequence-axis size is also the default sequence length)', collectProbe('--probe-shape'), [])
+    .option('--probe-shape <name=DxD>', 'shape of an input for the shape probe, e.g. audio=1x16000 (repeatable; a sequence-axis size is also the default sequence length; a range LO-HI of it, e.g. audio=1x256-640, is sampled at LO, the middle and HI)', collectProbe('--probe-shape'), [])
     .option('--probe-value <name=V>', 'value every element of an input holds in the shape probe, e.g. sr=16000 (repeatable; default 0)', collectProbe('--probe-value'), [])
     .option('--axis <name.d=axis>', "the axis dim D of input NAME is, e.g. state.1=batch or input.1=samples (repeatable; 'batch' = the batch axis, another name = the axis of that name)", collectProbe('--axis'), [])
     .option('--json', 'print the ModelSpec as JSON')
@@ -263,10 +263,22 @@ function collectProbe(flag: string): (value: string, previous: [string, string][
 export function probeInputsOf(shapes: readonly [string, string][], values: readonly [string, string][], axes: readonly [string, string][] = []): ProbeInputs | undefined {
   if (shapes.length === 0 && values.length === 0 && axes.length === 0) return undefined;
   const shapeOf: Record<string, number[]> = {};
+  const rangeOf: Record<string, Record<number, [number, number]>> = {};
   for (const [name, text] of shapes) {
     if (name in shapeOf) throw new InvalidArgumentError(`--probe-shape gives '${name}' twice`);
-    const dims = text.split('x').map((d) => (/^\d+$/.test(d.trim()) ? Number(d) : Number.NaN));
-    if (dims.some((d) => !Number.isSafeInteger(d) || d < 1)) throw new InvalidArgumentError(`--probe-shape ${name}=${text}: dims must be integers ≥ 1 joined by 'x' (e.g. 1x16000)`);
+    const parts = text.split('x').map((d) => d.trim());
+    const dims: number[] = [];
+    parts.forEach((d, i) => {
+      const range = /^(\d+)-(\d+)$/.exec(d);
+      if (range) {
+        const lo = Number(range[1]);
+        const hi = Number(range[2]);
+        if (!(lo >= 1 && hi >= lo)) throw new InvalidArgumentError(`--probe-shape ${name}=${text}: the range ${d} must be LO-HI with 1 ≤ LO ≤ HI`);
+        (rangeOf[name] ??= {})[i] = [lo, hi];
+        dims.push(hi);
+      } else dims.push(/^\d+$/.test(d) ? Number(d) : Number.NaN);
+    });
+    if (dims.some((d) => !Number.isSafeInteger(d) || d < 1)) throw new InvalidArgumentError(`--probe-shape ${name}=${text}: dims must be integers ≥ 1 (or a range LO-HI of the sequence axis) joined by 'x' (e.g. 1x16000, 1x256-640)`);
     shapeOf[name] = dims;
   }
   const valueOf: Record<string, number> = {};
@@ -286,7 +298,7 @@ export function probeInputsOf(shapes: readonly [string, string][], values: reado
     if (Number(dimText) in dims) throw new InvalidArgumentError(`--axis gives dim ${dimText} of '${name}' twice`);
     dims[Number(dimText)] = axis;
   }
-  return { shapes: shapeOf, values: valueOf, ...(axes.length === 0 ? {} : { axes: axisOf }) };
+  return { shapes: shapeOf, values: valueOf, ...(axes.length === 0 ? {} : { axes: axisOf }), ...(Object.keys(rangeOf).length === 0 ? {} : { ranges: rangeOf }) };
 }
 
 /**

@@ -53,6 +53,13 @@ export interface ProbeInputs {
    * (`axis-names.ts`).
    */
   readonly axes?: AxisNames;
+  /**
+   * `ranges[input][dim]` = [lo, hi]: the sizes a dim bound to the sequence axis accepts
+   * (`--probe-shape input=1x256-640`, for a model that refuses lengths outside them); the probe
+   * then samples the axis at lo, (lo + hi)/2 and hi instead of d/4 … d, and `shapes[input][dim]`
+   * is hi (the default length).
+   */
+  readonly ranges?: Readonly<Record<string, Readonly<Record<number, readonly [number, number]>>>>;
 }
 /** How `resolveShapes` streams the onnxruntime probe. */
 export interface ProbeOptions {
@@ -351,6 +358,30 @@ export function probeSeqLen(index: GraphIndex, binding: DimBinding, probe: Probe
     });
   }
   return found?.value;
+}
+
+/**
+ * The range of sequence lengths `probe.ranges` gives for a dim bound to the sequence axis (see
+ * `probeSeqLen`); undefined when none.
+ * @throws RangeError naming the input and the dim when a range is given for a dim that is not
+ *   the sequence axis, spans fewer than 3 lengths, or two ranges differ.
+ */
+export function probeSeqRange(index: GraphIndex, binding: DimBinding, probe: ProbeInputs): readonly [number, number] | undefined {
+  let found: { range: readonly [number, number]; from: string } | undefined;
+  for (const [name, dims] of Object.entries(probe.ranges ?? {})) {
+    const declared = declaredDims(index, name) ?? [];
+    for (const [key, range] of Object.entries(dims)) {
+      const i = Number(key);
+      const d = declared[i];
+      const isSeq = binding.seqName !== undefined && i > 0 && (d === undefined || (typeof d === 'string' && binding.seq.has(d)));
+      const flag = `--probe-shape ${name}=…${range[0]}-${range[1]}…`;
+      if (!isSeq) throw new RangeError(`${flag}: dim ${i} of '${name}' is not the sequence axis${binding.seqName === undefined ? ' (the model has none)' : ` '${binding.seqName}'`}; a range of sizes is accepted for the sequence axis only`);
+      if (range[1] - range[0] < 2) throw new RangeError(`${flag}: a range needs at least 3 lengths (lo + 2 ≤ hi); for one length fix the dim with --axis ${name}.${i}=${range[1]}`);
+      if (found !== undefined && (found.range[0] !== range[0] || found.range[1] !== range[1])) throw new RangeError(`${flag}: ${found.from} gives the sequence axis another range (${found.range.join('-')})`);
+      found = { range, from: `${name} (dim ${i})` };
+    }
+  }
+  return found?.range;
 }
 
 /** A probe input tensor: zeros (or `probe.values[name]`), shaped by the point and `probe.shapes[name]`. */

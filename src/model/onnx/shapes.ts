@@ -41,7 +41,7 @@ import { annotation, bindDim, canonicalDim, declaredValueInfos, fixedBatchSize, 
 import type { DimBinding, ResolvedShapes, ShapePoint, SymbolicShape, TensorShape } from './shape-binding.ts';
 
 // The parts of the shape resolution, re-exported so that callers keep one entry point.
-export { checkProbeInputs, PROBE_CHUNK_BYTES, ProbeRunError, probeSeqLen } from './probe.ts';
+export { checkProbeInputs, PROBE_CHUNK_BYTES, ProbeRunError, probeSeqLen, probeSeqRange } from './probe.ts';
 export type { ProbeInputs, ProbeOptions } from './probe.ts';
 export { declaredValueInfos, dimBinding, fixedBatchSize } from './shape-binding.ts';
 export type { DimBinding, ResolvedShapes, ShapePoint, ShapeTable, SymbolicShape, TensorShape } from './shape-binding.ts';
