@@ -83,14 +83,15 @@ export function seqSamplePoints(defaultSeqLen: number, range?: readonly [number,
 const SIZE_FACTORS = [1, 0.5, 1.5];
 
 /**
- * Shapes and per-node FLOP. For a model with other dynamic axes (`DynamicAxes.symbols`) the
+ * Shapes and per-node FLOP (`seqRange`: sample the sequence axis in that window, as a range given
+ * with `--probe-shape` does). For a model with other dynamic axes (`DynamicAxes.symbols`) the
  * costs are polynomials in the query size (`querySize`: the product of the axes), sampled with
  * every axis at 1, 1/2 and 3/2 of its base size (a single point when those sizes coincide).
  * @throws InvalidModelError when shapes are not annotated and onnxruntime cannot infer them.
  */
-export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes, defaultSeqLen: number, probe: ProbeInputs = {}): Promise<ModelCosts> {
+export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes, defaultSeqLen: number, probe: ProbeInputs = {}, seqRange?: readonly [number, number]): Promise<ModelCosts> {
   const binding = dimBinding(structure.index, axes);
-  let seqPoints = axes.seq === undefined ? [0] : seqSamplePoints(defaultSeqLen, probeSeqRange(structure.index, binding, probe));
+  let seqPoints = axes.seq === undefined ? [0] : seqSamplePoints(defaultSeqLen, seqRange ?? probeSeqRange(structure.index, binding, probe));
   let points: ShapePoint[] = seqPoints.map((seqLen) => ({ batch: 1, seqLen }));
   if (axes.symbols !== undefined && Object.keys(axes.symbols).length > 0) {
     // every other axis scaled by the same factor: sizes s, (s/2)², (3s/4)² relative to the base

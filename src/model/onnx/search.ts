@@ -12,7 +12,10 @@
  * `MAX_PROBE_AXIS` (65,536). It stops at the first size the probe accepts, and gives up — with
  * the last error — when a failure is not one more size could fix (the failing op is not in
  * `SIZE_SENSITIVE_OPS`: a Gather fed a rate of 0 fails at every size), or when the same node
- * failed at three sizes in a row (`MAX_SAME_NODE_RETRIES`).
+ * failed at three sizes in a row (`MAX_SAME_NODE_RETRIES`). When the sequence axis is searched
+ * and every doubling failed, it then tries windows of lengths that start at the graph's bound:
+ * the axis sampled at bound, the middle and 2·bound, then 3·bound/2, then bound + 2 (a model
+ * that also refuses long inputs, as silero VAD's 16 kHz export accepts 256–640 samples only).
  */
 import type { DynamicAxes } from '../spec.ts';
 import { MAX_SEQ_LEN } from '../spec.ts';
@@ -117,7 +120,20 @@ export async function probeWithSearch(structure: GraphStructure, axes: DynamicAx
       if (!SIZE_SENSITIVE_OPS.has(e.failedOp ?? '') || sameNode >= MAX_SAME_NODE_RETRIES) break;
     }
   }
-  const note = `(the probe also searched larger sizes of ${searched.map((n) => `'${n}'`).join(', ')}: ${tried.join(', ')}${bound > 1 ? `, the graph implying at least ${bound}` : ''}; this is the failure at ${tried[tried.length - 1]})`;
+  // Downward: a model that also refuses long inputs (it accepts 256–640 samples only) fails at
+  // every length set of the doubling; sample windows that start at the graph's bound instead.
+  const windows: string[] = [];
+  if (searchable.seq && axes.seq !== undefined && bound > 1) {
+    for (const hi of [...new Set([2 * bound, Math.floor((3 * bound) / 2), bound + 2])].filter((h) => h >= bound + 2 && h <= MAX_PROBE_AXIS)) {
+      windows.push(`${bound}-${hi}`);
+      try {
+        return { costs: await analyzeCosts(structure, axes, hi, probe, [bound, hi]), dynamicAxes: axes, defaultSeqLen: hi, factor: hi / defaultSeqLen };
+      } catch (e) {
+        if (!(e instanceof ProbeRunError)) throw e;
+      }
+    }
+  }
+  const note = `(the probe also searched larger sizes of ${searched.map((n) => `'${n}'`).join(', ')}: ${tried.join(', ')}${bound > 1 ? `, the graph implying at least ${bound}` : ''}${windows.length > 0 ? `, and the windows of lengths ${windows.join(', ')}` : ''}; this is the failure at ${tried[tried.length - 1]})`;
   throw new ProbeRunError(`${last.message} ${note}`, last.failedOp, last.failedNode, { cause: last.cause });
 }
 
