@@ -139,6 +139,40 @@ describe('strided and windowed dims', () => {
     }
   });
 
+  it('pools with ceil_mode and SAME padding (hops 160 and 320) are written exactly: equal shapes and outputs at 3 lengths never probed', async () => {
+    // x [batch, 1, samples] → MaxPool(kernel 400, stride 160, ceil_mode) → ⌈(samples − 400)/160⌉ + 1
+    // → AveragePool(kernel 2, stride 320, SAME_UPPER) → ⌈(that)/320⌉ … over a second branch:
+    // AveragePool(kernel 640, stride 320, SAME_UPPER) of x → ⌈samples/320⌉
+    const model = onnx.ModelProto.create({
+      irVersion: 8,
+      opsetImport: [{ domain: '', version: 17 }],
+      graph: {
+        name: 'pools',
+        input: [input('x', ['batch', 1, 'samples'])],
+        node: [
+          { opType: 'MaxPool', input: ['x'], output: ['peaks'], name: 'peaks', attribute: [{ name: 'kernel_shape', type: AT.INTS, ints: [400] }, { name: 'strides', type: AT.INTS, ints: [160] }, { name: 'ceil_mode', type: AT.INT, i: 1 }] },
+          { opType: 'Relu', input: ['peaks'], output: ['peaks_out'], name: 'relu1' },
+          { opType: 'AveragePool', input: ['x'], output: ['means'], name: 'means', attribute: [{ name: 'kernel_shape', type: AT.INTS, ints: [640] }, { name: 'strides', type: AT.INTS, ints: [320] }, { name: 'auto_pad', type: AT.STRING, s: new TextEncoder().encode('SAME_UPPER') }] },
+          { opType: 'Relu', input: ['means'], output: ['means_out'], name: 'relu2' },
+        ],
+        output: [{ name: 'peaks_out' }, { name: 'means_out' }],
+      },
+    });
+    const file = path.join(dir, 'pools.onnx');
+    await writeFile(file, onnx.ModelProto.encode(model).finish());
+    const { spec, operatorModels } = await importOnnxModel(file, { operators: 4 });
+    expect(boundaryViolations(spec)).toEqual([]);
+    for (const samples of [16000, 5003, 12345]) {
+      const feeds = { x: randomTensor([1, 1, samples], `pools-${samples}`) };
+      const expected = await runOnnx(model, feeds);
+      expect(expected['peaks_out']!.dims[2]).toBe(Math.ceil((samples - 400) / 160) + 1);
+      expect(expected['means_out']!.dims[2]).toBe(Math.ceil(samples / 320));
+      for (const t of spec.outputs) expect(resolveShape(spec, t, 1, samples), `${t.name} at ${samples}`).toEqual([...expected[t.name]!.dims]);
+      const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+      for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `${samples}: ${c.name}`).toMatchObject({ ok: true });
+    }
+  });
+
   it('a dim no expression writes (samples + ⌈samples/3⌉) is served with its actual shape as a model output, and refused on an inner boundary naming a count that avoids it', async () => {
     // x [batch, 1, samples] → r = Relu → MaxPool (kernel 1, stride 3: ⌈samples/3⌉) → joined =
     // Concat of r and it along the samples axis (samples + ⌈samples/3⌉: no product of factors)
