@@ -194,12 +194,83 @@ describe('probe sizes found by search', () => {
     expect(spec.operators[1]!.inputs[0]!.shape).toEqual(['batch', 'samples/48', 48]);
   });
 
+  it('abacus models import reports only the outcome: the failed probe runs before the search leave no onnxruntime log lines', async () => {
+    const file = path.join(dir, 'stft-quiet.onnx');
+    await writeFile(file, onnx.ModelProto.encode(stftModel()).finish());
+    const res = await sandbox.abacus('models', 'import', file, '--operators', '2', '--json');
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).not.toMatch(/onnxruntime:|\[E:/);
+    expect((JSON.parse(res.stdout) as { defaultSeqLen: number }).defaultSeqLen).toBe(1024);
+  });
+
   it('a length the user sets is not searched: --default-seq-len 128 still fails naming the flags', async () => {
     const file = path.join(dir, 'stft2.onnx');
     await writeFile(file, onnx.ModelProto.encode(stftModel()).finish());
     const err = await importOnnxModel(file, { operators: 2, defaultSeqLen: 128 }).catch((e: unknown) => e);
     expect(String(err)).toMatch(/at batch 1, samples 32 .*Pad.*--probe-shape NAME=DxD/s);
     expect(String(err)).not.toMatch(/searched larger sizes/);
+  });
+});
+
+/**
+ * A model that accepts 256 to 640 samples only (like silero VAD's 16 kHz op15 export): framed =
+ * Conv(Unsqueeze(audio), 4 filters of 256 taps, stride 128) needs samples ≥ 256; pad = a
+ * ConstantOfShape of 640 − samples elements (fails above 640), summed to a scalar 0 and added
+ * to the frames. 9 nodes, no value_info.
+ */
+function boundedModel(): OnnxTypes.ModelProto {
+  const i64 = (name: string, values: number[], dims: number[]): OnnxTypes.ITensorProto => ({ name, dataType: DT.INT64, dims, rawData: new Uint8Array(BigInt64Array.from(values.map(BigInt)).buffer) });
+  const filters = Float32Array.from({ length: 4 * 256 }, (_, i) => Math.sin(i / 9) * 0.05);
+  return onnx.ModelProto.create({
+    irVersion: 8,
+    opsetImport: [{ domain: '', version: 17 }],
+    graph: {
+      name: 'bounded',
+      input: [{ name: 'audio', type: { tensorType: { elemType: DT.FLOAT, shape: { dim: [{ dimParam: 'batch' }, { dimParam: 'samples' }] } } } }],
+      initializer: [i64('one', [1], [1]), i64('zero', [0], [1]), i64('most', [640], [1]), { name: 'filters', dataType: DT.FLOAT, dims: [4, 1, 256], rawData: new Uint8Array(filters.buffer) }],
+      node: [
+        { opType: 'Unsqueeze', input: ['audio', 'one'], output: ['mono'], name: 'mono' },
+        { opType: 'Conv', input: ['mono', 'filters'], output: ['framed'], name: 'frames', attribute: [{ name: 'strides', type: AT.INTS, ints: [128] }] },
+        { opType: 'Shape', input: ['audio'], output: ['shape'], name: 'shape' },
+        { opType: 'Gather', input: ['shape', 'one'], output: ['n'], name: 'n' },
+        { opType: 'Sub', input: ['most', 'n'], output: ['room'], name: 'room' },
+        { opType: 'ConstantOfShape', input: ['room'], output: ['spare'], name: 'spare' },
+        { opType: 'ReduceSum', input: ['spare', 'zero'], output: ['nothing'], name: 'nothing', attribute: [{ name: 'keepdims', type: AT.INT, i: 0 }] },
+        { opType: 'Cast', input: ['nothing'], output: ['nothing_f'], name: 'cast', attribute: [{ name: 'to', type: AT.INT, i: DT.FLOAT }] },
+        { opType: 'Add', input: ['framed', 'nothing_f'], output: ['out'], name: 'add' },
+      ],
+      output: [{ name: 'out' }],
+    },
+  });
+}
+
+describe('a range of lengths given by the user', () => {
+  it('a model that accepts 256–640 samples imports without flags (a window from the graph bound: 256–512) and with --probe-shape audio=1x256-640 (probed at 256, 448, 640); the operators equal the whole model at lengths never probed', async () => {
+    const model = boundedModel();
+    const file = path.join(dir, 'bounded.onnx');
+    await writeFile(file, onnx.ModelProto.encode(model).finish());
+    // No flags: the doubling search fails (256–1024 samples: the ConstantOfShape refuses 1024),
+    // then the window from the graph's bound (the Conv's 256 taps) to twice it is accepted.
+    const bare = await importOnnxModel(file, { operators: 3 });
+    expect(bare.spec.defaultSeqLen).toBe(512);
+    expect(bare.spec.outputs[0]!.shape).toEqual(['batch', 4, 'samples/128-1']);
+    const probe = probeOf([['audio', '1x256-640']], []);
+    expect(probe.ranges).toEqual({ audio: { 1: [256, 640] } });
+    for (const operators of [1, 3, 9]) {
+      const { spec, operatorModels } = await importOnnxModel(file, { operators, probe });
+      expect(spec.defaultSeqLen).toBe(640);
+      expect(spec.outputs[0]!.shape).toEqual(['batch', 4, 'samples/128-1']); // ⌊(samples − 256)/128⌋ + 1
+      expect(boundaryViolations(spec)).toEqual([]);
+      for (const samples of [300, 512, 601]) {
+        const feeds = { audio: randomTensor([2, samples], `bounded-${samples}`) };
+        const expected = await runOnnx(model, feeds);
+        const actual = await runOperatorsInSequence(spec, operatorModels, feeds);
+        for (const c of compareOutputs(expected, actual, 1e-5)) expect(c, `N=${operators} ${samples}: ${c.name}`).toMatchObject({ ok: true });
+      }
+    }
+    await expect(importOnnxModel(file, { operators: 2, probe: probeOf([['audio', '2-9x640']], []) })).rejects.toThrow(/dim 0 of 'audio' is not the sequence axis 'samples'; a range of sizes is accepted for the sequence axis only/);
+    await expect(importOnnxModel(file, { operators: 2, probe: probeOf([['audio', '1x640-641']], []) })).rejects.toThrow(/a range needs at least 3 lengths/);
+    expect(() => probeInputsOf([['audio', '1x640-256']], [])).toThrow(/the range 640-256 must be LO-HI with 1 ≤ LO ≤ HI/);
   });
 });
 
@@ -211,7 +282,7 @@ describe('shape probes given by the user', () => {
 
     // The Gather fails on the rate 0 (at every size: no search): the error names the scalar input.
     const bare = await importOnnxModel(file, { operators: 4 }).catch((e: unknown) => e);
-    expect(String(bare)).toMatch(/onnxruntime failed to run it at batch 1, samples 32 to infer value shapes: .*Gather.*The probe fed audio \[1, 32\] = 0; state \[1, 4\] = 0; sr \[\] = 0\. .*--probe-shape NAME=DxD.*--probe-value NAME=V.*the scalar \(0-d\) input 'sr' \(int64\) may be read so.*--probe-value sr=V/s);
+    expect(String(bare)).toMatch(/onnxruntime failed to run it at batch 1, samples 32 to infer value shapes: .*Gather.*The probe fed audio \[1 \(batch\), 32 \(samples\)\] = 0; state \[1 \(batch\), 4\] = 0; sr \[\] = 0\. .*--probe-shape NAME=DxD.*--probe-value NAME=V.*the scalar \(0-d\) input 'sr' \(int64\) may be read so.*--probe-value sr=V/s);
     expect(String(bare)).not.toMatch(/searched larger sizes/);
 
     // With the rate given, the search finds the length itself.
@@ -219,7 +290,7 @@ describe('shape probes given by the user', () => {
     expect(valueOnly.spec.defaultSeqLen).toBe(512);
 
     const shapeOnly = await importOnnxModel(file, { operators: 4, probe: probeOf([['audio', '1x16000']], []) }).catch((e: unknown) => e);
-    expect(String(shapeOnly)).toMatch(/at batch 1, samples 4000 .*Gather.*The probe fed audio \[1, 4000\] = 0; state \[1, 4\] = 0; sr \[\] = 0\. .*--probe-value NAME=V/s);
+    expect(String(shapeOnly)).toMatch(/at batch 1, samples 4000 .*Gather.*The probe fed audio \[1 \(batch\), 4000 \(samples\)\] = 0; state \[1 \(batch\), 4\] = 0; sr \[\] = 0\. .*--probe-value NAME=V/s);
 
     const probe = probeOf([['audio', '1x16000']], [['sr', '16000']]);
     const feeds = { audio: randomTensor([2, 12345], 'audio'), state: randomTensor([2, 4], 'state'), sr: new ort.Tensor('int64', BigInt64Array.from([16000n]), []) };

@@ -226,11 +226,12 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
     .option('--default-seq-len <n>', 'sequence length for metadata when the model has a sequence axis (default 128)', positiveInt('--default-seq-len'))
     .option('--name <name>', 'model name (default: file name without .onnx)')
     .option('--force', 'replace the model already imported under this name (every version and operator count of it) instead of adding the file as its next version; for the same file, rebuild its cache entry (repairs corrupt operator files)')
-    .option('--probe-shape <name=DxD>', 'shape of an input for the shape probe, e.g. audio=1x16000 (repeatable; a sequence-axis size is also the default sequence length)', collectProbe('--probe-shape'), [])
+    .option('--probe-shape <name=DxD>', 'shape of an input for the shape probe, e.g. audio=1x16000 (repeatable; a sequence-axis size is also the default sequence length; a range LO-HI of it, e.g. audio=1x256-640, is sampled at LO, the middle and HI)', collectProbe('--probe-shape'), [])
     .option('--probe-value <name=V>', 'value every element of an input holds in the shape probe, e.g. sr=16000 (repeatable; default 0)', collectProbe('--probe-value'), [])
+    .option('--axis <name.d=axis>', "the axis dim D of input NAME is, e.g. state.1=batch or input.1=samples (repeatable; 'batch' = the batch axis, another name = the axis of that name)", collectProbe('--axis'), [])
     .option('--json', 'print the ModelSpec as JSON')
-    .action(async (file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; force?: boolean; probeShape: [string, string][]; probeValue: [string, string][]; json?: boolean }) => {
-      const probe = probeInputsOf(opts.probeShape, opts.probeValue);
+    .action(async (file: string, opts: { operators: number; name?: string; defaultSeqLen?: number; force?: boolean; probeShape: [string, string][]; probeValue: [string, string][]; axis: [string, string][]; json?: boolean }) => {
+      const probe = probeInputsOf(opts.probeShape, opts.probeValue, opts.axis);
       const repo = new ModelRepository(ctx.cacheOptions());
       const { artifact, built } = await repo.importModel(file, {
         operators: opts.operators,
@@ -249,22 +250,38 @@ export function registerModelsCommand(program: Command, ctx: CliContext): void {
 function collectProbe(flag: string): (value: string, previous: [string, string][]) => [string, string][] {
   return (value, previous) => {
     const eq = value.indexOf('=');
-    if (eq <= 0 || eq === value.length - 1) throw new InvalidArgumentError(`${flag} expects NAME=VALUE (e.g. ${flag === '--probe-shape' ? 'audio=1x16000' : 'sr=16000'}), got '${value}'`);
+    const example = flag === '--probe-shape' ? 'audio=1x16000' : flag === '--axis' ? 'state.1=batch' : 'sr=16000';
+    if (eq <= 0 || eq === value.length - 1) throw new InvalidArgumentError(`${flag} expects ${flag === '--axis' ? 'NAME.D=AXIS' : 'NAME=VALUE'} (e.g. ${example}), got '${value}'`);
     return [...previous, [value.slice(0, eq), value.slice(eq + 1)]];
   };
 }
 
 /**
- * Probe inputs from `--probe-shape NAME=DxD…` and `--probe-value NAME=V` pairs; undefined when none.
- * @throws InvalidArgumentError naming the flag for a malformed shape or value or a name given twice.
+ * Probe inputs from `--probe-shape NAME=DxD…`, `--probe-value NAME=V` and `--axis NAME.D=AXIS`
+ * pairs (for `--axis` the pair is [`NAME.D`, `AXIS`]; NAME may itself hold dots: D follows the
+ * last one); undefined when none.
+ * @throws InvalidArgumentError naming the flag for a malformed shape, value or dim, or a name
+ *   (an input's dim, for `--axis`) given twice.
  */
-export function probeInputsOf(shapes: readonly [string, string][], values: readonly [string, string][]): ProbeInputs | undefined {
-  if (shapes.length === 0 && values.length === 0) return undefined;
+export function probeInputsOf(shapes: readonly [string, string][], values: readonly [string, string][], axes: readonly [string, string][] = []): ProbeInputs | undefined {
+  if (shapes.length === 0 && values.length === 0 && axes.length === 0) return undefined;
   const shapeOf: Record<string, number[]> = {};
+  const rangeOf: Record<string, Record<number, [number, number]>> = {};
   for (const [name, text] of shapes) {
     if (name in shapeOf) throw new InvalidArgumentError(`--probe-shape gives '${name}' twice`);
-    const dims = text.split('x').map((d) => (/^\d+$/.test(d.trim()) ? Number(d) : Number.NaN));
-    if (dims.some((d) => !Number.isSafeInteger(d) || d < 1)) throw new InvalidArgumentError(`--probe-shape ${name}=${text}: dims must be integers ≥ 1 joined by 'x' (e.g. 1x16000)`);
+    const parts = text.split('x').map((d) => d.trim());
+    const dims: number[] = [];
+    parts.forEach((d, i) => {
+      const range = /^(\d+)-(\d+)$/.exec(d);
+      if (range) {
+        const lo = Number(range[1]);
+        const hi = Number(range[2]);
+        if (!(lo >= 1 && hi >= lo)) throw new InvalidArgumentError(`--probe-shape ${name}=${text}: the range ${d} must be LO-HI with 1 ≤ LO ≤ HI`);
+        (rangeOf[name] ??= {})[i] = [lo, hi];
+        dims.push(hi);
+      } else dims.push(/^\d+$/.test(d) ? Number(d) : Number.NaN);
+    });
+    if (dims.some((d) => !Number.isSafeInteger(d) || d < 1)) throw new InvalidArgumentError(`--probe-shape ${name}=${text}: dims must be integers ≥ 1 (or a range LO-HI of the sequence axis) joined by 'x' (e.g. 1x16000, 1x256-640)`);
     shapeOf[name] = dims;
   }
   const valueOf: Record<string, number> = {};
@@ -274,7 +291,17 @@ export function probeInputsOf(shapes: readonly [string, string][], values: reado
     if (text.trim() === '' || !Number.isFinite(v)) throw new InvalidArgumentError(`--probe-value ${name}=${text}: the value must be a finite number`);
     valueOf[name] = v;
   }
-  return { shapes: shapeOf, values: valueOf };
+  const axisOf: Record<string, Record<number, string>> = {};
+  for (const [key, axis] of axes) {
+    const dot = key.lastIndexOf('.');
+    const name = key.slice(0, Math.max(0, dot));
+    const dimText = key.slice(dot + 1);
+    if (dot <= 0 || !/^\d+$/.test(dimText)) throw new InvalidArgumentError(`--axis ${key}=${axis}: expects NAME.D=AXIS with D a dim index (e.g. state.1=batch)`);
+    const dims = (axisOf[name] ??= {});
+    if (Number(dimText) in dims) throw new InvalidArgumentError(`--axis gives dim ${dimText} of '${name}' twice`);
+    dims[Number(dimText)] = axis;
+  }
+  return { shapes: shapeOf, values: valueOf, ...(axes.length === 0 ? {} : { axes: axisOf }), ...(Object.keys(rangeOf).length === 0 ? {} : { ranges: rangeOf }) };
 }
 
 /**

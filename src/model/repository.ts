@@ -44,10 +44,12 @@ export const ZOO_BUILD_VERSION = 4;
  * Bump when the importer changes what it emits for the same file (4: Constant nodes folded
  * into initializers; 5: several dynamic axes as symbols, dims with floor division,
  * data-dependent outputs; 6: floor divisions by powers of two preferred, so a dim fitted as
- * `(samples+23)/31` is now `samples/32+1`): old import entries are then not found and are
+ * `(samples+23)/31` is now `samples/32+1`; 7: strided dims from the graph's strides, an
+ * unwritable output dim served as `?data`, the batch of a recurrent state inferred, If
+ * conditions carrying the probed value): old import entries are then not found and are
  * re-imported. Old `spec.json` files still load (every new field is optional).
  */
-export const IMPORT_BUILD_VERSION = 6;
+export const IMPORT_BUILD_VERSION = 7;
 
 /** Default cache directory: `<project root>/.cache/models`. */
 export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {

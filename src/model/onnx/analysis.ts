@@ -27,7 +27,7 @@ import { nodeFlops } from './flops.ts';
 import { indexGraph, requireGraph, topologicalOrder } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
-import { dimBinding, fixedBatchSize, resolveShapes } from './shapes.ts';
+import { dimBinding, fixedBatchSize, probeSeqRange, resolveShapes } from './shapes.ts';
 import type { DimBinding, ProbeInputs, ResolvedShapes, ShapePoint, ShapeTable } from './shapes.ts';
 
 /** Structure of a graph: index plus a topological order. */
@@ -65,10 +65,13 @@ export function analyzeStructure(model: OnnxTypes.IModelProto, what: string): Gr
 }
 
 /**
- * Sequence lengths at which seq-dependent costs are sampled: {d/4, d/2, d} for the default
- * length d ≥ 8 (never beyond the default, which the model is known to accept), else {8, 16, 32}.
+ * Sequence lengths at which seq-dependent costs are sampled: {lo, ⌊(lo + hi)/2⌋, hi} for a range
+ * the user gives (`--probe-shape audio=1x256-640`, hi ≥ lo + 2), else {d/4, d/2, d} for the
+ * default length d ≥ 8 (never beyond the default, which the model is known to accept), else
+ * {8, 16, 32}.
  */
-export function seqSamplePoints(defaultSeqLen: number): number[] {
+export function seqSamplePoints(defaultSeqLen: number, range?: readonly [number, number]): number[] {
+  if (range !== undefined) return [range[0], Math.floor((range[0] + range[1]) / 2), range[1]];
   if (defaultSeqLen >= 8) return [Math.floor(defaultSeqLen / 4), Math.floor(defaultSeqLen / 2), defaultSeqLen];
   return [8, 16, 32];
 }
@@ -80,14 +83,15 @@ export function seqSamplePoints(defaultSeqLen: number): number[] {
 const SIZE_FACTORS = [1, 0.5, 1.5];
 
 /**
- * Shapes and per-node FLOP. For a model with other dynamic axes (`DynamicAxes.symbols`) the
+ * Shapes and per-node FLOP (`seqRange`: sample the sequence axis in that window, as a range given
+ * with `--probe-shape` does). For a model with other dynamic axes (`DynamicAxes.symbols`) the
  * costs are polynomials in the query size (`querySize`: the product of the axes), sampled with
  * every axis at 1, 1/2 and 3/2 of its base size (a single point when those sizes coincide).
  * @throws InvalidModelError when shapes are not annotated and onnxruntime cannot infer them.
  */
-export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes, defaultSeqLen: number, probe: ProbeInputs = {}): Promise<ModelCosts> {
+export async function analyzeCosts(structure: GraphStructure, axes: DynamicAxes, defaultSeqLen: number, probe: ProbeInputs = {}, seqRange?: readonly [number, number]): Promise<ModelCosts> {
   const binding = dimBinding(structure.index, axes);
-  let seqPoints = axes.seq === undefined ? [0] : seqSamplePoints(defaultSeqLen);
+  let seqPoints = axes.seq === undefined ? [0] : seqSamplePoints(defaultSeqLen, seqRange ?? probeSeqRange(structure.index, binding, probe));
   let points: ShapePoint[] = seqPoints.map((seqLen) => ({ batch: 1, seqLen }));
   if (axes.symbols !== undefined && Object.keys(axes.symbols).length > 0) {
     // every other axis scaled by the same factor: sizes s, (s/2)², (3s/4)² relative to the base

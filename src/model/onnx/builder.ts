@@ -22,7 +22,9 @@ export type AttrValue =
   | { readonly ints: readonly number[] }
   | { readonly float: number }
   | { readonly floats: readonly number[] }
-  | { readonly string: string };
+  | { readonly string: string }
+  /** A subgraph (If branches, Loop and Scan bodies). */
+  | { readonly graph: OnnxTypes.IGraphProto };
 
 /** How to fill an initializer. */
 export type WeightInit =
@@ -234,5 +236,6 @@ function toAttribute(name: string, v: AttrValue): OnnxTypes.IAttributeProto {
   if ('ints' in v) return { name, type: T.INTS, ints: [...v.ints] };
   if ('float' in v) return { name, type: T.FLOAT, f: v.float };
   if ('floats' in v) return { name, type: T.FLOATS, floats: [...v.floats] };
+  if ('graph' in v) return { name, type: T.GRAPH, g: v.graph };
   return { name, type: T.STRING, s: new TextEncoder().encode(v.string) };
 }

@@ -169,7 +169,7 @@ async function evaluate(
   const label = names.length > 3 ? `${names.slice(0, 3).join("', '")}' and ${names.length - 3} more` : `${names.join("', '")}'`;
   let session: ort.InferenceSession;
   try {
-    session = await ort.InferenceSession.create(onnx.ModelProto.encode(evalModel).finish(), { intraOpNumThreads: 1, interOpNumThreads: 1, executionProviders: ['cpu'] });
+    session = await ort.InferenceSession.create(onnx.ModelProto.encode(evalModel).finish(), { intraOpNumThreads: 1, interOpNumThreads: 1, executionProviders: ['cpu'], logSeverityLevel: 3 });
   } catch (cause) {
     throw new InvalidModelError(`${what}: cannot compute the constant values '${label} with onnxruntime: ${describeError(cause)}`, { cause });
   }

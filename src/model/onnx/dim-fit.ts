@@ -63,7 +63,7 @@ export function inferDim(values: readonly number[], points: readonly ShapePoint[
 }
 
 /** A univariate factor: `a·⌊(x + b)/d⌋ + c` (d = 1: the polynomial c + a·x + q·x², q from `square`). */
-interface Factor {
+export interface Factor {
   readonly a: number;
   readonly b: number;
   readonly d: number;
@@ -71,7 +71,34 @@ interface Factor {
   readonly square: number;
 }
 
-function factorAt(f: Factor, x: number): number {
+/** A factor of one named axis (`stride-rules.ts` derives them from strided ops). */
+export interface AxisFactor {
+  readonly axis: string;
+  readonly factor: Factor;
+}
+
+/**
+ * What the graph suggests for the fit of one axis (`stride-rules.ts`): `factors` derived exactly
+ * from strided ops (a Conv of stride 160 over `samples+256`), tried before any other floor
+ * division; `divisors` = the strides and hops of the graph's ops (any size, 160 or 320 as well
+ * as 2), tried with every offset before the generic divisors 2 … 64.
+ */
+export interface FitHints {
+  readonly factors: readonly Factor[];
+  readonly divisors: readonly number[];
+}
+
+const NO_HINTS: FitHints = { factors: [], divisors: [] };
+
+/** `⌊(x + b)/d⌋` with b brought into [0, d) (the constant c takes the rest): the form `fitFactors` writes. */
+export function normalizeFactor(f: Factor): Factor {
+  if (f.d <= 1) return f;
+  const q = Math.floor(f.b / f.d);
+  return { ...f, b: f.b - q * f.d, c: f.c + f.a * q };
+}
+
+/** The value of a factor at x. */
+export function factorAt(f: Factor, x: number): number {
   return f.a * Math.floor((x + f.b) / f.d) + f.c + f.square * x * x;
 }
 
@@ -87,13 +114,15 @@ const MAX_FACTOR_CANDIDATES = 8;
 
 /**
  * The factors through the observations (x, v) with distinct xs, simplest first: an integer
- * polynomial of degree ≤ 2 (alone, when it fits), else `a·⌊(x + b)/d⌋ + c` with integers a, c,
- * 2 ≤ d ≤ 64, 0 ≤ b < d — divisors that are powers of two first (strides of 2 to 64, which
- * few probe sizes cannot tell from a neighbouring divisor: at 256, 512, 768, 1024 (+1, +3)
- * `x/32+1` and `(x+23)/31` agree), then the others; by d, then b (a floor before a ceiling when
- * the sizes cannot tell them apart). At most `MAX_FACTOR_CANDIDATES`; empty when none fits.
+ * polynomial of degree ≤ 2 (alone, when it fits), else the factors the graph implies
+ * (`hints.factors`) that fit, then `a·⌊(x + b)/d⌋ + c` with integers a, c, 0 ≤ b < d, for d
+ * among the graph's strides (`hints.divisors`, any size), then the powers of two 2 … 64 (strides
+ * of 2 to 64, which few probe sizes cannot tell from a neighbouring divisor: at 256, 512, 768,
+ * 1024 (+1, +3) `x/32+1` and `(x+23)/31` agree), then the other d ≤ 64; by d, then b (a floor
+ * before a ceiling when the sizes cannot tell them apart). At most `MAX_FACTOR_CANDIDATES`;
+ * empty when none fits.
  */
-function fitFactors(xs: readonly number[], vs: readonly number[]): Factor[] {
+function fitFactors(xs: readonly number[], vs: readonly number[], hints: FitHints = NO_HINTS): Factor[] {
   const fits = (f: Factor): boolean => xs.every((x, j) => factorAt(f, x) === vs[j]);
   if (xs.length >= 2) {
     const d1 = (vs[1]! - vs[0]!) / (xs[1]! - xs[0]!);
@@ -109,11 +138,17 @@ function fitFactors(xs: readonly number[], vs: readonly number[]): Factor[] {
       if (fits(f)) return [f];
     }
   }
-  if (xs.length < 3) return [];
-  const divisors = Array.from({ length: 63 }, (_, i) => i + 2);
-  const isPowerOfTwo = (d: number): boolean => (d & (d - 1)) === 0;
-  divisors.sort((p, q) => Number(isPowerOfTwo(q)) - Number(isPowerOfTwo(p)) || p - q);
   const out: Factor[] = [];
+  for (const hint of hints.factors) {
+    const f = normalizeFactor(hint);
+    if (fits(f) && !out.some((o) => o.a === f.a && o.b === f.b && o.d === f.d && o.c === f.c && o.square === f.square)) out.push(f);
+  }
+  if (xs.length < 3) return out;
+  const generic = Array.from({ length: 63 }, (_, i) => i + 2);
+  const isPowerOfTwo = (d: number): boolean => (d & (d - 1)) === 0;
+  generic.sort((p, q) => Number(isPowerOfTwo(q)) - Number(isPowerOfTwo(p)) || p - q);
+  const fromGraph = [...new Set(hints.divisors.filter((d) => Number.isSafeInteger(d) && d >= 2))].sort((p, q) => p - q);
+  const divisors = [...fromGraph, ...generic.filter((d) => !fromGraph.includes(d))];
   for (const d of divisors) {
     for (let b = 0; b < d; b++) {
       const q = xs.map((x) => Math.floor((x + b) / d));
@@ -122,7 +157,7 @@ function fitFactors(xs: readonly number[], vs: readonly number[]): Factor[] {
       const a = (vs[j]! - vs[0]!) / (q[j]! - q[0]!);
       if (!Number.isInteger(a) || a === 0) continue;
       const f = { a, b, d, c: vs[0]! - a * q[0]!, square: 0 };
-      if (fits(f)) {
+      if (fits(f) && !out.some((o) => o.a === f.a && o.b === f.b && o.d === f.d && o.c === f.c)) {
         out.push(f);
         if (out.length === MAX_FACTOR_CANDIDATES) return out;
       }
@@ -161,11 +196,9 @@ function bareFactor(f: Factor, name: string): string {
  * against every observation (points where several axes move included) by evaluating the
  * written expression, and the first that reproduces them all is taken. Undefined when none does.
  */
-export function inferDimGeneral(values: readonly number[], points: readonly ShapePoint[], binding: DimBinding): string | undefined {
+export function inferDimGeneral(values: readonly number[], points: readonly ShapePoint[], binding: DimBinding, hints: (axis: string) => FitHints = () => NO_HINTS): string | undefined {
   const base = points[0]!;
-  const axes: { name: string; of: (p: ShapePoint) => number }[] = [{ name: binding.batchName, of: (p) => p.batch }];
-  if (binding.seqName !== undefined) axes.push({ name: binding.seqName, of: (p) => p.seqLen });
-  for (const [n, v] of binding.symbols) axes.push({ name: n, of: (p) => p.symbols?.[n] ?? v });
+  const axes = axesOf(binding);
   const v0 = values[0]!;
   const candidates: { name: string; factors: Factor[] }[] = [];
   for (const axis of axes) {
@@ -179,7 +212,7 @@ export function inferDimGeneral(values: readonly number[], points: readonly Shap
       vs.push(values[j]!);
     });
     if (vs.every((v) => v === v0)) continue;
-    const factors = fitFactors(xs, vs);
+    const factors = fitFactors(xs, vs, hints(axis.name));
     if (factors.length === 0) return undefined;
     candidates.push({ name: axis.name, factors });
   }
@@ -215,4 +248,44 @@ export function inferDimGeneral(values: readonly number[], points: readonly Shap
     if (expression !== undefined && reproduces(expression)) return expression;
   }
   return undefined;
+}
+
+/** The axes a probe point gives (batch, the sequence axis, the other axes), each with its size at a point. */
+function axesOf(binding: DimBinding): { name: string; of: (p: ShapePoint) => number }[] {
+  const axes: { name: string; of: (p: ShapePoint) => number }[] = [{ name: binding.batchName, of: (p) => p.batch }];
+  if (binding.seqName !== undefined) axes.push({ name: binding.seqName, of: (p) => p.seqLen });
+  for (const [n, v] of binding.symbols) axes.push({ name: n, of: (p) => p.symbols?.[n] ?? v });
+  return axes;
+}
+
+/**
+ * The factor of one dim that depends on a single axis other than the batch (a frame count, a
+ * downsampled width): the simplest `fitFactors` candidate (hints first) that reproduces the dim
+ * at every point, with its axis; undefined when the dim is constant, depends on the batch or on
+ * several axes, or no factor fits. `stride-rules.ts` composes such factors through strided ops.
+ */
+export function fitAxisFactor(values: readonly number[], points: readonly ShapePoint[], binding: DimBinding, hints: (axis: string) => FitHints): AxisFactor | undefined {
+  const axes = axesOf(binding);
+  const candidates = axes.filter((axis) => axis.name !== binding.batchName);
+  for (const axis of candidates) {
+    const byX = new Map<number, number>();
+    const consistent = points.every((p, j) => {
+      const x = axis.of(p);
+      const v = byX.get(x);
+      byX.set(x, values[j]!);
+      return v === undefined || v === values[j];
+    });
+    if (!consistent) continue;
+    const xs = [...byX.keys()];
+    const vs = xs.map((x) => byX.get(x)!);
+    if (vs.every((v) => v === vs[0])) return undefined;
+    const factor = fitFactors(xs, vs, hints(axis.name))[0];
+    return factor === undefined ? undefined : { axis: axis.name, factor };
+  }
+  return undefined;
+}
+
+/** An axis factor written in the dim grammar (`TensorSpec`), unparenthesized. */
+export function formatAxisFactor(f: AxisFactor): string {
+  return bareFactor(f.factor, f.axis);
 }

@@ -43,6 +43,14 @@ export function subgraphsOf(node: OnnxTypes.INodeProto): OnnxTypes.IGraphProto[]
   return out;
 }
 
+/** The nodes and, recursively, the nodes of their subgraphs (If branches, Loop and Scan bodies), depth first. */
+export function* nodesWithSubgraphs(nodes: readonly OnnxTypes.INodeProto[]): Generator<OnnxTypes.INodeProto> {
+  for (const node of nodes) {
+    yield node;
+    for (const g of subgraphsOf(node)) yield* nodesWithSubgraphs(g.node ?? []);
+  }
+}
+
 /**
  * Names a graph references from its enclosing scopes: every name read by its nodes (and,
  * recursively, by their subgraphs) that the graph does not define itself (inputs,

@@ -26,6 +26,7 @@ import type { GraphStructure, ModelCosts } from './analysis.ts';
 import { elementCount } from '../../tensor.ts';
 import { boundaryDataType, elementBytes, isParameterType } from './dtypes.ts';
 import { defaultOpsetVersion, detectDynamicAxes, isTopologicallySorted, pruneDeadNodes, sortModelTopologically, toNumber } from './graph.ts';
+import { nameInputAxes, restoreFixedInputs } from './axis-names.ts';
 import { foldConstants, RANDOM_OPS } from './constants.ts';
 import { checkProbeInputs, declaredValueInfos, dimBinding, probeSeqLen } from './shapes.ts';
 import type { ProbeInputs } from './shapes.ts';
@@ -104,24 +105,32 @@ export function assemblePartition(structure: GraphStructure, costs: ModelCosts, 
   const inputDependent = inputDependentValues(index, structure.order);
   const domains = impliedInputDomains(index);
   const interfaceNames = new Set([...index.inputs, ...index.outputs]);
-  const crossing = cuts.flatMap((cut) => [...cut.inputs, ...cut.outputs, ...cut.passthrough]).find((name) => !interfaceNames.has(name) && symbolic.get(name)?.shape.includes(DATA_DEPENDENT_DIM));
+  const unresolvedShapes = costs.shapes.unresolved;
+  // A tensor the executors cannot size ahead: a data-dependent one off the model's interface,
+  // or one whose shape no expression of the axes writes anywhere on an inner boundary.
+  const unsizable = (name: string, inner: boolean): boolean =>
+    unresolvedShapes.has(name) ? inner : !interfaceNames.has(name) && symbolic.get(name)?.shape.includes(DATA_DEPENDENT_DIM) === true;
+  const crossing = innerBoundaryValues(cuts).find((name) => unsizable(name, true));
   if (crossing !== undefined) {
-    const avoid = largestCountAvoiding(structure, costs, input.defaultSeqLen, cuts.length, interfaceNames);
+    const avoid = largestCountAvoiding(structure, costs, input.defaultSeqLen, cuts.length, unsizable);
+    const why = unresolvedShapes.has(crossing)
+      ? `its shape cannot be written in terms of the model's axes (${unresolvedShapes.get(crossing)!})`
+      : `its size depends on the data (${describeShape(symbolic.get(crossing)!.shape)}: after NonZero, NonMaxSuppression, Unique, Compress or a TopK with a computed k)`;
     throw new InvalidModelError(
-      `${what}: tensor '${crossing}' would cross an operator boundary, but its size depends on the data (${describeShape(symbolic.get(crossing)!.shape)}: after NonZero, NonMaxSuppression, Unique, Compress or a TopK with a computed k), which executors cannot size ahead; ` +
+      `${what}: tensor '${crossing}' would cross an operator boundary, but ${why}, which executors cannot size ahead; ` +
         `import with --operators ${avoid} (the most operators whose cuts avoid every such tensor), or fewer`,
     );
   }
   const tensorSpec = (name: string): TensorSpec => {
     const s = symbolic.get(name);
-    const unresolved = costs.shapes.unresolved.get(name);
-    if (unresolved !== undefined) {
-      throw new InvalidModelError(
-        `${what}: tensor '${name}' crosses an operator boundary or is a model input/output, but its shape cannot be written in terms of the model's axes, so executors could not size it: ${unresolved}. Try another operator count (the cuts move).`,
-      );
-    }
+    // An unresolved model output (on no inner boundary, checked above) is served with its actual
+    // shape, its unwritable dims '?data', as data-dependent outputs are (docs/import.md).
     if (!s) throw new InvalidModelError(`${what}: the type and shape of tensor '${name}' are unknown`);
-    const domain = domains.get(name);
+    // A computed If condition or Loop count crossing a boundary keeps the value the probe saw:
+    // warm-up and profiling then take the branch the spec's shapes describe (docs/import.md
+    // "Control flow").
+    const control = costs.shapes.controls?.get(name);
+    const domain = domains.get(name) ?? (control === undefined || index.inputs.includes(name) ? undefined : { values: [control] });
     return { name, dataType: boundaryDataType(s.elemType, name, what), shape: s.shape, ...(inputDependent.has(name) ? {} : { constant: true as const }), ...(domain === undefined ? {} : { domain }) };
   };
 
@@ -193,18 +202,22 @@ function describeShape(shape: readonly (number | string)[]): string {
   return `[${shape.join(', ')}]`;
 }
 
+/** Values on the inner boundaries 1 … N − 1 of a partition (what operators hand to later ones). */
+function innerBoundaryValues(cuts: readonly OperatorCut[]): string[] {
+  return [...new Set(cuts.slice(0, -1).flatMap((cut) => [...cut.outputs, ...cut.passthrough]))];
+}
+
 /**
  * The largest operator count below `count` whose FLOP-balanced cuts (`splitBalanced`, as an
- * import makes them) carry no data-dependent tensor across a boundary; 1 when none (one
- * operator has no inner boundary).
+ * import makes them) put no tensor the executors cannot size (`unsizable`) on an inner
+ * boundary; 1 when none (one operator has no inner boundary).
  */
-function largestCountAvoiding(structure: GraphStructure, costs: ModelCosts, seqLen: number, count: number, interfaceNames: ReadonlySet<string>): number {
+function largestCountAvoiding(structure: GraphStructure, costs: ModelCosts, seqLen: number, count: number, unsizable: (name: string, inner: boolean) => boolean): number {
   const weights = nodeWeights(costs, seqLen);
   for (let n = count - 1; n > 1; n--) {
     const assignment = splitBalanced(weights, n);
     const cuts = computeCuts(structure.index, structure.order, assignment, n, structure.what);
-    const bad = cuts.some((cut) => [...cut.inputs, ...cut.outputs, ...cut.passthrough].some((name) => !interfaceNames.has(name) && costs.shapes.symbolic.get(name)?.shape.includes(DATA_DEPENDENT_DIM)));
-    if (!bad) return n;
+    if (!innerBoundaryValues(cuts).some((name) => unsizable(name, true))) return n;
   }
   return 1;
 }
@@ -422,7 +435,9 @@ export interface ImportResult {
  * Steps: `readOnnxFile` (external data loaded); index + topological sort (stable); drop nodes
  * that reach no graph output; `Constant` nodes and the constant-only subgraphs they feed become
  * initializers (`foldConstants`: copied into every operator that reads them, never carried
- * across a boundary; node counts are those of the folded graph); dynamic axes from the inputs
+ * across a boundary; node counts are those of the folded graph); input dims named by
+ * `probe.axes` (`--axis`) or inferred to be the batch of a recurrent state take those axes'
+ * names (`nameInputAxes`); dynamic axes from the inputs
  * (`detectDynamicAxes`: batch = dim 0 of the inputs when symbolic, one other symbolic dim =
  * seq, several distinct names = one symbol each, at the sizes `--probe-shape` gives or 64); probe inputs checked (`checkProbeInputs`); shapes and costs probed
  * (`probeWithSearch`: when onnxruntime refuses the default sizes in a Pad, Conv, pool, STFT or
@@ -452,12 +467,12 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
   const { model: raw, sha256 } = await readOnnxFile(abs);
   const what = file;
   const sorted = pruneDeadNodes(sortModelTopologically(raw, what), what);
-  const { model } = await foldConstants(sorted, what);
+  const probe = opts.probe ?? {};
+  const { model, original } = nameInputAxes((await foldConstants(sorted, what)).model, probe.axes, what);
   const structure = analyzeStructure(model, what);
   if (structure.index.nodes.length === 0) throw new InvalidModelError(`${what}: the graph has no nodes that contribute to its outputs, nothing to partition`);
   checkOperatorCount(opts.operators, structure.index.nodes.length, what);
 
-  const probe = opts.probe ?? {};
   const dynamicAxes = withProbeSizes(detectDynamicAxes(model), structure.index, probe);
   const binding = dimBinding(structure.index, dynamicAxes);
   checkProbeInputs(structure.index, declaredValueInfos(structure.index.graph), probe, what);
@@ -487,5 +502,5 @@ export async function importOnnxModel(file: string, opts: ImportOptions): Promis
   const operatorCount = checkAssignment(structure.index, operatorOfNode, what);
   const cuts = computeCuts(structure.index, structure.order, operatorOfNode, operatorCount, what);
   const { spec, operatorModels } = assemblePartition(structure, costs, cuts, input);
-  return { spec, model, operatorModels };
+  return { spec, model: restoreFixedInputs(model, original), operatorModels: operatorModels.map((m) => restoreFixedInputs(m, original)) };
 }

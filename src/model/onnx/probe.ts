@@ -15,13 +15,15 @@ import { isTopologicallySorted } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
 import { onnx } from './proto.ts';
 import type { OnnxTypes } from './proto.ts';
-import { annotation, bindDim, declaredDims, valuesOf } from './shape-binding.ts';
+import type { AxisNames } from './axis-names.ts';
+import { annotation, bindDim, canonicalDim, declaredDims, valuesOf } from './shape-binding.ts';
 import type { DimBinding, ShapePoint, TensorShape } from './shape-binding.ts';
 
 /**
  * onnxruntime refused to run the model at a required probe point (`resolveShapes`): the message
  * says what the probe fed and which flags to give; `failedOp` is the op type onnxruntime names
- * (`running Pad node`) and `failedNode` the node's name (`Name:'pad'`), each undefined when it
+ * (`running Pad node`) and `failedNode` the node's name (`Name:'pad'`) — for a failure inside a
+ * subgraph, of the innermost node (a Pad in an If's branch, not the If) — each undefined when it
  * names none.
  */
 export class ProbeRunError extends InvalidModelError {
@@ -45,6 +47,19 @@ export class ProbeRunError extends InvalidModelError {
 export interface ProbeInputs {
   readonly shapes?: Readonly<Record<string, readonly number[]>>;
   readonly values?: Readonly<Record<string, number>>;
+  /**
+   * `axes[input][dim]` = the axis a dim of an input is (`--axis NAME.D=AXIS`; `batch` = the
+   * batch axis): applied to the declared input shapes before the axes are detected
+   * (`axis-names.ts`).
+   */
+  readonly axes?: AxisNames;
+  /**
+   * `ranges[input][dim]` = [lo, hi]: the sizes a dim bound to the sequence axis accepts
+   * (`--probe-shape input=1x256-640`, for a model that refuses lengths outside them); the probe
+   * then samples the axis at lo, (lo + hi)/2 and hi instead of d/4 … d, and `shapes[input][dim]`
+   * is hi (the default length).
+   */
+  readonly ranges?: Readonly<Record<string, Readonly<Record<number, readonly [number, number]>>>>;
 }
 /** How `resolveShapes` streams the onnxruntime probe. */
 export interface ProbeOptions {
@@ -53,10 +68,28 @@ export interface ProbeOptions {
 }
 
 /**
+ * Values of single-element tensors the probe reads while it runs (the condition of an If, the
+ * trip count and condition of a Loop): `values.get(name)[j]` = the value at point j.
+ */
+export interface ProbeCapture {
+  readonly names: ReadonlySet<string>;
+  readonly values: Map<string, (number | undefined)[]>;
+}
+
+/**
  * Bytes of probe outputs one onnxruntime run may hold (each is copied once into JavaScript):
  * the streamed probe sizes its chunks of values to stay near this (docs/import.md "Memory").
  */
 export const PROBE_CHUNK_BYTES = 256 * 1024 * 1024;
+
+/**
+ * onnxruntime's own log level in probe sessions and runs: 4 = fatal only (onnxruntime
+ * `include/onnxruntime/core/common/logging/severity.h`: 0 verbose … 3 error, 4 fatal). A probe
+ * expects some runs to fail (sizes the model refuses, optional odd sizes); onnxruntime would log
+ * each as an `[E:onnxruntime …]` line on stderr, so the probe silences it and reports only its
+ * final outcome (the error it throws carries onnxruntime's message).
+ */
+const PROBE_LOG_SEVERITY = 4;
 
 /** Nodes in the first chunk of a streamed probe, before any value size is known. */
 const FIRST_CHUNK_NODES = 16;
@@ -86,6 +119,7 @@ export async function probeShapes(
   probe: ProbeInputs,
   required: number,
   chunkBytes: number,
+  capture?: ProbeCapture,
 ): Promise<(Map<string, TensorShape> | undefined)[]> {
   checkProbeInputs(index, infos, probe, what);
   const graph = index.graph;
@@ -142,7 +176,7 @@ export async function probeShapes(
           valueInfo: [],
         }),
       });
-      const largest = await probeChunk(index, prefix, fetch, points, feedsAt, tables, binding, infos, what, probe, required);
+      const largest = await probeChunk(index, prefix, fetch, points, feedsAt, tables, binding, infos, what, probe, required, capture);
       bytesPerValue = Math.max(bytesPerValue ?? 0, largest / fetch.length);
     }
     start = end;
@@ -169,6 +203,7 @@ async function probeChunk(
   what: string,
   probe: ProbeInputs,
   required: number,
+  capture: ProbeCapture | undefined,
 ): Promise<number> {
   let session: ort.InferenceSession;
   try {
@@ -177,6 +212,7 @@ async function probeChunk(
       interOpNumThreads: 1,
       graphOptimizationLevel: 'disabled',
       executionProviders: ['cpu'],
+      logSeverityLevel: PROBE_LOG_SEVERITY,
     });
   } catch (cause) {
     throw new InvalidModelError(`${what}: its value shapes are not fully annotated and onnxruntime cannot load it to infer them: ${describeError(cause)}`, { cause });
@@ -191,22 +227,22 @@ async function probeChunk(
       const given = Object.fromEntries(Object.entries(feeds).filter(([name]) => used.has(name) && session.inputNames.includes(name)));
       let results: ort.InferenceSession.ReturnType;
       try {
-        results = await session.run(given, [...fetch]);
+        results = await session.run(given, [...fetch], { logSeverityLevel: PROBE_LOG_SEVERITY });
       } catch (cause) {
         if (j >= required) {
           tables[j] = undefined;
           continue;
         }
         const fed = Object.entries(feeds)
-          .map(([name, t]) => `${name} [${t.dims.join(', ')}] = ${probe.values?.[name] ?? (t.type === 'string' ? "''" : 0)}`)
+          .map(([name, t]) => `${name} [${t.dims.map((d, i) => `${d}${axisLabel(infos.get(name), i, binding)}`).join(', ')}] = ${probe.values?.[name] ?? (t.type === 'string' ? "''" : 0)}`)
           .join('; ');
         const example = index.inputs[0] ?? 'NAME';
         const message = describeError(cause);
         throw new ProbeRunError(
           `${what}: onnxruntime failed to run it at batch ${point.batch}${binding.seqName ? `, ${binding.seqName} ${point.seqLen}` : ''} to infer value shapes: ${message}. ` +
-            `The probe fed ${fed}. Tell it sizes and values the model accepts: --probe-shape NAME=DxD… (e.g. --probe-shape ${example}=${(feeds[example]?.dims ?? [1]).map((d, i) => (i === 0 ? 1 : d)).join('x')} with your sizes; a sequence-axis dim also sets the probe's sequence length) and --probe-value NAME=V for inputs read as sizes, rates or indices (e.g. a sample rate)${scalarHint(index, infos, probe)}`,
-          /running (\w+) node/.exec(message)?.[1],
-          /Name:'([^']*)'/.exec(message)?.[1],
+            `The probe fed ${fed}. Tell it sizes and values the model accepts: --probe-shape NAME=DxD… (e.g. --probe-shape ${example}=${(feeds[example]?.dims ?? [1]).map((d, i) => (i === 0 ? 1 : d)).join('x')} with your sizes; a sequence-axis dim also sets the probe's sequence length) and --probe-value NAME=V for inputs read as sizes, rates or indices (e.g. a sample rate); for a model that accepts a range of lengths only give it (--probe-shape ${example}=1xLO-HI), for one length only fix the dim (--axis ${example}.1=SIZE)${scalarHint(index, infos, probe)}`,
+          innermost(message, /running (\w+) node/g),
+          innermost(message, /Name:'([^']*)'/g),
           { cause },
         );
       }
@@ -214,6 +250,12 @@ async function probeChunk(
       for (const [name, value] of Object.entries(results)) {
         const elemType = elemTypeOfOrt(value.type);
         if (elemType !== undefined) table.set(name, { elemType, dims: [...value.dims] });
+        if (capture?.names.has(name) === true && value.size === 1 && value.type !== 'string') {
+          const v = (value.data as ArrayLike<number | bigint>)[0];
+          let seen = capture.values.get(name);
+          if (!seen) capture.values.set(name, (seen = []));
+          seen[j] = typeof v === 'bigint' ? Number(v) : v;
+        }
         bytes += value.type === 'string' ? value.size * NOMINAL_STRING_BYTES : (value.data as { byteLength?: number }).byteLength ?? 0;
         value.dispose();
       }
@@ -223,6 +265,30 @@ async function probeChunk(
   } finally {
     await session.release();
   }
+}
+
+/**
+ * ` (axis)` for a dim of an input that the probe bound to an axis (a named dim, an anonymous dim
+ * 0 = the batch, another anonymous dim = the sequence axis when there is one), so an error shows
+ * which axis the probe took each dim for; '' for a fixed dim or a dim fed as 1.
+ */
+function axisLabel(info: OnnxTypes.IValueInfoProto | undefined, i: number, binding: DimBinding): string {
+  const d = annotation(info)?.dims[i];
+  if (typeof d === 'number') return '';
+  if (d === undefined) return i === 0 ? ` (${binding.batchName})` : binding.seqName !== undefined ? ` (${binding.seqName})` : '';
+  const axis = canonicalDim(d, binding);
+  return bindDim(d, binding, { batch: 1, seqLen: 1 }) === undefined ? '' : ` (${axis})`;
+}
+
+/**
+ * The last capture of `pattern` (global) in an onnxruntime message: for a failure inside an
+ * If, Loop or Scan, onnxruntime nests the messages (`running If node. Name:'if' Status
+ * Message: … running Pad node. Name:'pad' …`), and the innermost node is the one that failed.
+ */
+function innermost(message: string, pattern: RegExp): string | undefined {
+  let last: string | undefined;
+  for (const m of message.matchAll(pattern)) last = m[1];
+  return last;
 }
 
 /**
@@ -282,11 +348,40 @@ export function probeSeqLen(index: GraphIndex, binding: DimBinding, probe: Probe
       if (i === 0 || dims[i] === undefined) return;
       const isSeq = d === undefined || (typeof d === 'string' && binding.seq.has(d));
       if (!isSeq) return;
-      if (found !== undefined && found.value !== dims[i]) throw new RangeError(`--probe-shape: ${found.from} and ${name} give the sequence axis '${binding.seqName}' different sizes (${found.value}, ${dims[i]})`);
-      found = { value: dims[i], from: name };
+      if (found !== undefined && found.value !== dims[i]) {
+        throw new RangeError(
+          `--probe-shape: ${found.from} and ${name} (dim ${i}) give the sequence axis '${binding.seqName}' different sizes (${found.value}, ${dims[i]}); ` +
+            `if dim ${i} of '${name}' is another axis, name it: --axis ${name}.${i}=batch (or another axis name)`,
+        );
+      }
+      found = { value: dims[i], from: `${name} (dim ${i})` };
     });
   }
   return found?.value;
+}
+
+/**
+ * The range of sequence lengths `probe.ranges` gives for a dim bound to the sequence axis (see
+ * `probeSeqLen`); undefined when none.
+ * @throws RangeError naming the input and the dim when a range is given for a dim that is not
+ *   the sequence axis, spans fewer than 3 lengths, or two ranges differ.
+ */
+export function probeSeqRange(index: GraphIndex, binding: DimBinding, probe: ProbeInputs): readonly [number, number] | undefined {
+  let found: { range: readonly [number, number]; from: string } | undefined;
+  for (const [name, dims] of Object.entries(probe.ranges ?? {})) {
+    const declared = declaredDims(index, name) ?? [];
+    for (const [key, range] of Object.entries(dims)) {
+      const i = Number(key);
+      const d = declared[i];
+      const isSeq = binding.seqName !== undefined && i > 0 && (d === undefined || (typeof d === 'string' && binding.seq.has(d)));
+      const flag = `--probe-shape ${name}=…${range[0]}-${range[1]}…`;
+      if (!isSeq) throw new RangeError(`${flag}: dim ${i} of '${name}' is not the sequence axis${binding.seqName === undefined ? ' (the model has none)' : ` '${binding.seqName}'`}; a range of sizes is accepted for the sequence axis only`);
+      if (range[1] - range[0] < 2) throw new RangeError(`${flag}: a range needs at least 3 lengths (lo + 2 ≤ hi); for one length fix the dim with --axis ${name}.${i}=${range[1]}`);
+      if (found !== undefined && (found.range[0] !== range[0] || found.range[1] !== range[1])) throw new RangeError(`${flag}: ${found.from} gives the sequence axis another range (${found.range.join('-')})`);
+      found = { range, from: `${name} (dim ${i})` };
+    }
+  }
+  return found?.range;
 }
 
 /** A probe input tensor: zeros (or `probe.values[name]`), shaped by the point and `probe.shapes[name]`. */

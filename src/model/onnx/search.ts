@@ -12,17 +12,20 @@
  * `MAX_PROBE_AXIS` (65,536). It stops at the first size the probe accepts, and gives up — with
  * the last error — when a failure is not one more size could fix (the failing op is not in
  * `SIZE_SENSITIVE_OPS`: a Gather fed a rate of 0 fails at every size), or when the same node
- * failed at three sizes in a row (`MAX_SAME_NODE_RETRIES`).
+ * failed at three sizes in a row (`MAX_SAME_NODE_RETRIES`). When the sequence axis is searched
+ * and every doubling failed, it then tries windows of lengths that start at the graph's bound:
+ * the axis sampled at bound, the middle and 2·bound, then 3·bound/2, then bound + 2 (a model
+ * that also refuses long inputs, as silero VAD's 16 kHz export accepts 256–640 samples only).
  */
 import type { DynamicAxes } from '../spec.ts';
 import { MAX_SEQ_LEN } from '../spec.ts';
 import { analyzeCosts } from './analysis.ts';
 import type { GraphStructure, ModelCosts } from './analysis.ts';
-import { toNumber } from './graph.ts';
+import { nodesWithSubgraphs, toNumber } from './graph.ts';
 import type { GraphIndex } from './graph.ts';
-import { onnx } from './proto.ts';
 import type { OnnxTypes } from './proto.ts';
 import { ProbeRunError } from './shapes.ts';
+import { tensorInts } from './stride-rules.ts';
 import type { ProbeInputs } from './shapes.ts';
 
 /** Largest size the search gives one axis (elements along it). */
@@ -117,7 +120,20 @@ export async function probeWithSearch(structure: GraphStructure, axes: DynamicAx
       if (!SIZE_SENSITIVE_OPS.has(e.failedOp ?? '') || sameNode >= MAX_SAME_NODE_RETRIES) break;
     }
   }
-  const note = `(the probe also searched larger sizes of ${searched.map((n) => `'${n}'`).join(', ')}: ${tried.join(', ')}${bound > 1 ? `, the graph implying at least ${bound}` : ''}; this is the failure at ${tried[tried.length - 1]})`;
+  // Downward: a model that also refuses long inputs (it accepts 256–640 samples only) fails at
+  // every length set of the doubling; sample windows that start at the graph's bound instead.
+  const windows: string[] = [];
+  if (searchable.seq && axes.seq !== undefined && bound > 1) {
+    for (const hi of [...new Set([2 * bound, Math.floor((3 * bound) / 2), bound + 2])].filter((h) => h >= bound + 2 && h <= MAX_PROBE_AXIS)) {
+      windows.push(`${bound}-${hi}`);
+      try {
+        return { costs: await analyzeCosts(structure, axes, hi, probe, [bound, hi]), dynamicAxes: axes, defaultSeqLen: hi, factor: hi / defaultSeqLen };
+      } catch (e) {
+        if (!(e instanceof ProbeRunError)) throw e;
+      }
+    }
+  }
+  const note = `(the probe also searched larger sizes of ${searched.map((n) => `'${n}'`).join(', ')}: ${tried.join(', ')}${bound > 1 ? `, the graph implying at least ${bound}` : ''}${windows.length > 0 ? `, and the windows of lengths ${windows.join(', ')}` : ''}; this is the failure at ${tried[tried.length - 1]})`;
   throw new ProbeRunError(`${last.message} ${note}`, last.failedOp, last.failedNode, { cause: last.cause });
 }
 
@@ -135,7 +151,8 @@ export function smallestProbedSize(kind: 'seq' | 'symbol', size: number): number
  * reflect Pad with constant pads, max pad + 1 (ONNX Pad: reflect needs pads < the axis); for
  * every Conv/ConvInteger/QLinearConv/MaxPool/AveragePool/LpPool with a known kernel, the dilated
  * kernel `dilation·(k − 1) + 1` minus the explicit pads of that axis (ONNX Conv); for an STFT,
- * its constant frame_length. The bound is taken over all axes of the op, not knowing which one
+ * its constant frame_length, or else the length of its constant window. Nodes inside If, Loop
+ * and Scan subgraphs count too (their constants may be initializers of the outer graph). The bound is taken over all axes of the op, not knowing which one
  * is dynamic, and over tensors possibly downsampled from the input: it only chooses where the
  * search starts.
  */
@@ -143,7 +160,7 @@ export function graphLowerBound(index: GraphIndex): number {
   let bound = 1;
   const ints = (name: string | undefined): number[] | undefined => (name === undefined || name === '' ? undefined : tensorInts(index.initializers.get(name)));
   const attr = (node: OnnxTypes.INodeProto, name: string): OnnxTypes.IAttributeProto | undefined => node.attribute?.find((a) => a.name === name);
-  for (const node of index.nodes) {
+  for (const node of nodesWithSubgraphs(index.nodes)) {
     const op = node.opType ?? '';
     if (op === 'Pad') {
       const mode = attr(node, 'mode')?.s;
@@ -162,28 +179,10 @@ export function graphLowerBound(index: GraphIndex): number {
       });
     } else if (op === 'STFT') {
       const frame = ints(node.input?.[3]);
+      const window = index.initializers.get(node.input?.[2] ?? '');
       if (frame?.length === 1) bound = Math.max(bound, frame[0]!);
+      else if (window?.dims?.length === 1) bound = Math.max(bound, toNumber(window.dims[0]));
     }
   }
   return bound;
-}
-
-/** Values of an INT64/INT32 initializer; undefined for another type or no data. */
-function tensorInts(t: OnnxTypes.ITensorProto | undefined): number[] | undefined {
-  if (t === undefined) return undefined;
-  const DT = onnx.TensorProto.DataType;
-  if (t.dataType === DT.INT64) {
-    if (t.int64Data && t.int64Data.length > 0) return t.int64Data.map(toNumber);
-    if (t.rawData && t.rawData.length % 8 === 0) {
-      const view = new DataView(t.rawData.buffer, t.rawData.byteOffset, t.rawData.byteLength);
-      return Array.from({ length: t.rawData.length / 8 }, (_, i) => Number(view.getBigInt64(i * 8, true)));
-    }
-  } else if (t.dataType === DT.INT32) {
-    if (t.int32Data && t.int32Data.length > 0) return [...t.int32Data];
-    if (t.rawData && t.rawData.length % 4 === 0) {
-      const view = new DataView(t.rawData.buffer, t.rawData.byteOffset, t.rawData.byteLength);
-      return Array.from({ length: t.rawData.length / 4 }, (_, i) => view.getInt32(i * 4, true));
-    }
-  }
-  return undefined;
 }

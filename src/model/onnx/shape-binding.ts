@@ -58,9 +58,15 @@ export interface ResolvedShapes {
   /**
    * Values whose type is known but one of whose dims depends on the axes in a way the dim
    * grammar cannot write (see the file header), with a description of the observations; such
-   * a value cannot cross an operator boundary.
+   * a value cannot cross an inner operator boundary; as a model output it is served with its
+   * actual shape (its `symbolic` shape has `DATA_DEPENDENT_DIM` for each such dim).
    */
   readonly unresolved: ReadonlyMap<string, string>;
+  /**
+   * The value the probe saw at every required point for each computed If condition and Loop
+   * trip count or condition (the branch the probe took); absent from annotations.
+   */
+  readonly controls?: ReadonlyMap<string, number>;
 }
 
 /**

@@ -31,15 +31,17 @@
  * Errors: what `probe.ts` throws (`ProbeRunError`, `InvalidModelError`, `RangeError`).
  */
 import { DATA_DEPENDENT_DIM } from '../boundary.ts';
-import { inferDim, inferDimGeneral } from './dim-fit.ts';
+import { fitAxisFactor, formatAxisFactor, inferDim, inferDimGeneral } from './dim-fit.ts';
+import type { AxisFactor, Factor, FitHints } from './dim-fit.ts';
 import type { GraphIndex } from './graph.ts';
 import type { OnnxTypes } from './proto.ts';
-import { PROBE_CHUNK_BYTES, probeShapes, type ProbeInputs, type ProbeOptions } from './probe.ts';
+import { PROBE_CHUNK_BYTES, probeShapes, type ProbeCapture, type ProbeInputs, type ProbeOptions } from './probe.ts';
+import { graphStrides, stridedOutputFactor } from './stride-rules.ts';
 import { annotation, bindDim, canonicalDim, declaredValueInfos, fixedBatchSize, initializerShapes, valuesOf } from './shape-binding.ts';
 import type { DimBinding, ResolvedShapes, ShapePoint, SymbolicShape, TensorShape } from './shape-binding.ts';
 
 // The parts of the shape resolution, re-exported so that callers keep one entry point.
-export { checkProbeInputs, PROBE_CHUNK_BYTES, ProbeRunError, probeSeqLen } from './probe.ts';
+export { checkProbeInputs, PROBE_CHUNK_BYTES, ProbeRunError, probeSeqLen, probeSeqRange } from './probe.ts';
 export type { ProbeInputs, ProbeOptions } from './probe.ts';
 export { declaredValueInfos, dimBinding, fixedBatchSize } from './shape-binding.ts';
 export type { DimBinding, ResolvedShapes, ShapePoint, ShapeTable, SymbolicShape, TensorShape } from './shape-binding.ts';
@@ -105,34 +107,60 @@ export async function resolveShapes(index: GraphIndex, model: OnnxTypes.IModelPr
     if (further !== undefined) optional.push({ batch: first.batch, seqLen: first.seqLen + odd, ...(binding.symbols.size === 0 ? {} : { symbols: base }) });
   }
   const required = [...points, ...extra].map(withSymbols);
-  const probed = await probeShapes(index, model, binding, [...required, ...optional], infos, what, probe, required.length, options.chunkBytes ?? PROBE_CHUNK_BYTES);
+  const capture: ProbeCapture = { names: controlValues(index), values: new Map() };
+  const probed = await probeShapes(index, model, binding, [...required, ...optional], infos, what, probe, required.length, options.chunkBytes ?? PROBE_CHUNK_BYTES, capture);
+  const controls = new Map<string, number>();
+  for (const [name, seen] of capture.values) {
+    const first = seen[0];
+    if (first !== undefined && Number.isFinite(first) && seen.slice(0, required.length).every((v) => v === first)) controls.set(name, first);
+  }
   const all = required.concat(optional.filter((_, j) => probed[required.length + j] !== undefined));
   const tables = probed.filter((t): t is Map<string, TensorShape> => t !== undefined);
   for (const t of tables) for (const [k, v] of inits) t.set(k, v);
   const dataDependent = dataDependentValues(index);
   const symbolic = new Map<string, SymbolicShape>();
   const unresolved = new Map<string, string>();
+  // Factors of single-axis dims fitted so far (value → dim → factor), composed through strided
+  // ops into exact candidates for their outputs (`stride-rules.ts`), which are then preferred for
+  // every later dim of that axis.
+  const factors = new Map<string, (AxisFactor | undefined)[]>();
+  const derived = new Map<string, Factor[]>();
+  const divisors = graphStrides(index);
+  const hintsFor =
+    (extra: AxisFactor | undefined) =>
+    (axis: string): FitHints => ({ factors: [...(extra?.axis === axis ? [extra.factor] : []), ...(derived.get(axis) ?? [])], divisors });
   for (const name of names) {
     const seen = tables.map((t) => t.get(name));
     if (seen.some((s) => s === undefined)) continue;
     const shapes = seen as TensorShape[];
     const rank = shapes[0]!.dims.length;
     if (shapes.some((s) => s.dims.length !== rank)) continue;
+    const producer = index.producer.get(name);
+    const node = producer === undefined || index.nodes[producer]!.output?.[0] !== name ? undefined : index.nodes[producer];
     const shape: (number | string)[] = [];
+    const fitted: (AxisFactor | undefined)[] = [];
+    let failure: string | undefined;
     for (let i = 0; i < rank; i++) {
       const values = shapes.map((s) => s.dims[i]!);
-      let dim = inferDim(values, all, binding) ?? inferDimGeneral(values, all, binding);
+      const rule = node === undefined ? undefined : stridedOutputFactor(node, index, i, (input, d) => factors.get(input)?.[d]);
+      if (rule !== undefined) derived.set(rule.axis, [...(derived.get(rule.axis) ?? []).filter((f) => f.b !== rule.factor.b || f.d !== rule.factor.d || f.c !== rule.factor.c), rule.factor]);
+      const hints = hintsFor(rule);
+      const single = fitAxisFactor(values, all, binding, hints);
+      fitted.push(single);
+      let dim = inferDim(values, all, binding) ?? (single === undefined ? inferDimGeneral(values, all, binding, hints) : formatAxisFactor(single));
       if (dataDependent.has(name) && (dim === undefined || values.some((v) => v === 0))) dim = DATA_DEPENDENT_DIM;
       if (dim === undefined) {
         const observed = values.map((v, j) => `${v} at (${pointText(all[j]!, binding)})`).join(', ');
-        unresolved.set(name, `dim ${i} of tensor '${name}' is ${observed} (${axesText(binding)}), which is no product of integer polynomials and floor divisions of the axes`);
-        break;
+        failure ??= `dim ${i} of tensor '${name}' is ${observed} (${axesText(binding)}), which is no product of integer polynomials and floor divisions of the axes`;
+        dim = DATA_DEPENDENT_DIM;
       }
       shape.push(dim);
     }
-    if (!unresolved.has(name)) symbolic.set(name, { elemType: shapes[0]!.elemType, shape });
+    factors.set(name, fitted);
+    if (failure !== undefined) unresolved.set(name, failure);
+    symbolic.set(name, { elemType: shapes[0]!.elemType, shape });
   }
-  return { source: 'onnxruntime', tables: tables.slice(0, points.length), symbolic, unresolved };
+  return { source: 'onnxruntime', tables: tables.slice(0, points.length), symbolic, unresolved, controls };
 }
 
 /** A probe point for messages: its batch, seq length and axis sizes, in `axesText` order. */
@@ -143,6 +171,22 @@ function pointText(p: ShapePoint, binding: DimBinding): string {
 /** The names of the axes a probe point gives, for messages. */
 function axesText(binding: DimBinding): string {
   return ['batch', ...(binding.seqName === undefined ? [] : [binding.seqName]), ...binding.symbols.keys()].join(', ');
+}
+
+/**
+ * Values that steer control flow: the condition of every If, the trip count and condition of
+ * every Loop (ONNX If input 0, Loop inputs 0 and 1), when a node computes them.
+ */
+function controlValues(index: GraphIndex): Set<string> {
+  const out = new Set<string>();
+  for (const node of index.nodes) {
+    const slots = node.opType === 'If' ? [0] : node.opType === 'Loop' ? [0, 1] : [];
+    for (const k of slots) {
+      const name = node.input?.[k];
+      if (name && index.producer.has(name)) out.add(name);
+    }
+  }
+  return out;
 }
 
 /**
