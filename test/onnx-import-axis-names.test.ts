@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { probeInputsOf } from '../src/cli/models.ts';
+import { batchingBlockerOf } from '../src/runtime/config.ts';
 import { importOnnxModel } from '../src/model/onnx/partition.ts';
 import { onnx } from '../src/model/onnx/proto.ts';
 import type { OnnxTypes } from '../src/model/onnx/proto.ts';
@@ -92,6 +93,8 @@ describe('axes a user can name', () => {
       ['batch', 1],
       [2, 'batch', H],
     ]);
+    // fused batches concatenate along dim 0: a state batched in dim 1 keeps the service from fusing, naming the input
+    expect(batchingBlockerOf(inferred.spec)).toMatch(/input 'state' of recurrent has dim 0 2, not the batch axis 'batch', so its queries cannot be fused/);
     for (const operators of [1, 4, 8]) {
       const { spec, operatorModels } = await importOnnxModel(file, { operators, probe: probeOf([['input.1', 'samples'], ['state.1', 'batch']]) });
       expect(spec.dynamicAxes).toEqual({ batch: 'batch', seq: 'samples' });
