@@ -50,6 +50,7 @@ import { startDashboardServer } from '../serve/dashboard/server.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AbacusError } from '../errors.ts';
 import { createInferenceClient, InferenceClientError, type InferenceClient } from '../serve/client/index.ts';
+import { readAuthToken, readCaFile } from '../serve/security.ts';
 import { runRemoteBench, type RemoteBenchResult, type RemoteBenchService } from '../serve/client/bench.ts';
 import { ARRIVALS_SYNTAX, formatArrivalSpec, loadArrivals, parseArrivalSpec, type ArrivalSpec, type ArrivalsFactory } from '../workload/arrival-spec.ts';
 import { runJson, type ExperimentJson, type RunJson } from './run-json.ts';
@@ -105,6 +106,10 @@ export interface ExperimentCliOptions {
   sendQos?: boolean;
   /** With `target`: per-request timeout, ms. */
   timeoutMs?: number;
+  /** With `target`: a file holding the server's bearer token (`abacus serve --auth-token-file`). */
+  authTokenFile?: string;
+  /** With `target`: CA certificates (PEM) a `grpcs://` server's certificate must chain to. */
+  tlsCa?: string;
   /** bench on a real device: also run every one-at-a-time policy with every core (`--no-all-cores`: false) [true]. */
   allCores?: boolean;
 }
@@ -297,7 +302,7 @@ const fmt = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(d
 /** Run the comparison (used by both commands and by tests). */
 export async function runExperimentCommand(ctx: CliContext, opts: ExperimentCliOptions, mode: { virtual: boolean; defaultDevice: string }): Promise<ExperimentJson> {
   if (opts.target !== undefined) return runRemoteBenchCommand(ctx, opts);
-  if (opts.sendQos === true || opts.timeoutMs !== undefined) throw new UsageError('--send-qos and --timeout-ms go with --target');
+  if (opts.sendQos === true || opts.timeoutMs !== undefined || opts.authTokenFile !== undefined || opts.tlsCa !== undefined) throw new UsageError('--send-qos, --timeout-ms, --auth-token-file and --tls-ca go with --target');
   if (opts.dashboard === true && opts.findPeak === true) throw new UsageError('--dashboard replays one run: it does not go with --find-peak');
   const config = await servingConfigOf(ctx, opts, mode.defaultDevice);
   if (mode.virtual && !config.device.startsWith('sim')) throw new InvalidConfigError(`abacus simulate needs a simulated device (sim:a100, …), got '${config.device}'; use abacus bench for real devices`);
@@ -495,7 +500,11 @@ async function runRemoteBenchCommand(ctx: CliContext, opts: ExperimentCliOptions
   if (given.length > 0) throw new UsageError(`${given.join(', ')} cannot be used with --target: the server's config decides policy, device and predictor`);
   let client: InferenceClient;
   try {
-    client = createInferenceClient(target, { timeoutMs: opts.timeoutMs ?? DEFAULT_REMOTE_TIMEOUT_MS });
+    client = createInferenceClient(target, {
+      timeoutMs: opts.timeoutMs ?? DEFAULT_REMOTE_TIMEOUT_MS,
+      ...(opts.authTokenFile === undefined ? {} : { authToken: readAuthToken(opts.authTokenFile) }),
+      ...(opts.tlsCa === undefined ? {} : { tlsCa: readCaFile(opts.tlsCa) }),
+    });
   } catch (err) {
     throw new UsageError(`--target: ${(err as Error).message}`);
   }
@@ -560,9 +569,11 @@ async function runRemoteBenchCommand(ctx: CliContext, opts: ExperimentCliOptions
 export function registerExperimentCommands(program: Command, simulate: Command, ctx: CliContext): void {
   addExperimentFlags(program.command('bench').description('serve co-located models under open-loop load (Poisson, constant, bursty or a trace) in real time and compare policies (p99, violations, goodput)'), { device: 'ort', batchSizes: '1,2,4,8,16' })
     .option('--find-peak', 'per policy, search the highest rate with ≤ 1 % violations (each step is a real-time run of --queries queries: minutes)')
-    .option('--target <url>', 'drive a running server (http://HOST:PORT or grpc://HOST:PORT) instead of serving in-process; --config/--models give service names, batch sizes, seq lens and QoS targets')
+    .option('--target <url>', 'drive a running server (http[s]://HOST:PORT or grpc[s]://HOST:PORT) instead of serving in-process; --config/--models give service names, batch sizes, seq lens and QoS targets')
     .option('--send-qos', 'with --target: send each service\'s QoS target as the request parameter qos_ms')
     .option('--timeout-ms <ms>', `with --target: per-request timeout (default ${DEFAULT_REMOTE_TIMEOUT_MS})`, positiveNumber('--timeout-ms'))
+    .option('--auth-token-file <file>', 'with --target: send the bearer token in this file (a server started with --auth-token-file)')
+    .option('--tls-ca <file>', 'with --target grpcs://…: CA certificates (PEM) the server\'s certificate must chain to (https://: set NODE_EXTRA_CA_CERTS)')
     .option('--no-all-cores', 'ort: do not also run fcfs, sjf and edf with every core (the strong one-at-a-time baseline; by default they run twice: with --threads and with os.availableParallelism() intra-op threads)')
     .action(async (opts: ExperimentCliOptions) => {
       await runExperimentCommand(ctx, opts, { virtual: false, defaultDevice: 'ort' });
@@ -573,3 +584,4 @@ export function registerExperimentCommands(program: Command, simulate: Command, 
       await runExperimentCommand(ctx, opts, { virtual: true, defaultDevice: 'sim:a100' });
     });
 }
+

@@ -113,6 +113,17 @@ export function loadTlsMaterial(files: TlsFiles): TlsMaterial | undefined {
 }
 
 /**
+ * CA certificates (PEM) a client checks a server's certificate against (`abacus bench --target
+ * grpcs://… --tls-ca FILE`).
+ * @throws InvalidConfigError naming the flag and file when it cannot be read or holds no valid certificate.
+ */
+export function readCaFile(file: string, flag = '--tls-ca'): Buffer {
+  const pem = readFlagFile(flag, file);
+  checkCertificates(flag, file, pem);
+  return pem;
+}
+
+/**
  * The token of `--auth-token-file`: the file's content without leading and trailing whitespace.
  * @throws InvalidConfigError naming the flag and file when it cannot be read, is empty, or holds
  *   characters a bearer token cannot carry (RFC 6750 §2.1: letters, digits, `-._~+/`, trailing `=`).

@@ -17,6 +17,7 @@ import { InvalidConfigError } from '../../src/errors.ts';
 import { bearerAuthInterceptor } from '../../src/serve/grpc/auth.ts';
 import { loadInferenceService } from '../../src/serve/grpc/proto.ts';
 import { createGrpcServer, type GrpcInferenceServer } from '../../src/serve/grpc/server.ts';
+import { createInferenceClient } from '../../src/serve/client/index.ts';
 import { createHttpApp } from '../../src/serve/http/app.ts';
 import { ServeMetrics } from '../../src/serve/metrics.ts';
 import { bearerTokenMatches, loadTlsMaterial, readAuthToken, type TlsMaterial } from '../../src/serve/security.ts';
@@ -157,6 +158,25 @@ describe('HTTP with a bearer token (inject)', () => {
 });
 
 describe('HTTP with a bearer token (listening, plain text)', () => {
+  it("the project's HTTP client (abacus bench --target http://…) sends the token on inference and metadata", async () => {
+    const app = createHttpApp(new FakeBackend(), { authToken: TOKEN });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const address = app.server.address();
+    const url = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`;
+    const x = { dataType: 'float32' as const, dims: [1, 4], data: Float32Array.from([1, 2, 3, 4]) };
+    const withToken = createInferenceClient(url, { authToken: TOKEN });
+    const without = createInferenceClient(url);
+    try {
+      expect((await withToken.infer({ model: 'm', inputs: { x } })).ok).toBe(true);
+      expect(await withToken.modelMetadata('m')).toMatchObject({ name: 'm' });
+      expect(await without.infer({ model: 'm', inputs: { x } })).toMatchObject({ ok: false, status: 401 });
+    } finally {
+      await withToken.close();
+      await without.close();
+      await app.close();
+    }
+  });
+
   it('a request that asks Expect: 100-continue without the token gets its 401 and no 100 Continue; with the token, 100 and then its answer', async () => {
     const backend = new FakeBackend();
     const app = createHttpApp(backend, { authToken: TOKEN });
@@ -300,6 +320,22 @@ describe.skipIf(!OPENSSL)('HTTPS and gRPC over TLS with a token (listening)', ()
       expect(await grpcCode(rawCall(plain, 'ServerLive', {}))).toBe(grpc.status.UNAVAILABLE);
     } finally {
       plain.close();
+    }
+  });
+
+  it("the project's own clients (abacus bench --target): grpcs:// with the CA and a token infers; without the token the answer names it", async () => {
+    const x = { dataType: 'float32' as const, dims: [1, 4], data: Float32Array.from([1, 2, 3, 4]) };
+    const withToken = createInferenceClient(`grpcs://127.0.0.1:${grpcPort}`, { tlsCa: ca, authToken: TOKEN });
+    const without = createInferenceClient(`grpcs://127.0.0.1:${grpcPort}`, { tlsCa: ca });
+    try {
+      const ok = await withToken.infer({ model: 'm', inputs: { x } });
+      expect(ok.ok).toBe(true);
+      const refused = await without.infer({ model: 'm', inputs: { x } });
+      expect(refused).toMatchObject({ ok: false, status: grpc.status.UNAUTHENTICATED });
+      if (!refused.ok) expect(refused.message).toMatch(/authentication required/);
+    } finally {
+      await withToken.close();
+      await without.close();
     }
   });
 });

@@ -37,6 +37,13 @@ export interface GrpcInferenceClientOptions {
   readonly timeoutMs?: number;
   /** Largest response message in bytes (default 64 MiB). */
   readonly maxReceiveMessageBytes?: number;
+  /** Bearer token sent as `authorization: Bearer <token>` metadata on every call (a server started with `--auth-token-file`). */
+  readonly authToken?: string;
+  /**
+   * CA certificates (PEM) that a `grpcs://` server's certificate must chain to; absent: the
+   * system's roots. Ignored for `grpc://` (plain text).
+   */
+  readonly tlsCa?: Buffer;
 }
 
 type UnaryMethod = (request: unknown, metadata: grpc.Metadata, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, response: unknown) => void) => grpc.ClientUnaryCall;
@@ -69,23 +76,34 @@ function failureOf(error: unknown): ClientInferFailure {
 export class GrpcInferenceClient implements InferenceClient {
   private readonly client: grpc.Client;
   private readonly timeoutMs: number | undefined;
+  private readonly authToken: string | undefined;
 
   /**
-   * @param target `host:port` or `grpc://host:port`.
+   * @param target `host:port` or `grpc://host:port` (plain text), `grpcs://host:port` (TLS).
    * @throws TypeError for a URL of another scheme.
    */
   constructor(target: string, options: GrpcInferenceClientOptions = {}) {
     let address = target;
+    let tls = false;
     if (target.includes('://')) {
       const url = new URL(target);
-      if (url.protocol !== 'grpc:') throw new TypeError(`target must be host:port or grpc://host:port, got ${target}`);
+      if (url.protocol !== 'grpc:' && url.protocol !== 'grpcs:') throw new TypeError(`target must be host:port, grpc://host:port or grpcs://host:port, got ${target}`);
       address = url.host;
+      tls = url.protocol === 'grpcs:';
     }
     const { Client } = loadInferenceService();
-    this.client = new Client(address, grpc.credentials.createInsecure(), {
+    this.client = new Client(address, tls ? grpc.credentials.createSsl(options.tlsCa ?? null) : grpc.credentials.createInsecure(), {
       'grpc.max_receive_message_length': options.maxReceiveMessageBytes ?? 64 * 1024 * 1024,
     });
     this.timeoutMs = options.timeoutMs;
+    this.authToken = options.authToken;
+  }
+
+  /** Metadata of every call: the token, when one was given. */
+  private metadata(): grpc.Metadata {
+    const m = new grpc.Metadata();
+    if (this.authToken !== undefined) m.set('authorization', `Bearer ${this.authToken}`);
+    return m;
   }
 
   private call<Res>(method: string, request: unknown, signal?: AbortSignal): Promise<Res> {
@@ -94,7 +112,7 @@ export class GrpcInferenceClient implements InferenceClient {
     const options: grpc.CallOptions = this.timeoutMs !== undefined ? { deadline: Date.now() + this.timeoutMs } : {};
     return new Promise<Res>((resolve, reject) => {
       const onAbort = (): void => c.cancel();
-      const c = fn.call(this.client, request, new grpc.Metadata(), options, (error, response) => {
+      const c = fn.call(this.client, request, this.metadata(), options, (error, response) => {
         signal?.removeEventListener('abort', onAbort);
         if (error !== null) reject(error);
         else resolve(response as Res);

@@ -32,6 +32,12 @@ export interface HttpInferenceClientOptions {
   readonly binary?: boolean;
   /** Per-call timeout in ms (default: none). A timed-out call is a `transport` failure. */
   readonly timeoutMs?: number;
+  /**
+   * Bearer token sent as `Authorization: Bearer <token>` on every call (a server started with
+   * `--auth-token-file`). An `https://` server's certificate is checked against the system's
+   * CAs and those in `NODE_EXTRA_CA_CERTS`.
+   */
+  readonly authToken?: string;
 }
 
 interface JsonOutput {
@@ -70,6 +76,8 @@ export class HttpInferenceClient implements InferenceClient {
   private readonly base: string;
   private readonly binary: boolean;
   private readonly timeoutMs: number | undefined;
+  /** The `authorization` header of every call, when a token was given. */
+  private readonly auth: Record<string, string>;
 
   /**
    * @param baseUrl `http://host:port` (a trailing slash is ignored).
@@ -81,6 +89,7 @@ export class HttpInferenceClient implements InferenceClient {
     this.base = url.href.replace(/\/+$/, '');
     this.binary = options.binary ?? true;
     this.timeoutMs = options.timeoutMs;
+    this.auth = options.authToken === undefined ? {} : { authorization: `Bearer ${options.authToken}` };
   }
 
   private signal(callerSignal: AbortSignal | undefined): AbortSignal | undefined {
@@ -150,7 +159,7 @@ export class HttpInferenceClient implements InferenceClient {
         method: 'POST',
         // identity: fetch would otherwise ask for gzip/deflate, and the server compresses
         // what is asked (tensors compress poorly; tritonclient asks only when told to)
-        headers: { ...headers, 'accept-encoding': 'identity' },
+        headers: { ...headers, ...this.auth, 'accept-encoding': 'identity' },
         body: requestBody,
         ...(signal !== undefined ? { signal } : {}),
       });
@@ -186,7 +195,7 @@ export class HttpInferenceClient implements InferenceClient {
     let body: Uint8Array;
     try {
       const signal = this.signal(undefined);
-      response = await fetch(`${this.base}${path}`, signal !== undefined ? { signal } : {});
+      response = await fetch(`${this.base}${path}`, { headers: this.auth, ...(signal !== undefined ? { signal } : {}) });
       body = new Uint8Array(await response.arrayBuffer());
     } catch (error) {
       throw new InferenceClientError({ status: 0, code: 'transport', message: `GET ${path}: ${describe(error)}` }, { cause: error });
