@@ -10,9 +10,14 @@
  */
 import { spawn } from 'node:child_process';
 
+/**
+ * tsc keeps what it checked in `.cache/tsc/` (`--incremental`): a rerun re-checks only what
+ * changed (measured: 12.6 s, then 3.8 s with nothing changed, at load 1.4-1.8). eslint keeps no
+ * cache: its type-aware rules would not see a change in another file.
+ */
 const COMMANDS: readonly (readonly [string, ...string[]])[] = [
-  ['tsc', '--noEmit', '-p', '.'],
-  ['tsc', '--noEmit', '-p', 'dashboard'],
+  ['tsc', '--noEmit', '-p', '.', '--incremental', '--tsBuildInfoFile', '.cache/tsc/project.tsbuildinfo'],
+  ['tsc', '--noEmit', '-p', 'dashboard', '--incremental', '--tsBuildInfoFile', '.cache/tsc/dashboard.tsbuildinfo'],
   ['eslint', '.'],
 ];
 
