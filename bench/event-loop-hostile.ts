@@ -5,7 +5,8 @@
  * p100 ≤ 100 ms), the server's event-loop delay, its RSS growth (peak during the kind minus the
  * RSS before it, sampled every 20 ms), and the answers the hostile requests got.
  *
- * Kinds (bodies generated as they are sent, so the client holds none of them in memory):
+ * Kinds at the benchmark's sizes (`FULL_HOSTILE`; `SMALL_HOSTILE` for a smoke run), bodies
+ * generated as they are sent, so the client holds none of them in memory:
  * - `keys`: a 38 MB JSON object of 3 M keys (`{"k0":0,"k1":1,…}`);
  * - `floats`: a 60 MB JSON float array as the data of the served input (3.16 M values, more than
  *   its shape holds);
@@ -105,11 +106,11 @@ const run = async (kind) => {
   let answers = [], extra = {}, bodyMB = 0;
   const infer = '/v2/models/' + cfg.model + '/infer';
   const h = floatsHead(cfg.input, cfg.shape);
-  if (kind === 'keys') { bodyMB = keysLength(3e6) / 1e6; answers = [await post(infer, keysBody(3e6), keysLength(3e6))]; }
+  if (kind === 'keys') { bodyMB = keysLength(cfg.keys) / 1e6; answers = [await post(infer, keysBody(cfg.keys), keysLength(cfg.keys))]; }
   else if (kind === 'floats') { bodyMB = floatsLength(h, cfg.floats) / 1e6; answers = [await post(infer, floatsBody(h, cfg.floats), floatsLength(h, cfg.floats))]; }
-  else if (kind === 'nested') { bodyMB = 2; answers = [await post(infer, nestedBody(2e6), 2e6)]; }
-  else if (kind === 'floats×16') { bodyMB = floatsLength(h, cfg.floats) / 1e6; answers = await Promise.all(Array.from({ length: 16 }, () => post(infer, floatsBody(h, cfg.floats), floatsLength(h, cfg.floats)))); }
-  else if (kind === 'slow-headers') { const r = await slowHeaders(300); answers = Array.from({ length: r.closed }, (_, i) => ({ status: i < r.got408 ? 408 : -1, text: '' })); extra = { closed: r.closed, lastClosedMs: r.last }; }
+  else if (kind === 'nested') { bodyMB = cfg.nestedBytes / 1e6; answers = [await post(infer, nestedBody(cfg.nestedBytes), cfg.nestedBytes)]; }
+  else if (kind === 'floats×16') { bodyMB = floatsLength(h, cfg.floats) / 1e6; answers = await Promise.all(Array.from({ length: cfg.concurrent }, () => post(infer, floatsBody(h, cfg.floats), floatsLength(h, cfg.floats)))); }
+  else if (kind === 'slow-headers') { const r = await slowHeaders(cfg.slowConnections); answers = Array.from({ length: r.closed }, (_, i) => ({ status: i < r.got408 ? 408 : -1, text: '' })); extra = { closed: r.closed, lastClosedMs: r.last }; }
   const wallMs = performance.now() - t0;
   await new Promise((r) => setTimeout(r, 300));
   const liveMs = await stop();
@@ -127,16 +128,44 @@ readline.createInterface({ input: process.stdin }).on('line', async (line) => {
 process.stdout.write('{"ready":true}\n');
 `;
 
+/** The kinds in the order they are sent; `floats×16` sends `HostileSize.concurrent` float arrays at once (16 at full size). */
 export const HOSTILE_KINDS = ['keys', 'floats', 'nested', 'floats×16', 'slow-headers'] as const;
+
+/** Sizes of the hostile traffic. */
+export interface HostileSize {
+  /** Keys of the `keys` JSON object. */
+  readonly keys: number;
+  /** Size of one float-array body, MB (10^6 bytes). */
+  readonly floatsMB: number;
+  /** Bytes of `[` of the `nested` body. */
+  readonly nestedBytes: number;
+  /** Float-array bodies sent at once by `floats×16`. */
+  readonly concurrent: number;
+  /** Slow-header connections. */
+  readonly slowConnections: number;
+  /** How long the slow-header kind waits for the server to close them, ms. */
+  readonly slowCapMs: number;
+}
+
+/** The benchmark's sizes (the ones docs/benchmarks.md "Hostile clients" reports). */
+export const FULL_HOSTILE: HostileSize = { keys: 3e6, floatsMB: 60, nestedBytes: 2e6, concurrent: 16, slowConnections: 300, slowCapMs: 40_000 };
+
+/**
+ * Small sizes that run every kind's code path in a few seconds (`--hostile-small`, the bench
+ * smoke test): bodies of about 1 MB, 4 at once, 20 slow-header connections. The cap on the slow
+ * headers is generous so that a busy machine's late sweep still counts them closed.
+ */
+export const SMALL_HOSTILE: HostileSize = { keys: 50_000, floatsMB: 1, nestedBytes: 100_000, concurrent: 4, slowConnections: 20, slowCapMs: 40_000 };
 
 /**
  * Run every hostile kind against the server at `base` (in this process).
  * @param target the served model, its input and shape (the float arrays are its `data`).
- * @param slowCapMs how long the slow-header kind waits for the server to close them.
+ * @param size the sizes of the hostile traffic ([`FULL_HOSTILE`]).
  */
-export async function runHostile(base: string, target: { model: string; input: string; shape: readonly number[] }, log: (s: string) => void, slowCapMs = 40_000): Promise<HostileKindResult[]> {
-  const floats = Math.floor(60e6 / ('0.5123456789012345'.length + 1));
-  const child = spawn(process.execPath, ['-e', CLIENT], { env: { ...process.env, BENCH_BASE: base, BENCH_SLOW_CAP_MS: String(slowCapMs), BENCH_CFG: JSON.stringify({ ...target, floats }) }, stdio: ['pipe', 'pipe', 'inherit'] });
+export async function runHostile(base: string, target: { model: string; input: string; shape: readonly number[] }, log: (s: string) => void, size: HostileSize = FULL_HOSTILE): Promise<HostileKindResult[]> {
+  const floats = Math.floor((size.floatsMB * 1e6) / ('0.5123456789012345'.length + 1));
+  const cfg = { ...target, floats, keys: size.keys, nestedBytes: size.nestedBytes, concurrent: size.concurrent, slowConnections: size.slowConnections };
+  const child = spawn(process.execPath, ['-e', CLIENT], { env: { ...process.env, BENCH_BASE: base, BENCH_SLOW_CAP_MS: String(size.slowCapMs), BENCH_CFG: JSON.stringify(cfg) }, stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const next = async (): Promise<Record<string, unknown>> => {
     const { value, done } = await lines.next();

@@ -26,7 +26,9 @@
  * against the same server with the default limits (`defaults`), and against a second one whose
  * JSON limit is raised to the binary limit, 64 MiB (`jsonLimitRaised`), so that the large JSON
  * bodies are read and go through the key / depth scan and a codec thread instead of being refused
- * by their size.
+ * by their size. `hostileSize` and `headersTimeoutMs` shrink that part for a smoke run
+ * (`--hostile-small`: `SMALL_HOSTILE` and a 1 s header timeout, so the slow-header connections
+ * are closed after about a second instead of the default 10 s).
  */
 import fs from 'node:fs/promises';
 import http from 'node:http';
@@ -40,7 +42,7 @@ import { assembleServing } from '../src/deployment/serving.ts';
 import { parseServingConfig } from '../src/runtime/config.ts';
 import { startServer } from '../src/serve/server.ts';
 import { DEFAULT_MAX_BODY_BYTES } from '../src/serve/http/limits.ts';
-import { runHostile, type HostileKindResult } from './event-loop-hostile.ts';
+import { FULL_HOSTILE, runHostile, type HostileKindResult, type HostileSize } from './event-loop-hostile.ts';
 
 export interface EventLoopResult {
   readonly loadAverage1m: number;
@@ -59,7 +61,7 @@ export interface EventLoopResult {
   readonly receivedMBps: number;
   readonly liveProbeMs: { readonly p50: number; readonly p99: number; readonly max: number; readonly n: number };
   /** Hostile clients (see the file docs); absent with `hostile: false`. */
-  readonly hostile?: { readonly defaults: readonly HostileKindResult[]; readonly jsonLimitRaised: readonly HostileKindResult[]; readonly loadAverage1m: number };
+  readonly hostile?: { readonly size: HostileSize; readonly defaults: readonly HostileKindResult[]; readonly jsonLimitRaised: readonly HostileKindResult[]; readonly loadAverage1m: number };
 }
 
 interface Delay {
@@ -156,11 +158,31 @@ async function phase(base: string, mode: 'idle' | 'load', clients: number, durat
   return { delay: { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max) }, report };
 }
 
-export async function benchEventLoop(opts: { log?: (s: string) => void; durationMs?: number; idleMs?: number; clients?: number; hostile?: boolean; steady?: boolean } = {}): Promise<EventLoopResult> {
+export interface EventLoopOptions {
+  readonly log?: (s: string) => void;
+  /** Each load phase, ms (15,000). */
+  readonly durationMs?: number;
+  /** The idle phase, ms (3000). */
+  readonly idleMs?: number;
+  /** Streaming clients (4). */
+  readonly clients?: number;
+  /** Run the hostile clients (true). */
+  readonly hostile?: boolean;
+  /** Sizes of the hostile traffic (`FULL_HOSTILE`). */
+  readonly hostileSize?: HostileSize;
+  /** The servers' HTTP header timeout, ms (the serve default, 10 s); the slow-header kind waits for it. */
+  readonly headersTimeoutMs?: number;
+  /** Run the idle / drain / load phases (true). */
+  readonly steady?: boolean;
+}
+
+export async function benchEventLoop(opts: EventLoopOptions = {}): Promise<EventLoopResult> {
   const log = opts.log ?? (() => undefined);
   const durationMs = opts.durationMs ?? 15_000;
   const idleMs = opts.idleMs ?? 3000;
   const clients = opts.clients ?? 4;
+  const hostileSize = opts.hostileSize ?? FULL_HOSTILE;
+  const timeouts = opts.headersTimeoutMs === undefined ? {} : { timeouts: { headersTimeoutMs: opts.headersTimeoutMs } };
   const tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-bench-loop-'));
   const logger = pino({ level: 'warn' }, pino.destination(2));
   try {
@@ -172,19 +194,19 @@ export async function benchEventLoop(opts: { log?: (s: string) => void; duration
     const ctx = { err: (t: string) => log(t), cacheOptions: () => ({ cacheDir: tmp }) };
     log('event loop: assembling abacus serve (sim:a100, resnet50 batch 8, fcfs; profiling a small predictor) …\n');
     const { backend, metrics, openEngine } = await assembleServing(ctx, config, { logger, serverVersion: 'bench', seed: 1, profileSamples: 200 });
-    const server = await startServer({ backend, openEngine, logger, metrics, host: '127.0.0.1', httpPort: 0 });
+    const server = await startServer({ backend, openEngine, logger, metrics, host: '127.0.0.1', httpPort: 0, ...timeouts });
     let hostile: EventLoopResult['hostile'];
     try {
       await server.ready;
       if (opts.hostile ?? true) {
         const target = { model: 'resnet', input: 'input', shape: [BATCH, 3, 224, 224] };
-        const defaults = await runHostile(server.httpUrl, target, log);
+        const defaults = await runHostile(server.httpUrl, target, log, hostileSize);
         log('event loop: hostile clients again, against a server whose JSON limit is raised to 64 MiB …\n');
         const second = await assembleServing(ctx, config, { logger, serverVersion: 'bench', seed: 1, profileSamples: 200 });
-        const raised = await startServer({ ...second, logger, host: '127.0.0.1', httpPort: 0, maxJsonBodyBytes: DEFAULT_MAX_BODY_BYTES });
+        const raised = await startServer({ ...second, logger, host: '127.0.0.1', httpPort: 0, maxJsonBodyBytes: DEFAULT_MAX_BODY_BYTES, ...timeouts });
         try {
           await raised.ready;
-          hostile = { defaults, jsonLimitRaised: await runHostile(raised.httpUrl, target, log), loadAverage1m: os.loadavg()[0]! };
+          hostile = { size: hostileSize, defaults, jsonLimitRaised: await runHostile(raised.httpUrl, target, log, hostileSize), loadAverage1m: os.loadavg()[0]! };
         } finally {
           await raised.shutdown(2000);
         }

@@ -11,7 +11,7 @@
  * `--only serve-overload` how fast `abacus serve` answers 503 under a 10× overload, `--only dashboard`
  * the serving throughput with and without an open dashboard stream,
  * `--only cluster-realtime` the §7.6 trace through HAProxy to real-time sim nodes,
- * `--only event-loop [-- --duration-ms MS] [-- --hostile-only | --no-hostile]` the server's
+ * `--only event-loop [-- --duration-ms MS] [-- --hostile-only | --no-hostile] [-- --hostile-small]` the server's
  * event-loop delay while four clients stream 5 MB binary requests, and the liveness latency and
  * RSS growth while hostile bodies and slow-header connections arrive, `--only warm-up` the first 10 requests after ready ÷ the steady
  * median on ort, with and without the warm-up at the serving shapes, `--only executor-memory
@@ -37,6 +37,7 @@ import { benchServeOverload } from './serve-overload.ts';
 import { benchDashboard, benchDashboardInProcess } from './dashboard.ts';
 import { benchClusterRealtime } from './cluster-realtime.ts';
 import { benchEventLoop } from './event-loop.ts';
+import { SMALL_HOSTILE } from './event-loop-hostile.ts';
 import { benchWarmUp } from './warm-up.ts';
 import { benchExecutorMemory } from './executor-memory.ts';
 import { benchImportMemory } from './import-memory.ts';
@@ -61,6 +62,7 @@ const program = new Command('bench')
   .option('--duration-ms <ms>', 'event-loop: length of the measured phase; overload: of each open-loop phase', (v) => Number(v))
   .option('--hostile-only', 'event-loop: only the hostile clients (no steady-load phases)')
   .option('--no-hostile', 'event-loop: no hostile clients')
+  .option('--hostile-small', 'event-loop: hostile bodies of about 1 MB, 4 at once, 20 slow-header connections and a 1 s header timeout (a smoke run)')
   .option('--configs <names>', `overload: configs to run (${Object.keys(OVERLOAD_CONFIGS).join(', ')})`, (v) => v.split(','))
   .option('--protocols <names>', `overload: protocols to run (${OVERLOAD_PROTOCOLS.join(', ')})`, (v) => v.split(','))
   .option('--busy <levels>', 'contention: busy-loop processes per level (default 0,1,2,4)', (v) => {
@@ -80,7 +82,7 @@ const program = new Command('bench')
   })
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; configs?: string[]; protocols?: string[]; busy?: number[]; rounds?: number; load?: number }>();
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; hostileSmall?: boolean; configs?: string[]; protocols?: string[]; busy?: number[]; rounds?: number; load?: number }>();
 const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory', 'overload', 'contention'];
 if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
@@ -104,7 +106,7 @@ if (opts.only === 'cluster-realtime') out['clusterRealtime'] = await benchCluste
 if (opts.only === 'warm-up') out['warmUp'] = await benchWarmUp({ log });
 if (opts.only === 'executor-memory') out['executorMemory'] = await benchExecutorMemory({ log, ...(opts.queries === undefined ? {} : { requests: opts.queries }) });
 if (opts.only === 'import-memory') out['importMemory'] = await benchImportMemory({ log });
-if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), hostile: opts.hostile, steady: opts.hostileOnly !== true });
+if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), hostile: opts.hostile, steady: opts.hostileOnly !== true, ...(opts.hostileSmall === true ? { hostileSize: SMALL_HOSTILE, headersTimeoutMs: 1000 } : {}) });
 if (opts.only === 'overload') out['overload'] = await benchOverload({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), ...(opts.configs === undefined ? {} : { configs: opts.configs }), ...(opts.protocols === undefined ? {} : { protocols: opts.protocols as OverloadProtocol[] }) });
 if (opts.only === 'contention') out['contention'] = await benchContention({ log, ...(opts.busy === undefined ? {} : { busy: opts.busy }), ...(opts.rounds === undefined ? {} : { rounds: opts.rounds }), ...(opts.queries === undefined ? {} : { queries: opts.queries }), ...(opts.load === undefined ? {} : { load: opts.load }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
@@ -248,10 +250,11 @@ if (opts.json) {
   }
   const loop = out['eventLoop'] as Awaited<ReturnType<typeof benchEventLoop>> | undefined;
   if (loop?.hostile) {
+    const size = loop.hostile.size;
     const rows = (which: string, results: NonNullable<typeof loop.hostile>['defaults']) =>
       results.map((r) => [
         which,
-        r.kind === 'slow-headers' ? '300 conns' : `${r.kind === 'floats×16' ? '16 × ' : ''}${r.bodyMB.toFixed(1)}`,
+        r.kind === 'slow-headers' ? `${size.slowConnections} conns` : `${r.kind === 'floats×16' ? `${size.concurrent} × ` : ''}${r.bodyMB.toFixed(1)}`,
         r.kind,
         `${r.liveMs.p50.toFixed(1)} / ${r.liveMs.p99.toFixed(1)} / ${r.liveMs.p100.toFixed(1)} (${r.liveMs.n})`,
         `${r.loopDelayMs.p99.toFixed(1)} / ${r.loopDelayMs.max.toFixed(1)}`,

@@ -8,5 +8,5 @@ import { register } from 'tsx/esm/api';
 // themselves; executor processes inherit it (docs/devices.md "Telemetry").
 process.env.ORT_DISABLE_TELEMETRY ??= '1';
 register();
-const { main } = await import('../src/cli/main.ts');
+const { main } = await import('../src/cli/run.ts');
 await main(process.argv);

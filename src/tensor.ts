@@ -113,6 +113,27 @@ export function zeroTensorData(dataType: TensorDataType, n: number): TensorData 
   }
 }
 
+/** Marks a tensor from `lazyZeroTensor`; its getter says whether the data is still unallocated. */
+const UNREAD_ZERO = Symbol('unread zero tensor');
+
+/**
+ * A zero tensor of `dataType` and `dims` whose data is allocated on first access (`data` is an
+ * enumerable getter caching its array): a simulation that never reads outputs allocates none,
+ * and `sliceBatch` of it is another such tensor (no copy).
+ */
+export function lazyZeroTensor(dataType: TensorDataType, dims: readonly number[]): HostTensor {
+  let data: TensorData | undefined;
+  return Object.defineProperties({ dataType, dims } as HostTensor, {
+    data: { enumerable: true, get: (): TensorData => (data ??= zeroTensorData(dataType, elementCount(dims))) },
+    [UNREAD_ZERO]: { enumerable: false, get: (): boolean => data === undefined },
+  });
+}
+
+/** Whether `t` came from `lazyZeroTensor` and its data was never read (so it is still all zeros). */
+function isUnreadZero(t: HostTensor): boolean {
+  return (t as HostTensor & { readonly [UNREAD_ZERO]?: boolean })[UNREAD_ZERO] === true;
+}
+
 /** The value of IEEE-754 half-precision bits (float16 data holds them as Uint16). */
 export function halfToNumber(h: number): number {
   const sign = h & 0x8000 ? -1 : 1;
@@ -169,7 +190,8 @@ export function concatBatch(maps: readonly TensorMap[]): TensorMap {
 
 /**
  * Rows `[offset, offset + count)` of dim 0 of every tensor: one query's share of a fused
- * batch's outputs. The data is copied (the slice owns its buffer).
+ * batch's outputs. The data is copied (the slice owns its buffer); the slice of a
+ * `lazyZeroTensor` whose data was never read is a `lazyZeroTensor` of the slice's dims.
  * @throws RangeError naming the tensor when it is a scalar or has fewer than offset + count rows,
  *   or when offset or count is not an integer ≥ 0.
  */
@@ -178,8 +200,13 @@ export function sliceBatch(map: TensorMap, offset: number, count: number): Tenso
   for (const [name, t] of Object.entries(map)) {
     const rows = t.dims[0];
     if (rows === undefined || !Number.isInteger(offset) || !Number.isInteger(count) || offset < 0 || count < 0 || offset + count > rows) throw new RangeError(`sliceBatch: tensor '${name}' [${t.dims.join(', ')}] has no rows [${offset}, ${offset + count}) on dim 0`);
+    const dims = [count, ...t.dims.slice(1)];
+    if (isUnreadZero(t)) {
+      out[name] = lazyZeroTensor(t.dataType, dims);
+      continue;
+    }
     const per = rows === 0 ? 0 : t.data.length / rows;
-    out[name] = { dataType: t.dataType, dims: [count, ...t.dims.slice(1)], data: t.data.slice(offset * per, (offset + count) * per) };
+    out[name] = { dataType: t.dataType, dims, data: t.data.slice(offset * per, (offset + count) * per) };
   }
   return out;
 }

@@ -45,10 +45,24 @@ it('overlap reports group, both baselines and ratios', async () => {
   for (const x of [r.groupMs, r.sequentialMs, r.sequentialAllCoresMs, r.ratio, r.ratioVsAllCores, ...r.soloMs]) positive(x);
 });
 
-it('event-loop reports the three phases (sim:a100, short)', async () => {
+it('event-loop reports the three phases and every hostile kind against both servers (sim:a100, short, small hostile bodies)', async () => {
   const { benchEventLoop } = await import('../bench/event-loop.ts');
-  const r = await benchEventLoop({ durationMs: 600, idleMs: 200, clients: 2, log: () => undefined });
+  const { HOSTILE_KINDS, SMALL_HOSTILE } = await import('../bench/event-loop-hostile.ts');
+  const r = await benchEventLoop({ durationMs: 600, idleMs: 200, clients: 2, hostileSize: SMALL_HOSTILE, headersTimeoutMs: 1000, log: () => undefined });
   for (const d of [r.idleDelayMs, r.drainDelayMs, r.loadDelayMs]) for (const x of [d.p50, d.p99, d.max]) positive(x);
   positive(r.requests);
   expect(Object.keys(r.byStatus)).toEqual(['200']);
+  expect(r.hostile).toBeDefined();
+  for (const results of [r.hostile?.defaults ?? [], r.hostile?.jsonLimitRaised ?? []]) {
+    expect(results.map((k) => k.kind)).toEqual([...HOSTILE_KINDS]);
+    for (const k of results) {
+      positive(k.wallMs);
+      positive(k.liveMs.n);
+      const answers = Object.values(k.byStatus).reduce((a, b) => a + b, 0);
+      const sent = k.kind === 'floats×16' ? SMALL_HOSTILE.concurrent : k.kind === 'slow-headers' ? SMALL_HOSTILE.slowConnections : 1;
+      expect(answers, `${k.kind}: ${JSON.stringify(k.byStatus)}`).toBe(sent);
+    }
+    // the server closes every slow-header connection with a 408 once its header timeout passes
+    expect(results.find((k) => k.kind === 'slow-headers')?.byStatus).toEqual({ 408: SMALL_HOSTILE.slowConnections });
+  }
 }, 120_000);

@@ -72,9 +72,11 @@ describe('DashboardReplay', () => {
 
 describe('abacus simulate --dashboard', () => {
   it('replays the run on /dashboard/events (every group sent or counted as skipped), then stops on SIGTERM', async () => {
+    // fcfs reports the predictor's error too, so a predictor is trained first: on 300 profiled
+    // groups (the replay does not depend on its quality) instead of the default 10,000
     const child = spawn(
       process.execPath,
-      [ABACUS_BIN, 'simulate', '--models', 'resnet50-small,vgg19-small', '--qos-ms', '40,60', '--batch-sizes', '1', '--policy', 'fcfs', '--queries', '200', '--rate', '100', '--dashboard', '--dashboard-port', '0', '--dashboard-speed', '5'],
+      [ABACUS_BIN, 'simulate', '--models', 'resnet50-small,vgg19-small', '--qos-ms', '40,60', '--batch-sizes', '1', '--policy', 'fcfs', '--queries', '200', '--rate', '100', '--profile-samples', '300', '--dashboard', '--dashboard-port', '0', '--dashboard-speed', '5'],
       { env: { ...process.env, ABACUS_CACHE_DIR: path.join(tmp, 'cache'), ABACUS_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let out = '';

@@ -160,7 +160,7 @@ describe('abacus simulate', () => {
 
 describe('abacus bench', () => {
   it('serves two small models on onnxruntime (CPU) in real time under each policy, fcfs also with every core', async () => {
-    const r = await abacus('bench', '--device', 'ort', '--models', 'resnet50-small,bert-small', '--qos-ms', '200', '--batch-sizes', '1,2', '--seq-lens', '16', '--rate', '20', '--queries', '40', '--profile-samples', '60', '--policy', 'abacus,fcfs', '--json');
+    const r = await abacus('bench', '--device', 'ort', '--models', 'resnet50-small,bert-small', '--qos-ms', '200', '--batch-sizes', '1,2', '--seq-lens', '16', '--rate', '40', '--queries', '40', '--profile-samples', '60', '--policy', 'abacus,fcfs', '--json');
     expect(r.code, r.stderr).toBe(0);
     const json = JSON.parse(r.stdout) as ExperimentJson;
     expect(json.device).toBe('ort');

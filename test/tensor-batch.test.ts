@@ -5,7 +5,7 @@
  * functions copy elements, they compute nothing), float16 and NaN compared bit for bit.
  */
 import { describe, expect, it } from 'vitest';
-import { concatBatch, sliceBatch, type HostTensor, type TensorData, type TensorDataType, type TensorMap } from '../src/tensor.ts';
+import { concatBatch, lazyZeroTensor, sliceBatch, type HostTensor, type TensorData, type TensorDataType, type TensorMap } from '../src/tensor.ts';
 
 /** A typed array of `values` for `dataType` (float16 as raw Uint16 bits, bool as Uint8). */
 function arrayOf(dataType: TensorDataType, values: readonly (number | bigint)[]): TensorData {
@@ -242,5 +242,20 @@ describe('concatBatch / sliceBatch', () => {
     expect(() => sliceBatch(map, 0.5, 1)).toThrow(RangeError);
     expect(() => sliceBatch(map, 0, 1.5)).toThrow(RangeError);
     expectSameTensor(sliceBatch(map, 1, 2)['logits'], { dataType: 'float32', dims: [2, 2], data: Float32Array.from([3, 4, 5, 6]) });
+  });
+
+  it('a lazy zero tensor (a simulated output) is sliced without allocating: the slice is zeros of the slice dims; once read, it is copied like any tensor', () => {
+    const lazy = lazyZeroTensor('float32', [4, 3]);
+    const slice = sliceBatch({ y: lazy }, 1, 2)['y']!;
+    expect(slice.dims).toEqual([2, 3]);
+    // the slice is lazy too (a getter, not an array copied out of the source)
+    expect(typeof Object.getOwnPropertyDescriptor(slice, 'data')?.get).toBe('function');
+    expectSameTensor(slice, { dataType: 'float32', dims: [2, 3], data: new Float32Array(6) });
+    expect(Object.keys(slice)).toEqual(['dataType', 'dims', 'data']);
+    // read and written to: no longer known to be zeros, so the slice copies the rows
+    const read = lazyZeroTensor('int32', [3, 1]);
+    (read.data as Int32Array)[2] = 7;
+    expectSameTensor(sliceBatch({ t: read }, 1, 2)['t'], { dataType: 'int32', dims: [2, 1], data: Int32Array.from([0, 7]) });
+    expect(() => sliceBatch({ y: lazyZeroTensor('float32', [2, 3]) }, 1, 2)).toThrow(/tensor 'y' \[2, 3\] has no rows \[1, 3\)/);
   });
 });

@@ -58,8 +58,8 @@ import { DeviceFailureError, DeviceUnavailableError, InvalidModelError } from '.
 import type { Clock, TimerHandle } from '../../clock/clock.ts';
 import { bindSymbols, effectiveSeqLen, resolveShape } from '../../model/boundary.ts';
 import type { ModelSpec } from '../../model/spec.ts';
-import type { HostTensor, TensorData, TensorDataType, TensorMap } from '../../tensor.ts';
-import { elementCount, zeroTensorData } from '../../tensor.ts';
+import type { TensorMap } from '../../tensor.ts';
+import { lazyZeroTensor } from '../../tensor.ts';
 import type { Device, DeviceService, GroupResult, Segment, SegmentResult } from '../device.ts';
 import { QueryBook } from '../query-book.ts';
 import { validateGroup } from '../validate.ts';
@@ -130,17 +130,6 @@ function intOption(name: string, value: number | undefined, fallback: number, mi
   return value;
 }
 
-
-/**
- * A zero tensor of `dataType` and `dims` whose data is allocated on first access (`data` is an
- * enumerable getter caching its array): a simulation that never reads outputs allocates none.
- */
-function lazyZeroTensor(dataType: TensorDataType, dims: readonly number[]): HostTensor {
-  let data: TensorData | undefined;
-  return Object.defineProperties({ dataType, dims } as HostTensor, {
-    data: { enumerable: true, get: (): TensorData => (data ??= zeroTensorData(dataType, elementCount(dims))) },
-  });
-}
 
 export class SimDevice implements Device {
   /** Canonical id, e.g. `sim:a100`, `sim:a100:mig-2g`, `sim:h100:graph`. */
