@@ -149,7 +149,8 @@ describe('abacus bench --target', () => {
     );
     await expect(runExperimentCommand(ctx, { ...base, target: grpcUrl, drop: false, ways: 3 }, { virtual: false, defaultDevice: 'ort' })).rejects.toThrow('--ways, --no-drop cannot be used with --target');
     await expect(runExperimentCommand(ctx, { ...base, target: 'ftp://x:1' }, { virtual: false, defaultDevice: 'ort' })).rejects.toBeInstanceOf(UsageError);
-    await expect(runExperimentCommand(ctx, { ...base, sendQos: true }, { virtual: false, defaultDevice: 'ort' })).rejects.toThrow('--send-qos and --timeout-ms go with --target');
+    await expect(runExperimentCommand(ctx, { ...base, sendQos: true }, { virtual: false, defaultDevice: 'ort' })).rejects.toThrow('--send-qos, --timeout-ms, --auth-token-file and --tls-ca go with --target');
+    await expect(runExperimentCommand(ctx, { ...base, authTokenFile: 'token' }, { virtual: false, defaultDevice: 'ort' })).rejects.toThrow(/--auth-token-file and --tls-ca go with --target/);
     await expect(runExperimentCommand(ctx, { ...base, models: ['vgg16-small'], target: grpcUrl }, { virtual: false, defaultDevice: 'ort' })).rejects.toThrow(
       `service vgg16-small: the server at ${grpcUrl} does not serve it`,
     );
