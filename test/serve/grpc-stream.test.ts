@@ -32,6 +32,17 @@ function mixed(i: number): ModelInferRequestMessage {
   }
 }
 
+/** Every answer a stream gets, and a promise settled when the server ends it (rejected on a stream error). */
+function collect(stream: grpc.ClientDuplexStream<ModelInferRequestMessage, ModelStreamInferResponseMessage>): { answers: ModelStreamInferResponseMessage[]; ended: Promise<void> } {
+  const answers: ModelStreamInferResponseMessage[] = [];
+  const ended = new Promise<void>((resolve, reject) => {
+    stream.on('data', (m: ModelStreamInferResponseMessage) => answers.push(m));
+    stream.on('end', resolve);
+    stream.on('error', reject);
+  });
+  return { answers, ended };
+}
+
 describe('gRPC ModelStreamInfer over a fake backend', () => {
   const backend = new FakeBackend();
   let server: GrpcInferenceServer;
@@ -50,12 +61,7 @@ describe('gRPC ModelStreamInfer over a fake backend', () => {
 
   it('answers 50 mixed requests on one stream exactly once each, then ends the stream after the client half-closes', async () => {
     const stream = client.ModelStreamInfer();
-    const answers: ModelStreamInferResponseMessage[] = [];
-    const ended = new Promise<void>((resolve, reject) => {
-      stream.on('data', (m: ModelStreamInferResponseMessage) => answers.push(m));
-      stream.on('end', resolve);
-      stream.on('error', reject);
-    });
+    const { answers, ended } = collect(stream);
     for (let i = 0; i < 50; i++) stream.write(mixed(i));
     stream.end();
     await ended;
@@ -78,12 +84,7 @@ describe('gRPC ModelStreamInfer over a fake backend', () => {
   it('answers a request whose tensors cannot be decoded on the stream and keeps serving the next ones', async () => {
     // a request whose raw contents do not match its inputs is a decode-time bad_request, not a stream error
     const stream = client.ModelStreamInfer();
-    const answers: ModelStreamInferResponseMessage[] = [];
-    const ended = new Promise<void>((resolve, reject) => {
-      stream.on('data', (m: ModelStreamInferResponseMessage) => answers.push(m));
-      stream.on('end', resolve);
-      stream.on('error', reject);
-    });
+    const { answers, ended } = collect(stream);
     stream.write({ model_name: 'm', id: 'bad', inputs: [{ name: 'x', datatype: 'FP32', shape: ['1', '4'] }], raw_input_contents: [f32([1]), f32([2])] });
     stream.write(mixed(0));
     stream.end();

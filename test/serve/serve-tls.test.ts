@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadInferenceService } from '../../src/serve/grpc/proto.ts';
 import { cliSandbox } from '../helpers/cli.ts';
 import { startChildServer, writeConfig, type ChildServer } from './child-serve.ts';
+import { grpcCode, rawCall, type RawClient } from './token-calls.ts';
 import { hasOpenssl, makeTestCertificates, NO_OPENSSL, type TestCertificates } from './tls-certs.ts';
 
 const OPENSSL = hasOpenssl();
@@ -53,8 +54,6 @@ interface HttpAnswer {
   readonly body: string;
 }
 
-type RawClient = grpc.Client & Record<string, (req: unknown, metadata: grpc.Metadata, options: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: unknown) => void) => grpc.ClientUnaryCall>;
-
 describe.skipIf(!OPENSSL)('abacus serve over TLS with client certificates and a token (child process, sim:a100)', () => {
   let certs: TestCertificates;
   let server: ChildServer;
@@ -90,23 +89,6 @@ describe.skipIf(!OPENSSL)('abacus serve over TLS with client certificates and a 
   function grpcClient(credentials: grpc.ChannelCredentials): RawClient {
     const { Client } = loadInferenceService();
     return new Client(server.grpcAddress!, credentials, { 'grpc.ssl_target_name_override': 'localhost' }) as unknown as RawClient;
-  }
-
-  function rawCall(client: RawClient, method: string, request: unknown, token?: string): Promise<unknown> {
-    const metadata = new grpc.Metadata();
-    if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
-    return new Promise((resolve, reject) => {
-      client[method]!(request, metadata, { deadline: Date.now() + 20_000 }, (e, r) => (e !== null ? reject(e) : resolve(r)));
-    });
-  }
-
-  async function grpcCode(promise: Promise<unknown>): Promise<number> {
-    try {
-      await promise;
-    } catch (e) {
-      return (e as grpc.ServiceError).code;
-    }
-    return grpc.status.OK;
   }
 
   it('announces https and TLS; plain text and TLS without a client certificate are not served', async () => {

@@ -22,6 +22,7 @@ import { createHttpApp } from '../../src/serve/http/app.ts';
 import { ServeMetrics } from '../../src/serve/metrics.ts';
 import { bearerTokenMatches, loadTlsMaterial, readAuthToken, type TlsMaterial } from '../../src/serve/security.ts';
 import { FakeBackend } from './fake-backend.ts';
+import { grpcCode, rawCall, type RawClient } from './token-calls.ts';
 import { hasOpenssl, makeTestCertificates, NO_OPENSSL, type TestCertificates } from './tls-certs.ts';
 
 const TOKEN = 'test-token_0123456789.abc~+/=';
@@ -235,25 +236,6 @@ function plainText(port: number): Promise<string> {
     socket.on('error', () => undefined);
     socket.on('close', () => resolve(got));
   });
-}
-
-type RawClient = grpc.Client & Record<string, (req: unknown, metadata: grpc.Metadata, options: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r: unknown) => void) => grpc.ClientUnaryCall>;
-
-function rawCall(client: RawClient, method: string, request: unknown, token?: string): Promise<unknown> {
-  const metadata = new grpc.Metadata();
-  if (token !== undefined) metadata.set('authorization', `Bearer ${token}`);
-  return new Promise((resolve, reject) => {
-    client[method]!(request, metadata, { deadline: Date.now() + 10_000 }, (e, r) => (e !== null ? reject(e) : resolve(r)));
-  });
-}
-
-async function grpcCode(promise: Promise<unknown>): Promise<number> {
-  try {
-    await promise;
-  } catch (e) {
-    return (e as grpc.ServiceError).code;
-  }
-  return grpc.status.OK;
 }
 
 function grpcClient(port: number, credentials: grpc.ChannelCredentials): RawClient {
