@@ -429,10 +429,11 @@ export class RuntimeBackend implements InferenceBackend {
     const receivedMs = request.admission?.receivedMs;
     const beforeMs = receivedMs === undefined ? 0 : Math.max(0, (this.engine?.clock.now() ?? receivedMs) - receivedMs);
     // metrics and statistics count the version the request goes to (the runtime's service name)
-    const name = typeof request.modelName === 'string' ? (this.tryLookup(request.modelName, request.modelVersion)?.name ?? request.modelName) : '';
+    const model = this.tryLookup(request.modelName, request.modelVersion);
+    const name = model?.name ?? (typeof request.modelName === 'string' ? request.modelName : '');
     let queueMs: number | undefined;
     try {
-      const { response, queueMs: q, sample, late } = await this.run(request);
+      const { response, queueMs: q, sample, late } = await this.run(request, model);
       queueMs = q;
       const latencyMs = performance.now() - t0 + beforeMs;
       this.metrics?.request(name, 'success', { latencyMs, late, ...(queueMs === undefined ? {} : { queueMs }) });
@@ -480,8 +481,9 @@ export class RuntimeBackend implements InferenceBackend {
   }
 
   /** Validate, submit and wait; `late`: completed after its QoS target (`metQos`, runtime clock); `sample`: what the statistics extension counts. */
-  private async run(request: InferRequest): Promise<{ response: InferResponse; queueMs: number | undefined; sample: Omit<SuccessSample, 'latencyMs'>; late: boolean }> {
-    const model = this.lookup(request.modelName, request.modelVersion);
+  private async run(request: InferRequest, resolved: Served | undefined): Promise<{ response: InferResponse; queueMs: number | undefined; sample: Omit<SuccessSample, 'latencyMs'>; late: boolean }> {
+    // `resolved`: the version `infer` looked up; undefined: none (the lookup throws the model_not_found)
+    const model = resolved ?? this.lookup(request.modelName, request.modelVersion);
     const runtime = this.runtime;
     if (runtime === undefined || !this.ready || this.closing) {
       throw new ServeError('not_ready', `not_ready: model '${model.name}': the server is ${this.closing ? 'shutting down' : 'warming up'}; retry ${this.closing ? 'on another replica' : 'shortly'}`);

@@ -199,8 +199,7 @@ function selectOutputs(model: Served, request: InferRequest, bad: (d: string) =>
  */
 function refuseSequence(params: Readonly<Record<string, unknown>>, bad: (d: string) => ServeError): void {
   const id = params['sequence_id'];
-  const inUse = (id !== undefined && id !== 0 && id !== '' && id !== '0') || params['sequence_start'] === true || params['sequence_end'] === true;
-  if (!inUse) return;
-  const which = id !== undefined && id !== 0 && id !== '' && id !== '0' ? `sequence_id ${describeValue(id)}` : params['sequence_start'] === true ? 'sequence_start' : 'sequence_end';
-  throw bad(`parameters.${which.split(' ')[0]!}: sequences are not served (${which}): this server has no sequence batcher, so stateful requests cannot be kept in order; send each request with its whole state (the model's state inputs) and no sequence_id`);
+  const which = id !== undefined && id !== 0 && id !== '' && id !== '0' ? 'sequence_id' : params['sequence_start'] === true ? 'sequence_start' : params['sequence_end'] === true ? 'sequence_end' : undefined;
+  if (which === undefined) return;
+  throw bad(`parameters.${which}: sequences are not served (${which === 'sequence_id' ? `sequence_id ${describeValue(id)}` : which}): this server has no sequence batcher, so stateful requests cannot be kept in order; send each request with its whole state (the model's state inputs) and no sequence_id`);
 }
