@@ -28,6 +28,7 @@ import { runExperiment, type ExperimentService } from '../src/runtime/experiment
 import { RecordFeed } from '../src/runtime/feed.ts';
 import { DashboardHub } from '../src/serve/dashboard/hub.ts';
 import { median } from '../src/stats.ts';
+import { processCpuMs } from './proc-cpu.ts';
 import { startBenchServer, type BenchServer } from './serve-child.ts';
 
 const IMAGE_BYTES = 3 * 64 * 64 * 4;
@@ -156,16 +157,8 @@ export async function benchDashboard(opts: { log?: (s: string) => void; clients?
         req.end(body);
       });
     const pid = server.child.pid;
-    /** The server's CPU time (user + system), ms (Linux `/proc/PID/stat`, 100 ticks/s); NaN elsewhere. */
-    const serverCpuMs = async (): Promise<number> => {
-      try {
-        const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8');
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        return (Number(fields[11]) + Number(fields[12])) * 10;
-      } catch {
-        return NaN;
-      }
-    };
+    /** The server's CPU time (user + system), ms (`proc-cpu.ts`); NaN elsewhere than Linux. */
+    const serverCpuMs = (): Promise<number> => (pid === undefined ? Promise.resolve(NaN) : processCpuMs(pid));
     /** The server's CPU ms per completed request of each phase (pushed by `phase`). */
     const cpuPerRequest: number[] = [];
     /** Closed loop for `ms`: completed (200) requests per second. */

@@ -66,6 +66,8 @@ export interface ClientResult {
   readonly maxSendLagMs: number;
   /** Seconds the load ran (first send to last send). */
   readonly elapsedS: number;
+  /** CPU time of this client process from its first send to its last answer, ms (user + system, `process.cpuUsage`). */
+  readonly cpuMs: number;
 }
 
 export interface Quantiles {
@@ -179,6 +181,7 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
   };
   const rng = seedrandom(String(spec.seed));
   const pick = (): Prepared => prepared[Math.floor(rng() * prepared.length)]!;
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const endMs = t0 + spec.durationMs;
   const pending = new Set<Promise<void>>();
@@ -209,9 +212,10 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
     }
     await Promise.all([...pending]);
   }
+  const cpu = process.cpuUsage(cpu0);
   agent.destroy();
   await grpc?.close();
-  return { sent, withinQos, byStatus, okLatencyMs: quantiles(ok), okLatencyOverQos: quantiles(okOverQos), transmitMs: quantiles(transmitMs), answerMs: quantiles(answerMs), maxSendLagMs, elapsedS: Math.max(1e-3, (lastSendMs - t0) / 1000) };
+  return { sent, withinQos, byStatus, okLatencyMs: quantiles(ok), okLatencyOverQos: quantiles(okOverQos), transmitMs: quantiles(transmitMs), answerMs: quantiles(answerMs), maxSendLagMs, elapsedS: Math.max(1e-3, (lastSendMs - t0) / 1000), cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
 if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].split('/').pop() ?? '')) {

@@ -21,9 +21,11 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { loadServingConfig } from '../src/runtime/config.ts';
 import type { ClientResult, ClientService, ClientSpec, OverloadProtocol } from './overload-client.ts';
+import { treeCpuDelta, treeCpuMs } from './proc-cpu.ts';
 import { startBenchServer } from './serve-child.ts';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -52,11 +54,19 @@ export interface OverloadPoint {
   readonly unanswered: number;
   readonly maxSendLagMs: number;
   readonly loadAverage1m: number;
+  /**
+   * Where the machine's cores went during the phase, as shares of all cores over its wall time
+   * (`proc-cpu.ts`; NaN elsewhere than Linux): the client process, the server's main process
+   * (front end, runtime, controller) and its executors (on `ort` the device's compute).
+   */
+  readonly cpuShare: { readonly client: number; readonly server: number; readonly executors: number };
 }
 
 export interface OverloadProtocolResult {
   readonly capacityQps: number;
   readonly capacityByInFlight: Readonly<Record<string, number>>;
+  /** Where the cores went in each closed-loop capacity phase, by requests in flight (`OverloadPoint.cpuShare`). */
+  readonly capacityCpuShare: Readonly<Record<string, OverloadPoint['cpuShare']>>;
   readonly byFactor: Readonly<Record<string, OverloadPoint>>;
 }
 
@@ -89,6 +99,21 @@ function runClient(spec: ClientSpec): Promise<ClientResult> {
   });
 }
 
+type CpuShare = OverloadPoint['cpuShare'];
+
+/** Run one client phase and measure the CPU of the client, the server and its executors over it (`OverloadPoint.cpuShare`). */
+async function measured(serverPid: number | undefined, spec: ClientSpec): Promise<{ r: ClientResult; cpuShare: CpuShare }> {
+  const pid = serverPid ?? -1;
+  const cpu0 = await treeCpuMs(pid);
+  const wall0 = performance.now();
+  const r = await runClient(spec);
+  const cpu = treeCpuDelta(cpu0, await treeCpuMs(pid));
+  const coreMs = (performance.now() - wall0) * os.availableParallelism();
+  return { r, cpuShare: { client: r.cpuMs / coreMs, server: cpu.selfMs / coreMs, executors: cpu.childrenMs / coreMs } };
+}
+
+const pct = (x: number): string => `${(100 * x).toFixed(0)} %`;
+const cores = (c: CpuShare): string => `cores: client ${pct(c.client)}, server ${pct(c.server)}, executors ${pct(c.executors)}`;
 const loadAverage = (): number => Math.round(os.loadavg()[0]! * 100) / 100;
 
 export async function benchOverload(options: OverloadOptions = {}): Promise<Record<string, Record<string, OverloadProtocolResult>>> {
@@ -115,17 +140,19 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
         for (const protocol of options.protocols ?? OVERLOAD_PROTOCOLS) {
           if (!OVERLOAD_PROTOCOLS.includes(protocol)) throw new RangeError(`overload: unknown protocol '${protocol}' (known: ${OVERLOAD_PROTOCOLS.join(', ')})`);
           const capacityByInFlight: Record<string, number> = {};
+          const capacityCpuShare: Record<string, CpuShare> = {};
           for (const inFlight of IN_FLIGHT) {
-            const r = await runClient({ ...base, protocol, load: { kind: 'closed', inFlight }, durationMs: durationMs / 2 });
+            const { r, cpuShare } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'closed', inFlight }, durationMs: durationMs / 2 });
             capacityByInFlight[String(inFlight)] = r.withinQos / (durationMs / 2 / 1000);
-            log(`overload ${name} ${protocol}: ${inFlight} in flight: ${capacityByInFlight[String(inFlight)]!.toFixed(1)} answers within QoS/s (load ${loadAverage()})\n`);
+            capacityCpuShare[String(inFlight)] = cpuShare;
+            log(`overload ${name} ${protocol}: ${inFlight} in flight: ${capacityByInFlight[String(inFlight)]!.toFixed(1)} answers within QoS/s; ${cores(cpuShare)} (load ${loadAverage()})\n`);
           }
           const capacityQps = Math.max(...Object.values(capacityByInFlight));
           const byFactor: Record<string, OverloadPoint> = {};
           for (const factor of options.factors ?? OVERLOAD_FACTORS) {
             const offeredQps = factor * capacityQps;
             if (!(offeredQps > 0)) continue;
-            const r = await runClient({ ...base, protocol, load: { kind: 'open', rateQps: offeredQps }, durationMs });
+            const { r, cpuShare } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'open', rateQps: offeredQps }, durationMs });
             const goodputQps = r.withinQos / (durationMs / 1000);
             const point: OverloadPoint = {
               offeredQps,
@@ -138,11 +165,12 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
               unanswered: r.byStatus['none'] ?? 0,
               maxSendLagMs: r.maxSendLagMs,
               loadAverage1m: loadAverage(),
+              cpuShare,
             };
             byFactor[String(factor)] = point;
             log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)} (load ${point.loadAverage1m})\n`);
           }
-          out[name][protocol] = { capacityQps, capacityByInFlight, byFactor };
+          out[name][protocol] = { capacityQps, capacityByInFlight, capacityCpuShare, byFactor };
         }
       } finally {
         await server.stop();

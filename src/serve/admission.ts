@@ -154,6 +154,26 @@ export class AdmissionGate {
   }
 
   /**
+   * Why a request of a model not known yet (gRPC: its message, which names the model, is not
+   * read yet) should be shed: when a request of every one of `models` (with its QoS target, ms)
+   * would be shed now (`shedReason` with nothing spent), the reason of the one closest to
+   * making it; undefined as soon as one of them would be admitted, or for no models.
+   */
+  shedReasonForAll(models: readonly { readonly name: string; readonly qosTargetMs: number }[]): string | undefined {
+    let closest: { readonly name: string; readonly qosTargetMs: number } | undefined;
+    let closestOverMs = Number.POSITIVE_INFINITY;
+    for (const m of models) {
+      const e = this.estimate(m.name);
+      if (e.ahead === 0 || e.finishMs === undefined || e.finishMs <= m.qosTargetMs) return undefined;
+      if (e.finishMs - m.qosTargetMs < closestOverMs) {
+        closest = m;
+        closestOverMs = e.finishMs - m.qosTargetMs;
+      }
+    }
+    return closest === undefined ? undefined : this.shedReason(closest.name, closest.qosTargetMs, 0);
+  }
+
+  /**
    * Count one shed request of `service` at `nowMs`; returns what to log (requests shed since the
    * last line and over how long) at most once per `SHED_LOG_INTERVAL_MS`, else undefined.
    */

@@ -67,7 +67,8 @@ import { isAborted, within } from './waits.ts';
 import { ServeError, type AdmissionTicket, type ModelState, type RepositoryIndexEntry, type InferenceBackend, type InferRequest, type InferResponse, type ModelConfig, type ModelMetadata, type ModelStatistics, type ServerMetadata, type V2Datatype } from './inference.ts';
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
 import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
-import { AdmissionGate, shedError } from './admission.ts';
+import { AdmissionGate } from './admission.ts';
+import { feedShed, shedOnArrival, type ShedSinks } from './shed.ts';
 import { v2Datatype } from './tensors.ts';
 
 export { configDataType, MODEL_VERSION, type ServedModel };
@@ -154,7 +155,8 @@ export class RuntimeBackend implements InferenceBackend {
   private readonly lifecycle: ModelLifecycle;
   private readonly modelControl: ModelControl | undefined;
   private readonly feed: RecordFeed | undefined;
-  private readonly admission: AdmissionGate | undefined;
+  /** The admission gate and where shed requests are counted (`shed.ts`); undefined with `shedHopeless: false`. */
+  private readonly shedding: ShedSinks | undefined;
   private readonly policyFuses: boolean;
 
   /** @throws RangeError for no models, a name listed twice, or bad QoS / batch settings. */
@@ -167,7 +169,6 @@ export class RuntimeBackend implements InferenceBackend {
     this.policyFuses = options.policyFuses ?? true;
     this.states = new ModelStates({ ...(options.logger === undefined ? {} : { logger: options.logger }), privatePaths: options.privatePaths ?? [], strictReadiness: options.strictReadiness ?? true, onRestart: (m) => this.metrics?.executorRestart(m) });
     this.feed = options.feed;
-    this.admission = options.shedHopeless === false ? undefined : new AdmissionGate({ pendingQueries: () => this.pendingQueries() });
     this.server = { name: options.serverName ?? 'abacus', version: options.serverVersion ?? '0.0.0', extensions: SERVER_EXTENSIONS };
     for (const m of options.models) {
       if (this.models.has(m.name)) throw new RangeError(`RuntimeBackend: model '${m.name}' is listed twice`);
@@ -175,6 +176,7 @@ export class RuntimeBackend implements InferenceBackend {
       this.states.set(m.name, 'LOADING', 'the server is starting');
     }
     this.stats = new ModelStatsRecorder(this.modelNames, MODEL_VERSION);
+    this.shedding = options.shedHopeless === false ? undefined : { gate: new AdmissionGate({ pendingQueries: () => this.pendingQueries() }), metrics: this.metrics, stats: this.stats, feed: this.feed, logger: this.logger, nextId: () => String(this.nextQuery++) };
     this.lifecycle = new ModelLifecycle({
       models: this.models,
       states: this.states,
@@ -226,23 +228,19 @@ export class RuntimeBackend implements InferenceBackend {
     const nowMs = this.engine?.clock.now();
     const m = typeof modelName === 'string' ? this.pick(modelName) : undefined;
     if (nowMs === undefined || m === undefined) return undefined;
-    const gate = this.admission;
-    if (gate === undefined) return { receivedMs: nowMs, settle: () => undefined };
+    if (this.shedding === undefined) return { receivedMs: nowMs, settle: () => undefined };
+    const gate = this.shedding.gate;
     // not ready: admitted, and `infer` answers it
     const why = !this.ready || this.closing || this.states.get(m.name)?.state !== 'READY' ? undefined : gate.shedReason(m.name, m.qosTargetMs, 0);
     if (why === undefined) return gate.ticket(nowMs);
-    this.metrics?.request(m.name, 'overloaded');
-    this.stats.fail(m.name, 0, undefined);
-    this.feedShed(m.name, nowMs, nowMs, m.qosTargetMs, 1, why);
-    const summary = gate.countShed(m.name, nowMs);
-    if (summary !== undefined) this.logger?.warn({ model: m.name, shed: summary.shed, windowMs: Math.round(summary.windowMs) }, `shedding requests before decoding: ${why}`);
-    throw shedError(`overloaded: model '${m.name}': ${why}; shed before its body was read (retry later or on another replica)`);
+    throw shedOnArrival(this.shedding, m, nowMs, why, 'body');
   }
 
-  /** A shed request as a rejected query record for the feed's observers (the dashboard counts it), only while someone observes. */
-  private feedShed(service: string, arrivalMs: number, nowMs: number, qosTargetMs: number, batch: number, why: string): void {
-    if (this.feed?.watched !== true) return;
-    this.feed.query({ id: `shed-${this.nextQuery++}`, service, arrivalMs, batch, seqLen: 0, qosTargetMs, groups: [], outcome: 'rejected', reason: 'overloaded', detail: `shed: ${why}`, endMs: nowMs });
+  shedUnread(): void {
+    const nowMs = this.engine?.clock.now();
+    if (nowMs === undefined || this.shedding === undefined || !this.ready || this.closing) return;
+    const why = this.shedding.gate.shedReasonForAll([...this.models.values()].filter((m) => this.states.get(m.name)?.state === 'READY'));
+    if (why !== undefined) throw shedOnArrival(this.shedding, undefined, nowMs, why, 'message');
   }
 
   /** The controller's online predictor refinement, while it refines (abacus with `refine`); else undefined. */
@@ -500,9 +498,9 @@ export class RuntimeBackend implements InferenceBackend {
     const arrivalMs = receivedMs !== undefined && receivedMs <= nowMs ? receivedMs : nowMs;
     request.admission?.settle(); // queued (or shed) now: the runtime's queue counts it from here
     this.metrics?.admissionWait(model.name, nowMs - arrivalMs);
-    const why = this.admission?.shedReason(model.name, plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs);
+    const why = this.shedding?.gate.shedReason(model.name, plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs);
     if (why !== undefined) {
-      this.feedShed(model.name, arrivalMs, nowMs, plan.qosMs ?? model.qosTargetMs, plan.batch, why);
+      if (this.shedding !== undefined) feedShed(this.shedding, model, arrivalMs, nowMs, plan.qosMs ?? model.qosTargetMs, plan.batch, why);
       throw new RejectedError('overloaded', `overloaded: model '${model.name}': ${why}; shed before it was queued (retry later or on another replica)`, undefined);
     }
     let id = `r${this.nextQuery++}`;
@@ -531,7 +529,7 @@ export class RuntimeBackend implements InferenceBackend {
       }
       const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - arrivalMs;
       if (!outcome.ok) throw rejectionError(model.name, outcome.reason, outcome.message, queueMs, plan.inputs, this.closing, (t) => this.states.redact(t));
-      if (outcome.record.endMs !== undefined && timing.firstLaunchMs !== undefined) this.admission?.completed(model.name, outcome.record.endMs, outcome.record.endMs - timing.firstLaunchMs);
+      if (outcome.record.endMs !== undefined && timing.firstLaunchMs !== undefined) this.shedding?.gate.completed(model.name, outcome.record.endMs, outcome.record.endMs - timing.firstLaunchMs);
       const outputs: TensorMap = {};
       const outputDatatypes: Record<string, V2Datatype> = {};
       for (const name of plan.outputs) {
@@ -568,7 +566,7 @@ export class RuntimeBackend implements InferenceBackend {
     const endMs = this.engine?.clock.now() ?? record.launchMs;
     this.metrics?.group(record, endMs);
     this.feed?.group(record, endMs);
-    this.admission?.groupEnded(record.launchMs, endMs);
+    this.shedding?.gate.groupEnded(record.launchMs, endMs);
     for (const s of record.segments) {
       // a fused batch runs under its own id: its members are the requests
       for (const id of s.members ?? [s.queryId]) {

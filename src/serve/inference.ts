@@ -383,4 +383,12 @@ export interface InferenceBackend {
    * @throws ServeError overloaded when the request is shed.
    */
   admit?(modelName: string): AdmissionTicket | undefined;
+  /**
+   * Admission before the model is known (gRPC: on a `ModelInfer` call's metadata, before its
+   * message, which names the model, is read): sheds the request when one of every READY model
+   * would be shed by `admit` now, so that reading and decoding it cannot help. Such a request
+   * is counted as model `unknown`. Returns when it may go on (then `admit` decides again).
+   * @throws ServeError overloaded when it is shed.
+   */
+  shedUnread?(): void;
 }

@@ -46,6 +46,21 @@ describe('AdmissionGate', () => {
     expect(g.shedReason('a', 1, 100)).toBeUndefined();
   });
 
+  it('before the model is known, sheds only when every model would shed, with the reason of the one closest to making it', () => {
+    const pending = { n: 3 };
+    const g = gate(pending);
+    run(g, 0, 10, 10); // drain 10, run 10 for 'a': a request of 'a' expects 40 ms
+    g.completed('b', 100, 20); // 'b' runs 20 ms: expects 50 ms
+    expect(g.shedReasonForAll([])).toBeUndefined();
+    expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 39 }, { name: 'b', qosTargetMs: 50 }])).toBeUndefined();
+    expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 30 }, { name: 'b', qosTargetMs: 45 }])).toBe(g.shedReason('b', 45, 0));
+    expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 39 }, { name: 'b', qosTargetMs: 20 }])).toBe(g.shedReason('a', 39, 0));
+    // a model with nothing measured yet is admitted, so nothing is shed before its message is read
+    expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 1 }, { name: 'c', qosTargetMs: 1 }])).toBeUndefined();
+    pending.n = 0;
+    expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 1 }])).toBeUndefined();
+  });
+
   it('takes the run time per service as a weighted mean', () => {
     const g = gate({ n: 1 });
     run(g, 0, 10, 10);

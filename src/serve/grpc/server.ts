@@ -40,6 +40,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../log.ts';
 import { ServeError, type InferenceBackend } from '../inference.ts';
 import type { TlsMaterial } from '../security.ts';
+import { shedUnreadInterceptor } from './shed-interceptor.ts';
 import { bearerAuthInterceptor, grpcServerCredentials } from './auth.ts';
 import { grpcStatusOf, inferRequestFromWire, inferResponseToWire } from './codec.ts';
 import { streamInferHandler } from './stream.ts';
@@ -190,8 +191,9 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
   const server = new grpc.Server({
     'grpc.max_receive_message_length': maxReceive,
     'grpc.max_send_message_length': maxSend,
-    // every method, whatever its kind, is behind the token check (`auth.ts`)
-    ...(options.authToken === undefined ? {} : { interceptors: [bearerAuthInterceptor(options.authToken)] }),
+    // every method, whatever its kind, is behind the token check (`auth.ts`); then ModelInfer calls
+    // are shed on their metadata when no model could take them (`shed-interceptor.ts`)
+    interceptors: [...(options.authToken === undefined ? [] : [bearerAuthInterceptor(options.authToken)]), shedUnreadInterceptor(backend, logger)],
   });
 
   /** Run a synchronous handler body; any throw becomes the mapped status. */

@@ -1,0 +1,58 @@
+/**
+ * What happens to a request shed on arrival by the admission gate (`admission.ts`; docs/serving.md
+ * "Overload and admission"): it is counted (`abacus_requests_total{outcome="overloaded"}`, the
+ * statistics extension's failures), shown to the dashboard's observers as a rejected query,
+ * logged as a summary at most once per `SHED_LOG_INTERVAL_MS` per model (one line per request
+ * would cost the event loop as much as the shedding saves), and answered with `shedError`.
+ */
+import type { Logger } from '../log.ts';
+import type { RecordFeed } from '../runtime/feed.ts';
+import { shedError, type AdmissionGate } from './admission.ts';
+import type { ServeError } from './inference.ts';
+import type { ServeMetrics } from './metrics.ts';
+import type { ModelStatsRecorder } from './stats.ts';
+
+/** Where a shed request is counted, shown and logged. */
+export interface ShedSinks {
+  readonly gate: AdmissionGate;
+  readonly metrics: ServeMetrics | undefined;
+  readonly stats: ModelStatsRecorder;
+  readonly feed: RecordFeed | undefined;
+  readonly logger: Logger | undefined;
+  /** A fresh id for the dashboard's record of a shed request. */
+  nextId(): string;
+}
+
+/** The served model a request was shed for: its name and QoS target, ms. */
+export interface ShedModel {
+  readonly name: string;
+  readonly qosTargetMs: number;
+}
+
+/**
+ * A shed request as a rejected query record for the feed's observers (the dashboard counts it),
+ * only while someone observes. Times on the runtime's clock, ms.
+ */
+export function feedShed(sinks: ShedSinks, m: ShedModel, arrivalMs: number, nowMs: number, qosTargetMs: number, batch: number, why: string): void {
+  if (sinks.feed?.watched !== true) return;
+  sinks.feed.query({ id: `shed-${sinks.nextId()}`, service: m.name, arrivalMs, batch, seqLen: 0, qosTargetMs, groups: [], outcome: 'rejected', reason: 'overloaded', detail: `shed: ${why}`, endMs: nowMs });
+}
+
+/**
+ * Count, show and log a request shed at `nowMs` before it was read, of model `m`, or of a model
+ * not known yet (gRPC: before the message naming it was read; counted as model `unknown`).
+ * @param why the gate's reason (`AdmissionGate.shedReason` / `shedReasonForAll`)
+ * @param unread what had not been done yet: `body` (HTTP: its body was not read) or `message` (gRPC)
+ * @returns the `overloaded` error to answer with (no stack trace, `shedError`).
+ */
+export function shedOnArrival(sinks: ShedSinks, m: ShedModel | undefined, nowMs: number, why: string, unread: 'body' | 'message'): ServeError {
+  const name = m?.name ?? 'unknown';
+  sinks.metrics?.request(name, 'overloaded');
+  if (m !== undefined) {
+    sinks.stats.fail(m.name, 0, undefined);
+    feedShed(sinks, m, nowMs, nowMs, m.qosTargetMs, 1, why);
+  }
+  const summary = sinks.gate.countShed(name, nowMs);
+  if (summary !== undefined) sinks.logger?.warn({ model: name, shed: summary.shed, windowMs: Math.round(summary.windowMs) }, `shedding requests before ${unread === 'body' ? 'decoding' : 'reading them'}: ${why}`);
+  return shedError(`overloaded: ${m === undefined ? 'every model' : `model '${m.name}'`}: ${why}; shed before its ${unread} was read (retry later or on another replica)`);
+}
