@@ -7,7 +7,9 @@
  * `dynamicDim`) and re-sent as the same bytes, so the client's own cost per request is small:
  * - `http-json`: KServe v2 JSON body, JSON outputs;
  * - `http-binary`: binary tensor data extension both ways (`binary_data_output`);
- * - `grpc`: `ModelInfer` with `raw_input_contents` (the project's gRPC client).
+ * - `grpc`: `ModelInfer` with `raw_input_contents`, the message serialized once per service and
+ *   sent as those bytes through grpc-js (`makeUnaryRequest` with identity serializers), the
+ *   answer's status read and its message left undecoded.
  *
  * Load: `closed` keeps `inFlight` requests outstanding for `durationMs`; `open` sends Poisson
  * arrivals at `rateQps` for `durationMs` (seeded), each at its intended time. Latency runs from
@@ -18,10 +20,10 @@
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import seedrandom from 'seedrandom';
-import { GrpcInferenceClient } from '../src/serve/client/grpc-client.ts';
-import type { TensorMap } from '../src/tensor.ts';
+import * as grpc from '@grpc/grpc-js';
 import { nearestRank } from '../src/runtime/stats.ts';
-import { hostTensorFromBytes } from '../src/serve/client/tensors.ts';
+import { loadInferenceService, type ModelInferRequestMessage } from '../src/serve/grpc/proto.ts';
+import { MODEL_INFER_PATH } from '../src/serve/grpc/shed-interceptor.ts';
 
 export type OverloadProtocol = 'http-json' | 'http-binary' | 'grpc';
 
@@ -89,7 +91,8 @@ interface Prepared {
   readonly jsonBody: Buffer;
   readonly binaryBody: Buffer;
   readonly binaryHeaderLength: number;
-  readonly tensors: TensorMap;
+  /** The serialized `ModelInferRequest` message. */
+  readonly grpcMessage: Buffer;
 }
 
 function prepare(s: ClientService, dynamicDim: number): Prepared {
@@ -98,9 +101,9 @@ function prepare(s: ClientService, dynamicDim: number): Prepared {
   const jsonBody = Buffer.from(JSON.stringify({ inputs: shaped.map((i) => ({ name: i.name, datatype: i.datatype, shape: i.shape, data: new Array<number>(count(i.shape)).fill(1) })) }));
   const raws = shaped.map((i) => rawOnes(i.datatype, count(i.shape)));
   const header = Buffer.from(JSON.stringify({ inputs: shaped.map((i, k) => ({ name: i.name, datatype: i.datatype, shape: i.shape, parameters: { binary_data_size: raws[k]!.byteLength } })), parameters: { binary_data_output: true } }));
-  const tensors: TensorMap = {};
-  shaped.forEach((i, k) => (tensors[i.name] = hostTensorFromBytes(i.name, i.datatype, i.shape, raws[k]!)));
-  return { service: s, path: `/v2/models/${encodeURIComponent(s.name)}/infer`, jsonBody, binaryBody: Buffer.concat([header, ...raws]), binaryHeaderLength: header.byteLength, tensors };
+  const message: ModelInferRequestMessage = { model_name: s.name, inputs: shaped.map((i) => ({ name: i.name, datatype: i.datatype, shape: i.shape })), raw_input_contents: raws };
+  const grpcMessage = loadInferenceService().definition['ModelInfer']!.requestSerialize(message);
+  return { service: s, path: `/v2/models/${encodeURIComponent(s.name)}/infer`, jsonBody, binaryBody: Buffer.concat([header, ...raws]), binaryHeaderLength: header.byteLength, grpcMessage };
 }
 
 function rawOnes(datatype: string, n: number): Buffer {
@@ -122,7 +125,7 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
   const prepared = spec.services.map((s) => prepare(s, spec.dynamicDim ?? 32));
   const url = new URL(spec.httpUrl);
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
-  const grpc = spec.protocol === 'grpc' ? new GrpcInferenceClient(spec.grpcAddress, { timeoutMs: spec.timeoutMs }) : undefined;
+  const channel = spec.protocol === 'grpc' ? new grpc.Client(spec.grpcAddress, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 << 20, 'grpc.max_send_message_length': 64 << 20 }) : undefined;
   const byStatus: Record<string, number> = {};
   const ok: number[] = [];
   const okOverQos: number[] = [];
@@ -145,8 +148,15 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
         if (latencyMs <= p.service.qosTargetMs) withinQos++;
       }
     };
-    if (grpc !== undefined) {
-      return grpc.infer({ model: p.service.name, inputs: p.tensors }).then((r) => done(r.ok ? 'OK' : r.code === 'transport' && /deadline/i.test(r.message) ? 'none' : `grpc ${r.status}`));
+    if (channel !== undefined) {
+      return new Promise<void>((resolve) => {
+        const identity = (b: Buffer): Buffer => b;
+        channel.makeUnaryRequest(MODEL_INFER_PATH, identity, identity, p.grpcMessage, new grpc.Metadata(), { deadline: Date.now() + spec.timeoutMs }, (error) => {
+          // the client's own deadline ("Deadline exceeded after …") is no answer; the server's qos_violation is DEADLINE_EXCEEDED with its reason
+          done(error === null ? 'OK' : error.code === grpc.status.DEADLINE_EXCEEDED && /^Deadline exceeded/.test(error.details) ? 'none' : `grpc ${error.code}`);
+          resolve();
+        });
+      });
     }
     const binary = spec.protocol === 'http-binary';
     const body = binary ? p.binaryBody : p.jsonBody;
@@ -214,7 +224,7 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
   }
   const cpu = process.cpuUsage(cpu0);
   agent.destroy();
-  await grpc?.close();
+  channel?.close();
   return { sent, withinQos, byStatus, okLatencyMs: quantiles(ok), okLatencyOverQos: quantiles(okOverQos), transmitMs: quantiles(transmitMs), answerMs: quantiles(answerMs), maxSendLagMs, elapsedS: Math.max(1e-3, (lastSendMs - t0) / 1000), cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
