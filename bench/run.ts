@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard|cluster-realtime|event-loop|warm-up|executor-memory|import-memory|overload|contention]`: the foundation
+ * `npm run bench [-- --json] [-- --repeat N] [-- --only split|overlap|sim|schedule|predictor|runtime|idle-gap|rejection|serve-overload|dashboard|cluster-realtime|event-loop|warm-up|executor-memory|import-memory|overload|grpc-shed|contention]`: the foundation
  * benchmarks, full-size models, every ratio against a baseline measured in the same process;
  * `--only sim` runs the simulator speed benchmark alone, `--only schedule` the
  * scheduling decision latency alone, `--only predictor [-- --data FILE.csv]` the
@@ -19,6 +19,7 @@
  * `--only import-memory` the peak RSS of `abacus models import` of a 1,000-node, 43 MB model,
  * `--only overload [-- --duration-ms MS] [-- --configs serve-demo,serve-sim4]` goodput at 2×, 5×
  * and 10× the measured capacity of `abacus serve` over HTTP JSON, HTTP binary and gRPC,
+ * `--only grpc-shed` the server CPU per gRPC call shed on its metadata ÷ shed after its message was read,
  * `--only contention [-- --busy 0,1,2,4] [-- --rounds N] [-- --queries N] [-- --load X]` abacus ÷ the
  * better fcfs on this CPU with N busy-loop processes beside it.
  */
@@ -42,6 +43,7 @@ import { benchWarmUp } from './warm-up.ts';
 import { benchExecutorMemory } from './executor-memory.ts';
 import { benchImportMemory } from './import-memory.ts';
 import { benchOverload, OVERLOAD_CONFIGS, OVERLOAD_PROTOCOLS } from './overload.ts';
+import { benchGrpcShed } from './grpc-shed.ts';
 import { benchContention } from './contention.ts';
 import type { OverloadProtocol } from './overload-client.ts';
 import { formatTable } from '../src/cli/format.ts';
@@ -83,7 +85,7 @@ const program = new Command('bench')
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
 const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; hostileSmall?: boolean; configs?: string[]; protocols?: string[]; busy?: number[]; rounds?: number; load?: number }>();
-const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory', 'overload', 'contention'];
+const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory', 'overload', 'grpc-shed', 'contention'];
 if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
   process.stderr.write(s);
@@ -108,6 +110,7 @@ if (opts.only === 'executor-memory') out['executorMemory'] = await benchExecutor
 if (opts.only === 'import-memory') out['importMemory'] = await benchImportMemory({ log });
 if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), hostile: opts.hostile, steady: opts.hostileOnly !== true, ...(opts.hostileSmall === true ? { hostileSize: SMALL_HOSTILE, headersTimeoutMs: 1000 } : {}) });
 if (opts.only === 'overload') out['overload'] = await benchOverload({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), ...(opts.configs === undefined ? {} : { configs: opts.configs }), ...(opts.protocols === undefined ? {} : { protocols: opts.protocols as OverloadProtocol[] }) });
+if (opts.only === 'grpc-shed') out['grpcShed'] = await benchGrpcShed({ log });
 if (opts.only === 'contention') out['contention'] = await benchContention({ log, ...(opts.busy === undefined ? {} : { busy: opts.busy }), ...(opts.rounds === undefined ? {} : { rounds: opts.rounds }), ...(opts.queries === undefined ? {} : { queries: opts.queries }), ...(opts.load === undefined ? {} : { load: opts.load }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
