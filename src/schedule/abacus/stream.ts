@@ -64,6 +64,7 @@
  * dropped. The decision's `predictedMs` is k × f_X.
  */
 import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
+import { CorrectionWindow, type LaunchKind } from './correction.ts';
 import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, RunningSegment, ScheduleInput } from '../controller.ts';
 import { checkInput, checkQuery, collectHeads, compareUrgency, fusedSlotOf, fusionPlan, hopelessAtMs, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
 import { type FirstRound, roundPoints, searchLargest } from './search.ts';
@@ -98,19 +99,6 @@ interface Remainder {
 const MAX_PROFILES = 256;
 /** Most launches remembered until observed (a bound for a runtime that never observes). */
 const MAX_LAUNCHED = 4096;
-/** Launches the correction's median is taken over, and how many it needs before it applies. */
-const CORRECTION_WINDOW = 64;
-const CORRECTION_MIN = 16;
-/** The correction stays within [0.5, 2]: a predictor off by more needs retraining, not a factor. */
-const CORRECTION_MIN_FACTOR = 0.5;
-const CORRECTION_MAX = 2;
-/**
- * Drops judge a fast run: the 0.1 quantile of the window's measured ÷ estimated (at most 1). A
- * query dropped counts as a violation for sure, one launched may still make it, so only a query
- * that a run as fast as the fastest tenth of recent launches would not finish is dropped (the
- * calibration fallback drops by the same rule, `schedule/fallback.ts`).
- */
-const DROP_QUANTILE = 0.1;
 /**
  * A partial batch waits until its most urgent member's deadline − HOLD_FACTOR × the solo latency
  * of a full batch (step 3b): the margin leaves room for the full batch's slowdown beside others
@@ -143,13 +131,14 @@ export class StreamAbacusController implements QueryController {
   readonly #memo = new SoloMemo();
   /** Per model|batch|seqLen: predicted solo latency of operators [0, j), j = 0..N. */
   readonly #profiles = new Map<string, Float64Array>();
-  /** Each launch not yet observed: its uncorrected latency estimate (ms), by service (one segment per service runs at a time; a fused batch gets its id only at its launch). */
-  readonly #launched = new Map<string, number>();
-  readonly #ratios = new Float64Array(CORRECTION_WINDOW);
-  #ratioCount = 0;
-  #factor = 1;
-  /** The `DROP_QUANTILE` of the same window, ≤ 1: drops judge a run this fast (1 before `CORRECTION_MIN`). */
-  #fast = 1;
+  /**
+   * Each launch not yet observed, by service (one segment per service runs at a time; a fused
+   * batch gets its id only at its launch): its uncorrected latency estimate (ms), its kind, and
+   * whether a later launch joined it (then it is not counted, `correction.ts`).
+   */
+  readonly #launched = new Map<string, { estimateMs: number; kind: LaunchKind; joined: boolean }>();
+  /** The correction of each kind of launch (`correction.ts`). */
+  readonly #corrections: Readonly<Record<LaunchKind, CorrectionWindow>> = { alone: new CorrectionWindow(), joining: new CorrectionWindow() };
 
   /** `params` are taken as valid; construct through `createController` (`schedule/index.ts`). */
   constructor(predictor: Predictor, params: StreamAbacusParams) {
@@ -168,8 +157,10 @@ export class StreamAbacusController implements QueryController {
     const predictor = this.#predictor;
     const stats = newStats();
     const rejected: Rejection[] = [];
-    /** The measured ÷ estimated correction: every predicted time is multiplied by it (module docs, "Correction"). */
-    const k = this.#factor;
+    // The measured ÷ estimated corrections (module docs, "Correction"): `kA` multiplies every solo
+    // estimate, `kJ` every estimate of a group with running remainders; drops judge a fast solo run.
+    const { factor: kA, fast } = this.#corrections.alone;
+    const kJ = this.#corrections.joining.factor;
     // Step 1.
     const runs = (input.running ?? []).map((r) => this.#remainder(r, nowMs, stats));
     const runSolos = this.#soloAll(runs.map((r) => r.slot), stats);
@@ -186,18 +177,18 @@ export class StreamAbacusController implements QueryController {
       settled = true;
       const fin0 = remainders.length >= 2 ? memberFinishesMs(remainders.map((r) => r.soloMs), t0Ms) : remainders.map((r) => r.soloMs);
       remainders.forEach((r, i) => {
-        r.finish0Ms = k * fin0[i]!;
+        r.finish0Ms = (remainders.length >= 2 ? kJ : kA) * fin0[i]!;
         r.protected = r.finish0Ms <= r.headroomMs;
         allEndMs = Math.max(allEndMs, r.finish0Ms);
       });
       // Step 2.
-      if (drop) this.#judgeHeld(input, remainders, k, this.#fast, stats, rejected);
+      if (drop) this.#judgeHeld(input, remainders, kA, fast, stats, rejected);
     };
     // T0 rides with the first head's first call (below); without remainders to group, nothing to predict.
     if (remainders.length < 2) settle(NaN);
     // Step 3.
     // Drops judge a fast run, not the typical one (module docs, "Correction").
-    const dropScale = this.#fast;
+    const dropScale = fast;
     const found = collectHeads(input, predictor, { drop, score: true, extraMs: 0, memo: this.#memo, dropScale }, stats, rejected);
     found.sort(compareUrgency);
     if (!settled && found.length === 0) settle(this.#predictOne(restSlots, stats));
@@ -213,6 +204,7 @@ export class StreamAbacusController implements QueryController {
         const sNew = soloAt[m]!;
         let sMax = sNew;
         for (const r of remainders) sMax = Math.max(sMax, r.soloMs);
+        const k = remainders.length > 0 ? kJ : kA;
         let budget = withNew ? groupBudgetMs((plan.deadlineMs[m]! - nowMs) / k, sNew, sMax) : Infinity;
         for (const r of remainders) if (r.protected) budget = Math.min(budget, groupBudgetMs(r.headroomMs / k, r.soloMs, sMax));
         return budget;
@@ -251,7 +243,7 @@ export class StreamAbacusController implements QueryController {
       if (m < 0) {
         // Step 4.
         const hurts = remainders.length > 0 && aloneMs > budgetAt(0, false);
-        if (hurts || allEndMs + k * soloAt[0]! <= c.headroomMs) continue;
+        if (hurts || allEndMs + kA * soloAt[0]! <= c.headroomMs) continue;
         m = 0;
         ms = aloneMs;
       }
@@ -259,7 +251,7 @@ export class StreamAbacusController implements QueryController {
       const limits = q.batching;
       if (this.#params.hold && limits !== undefined && q.nextOperator === 0 && plan.samples[m]! < limits.maxBatchSize) {
         const fullBatchMs = this.#soloAll([fusedSlotOf(q, limits.maxBatchSize, q.operators)], stats)[0]!;
-        const holdUntilMs = plan.deadlineMs[m]! - HOLD_FACTOR * k * fullBatchMs;
+        const holdUntilMs = plan.deadlineMs[m]! - HOLD_FACTOR * kA * fullBatchMs;
         if (holdUntilMs > nowMs) {
           wakeAtMs = Math.min(wakeAtMs, holdUntilMs);
           continue;
@@ -267,12 +259,18 @@ export class StreamAbacusController implements QueryController {
       }
       // Step 3c: overlap that gains nothing — waiting for the running segments and then running X
       // takes no longer — and the head can afford to wait.
-      if (remainders.length > 0 && ms >= allEndMs / k + soloAt[m]! && allEndMs + k * soloAt[0]! <= c.headroomMs) continue;
+      if (remainders.length > 0 && kJ * ms >= allEndMs + kA * soloAt[m]! && allEndMs + kA * soloAt[0]! <= c.headroomMs) continue;
       const soloMs = [soloAt[m]!, ...remainders.map((r) => r.soloMs)];
-      const estimateMs = remainders.length === 0 ? ms : memberFinishesMs(soloMs, ms)[0]!;
-      const predictedMs = k * estimateMs;
+      const kind: LaunchKind = remainders.length === 0 ? 'alone' : 'joining';
+      const estimateMs = kind === 'alone' ? ms : memberFinishesMs(soloMs, ms)[0]!;
+      const predictedMs = (kind === 'alone' ? kA : kJ) * estimateMs;
       if (this.#launched.size >= MAX_LAUNCHED) this.#launched.clear();
-      this.#launched.set(q.service, estimateMs);
+      // the running segments it joins were estimated without it: they no longer count
+      for (const r of input.running ?? []) {
+        const entry = this.#launched.get(r.service);
+        if (entry !== undefined) entry.joined = true;
+      }
+      this.#launched.set(q.service, { estimateMs, kind, joined: false });
       const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators };
       return { group: [m === 0 ? segment : { ...segment, fused: plan.followers.slice(0, m).map((f) => f.id) }], predictedMs, rejected, stats, ...wakeOf(wakeAtMs) };
     }
@@ -285,23 +283,16 @@ export class StreamAbacusController implements QueryController {
    */
   observe(observation: GroupObservation): void {
     for (const s of observation.segments) {
-      const estimateMs = this.#launched.get(s.service);
-      if (estimateMs === undefined) continue;
+      const launch = this.#launched.get(s.service);
+      if (launch === undefined) continue;
       this.#launched.delete(s.service);
-      const ratio = observation.groupLatencyMs / estimateMs;
-      if (!(estimateMs > 0) || !Number.isFinite(ratio)) continue;
-      this.#ratios[this.#ratioCount++ % CORRECTION_WINDOW] = ratio;
-      if (this.#ratioCount >= CORRECTION_MIN) {
-        const window = this.#ratios.slice(0, Math.min(this.#ratioCount, CORRECTION_WINDOW)).sort();
-        this.#factor = Math.min(CORRECTION_MAX, Math.max(CORRECTION_MIN_FACTOR, window[window.length >> 1]!));
-        this.#fast = Math.min(1, Math.max(CORRECTION_MIN_FACTOR, window[Math.floor(DROP_QUANTILE * (window.length - 1))]!));
-      }
+      if (!launch.joined && launch.estimateMs > 0) this.#corrections[launch.kind].add(observation.groupLatencyMs / launch.estimateMs);
     }
   }
 
-  /** The correction now: the median measured ÷ estimated latency of the recent launches (1 before `CORRECTION_MIN`). */
-  get correction(): number {
-    return this.#factor;
+  /** The corrections now: the median measured ÷ estimated latency of the recent launches of each kind (1 before `CORRECTION_MIN`). */
+  get correction(): { readonly alone: number; readonly joining: number } {
+    return { alone: this.#corrections.alone.factor, joining: this.#corrections.joining.factor };
   }
 
   /** Step 2: reject the held heads that cannot finish even when their service's running segment ends. */
