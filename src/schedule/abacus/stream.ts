@@ -56,12 +56,15 @@
  * `wakeAtMs`: the first instant a kept head becomes hopeless (`heads.ts` `hopelessAtMs`).
  *
  * ## Correction
- * Each launch's uncorrected estimate f_X is kept until its group is observed; the window of the
- * last 64 measured ÷ estimated ratios gives k, their median (after 16 launches, within [0.5, 2]),
- * by which every predicted time is multiplied, and `fast`, their 0.1 quantile (≤ 1), by which the
- * drop rules judge: a dropped query is a violation for sure, a launched one may still make it,
- * so only a query that a run as fast as the fastest tenth of recent launches would not finish is
- * dropped. The decision's `predictedMs` is k × f_X.
+ * Each launch's uncorrected estimate f_X is kept until its group is observed; per kind of launch
+ * (`correction.ts`: alone, or joining running segments; a launch joined later is not counted)
+ * the window of the last 64 measured ÷ estimated ratios gives k, their median (after 16
+ * launches, within [0.5, 2]): `kA` multiplies every solo time (a head after the running
+ * segments, a hold's full batch, held queries), `kJ` every group time. `fast`, the alone
+ * window's 0.1 quantile (≤ 1), is what the drop rules judge by: a dropped query is a violation
+ * for sure, a launched one may still make it, so only a query that a run as fast as the fastest
+ * tenth of recent launches would not finish is dropped. The decision's `predictedMs` is k × f_X
+ * with the k of its kind.
  */
 import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
 import { CorrectionWindow, type LaunchKind } from './correction.ts';
