@@ -117,6 +117,19 @@ function fieldsOf(name: ZooModelName): Record<string, FieldSpec> {
   return name === 'bert' ? BERT_FIELDS : cnnFields(name);
 }
 
+/** The strict object schema of a model's options, each coerced from a string, bounded and optional. */
+function optionsSchema(fields: Readonly<Record<string, FieldSpec>>): z.ZodType {
+  const shape: Record<string, z.ZodType> = {};
+  for (const [key, spec] of Object.entries(fields)) {
+    const num = spec.int ? z.number().int() : z.number();
+    shape[key] = z.preprocess(coerce, num.min(spec.min).max(spec.max).optional());
+  }
+  return z.strictObject(shape);
+}
+
+/** Each zoo model's options schema, built once (zod compiles a schema on its first parse, about 0.8 ms: `schedule/index.ts`). */
+const SCHEMAS: ReadonlyMap<ZooModelName, z.ZodType> = new Map(ZOO_MODEL_NAMES.map((name) => [name, optionsSchema(fieldsOf(name))]));
+
 function rangeText(f: FieldSpec): string {
   return f.int ? `an integer in [${f.min}, ${f.max}]` : `a number in [${f.min}, ${f.max}]`;
 }
@@ -146,12 +159,7 @@ function describe(v: unknown): string {
 export function parseZooOptions(name: ZooModelName, raw: Readonly<Record<string, unknown>> | ZooOptions): ZooOptions {
   if (!isZooModelName(name)) throw new TypeError(`unknown zoo model '${String(name)}' (valid: ${ZOO_MODEL_NAMES.join(', ')})`);
   const fields = fieldsOf(name);
-  const shape: Record<string, z.ZodType> = {};
-  for (const [key, spec] of Object.entries(fields)) {
-    const num = spec.int ? z.number().int() : z.number();
-    shape[key] = z.preprocess(coerce, num.min(spec.min).max(spec.max).optional());
-  }
-  const parsed = z.strictObject(shape).safeParse(raw);
+  const parsed = (SCHEMAS.get(name) ?? optionsSchema(fields)).safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     if (issue?.code === 'unrecognized_keys') {
