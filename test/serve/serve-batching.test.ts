@@ -45,7 +45,7 @@ const CLIENTS = 64;
 /** Import the fixed-batch (4) MLP fixture into the sandbox's cache as `name`. */
 async function importFixedBatchModel(name: string): Promise<void> {
   const artifact = await buildFixedBatchMlp(path.join(sandbox.tmp, 'fixture'));
-  const r = await sandbox.abacus('models', 'import', artifact.modelPath, '--operators', '2', '--name', name);
+  const r = await sandbox.inProcess('models', 'import', artifact.modelPath, '--operators', '2', '--name', name);
   expect(r.code, r.stderr).toBe(0);
 }
 
