@@ -11,7 +11,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cliSandbox } from './helpers/cli.ts';
+import { cliSandbox, runAbacusInProcess } from './helpers/cli.ts';
 import type { DemoJson } from '../src/cli/demo.ts';
 
 
@@ -118,13 +118,15 @@ describe('abacus demo', () => {
   }, 120_000);
 
   it('bad flags are usage errors', async () => {
-    const one = await abacus('demo', '--models', 'resnet50-small');
+    // in this process: a child's start-up through tsx would cost about a second of CPU each
+    const here = (...args: string[]): ReturnType<typeof runAbacusInProcess> => runAbacusInProcess(args, { cacheDir: sandbox.cacheDir });
+    const one = await here('demo', '--models', 'resnet50-small');
     expect(one.code).toBe(2);
     expect(one.stderr).toMatch(/--models needs at least two models/);
-    const qos = await abacus('demo', '--small', '--qos-ms', '1,2,3');
+    const qos = await here('demo', '--small', '--qos-ms', '1,2,3');
     expect(qos.code).toBe(2);
     expect(qos.stderr).toMatch(/--qos-ms needs one value or one per model/);
-    const rounds = await abacus('demo', '--small', '--rounds', '0');
+    const rounds = await here('demo', '--small', '--rounds', '0');
     expect(rounds.code).toBe(2);
     expect(rounds.stderr).toMatch(/--rounds/);
   });

@@ -5,10 +5,10 @@
  * crashes on every restart — plus the logs that make all of it visible.
  *
  * No wall-clock assertions: timeouts are exercised with a deadline that cannot be met (1 ms
- * for spawning a Node process) or with an injected stall that never ends on its own. A segment
- * deadline applies to every segment of its device, so the stall case gets its own device with
- * a generous one (`STALL_DEADLINE_MS`): its healthy segments take well under a millisecond
- * (warm sessions, tiny models) and must not hit it even on a heavily loaded box.
+ * for spawning a Node process) or with an injected stall that never ends on its own. The segment
+ * deadline of the stall case is timed by the test (`segmentDeadlineTimer`): it fires the stalled
+ * segment's deadline itself and no other, so healthy segments cannot hit theirs however busy the
+ * machine, and the test does not wait the deadline out.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -16,6 +16,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { DeviceService, SegmentResult, ServiceHealthEvent } from '../src/device/device.ts';
 import { OrtDevice } from '../src/device/ort/index.ts';
+import type { DeadlineTimer } from '../src/device/ort/deadline-timer.ts';
 import { STALL_MS } from '../src/device/ort/protocol.ts';
 import { BadRequestError, DeviceFailureError, DeviceUnavailableError } from '../src/errors.ts';
 import type { Logger } from '../src/log.ts';
@@ -47,11 +48,7 @@ function captureLogs(onLine?: (line: LogLine) => void): { logger: Logger; lines:
   return { logger, lines };
 }
 
-/**
- * segmentTimeoutMs of the stall case, in ms: the stalled segment fails after it; every other
- * segment on that device must finish within it (they take < 1 ms), so it is generous, and
- * the test waits it out once.
- */
+/** segmentTimeoutMs of the stall case, in ms: named in the errors; the test fires the deadline itself. */
 const STALL_DEADLINE_MS = 5000;
 
 const WARN = 40;
@@ -155,17 +152,31 @@ describe('OrtDevice robustness (onnxruntime-node, cpu)', () => {
     await expect(OrtDevice.create({ maxLostQueries: 0 })).rejects.toThrow(RangeError);
     await expect(OrtDevice.create({ maxKeptQueries: 1.5 })).rejects.toThrow(/maxKeptQueries/);
     await expect(OrtDevice.create({ logger: {} as Logger })).rejects.toThrow(TypeError);
+    await expect(OrtDevice.create({ segmentDeadlineTimer: 5 as unknown as DeadlineTimer })).rejects.toThrow(/segmentDeadlineTimer must be a function/);
   });
 
   it('a segment over segmentTimeoutMs kills its executor: it and the queued ones fail, kept state is lost, the executor restarts', async () => {
     expect(STALL_MS).toBeGreaterThan(10 * STALL_DEADLINE_MS); // the stall outlives the deadline
     const { logger, lines } = captureLogs();
-    // Warm-up at load (and at the restart), so no healthy segment pays first-run costs.
-    const device = track(await OrtDevice.create({ segmentTimeoutMs: STALL_DEADLINE_MS, warmupRuns: 1, logger }));
+    // the deadlines armed and not yet cancelled, by query; only the stalled segment's is fired
+    const armed = new Map<string, { fire: () => void; delayMs: number }>();
+    const segmentDeadlineTimer: DeadlineTimer = (delayMs, fire, { queryId }) => {
+      const entry = { fire, delayMs };
+      armed.set(queryId, entry);
+      return () => {
+        if (armed.get(queryId) === entry) armed.delete(queryId);
+      };
+    };
+    const device = track(await OrtDevice.create({ segmentTimeoutMs: STALL_DEADLINE_MS, segmentDeadlineTimer, warmupRuns: 1, logger }));
     await device.load([cnn, nlp]);
     okResult((await device.runGroup([seg(cnn, 'kept', 0, 2, synth(1))])).segments[0]);
+    expect(armed.has('kept')).toBe(false); // armed while it ran, cancelled by its result
     await device.injectExecutorFault('cnn', 'stall-in-next-segment');
-    const r = await device.runGroup([seg(cnn, 'stuck', 0, 4, synth(2)), seg(cnn, 'queued', 0, 4, synth(3)), seg(nlp, 'bystander', 0, 3, synth(4))]);
+    const running = device.runGroup([seg(cnn, 'stuck', 0, 4, synth(2)), seg(cnn, 'queued', 0, 4, synth(3)), seg(nlp, 'bystander', 0, 3, synth(4))]);
+    await vi.waitFor(() => expect(armed.has('stuck')).toBe(true), { timeout: 60_000, interval: 10 });
+    expect(armed.get('stuck')!.delayMs).toBe(STALL_DEADLINE_MS);
+    armed.get('stuck')!.fire();
+    const r = await running;
     const stuck = failed(r.segments[0]);
     expect(stuck.error).toBeInstanceOf(DeviceFailureError);
     expect(stuck.error.message).toContain(`service cnn, query stuck: segment [0, 4) exceeded segmentTimeoutMs ${STALL_DEADLINE_MS} ms`);

@@ -165,21 +165,21 @@ describe('abacus simulate with a drift id', () => {
     expect(drifted.code, drifted.stderr).toBe(0);
     const dj = JSON.parse(drifted.stdout) as ExperimentJson;
     expect(dj.device).toBe('sim:a100:drift-1.5x@0ms');
-    const plain = await sandbox.abacus('simulate', '--device', 'sim:a100', ...args);
+    const plain = await sandbox.inProcess('simulate', '--device', 'sim:a100', ...args); // in this process: no child's start-up
     expect(plain.code, plain.stderr).toBe(0);
     const pj = JSON.parse(plain.stdout) as ExperimentJson;
     expect(pj.predictor).toBe(dj.predictor); // cached under the canonical id: profiled once
     expect(plain.stderr).not.toMatch(/no cached predictor/);
     // the predictor learned the undrifted device: its error grows with the drift
     expect(dj.runs[0]!.predictorMape!).toBeGreaterThan(pj.runs[0]!.predictorMape! + 0.1);
-    const bad = await sandbox.abacus('simulate', '--device', 'sim:a100:drift-0x@5ms', ...args);
+    const bad = await sandbox.inProcess('simulate', '--device', 'sim:a100:drift-0x@5ms', ...args);
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toMatch(/drift part 'drift-0x@5ms': factor 0 must be a finite number > 0/);
   }, 120_000);
 
   it('--refine: abacus corrects its predictions online after the drift (lower predictor MAPE than without)', async () => {
     const args = ['simulate', '--device', 'sim:a100:drift-1.5x@1000ms', '--models', 'resnet50,bert', '--qos-ms', '50', '--rate', '80', '--queries', '1500', '--profile-samples', '300', '--policy', 'abacus', '--json'];
-    const plain = await sandbox.abacus(...args);
+    const plain = await sandbox.inProcess(...args); // in this process: no child's start-up
     expect(plain.code, plain.stderr).toBe(0);
     const refined = await sandbox.abacus(...args, '--refine');
     expect(refined.code, refined.stderr).toBe(0);
@@ -188,10 +188,10 @@ describe('abacus simulate with a drift id', () => {
   }, 120_000);
 
   it('profile and calibrate refuse a drift id (their results belong to the undrifted device)', async () => {
-    const profile = await sandbox.abacus('profile', '--device', 'sim:a100:drift-1.5x@0ms', '--models', 'resnet50', '--samples', '5', '--out', `${sandbox.tmp}/p.csv`);
+    const profile = await sandbox.inProcess('profile', '--device', 'sim:a100:drift-1.5x@0ms', '--models', 'resnet50', '--samples', '5', '--out', `${sandbox.tmp}/p.csv`);
     expect(profile.code).not.toBe(0);
     expect(profile.stderr).toMatch(/a profile is taken on an undrifted device; leave out the drift part \(profile sim:a100\)/);
-    const calibrate = await sandbox.abacus('simulate', 'calibrate', '--device', 'sim:a100:drift-1.5x@0ms');
+    const calibrate = await sandbox.inProcess('simulate', 'calibrate', '--device', 'sim:a100:drift-1.5x@0ms');
     expect(calibrate.code).not.toBe(0);
     expect(calibrate.stderr).toMatch(/calibration compares the undrifted device with its reference; leave out the drift part \(calibrate sim:a100\)/);
   }, 60_000);

@@ -150,7 +150,7 @@ describe('axes a user can name', () => {
     const ok = await sandbox.abacus('models', 'import', file, '--operators', '3', '--axis', 'input.1=samples', '--axis', 'state.1=batch', '--json');
     expect(ok.code, ok.stderr).toBe(0);
     expect((JSON.parse(ok.stdout) as { dynamicAxes: unknown }).dynamicAxes).toEqual({ batch: 'batch', seq: 'samples' });
-    const malformed = await sandbox.abacus('models', 'import', file, '--operators', '3', '--axis', 'state.1');
+    const malformed = await sandbox.inProcess('models', 'import', file, '--operators', '3', '--axis', 'state.1');
     expect(malformed.code).toBe(2);
     expect(malformed.stderr).toMatch(/--axis expects NAME\.D=AXIS/);
   });

@@ -173,17 +173,17 @@ describe('Constant-weighted models', () => {
     // Another file under the taken name is its version 2 (named paddle-cli@2); --force replaces every version.
     const other = path.join(dir, 'other.onnx');
     await writeFile(other, onnx.ModelProto.encode(buildInceptionGraph().model).finish());
-    const second = await sandbox.abacus('models', 'import', other, '--operators', '2', '--name', 'paddle-cli');
+    const second = await sandbox.inProcess('models', 'import', other, '--operators', '2', '--name', 'paddle-cli');
     expect(second.code, second.stderr).toBe(0);
     expect(second.stdout).toMatch(/^paddle-cli@2: imported/);
-    const both = JSON.parse((await sandbox.abacus('models', '--json')).stdout) as { name: string; operators: number }[];
+    const both = JSON.parse((await sandbox.inProcess('models', '--json')).stdout) as { name: string; operators: number }[];
     expect(both.filter((m) => m.name.startsWith('paddle-cli')).map((m) => [m.name, m.operators])).toEqual([
       ['paddle-cli', 4],
       ['paddle-cli@2', 2],
     ]);
     const forced = await sandbox.abacus('models', 'import', other, '--operators', '2', '--name', 'paddle-cli', '--force', '--json');
     expect(forced.code, forced.stderr).toBe(0);
-    const list = JSON.parse((await sandbox.abacus('models', '--json')).stdout) as { name: string; operators: number }[];
+    const list = JSON.parse((await sandbox.inProcess('models', '--json')).stdout) as { name: string; operators: number }[];
     expect(list.filter((m) => m.name.startsWith('paddle-cli')).map((m) => [m.name, m.operators])).toEqual([['paddle-cli', 2]]);
   });
 });

@@ -319,13 +319,13 @@ describe('shape probes given by the user', () => {
   it('abacus models import takes --probe-shape and --probe-value (repeatable NAME=VALUE)', async () => {
     const file = path.join(dir, 'audio3.onnx');
     await writeFile(file, onnx.ModelProto.encode(audioModel()).finish());
-    const bare = await sandbox.abacus('models', 'import', file, '--operators', '3');
+    const bare = await sandbox.inProcess('models', 'import', file, '--operators', '3'); // errors in this process: no child's start-up
     expect(bare.code).not.toBe(0);
     expect(bare.stderr).toMatch(/--probe-shape NAME=DxD/);
     const ok = await sandbox.abacus('models', 'import', file, '--operators', '3', '--probe-shape', 'audio=1x16000', '--probe-value', 'sr=16000', '--json');
     expect(ok.code, ok.stderr).toBe(0);
     expect((JSON.parse(ok.stdout) as { defaultSeqLen: number }).defaultSeqLen).toBe(16000);
-    const malformed = await sandbox.abacus('models', 'import', file, '--operators', '3', '--probe-value', 'sr');
+    const malformed = await sandbox.inProcess('models', 'import', file, '--operators', '3', '--probe-value', 'sr');
     expect(malformed.code).toBe(2);
     expect(malformed.stderr).toMatch(/--probe-value expects NAME=VALUE/);
   });

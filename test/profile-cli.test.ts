@@ -15,6 +15,8 @@ import { readProfileCsv } from '../src/profile/index.ts';
 
 const sandbox = cliSandbox('abacus-profile-cli-');
 const abacus = sandbox.abacus;
+/** The same CLI in this process, for errors (a child's start-up through tsx costs about a second of CPU). */
+const here = sandbox.inProcess;
 
 const SIM = ['profile', '--device', 'sim:a100', '--models', 'resnet50,bert', '--batch-sizes', '1,2,4', '--seq-lens', '8,16'];
 
@@ -35,7 +37,7 @@ describe('abacus profile', () => {
     expect(rows).toHaveLength(25);
     expect(Math.max(...rows.map((r) => r.slots.length))).toBe(2); // default --max-group-size: number of models
     // other options on the same file: a clear error
-    const other = await abacus(...SIM, '--samples', '25', '--repeat', '3', '--seed', '9', '--out', out);
+    const other = await here(...SIM, '--samples', '25', '--repeat', '3', '--seed', '9', '--out', out);
     expect(other.code).toBe(1);
     expect(other.stderr).toMatch(/error: .*the options differ from those the file was made with/);
   });
@@ -45,7 +47,7 @@ describe('abacus profile', () => {
     const usage = await abacus(...SIM, '--samples', '5', '--out', out, '--batch-sizes', '0');
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('--batch-sizes expects an integer ≥ 1');
-    const seq = await abacus(...SIM, '--samples', '5', '--out', out, '--seq-lens', '1024');
+    const seq = await here(...SIM, '--samples', '5', '--out', out, '--seq-lens', '1024');
     expect(seq.code).toBe(1);
     expect(seq.stderr).toMatch(/error: .*1024 exceeds bert's maximum sequence length 512/);
   });

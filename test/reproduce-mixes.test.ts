@@ -1,5 +1,5 @@
 /**
- * `abacus reproduce mixes`: a small run through the CLI (the first 2 mixes, 3 policies, few
+ * `abacus reproduce mixes`: a small run through the CLI (the first mix, 3 policies, few
  * queries, tiny profiles) checks the JSON shape, the CSV rows (mix × device × policy) and the
  * report section; the mixes' definitions are checked against what the experiment promises.
  * No assertion on the experiment's goals: those are for its output, not for tests.
@@ -34,19 +34,19 @@ describe('abacus reproduce mixes', () => {
     expect(h.meanRatioVsBestBaselineAll).toBeCloseTo(0.85, 9);
   });
 
-  it('2 mixes, --quick: one headline per device, a CSV row per mix × device × policy, the report section', async () => {
+  it('1 mix, --quick: one headline per device, a CSV row per mix × device × policy, the report section', async () => {
     const out = path.join(sandbox.tmp, 'out');
-    const r = await sandbox.abacus('reproduce', 'mixes', '--quick', '--pairs', '2', '--variants', 'abacus,abacus-no-barrier,triton', '--queries', '60', '--samples', '400', '--out', out, '--json');
+    const r = await sandbox.abacus('reproduce', 'mixes', '--quick', '--pairs', '1', '--variants', 'abacus,abacus-no-barrier,triton', '--queries', '60', '--samples', '400', '--out', out, '--json');
     expect(r.code, r.stderr).toBe(0);
     const json = JSON.parse(r.stdout) as ReproduceJson;
     expect(Object.keys(json.mixes!).sort()).toEqual(['sim:a100', 'sim:h200:graph']);
     for (const h of Object.values(json.mixes!)) {
-      expect(h.rows).toHaveLength(2 * 3);
+      expect(h.rows).toHaveLength(1 * 3);
       expect(h.meanRatioVsBestBaseline!).toBeGreaterThan(0);
       for (const row of h.rows) expect(row.coRunLimitQps).toBeGreaterThan(0);
     }
     const rows = parse<Record<string, string>>(await fs.readFile(path.join(out, 'mixes.csv'), 'utf8'), { columns: true });
-    expect(rows).toHaveLength(2 * 2 * 3);
+    expect(rows).toHaveLength(1 * 2 * 3);
     expect(new Set(rows.map((x) => x['policy']))).toEqual(new Set(['abacus', 'abacus-no-barrier', 'triton']));
     const html = await fs.readFile(path.join(out, 'report.html'), 'utf8');
     expect(html).toContain('Harder mixes');

@@ -48,7 +48,7 @@ describe('abacus reproduce', () => {
   }, 120_000);
 
   it('names the experiments that exist', async () => {
-    const r = await abacus('reproduce', 'nope');
+    const r = await sandbox.inProcess('reproduce', 'nope'); // in this process: no child's start-up
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/unknown experiment 'nope' \(available: qos, throughput, beyond-pair, mig, cluster, search, batching, mixes, adaptive, all\)/);
   }, 60_000);

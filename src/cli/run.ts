@@ -62,14 +62,27 @@ function isFileSystemError(err: unknown): err is NodeJS.ErrnoException {
   return err instanceof Error && typeof (err as NodeJS.ErrnoException).code === 'string' && typeof (err as NodeJS.ErrnoException).syscall === 'string';
 }
 
-/** Run the CLI on `argv` (as `process.argv`); sets `process.exitCode`. */
-export async function main(argv: readonly string[]): Promise<void> {
+/** What one run of the CLI writes to and which model cache it uses when `--cache-dir` is not given. */
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+  /** The model cache without `--cache-dir`; absent: `$ABACUS_CACHE_DIR` or the project's `.cache/models`. */
+  readonly cacheDir?: string;
+}
+
+/**
+ * Run the CLI on `argv` (as `process.argv`: node, the script, then the arguments) and resolve
+ * with its exit code: 0 success, 1 runtime error (its message written to `io.err`), 2 usage
+ * error. Never rejects for a command's failure. `main` runs it on the process; tests run it in
+ * process on argument errors, which would otherwise each pay a child's start-up.
+ */
+export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
   const holder: { program?: Command } = {};
   const ctx: CliContext = {
-    out: (s) => process.stdout.write(s),
-    err: (s) => process.stderr.write(s),
+    out: (s) => io.out(s),
+    err: (s) => io.err(s),
     cacheOptions: () => {
-      const dir = holder.program?.opts<{ cacheDir?: string }>().cacheDir;
+      const dir = holder.program?.opts<{ cacheDir?: string }>().cacheDir ?? io.cacheDir;
       return dir === undefined ? {} : { cacheDir: dir };
     },
   };
@@ -77,25 +90,28 @@ export async function main(argv: readonly string[]): Promise<void> {
   holder.program = program;
   try {
     await program.parseAsync([...argv]);
+    return 0;
   } catch (err) {
     // Commander re-throws a parser's InvalidArgumentError as a plain CommanderError after
     // printing it; an InvalidArgumentError that arrives here came from an action, unprinted.
     if (err instanceof UsageError || err instanceof InvalidArgumentError) {
       ctx.err(`error: ${err.message}\n`);
-      process.exitCode = 2;
-      return;
+      return 2;
     }
-    if (err instanceof CommanderError) {
-      process.exitCode = err.exitCode === 0 ? 0 : 2;
-      return;
-    }
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
     const { ClusterError } = await import('../deployment/cluster.ts');
     if (err instanceof AbacusError || err instanceof ClusterError || err instanceof RangeError || err instanceof TypeError || isFileSystemError(err)) {
       ctx.err(`error: ${err.message}\n`);
-      process.exitCode = 1;
-      return;
+      return 1;
     }
     ctx.err(`internal error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exitCode = 1;
+    return 1;
   }
+}
+
+/** Run the CLI on `argv` (as `process.argv`) with the process's stdout and stderr; sets `process.exitCode`. */
+export async function main(argv: readonly string[]): Promise<void> {
+  const code = await runCli(argv, { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) });
+  // on success, an exit code a command set itself (130: profile interrupted) stands
+  if (code !== 0) process.exitCode = code;
 }

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll } from 'vitest';
+import { runCli } from '../../src/cli/run.ts';
 
 const run = promisify(execFile);
 
@@ -37,6 +38,20 @@ export async function runAbacus(args: readonly string[], options: { cacheDir: st
   }
 }
 
+/**
+ * `abacus ...args` in this process (`runCli`, the same code `bin/abacus.js` runs) with `cacheDir`
+ * as its model cache: the exit code and what it wrote, without a child's start-up (about 0.7 s
+ * and 1 s of CPU each through tsx, `node bin/abacus.js models --json`, load 0.6). For argument
+ * and input errors and other short runs; each command keeps at least one real spawn
+ * (`runAbacus`) in its tests. Never rejects for a non-zero exit.
+ */
+export async function runAbacusInProcess(args: readonly string[], options: { cacheDir: string }): Promise<CliResult> {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(['node', ABACUS_BIN, ...args], { out: (s) => (stdout += s), err: (s) => (stderr += s), cacheDir: options.cacheDir });
+  return { code, stdout, stderr };
+}
+
 /** A temporary folder for one CLI test file, with its model cache inside (see `cliSandbox`). */
 export interface CliSandbox {
   /** The folder (set in `beforeAll`, removed in `afterAll`). */
@@ -45,6 +60,8 @@ export interface CliSandbox {
   readonly cacheDir: string;
   /** `abacus ...args` with this sandbox's cache (and, with `cwd`, run inside `tmp`). */
   readonly abacus: (...args: string[]) => Promise<CliResult>;
+  /** `abacus ...args` in this process with this sandbox's cache (`runAbacusInProcess`; not with `cwd`). */
+  readonly inProcess: (...args: string[]) => Promise<CliResult>;
 }
 
 /**
@@ -71,6 +88,10 @@ export function cliSandbox(prefix: string, options: { cacheName?: string; cwd?: 
       return path.join(folder(), options.cacheName ?? 'cache');
     },
     abacus: (...args) => runAbacus(args, { cacheDir: sandbox.cacheDir, ...(options.cwd === true ? { cwd: folder() } : {}) }),
+    inProcess: (...args) => {
+      if (options.cwd === true) throw new Error('cliSandbox: inProcess cannot run inside tmp (the process has one working directory)');
+      return runAbacusInProcess(args, { cacheDir: sandbox.cacheDir });
+    },
   };
   return sandbox;
 }

@@ -6,8 +6,9 @@
  *
  * Checked (behaviour, no times): every request gets exactly one answer (no socket error, none
  * left without an answer), and every answer is a result, `overloaded` (503 / UNAVAILABLE) or
- * `qos_violation` (504 / DEADLINE_EXCEEDED); requests were shed, and `/metrics` counts them and
- * the time before admission; the server is ready and serving afterwards. Goodput figures are the
+ * `qos_violation` (504 / DEADLINE_EXCEEDED); requests were shed (the rate doubles, up to 40×,
+ * while none was), and `/metrics` counts them and the time before admission; the server is ready
+ * and serving afterwards. Goodput figures are the
  * benchmark's (`npm run bench -- --only overload`), printed here only.
  */
 import fs from 'node:fs/promises';
@@ -64,25 +65,32 @@ describe('abacus serve sheds what cannot make its QoS under 10× overload', () =
       const base = { httpUrl: server.httpUrl, grpcAddress: server.grpcAddress ?? '', protocol, services, timeoutMs: 60_000, seed: 7, dynamicDim: 8 };
       const closed = await runClient({ ...base, load: { kind: 'closed', inFlight: 2 }, durationMs: 1500 });
       const capacityQps = Math.max(1, closed.withinQos / 1.5);
-      const before = await (await fetch(`${server.httpUrl}/metrics`)).text();
-      const r = await runClient({ ...base, load: { kind: 'open', rateQps: 10 * capacityQps }, durationMs: 3000 });
-      const after = await (await fetch(`${server.httpUrl}/metrics`)).text();
-      console.log(`${protocol}: capacity ${capacityQps.toFixed(1)} q/s (2 in flight); at 10×: ${r.sent} sent, ${JSON.stringify(r.byStatus)}, ${(r.withinQos / 3).toFixed(1)} within QoS/s`);
-      const answered = Object.values(r.byStatus).reduce((a, b) => a + b, 0);
-      expect(answered).toBe(r.sent);
-      expect(Object.keys(r.byStatus).filter((s) => !ALLOWED[protocol].includes(s))).toEqual([]);
-      const delta = (metric: string): number => metricValue(after, metric) - metricValue(before, metric);
-      // gRPC calls shed on their metadata, before the message naming the model was read, count as model "unknown"
-      const shed = ['resnet', 'bert', 'unknown'].reduce((n, m) => n + delta(`abacus_requests_total{model="${m}",outcome="overloaded"}`), 0);
-      const ok = delta('abacus_requests_total{model="resnet",outcome="success"}') + delta('abacus_requests_total{model="bert",outcome="success"}');
       const status503 = protocol === 'grpc' ? 'grpc 14' : '503';
       const status200 = protocol === 'grpc' ? 'OK' : '200';
-      expect(shed).toBe(r.byStatus[status503] ?? 0);
-      expect(shed).toBeGreaterThan(0);
-      expect(ok).toBe(r.byStatus[status200] ?? 0);
-      // requests that reached the queue had their time before admission measured
-      expect(delta('abacus_admission_wait_seconds_count{model="resnet"}') + delta('abacus_admission_wait_seconds_count{model="bert"}')).toBeGreaterThanOrEqual(ok);
-      expect((await fetch(`${server.httpUrl}/v2/health/ready`)).status).toBe(200);
+      // 10× the capacity, then 20× and 40× while nothing was shed: how much a storm of a given
+      // rate queues depends on the CPU share the server and this client get, so the rate rises
+      // until the gate has something to shed (the first storm almost always suffices)
+      let shedTotal = 0;
+      for (let factor = 10; factor <= 40 && shedTotal === 0; factor *= 2) {
+        const before = await (await fetch(`${server.httpUrl}/metrics`)).text();
+        const r = await runClient({ ...base, load: { kind: 'open', rateQps: factor * capacityQps }, durationMs: 3000 });
+        const after = await (await fetch(`${server.httpUrl}/metrics`)).text();
+        console.log(`${protocol}: capacity ${capacityQps.toFixed(1)} q/s (2 in flight); at ${factor}×: ${r.sent} sent, ${JSON.stringify(r.byStatus)}, ${(r.withinQos / 3).toFixed(1)} within QoS/s`);
+        const answered = Object.values(r.byStatus).reduce((a, b) => a + b, 0);
+        expect(answered).toBe(r.sent);
+        expect(Object.keys(r.byStatus).filter((s) => !ALLOWED[protocol].includes(s))).toEqual([]);
+        const delta = (metric: string): number => metricValue(after, metric) - metricValue(before, metric);
+        // gRPC calls shed on their metadata, before the message naming the model was read, count as model "unknown"
+        const shed = ['resnet', 'bert', 'unknown'].reduce((n, m) => n + delta(`abacus_requests_total{model="${m}",outcome="overloaded"}`), 0);
+        const ok = delta('abacus_requests_total{model="resnet",outcome="success"}') + delta('abacus_requests_total{model="bert",outcome="success"}');
+        expect(shed).toBe(r.byStatus[status503] ?? 0);
+        expect(ok).toBe(r.byStatus[status200] ?? 0);
+        // requests that reached the queue had their time before admission measured
+        expect(delta('abacus_admission_wait_seconds_count{model="resnet"}') + delta('abacus_admission_wait_seconds_count{model="bert"}')).toBeGreaterThanOrEqual(ok);
+        expect((await fetch(`${server.httpUrl}/v2/health/ready`)).status).toBe(200);
+        shedTotal += shed;
+      }
+      expect(shedTotal).toBeGreaterThan(0);
     });
   }
 });

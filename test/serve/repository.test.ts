@@ -250,7 +250,7 @@ describe('repository extension on abacus serve --model-control explicit (child p
   it('a second operator count of a model the server has is refused at load (400 naming parameters.config.model); the same count loads', async () => {
     const fixture = await buildSkipNet(path.join(sandbox.tmp, 'fixture-mynet'), { name: 'mynet' });
     for (const n of ['2', '4']) {
-      const r = await sandbox.abacus('models', 'import', fixture.modelPath, '--operators', n, '--name', 'mynet');
+      const r = await sandbox.inProcess('models', 'import', fixture.modelPath, '--operators', n, '--name', 'mynet');
       expect(r.code, r.stderr).toBe(0);
     }
     const config = await writeConfig(sandbox.tmp, 'mynet.yaml', ['device: sim:a100', 'policy: { name: fcfs, drop: false }', 'services:', '  - model: mynet:2', '    name: mynet', '    qosTargetMs: 5000']);
@@ -320,7 +320,7 @@ describe('containment on abacus serve (child process, ort)', () => {
     (imported ??= (async () => {
       for (const name of ['goodnet', 'badnet']) {
         const artifact = await buildSkipNet(path.join(sandbox.tmp, `fixture-${name}`), { name });
-        const r = await sandbox.abacus('models', 'import', artifact.modelPath, '--operators', '2', '--name', name);
+        const r = await sandbox.inProcess('models', 'import', artifact.modelPath, '--operators', '2', '--name', name);
         expect(r.code, r.stderr).toBe(0);
       }
       const files = (await fs.readdir(sandbox.cacheDir, { recursive: true })).map((f) => path.join(sandbox.cacheDir, f));
@@ -383,7 +383,7 @@ describe('containment on abacus serve (child process, ort)', () => {
   it('ort, model control on: a model the predictor was not trained on, loaded at runtime, is served with the transferred cost fallback', async () => {
     await goodAndBroken();
     const artifact = await buildSkipNet(path.join(sandbox.tmp, 'fixture-othernet'), { name: 'othernet' });
-    const imported = await sandbox.abacus('models', 'import', artifact.modelPath, '--operators', '2', '--name', 'othernet');
+    const imported = await sandbox.inProcess('models', 'import', artifact.modelPath, '--operators', '2', '--name', 'othernet');
     expect(imported.code, imported.stderr).toBe(0);
     const config = await writeConfig(sandbox.tmp, 'ort-good.yaml', ['device: ort', 'policy: { name: fcfs, drop: false }', 'services:', '  - model: goodnet', '    qosTargetMs: 60000']);
     const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--grace-ms', '2000', '--profile-samples', '30', '--model-control', 'explicit'], readyTimeoutMs: 240_000 });

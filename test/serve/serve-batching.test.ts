@@ -5,8 +5,8 @@
  *   model that cannot fuse is refused naming the field; left out, the model just does not batch
  *   and the log says why, while a zoo model batches by default.
  * - On the `ort` CPU device with resnet50-small and the `fcfs-batch` policy: 64 concurrent
- *   single-sample HTTP clients with distinct random inputs are fused (mean executed batch from
- *   `/metrics` > 1) and each answer equals that request's unbatched answer; concurrent gRPC
+ *   single-sample HTTP clients with distinct random inputs are fused (an executed batch > 1;
+ *   `/metrics` counts every sample) and each answer equals that request's unbatched answer; concurrent gRPC
  *   requests are fused too and carry `executed_batch_size`. Skipped until a fusing policy is
  *   merged (`fcfs-batch` lands on another branch); `test/serve/batching.test.ts` checks the same
  *   wiring in-process now, with a fusing controller of its own.
@@ -20,8 +20,10 @@
  * stand-in fusing FCFS); a row of another request differs by far more than 1e-4.
  *
  * Fusion here depends on timing, unlike the in-process test: the first request runs alone while
- * the other 63, sent at once in binary (cheap to parse), arrive during its run; that the mean
- * batch exceeds 1 needs only two of them to arrive before the device is idle again.
+ * the other 63, sent at once in binary (cheap to parse), arrive during its run; a fused batch
+ * needs only two of them to arrive before the device is idle again. Where the machine is too busy
+ * for that, the burst is sent again (up to 4 bursts) until one fuses: the test then fails only
+ * when no burst ever fuses.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -43,7 +45,7 @@ const CLIENTS = 64;
 /** Import the fixed-batch (4) MLP fixture into the sandbox's cache as `name`. */
 async function importFixedBatchModel(name: string): Promise<void> {
   const artifact = await buildFixedBatchMlp(path.join(sandbox.tmp, 'fixture'));
-  const r = await sandbox.abacus('models', 'import', artifact.modelPath, '--operators', '2', '--name', name);
+  const r = await sandbox.inProcess('models', 'import', artifact.modelPath, '--operators', '2', '--name', name);
   expect(r.code, r.stderr).toBe(0);
 }
 
@@ -105,7 +107,7 @@ describe.skipIf(!isPolicyName(FUSING_POLICY))(`abacus serve with dynamic batchin
     return Array.from({ length: count }, () => ({ input: { dataType: 'float32', dims: [1, ...dims], data: Float32Array.from({ length: n }, () => next() * 2 - 1) } }));
   }
 
-  it(`${CLIENTS} concurrent single-sample HTTP clients are fused (mean executed batch > 1), each answer equals its unbatched answer; concurrent gRPC requests are fused too`, async () => {
+  it(`${CLIENTS} concurrent single-sample HTTP clients are fused (an executed batch > 1), each answer equals its unbatched answer; concurrent gRPC requests are fused too`, async () => {
     const config = await writeConfig(sandbox.tmp, 'ort.yaml', ['device: ort', `policy: ${FUSING_POLICY}`, 'services:', '  - name: resnet', '    model: resnet50-small', '    qosTargetMs: 60000', '    maxQueueLength: 1000', '    dynamicBatching: true']);
     const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--profile-samples', '60', '--grace-ms', '2000', '--threads', '1'], readyTimeoutMs: 400_000, stderrFile: path.join(sandbox.tmp, 'ort.log') });
     const http = new HttpInferenceClient(server.httpUrl, { binary: true });
@@ -133,20 +135,30 @@ describe.skipIf(!isPolicyName(FUSING_POLICY))(`abacus serve with dynamic batchin
         return { sum: metricValue(text, 'abacus_executed_batch_size_sum{model="resnet"}'), count: metricValue(text, 'abacus_executed_batch_size_count{model="resnet"}') };
       };
 
-      const before = await histogram();
-      const results = await Promise.all(inputs.map((x, i) => http.infer({ model: 'resnet', inputs: x, id: `q${i}` })));
-      const sizes = check(results, 0, 'HTTP request');
-      const after = await histogram();
-      const meanBatch = (after.sum - before.sum) / (after.count - before.count);
-      expect(after.sum - before.sum).toBe(CLIENTS);
-      expect(meanBatch).toBeGreaterThan(1);
+      // Whether requests sent together find each other in the queue depends on how fast this
+      // process sends them and the server reads them: a burst is sent again (up to 4 times)
+      // until one fused; every request of every burst is checked against its answer alone.
+      const BURSTS = 4;
+      let meanBatch = 1;
+      let sizes: number[] = [];
+      for (let burst = 0; burst < BURSTS && !(Math.max(...sizes) > 1); burst++) {
+        const before = await histogram();
+        const results = await Promise.all(inputs.map((x, i) => http.infer({ model: 'resnet', inputs: x, id: `q${burst}-${i}` })));
+        sizes = check(results, 0, `HTTP request (burst ${burst + 1})`);
+        const after = await histogram();
+        expect(after.sum - before.sum).toBe(CLIENTS);
+        meanBatch = (after.sum - before.sum) / (after.count - before.count);
+      }
       expect(Math.max(...sizes)).toBeGreaterThan(1);
 
-      const viaGrpc = await Promise.all(inputs.slice(0, 32).map((x, i) => grpc.infer({ model: 'resnet', inputs: x, id: `g${i}` })));
-      const grpcSizes = check(viaGrpc, 0, 'gRPC request');
-      expect(grpcSizes.every((s) => Number.isInteger(s) && s >= 1 && s <= 16)).toBe(true);
+      let grpcSizes: number[] = [];
+      for (let burst = 0; burst < BURSTS && !(Math.max(...grpcSizes) > 1); burst++) {
+        const viaGrpc = await Promise.all(inputs.slice(0, 32).map((x, i) => grpc.infer({ model: 'resnet', inputs: x, id: `g${burst}-${i}` })));
+        grpcSizes = check(viaGrpc, 0, `gRPC request (burst ${burst + 1})`);
+        expect(grpcSizes.every((s) => Number.isInteger(s) && s >= 1 && s <= 16)).toBe(true);
+      }
       expect(Math.max(...grpcSizes)).toBeGreaterThan(1);
-      console.log(`serve-batching: mean executed batch ${meanBatch.toFixed(2)} over ${after.count - before.count} segments (HTTP); gRPC batch sizes seen: ${[...new Set(grpcSizes)].sort((a, b) => a - b).join(', ')}`);
+      console.log(`serve-batching: mean executed batch ${meanBatch.toFixed(2)} (HTTP, the last burst); gRPC batch sizes seen: ${[...new Set(grpcSizes)].sort((a, b) => a - b).join(', ')}`);
     } finally {
       await http.close();
       await grpc.close();

@@ -38,7 +38,7 @@ describe('abacus serve: input domains (child process, ort)', () => {
     const model = lookupModel();
     const file = path.join(sandbox.tmp, 'lookup.onnx');
     await fs.writeFile(file, onnx.ModelProto.encode(model).finish());
-    const imported = await sandbox.abacus('models', 'import', file, '--operators', '2', '--name', 'lookup');
+    const imported = await sandbox.inProcess('models', 'import', file, '--operators', '2', '--name', 'lookup');
     expect(imported.code, imported.stderr).toBe(0);
     const config = await writeConfig(sandbox.tmp, 'lookup.yaml', ['device: ort', 'policy: { name: fcfs, drop: false }', 'services:', '  - name: lookup', '    model: lookup', '    qosTargetMs: 60000', '    batchSizes: [1, 3]', '    inputs: { scale: { values: [2] } }']);
     const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--profile-samples', '20', '--grace-ms', '2000', '--threads', '1', '--no-grpc'], readyTimeoutMs: 300_000, stderrFile: path.join(sandbox.tmp, 'serve.log') });

@@ -26,7 +26,7 @@ const importModels = (): Promise<void> =>
   (imported ??= (async () => {
     for (const name of ['alpha', 'beta']) {
       const artifact = await buildSkipNet(path.join(sandbox.tmp, `fixture-${name}`), { name });
-      const r = await sandbox.abacus('models', 'import', artifact.modelPath, '--operators', '2', '--name', name);
+      const r = await sandbox.inProcess('models', 'import', artifact.modelPath, '--operators', '2', '--name', name);
       expect(r.code, r.stderr).toBe(0);
     }
   })());
@@ -71,9 +71,11 @@ interface LogLine {
   pid?: number;
 }
 
+/** The complete JSON lines of a log the server is still writing (a last line without its newline is left for the next read). */
 async function logLines(file: string): Promise<LogLine[]> {
   const text = await fs.readFile(file, 'utf8');
   return text
+    .slice(0, text.lastIndexOf('\n') + 1)
     .split('\n')
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as LogLine);
@@ -204,9 +206,13 @@ describe('abacus serve (child process, ort): health follows executor crashes; sh
         await until(`alpha's executor #${k + 1}`, async () => (pids = await alphaPids()).length === k + 1);
         process.kill(pids[k]!, 'SIGKILL'); // as soon as it is back
       }
-      // then kill the next executors while they start: failed restarts, tried again after a backoff
+      // then kill the next executors while they start: failed restarts, tried again after a
+      // backoff that doubles each time (250 ms, 500 ms, …). At least two, and on until the
+      // observers have read alpha UNAVAILABLE with both endpoints saying not ready: however slow
+      // this machine, a long enough backoff holds the state still for a whole observation.
       const spawned = async (): Promise<number[]> => (await logLines(logFile)).filter((l) => l.service === 'alpha' && l.msg === 'executor spawned' && typeof l.pid === 'number').map((l) => l.pid!);
-      for (let j = 0; j < 2; j++) {
+      const observedDown = (): boolean => seen.some((s) => s.state === 'UNAVAILABLE' && s.model !== 200 && s.server !== 200);
+      for (let j = 0; j < 2 || (!observedDown() && j < 8); j++) {
         // spawns so far: the first load and one per death (a kill that lands after it loaded is a death too)
         let pids: number[] = [];
         await until(`alpha's executor spawn #${kills + 1 + j}`, async () => (pids = await spawned()).length >= kills + 1 + j);

@@ -71,7 +71,7 @@ describe('abacus serve: Triton features (child process, ort)', () => {
   it('classification, sequence parameters, ModelStreamInfer, ModelReady and the model config as Triton clients expect', async () => {
     const file = path.join(sandbox.tmp, 'typed.onnx');
     await fs.writeFile(file, onnx.ModelProto.encode(buildTypedGraph()).finish());
-    const imported = await sandbox.abacus('models', 'import', file, '--operators', '2', '--name', 'typed');
+    const imported = await sandbox.inProcess('models', 'import', file, '--operators', '2', '--name', 'typed');
     expect(imported.code, imported.stderr).toBe(0);
     await fs.writeFile(path.join(sandbox.tmp, 'labels.txt'), LABELS.join('\n') + '\n');
     const config = await writeConfig(sandbox.tmp, 'typed.yaml', ['device: ort', 'policy: { name: fcfs, drop: false }', 'services:', '  - name: typed', '    model: typed', '    qosTargetMs: 60000', '    batchSizes: [1, 2]', '    labels: labels.txt']);

@@ -21,7 +21,7 @@ describe('abacus serve: BYTES, UINT32 and BOOL tensors (child process, ort)', ()
   it('answers over HTTP JSON, HTTP binary and gRPC with the golden outputs', async () => {
     const file = path.join(sandbox.tmp, 'typed.onnx');
     await fs.writeFile(file, onnx.ModelProto.encode(buildTypedGraph()).finish());
-    const imported = await sandbox.abacus('models', 'import', file, '--operators', '4', '--name', 'typed');
+    const imported = await sandbox.inProcess('models', 'import', file, '--operators', '4', '--name', 'typed');
     expect(imported.code, imported.stderr).toBe(0);
     const config = await writeConfig(sandbox.tmp, 'typed.yaml', ['device: ort', 'policy: { name: fcfs, drop: false }', 'services:', '  - name: typed', '    model: typed', '    qosTargetMs: 60000', '    batchSizes: [1, 2]']);
     const server = await startChildServer(config, { cacheDir: sandbox.cacheDir, flags: ['--profile-samples', '20', '--grace-ms', '2000', '--threads', '1'], readyTimeoutMs: 300_000, stderrFile: path.join(sandbox.tmp, 'serve.log') });

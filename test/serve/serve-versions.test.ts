@@ -41,10 +41,10 @@ describe('abacus serve: model versions (child process, ort)', () => {
   it('serves two versions of one imported model side by side, each on its route with its own outputs', async () => {
     const file = path.join(sandbox.tmp, 'typed.onnx');
     await fs.writeFile(file, typedComparingWith('7'));
-    const v1 = await sandbox.abacus('models', 'import', file, '--operators', '2', '--name', 'typed');
+    const v1 = await sandbox.inProcess('models', 'import', file, '--operators', '2', '--name', 'typed');
     expect(v1.code, v1.stderr).toBe(0);
     await fs.writeFile(file, typedComparingWith('8'));
-    const v2 = await sandbox.abacus('models', 'import', file, '--operators', '2', '--name', 'typed');
+    const v2 = await sandbox.inProcess('models', 'import', file, '--operators', '2', '--name', 'typed');
     expect(v2.code, v2.stderr).toBe(0);
     expect(v2.stdout).toMatch(/^typed@2: imported/);
 

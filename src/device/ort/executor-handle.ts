@@ -53,6 +53,7 @@ import type { TensorMap } from '../../tensor.ts';
 import type { ChildMessage, LoadMessage, RunMessage } from './protocol.ts';
 import { fromWire } from './protocol.ts';
 import { exitDescription, isAlive, OutputTail, sendTo } from './child-io.ts';
+import { realDeadlineTimer, type DeadlineTimer } from './deadline-timer.ts';
 import { deathSummary, loadErrorOf, mb, segmentErrorOf, stateLostReasonOf, statsErrorOf, type ChildDeath } from './executor-death.ts';
 import { OUTPUT_TAIL_CHARS, spawnExecutorProcess } from './executor-spawn.ts';
 import { DEFAULT_RESTART_BACKOFF, restartDelayMs, type ExecutorHealth, type RestartBackoff } from './restart-backoff.ts';
@@ -93,6 +94,8 @@ export interface ExecutorConfig extends Omit<LoadMessage, 't'> {
   readonly memoryLimitBytes: number;
   /** Backoff between failed restarts [`DEFAULT_RESTART_BACKOFF`]. */
   readonly restartBackoff?: RestartBackoff;
+  /** How segment deadlines are timed [`realDeadlineTimer`]. */
+  readonly deadlineTimer?: DeadlineTimer;
   readonly logger: Logger;
 }
 
@@ -125,7 +128,7 @@ export class ExecutorHandle {
   private lastRestartError = '';
   /** The pending backoff restart, while the handle waits out a backoff. */
   private backoff: { readonly timer: NodeJS.Timeout; readonly at: number } | undefined;
-  private deadline: { readonly reqId: number; readonly timer: NodeJS.Timeout } | undefined;
+  private deadline: { readonly reqId: number; readonly cancel: () => void } | undefined;
   private killedForDeadline: DeadlineKill | undefined;
   /** The RSS above the memory limit for which the parent killed the current child. */
   private killedForMemory: number | undefined;
@@ -437,13 +440,12 @@ export class ExecutorHandle {
     const child = this.child;
     if (head.done || !child) return;
     const [reqId, p] = head.value;
-    const timer = setTimeout(() => this.onDeadline(child, reqId, p), ms);
-    timer.unref();
-    this.deadline = { reqId, timer };
+    const cancel = (this.cfg.deadlineTimer ?? realDeadlineTimer)(ms, () => this.onDeadline(child, reqId, p), { service: this.cfg.service, queryId: p.queryId });
+    this.deadline = { reqId, cancel };
   }
 
   private clearDeadline(): void {
-    if (this.deadline) clearTimeout(this.deadline.timer);
+    this.deadline?.cancel();
     this.deadline = undefined;
   }
 

@@ -241,6 +241,7 @@ export class OrtDevice implements Device {
             preloadIntraOpThreads: this.options.preloadIntraOpThreads,
             loadTimeoutMs: this.options.loadTimeoutMs,
             segmentTimeoutMs: this.options.segmentTimeoutMs,
+            deadlineTimer: this.options.segmentDeadlineTimer,
             memoryLimitBytes: Math.round(this.options.executorMemoryLimitMb * 1024 * 1024),
             restartBackoff: this.options.restartBackoff,
             logger: this.log,

@@ -5,6 +5,7 @@ import os from 'node:os';
 import { pino } from 'pino';
 import type { Logger } from '../../log.ts';
 import type { SessionConfig, WarmupSettle } from './protocol.ts';
+import { realDeadlineTimer, type DeadlineTimer } from './deadline-timer.ts';
 import { DEFAULT_RESTART_BACKOFF, type RestartBackoff } from './restart-backoff.ts';
 
 /** Options of `OrtDevice.create`. Every field is optional; defaults in brackets. */
@@ -71,6 +72,11 @@ export interface OrtDeviceOptions {
    */
   readonly segmentTimeoutMs?: number;
   /**
+   * How each segment's `segmentTimeoutMs` is timed [`realDeadlineTimer`: Node's `setTimeout`].
+   * Tests pass their own to end a stalled segment deterministically (deadline-timer.ts).
+   */
+  readonly segmentDeadlineTimer?: DeadlineTimer;
+  /**
    * Largest resident memory of one executor process, MiB [0 = none], in [0, 1048576]. Each
    * executor reports its RSS with every segment result; above the limit it is killed and
    * restarted, the segments it was running or had queued fail with a DeviceFailureError naming
@@ -116,6 +122,7 @@ export interface ResolvedOptions {
   readonly gcEverySegments: number;
   readonly loadTimeoutMs: number;
   readonly segmentTimeoutMs: number;
+  readonly segmentDeadlineTimer: DeadlineTimer;
   readonly executorMemoryLimitMb: number;
   readonly maxLostQueries: number;
   readonly maxKeptQueries: number;
@@ -175,6 +182,7 @@ export function resolveOptions(o: OrtDeviceOptions): ResolvedOptions {
     throw new TypeError('OrtDeviceOptions.logger must be a pino Logger');
   }
   const maxIntraOpThreads = intOption('maxIntraOpThreads', o.maxIntraOpThreads, Math.min(os.availableParallelism(), 1024), 1, 1024);
+  if (o.segmentDeadlineTimer !== undefined && typeof o.segmentDeadlineTimer !== 'function') throw new TypeError('OrtDeviceOptions.segmentDeadlineTimer must be a function');
   const preload: unknown = o.preloadIntraOpThreads ?? [];
   if (!Array.isArray(preload)) throw new TypeError('OrtDeviceOptions.preloadIntraOpThreads must be an array of integers');
   const preloadIntraOpThreads = [...new Set((preload as unknown[]).map((n) => intOption('preloadIntraOpThreads[]', n as number, 1, 1, maxIntraOpThreads)))].sort((a, b) => a - b);
@@ -197,6 +205,7 @@ export function resolveOptions(o: OrtDeviceOptions): ResolvedOptions {
     syntheticCacheBytes: intOption('syntheticCacheBytes', o.syntheticCacheBytes, DEFAULT_SYNTHETIC_CACHE_BYTES, 0, Number.MAX_SAFE_INTEGER),
     loadTimeoutMs: intOption('loadTimeoutMs', o.loadTimeoutMs, DEFAULT_LOAD_TIMEOUT_MS, 1, MAX_TIMER_MS),
     segmentTimeoutMs: intOption('segmentTimeoutMs', o.segmentTimeoutMs, 0, 0, MAX_TIMER_MS),
+    segmentDeadlineTimer: o.segmentDeadlineTimer ?? realDeadlineTimer,
     executorMemoryLimitMb: memoryLimitOption(o.executorMemoryLimitMb),
     maxLostQueries: intOption('maxLostQueries', o.maxLostQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER),
     maxKeptQueries: intOption('maxKeptQueries', o.maxKeptQueries, DEFAULT_MAX_QUERIES, 1, Number.MAX_SAFE_INTEGER),
