@@ -232,7 +232,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
         minutes: settings.minutes,
       };
     } else if (exp === 'batching') {
-      const outcome = await runBatchingExperiment(opts, pool, specs, workloads, quick, queries, say);
+      const outcome = await runBatchingExperiment(opts, pool, workloads, quick, queries, say);
       const wallSeconds = (performance.now() - t0) / 1000;
       results.batching = { ...outcome, wallSeconds };
       await fs.writeFile(path.join(opts.out, 'batching.csv'), stringify([...outcome.rows], { header: true, columns: BATCHING_COLUMNS, cast: { boolean: (b) => String(b) } }));
@@ -363,7 +363,6 @@ const BATCHING_COLUMNS = ['pair', 'device', 'policy', 'qosMs', 'peakGoodputQps',
 async function runBatchingExperiment(
   opts: ReproduceOptions,
   pool: ReproducePool,
-  specs: ReadonlyMap<string, ModelSpec>,
   workloads: readonly PaperWorkload[],
   quick: boolean,
   queries: number,
