@@ -25,7 +25,7 @@ import type { ModelSpec } from '../model/spec.ts';
 import { ZOO_MODEL_NAMES } from '../model/zoo/index.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { findPeakRate } from '../runtime/experiment.ts';
-import { CLUSTER_SET, runCluster, summarizeCluster } from '../reproduce/cluster.ts';
+import { CLUSTER_SET, summarizeCluster, type ClusterResult } from '../reproduce/cluster.ts';
 import {
   availableVariants,
   BATCHING_ALL_BATCH_SIZES,
@@ -204,7 +204,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
       print(`\n§7.5 peak goodput at ≤ 1 % violations (queries/s) per A100 MIG instance\n` + formatTable(['slice', 'set', 'abacus', 'fcfs', 'abacus ÷ fcfs', 'abacus p99 ÷ QoS', 'abacus × instances/GPU'], lines) + '\n');
       json.mig = migHeadline(rows);
     } else if (exp === 'cluster') {
-      const outcome = await runClusterExperiment(opts, deviceId, specs, quick, queries, predictorFor, say);
+      const outcome = await runClusterExperiment(opts, deviceId, specs, quick, queries, pool, say);
       results.cluster = { ...outcome, wallSeconds: (performance.now() - t0) / 1000 };
       const { summary, abacus, clockwork, settings } = outcome;
       const csvRows = abacus.minutes.map((a, i) => {
@@ -471,12 +471,14 @@ async function runClusterExperiment(
   specs: ReadonlyMap<string, ModelSpec>,
   quick: boolean,
   queries: number,
-  predictorFor: PredictorFor,
+  pool: ReproducePool,
   say: (s: string) => void,
 ): Promise<Omit<ClusterOutcome, 'wallSeconds'>> {
   const w: PaperWorkload = { experiment: 'cluster', models: CLUSTER_SET.models, qosMs: CLUSTER_SET.qosMs, offeredLoadQps: 50, queries, searchWays: CLUSTER_SET.searchWays, slackMs: CLUSTER_SET.slackMs };
   const services = workloadServices(w, specs);
-  const { predictor, source } = await predictorFor(deviceId, w.models, w.models.length);
+  const plan: PredictorPlan = { deviceId, models: w.models, maxGroupSize: w.models.length, batchSizes: PAPER_BATCH_SIZES, seqLens: PAPER_SEQ_LENS };
+  const ref = await pool.predictorRef(plan);
+  const { predictor, source } = await pool.predictor(plan);
   const fullTrace = await readLoadTrace(CLUSTER_TRACE_PATH);
   const trace = opts.minutes === undefined ? fullTrace : fullTrace.slice(0, opts.minutes);
   const nodes = opts.nodes ?? 16;
@@ -496,12 +498,13 @@ async function runClusterExperiment(
   const traceMean = fullTrace.reduce((a, b) => a + b, 0) / fullTrace.length;
   const scale = (nodePeakQps * nodes) / traceMean;
   say(`cluster: one node peaks at ${nodePeakQps.toFixed(1)} q/s; trace × ${scale.toFixed(4)} so its mean (${traceMean.toFixed(0)} q/s) = ${nodes} × that; ${trace.length} minutes × ${minuteMs} ms\n`);
-  const run = (policy: 'abacus' | 'clockwork'): ReturnType<typeof runCluster> => {
+  // the two replays are independent units (`reproduce/units.ts`)
+  const run = (policy: 'abacus' | 'clockwork'): Promise<ClusterResult> => {
     say(`cluster: replaying under ${policy} …\n`);
-    return runCluster({ deviceId, nodes, services, predictor, policy, abacus: { ways: w.searchWays, slackMs: w.slackMs }, perMinuteQps: trace, scale, minuteMs, seed: opts.seed });
+    const options = { deviceId, nodes, services, policy, abacus: { ways: w.searchWays, slackMs: w.slackMs }, perMinuteQps: trace, scale, minuteMs, seed: opts.seed };
+    return runUnit(pool, { kind: 'cluster-replay', options, predictor: ref }, `cluster: the trace replay under ${policy} on ${deviceId}`);
   };
-  const abacus = await run('abacus');
-  const clockwork = await run('clockwork');
+  const [abacus, clockwork] = await Promise.all([run('abacus'), run('clockwork')]);
   return {
     device: deviceId,
     quick,

@@ -1,7 +1,7 @@
 /**
  * The independent units of the simulated experiments, as data a pool thread can be sent
  * (`pool.ts`): one co-location set under every policy, one pair's or mix's setup on a device, one
- * peak search of one pair or mix on one device under one policy. Each unit builds its own seeded
+ * peak search of one pair or mix on one device under one policy, one cluster trace replay. Each unit builds its own seeded
  * simulated device and virtual clock, so its result depends on the unit alone, never on which
  * thread ran it or what ran before: the experiments' numbers are the same with any number of
  * threads (docs/reproduction.md "Time today").
@@ -12,6 +12,7 @@ import type { ModelSpec } from '../model/spec.ts';
 import { loadPredictor } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { batchingSetup, predictorErrorByBatch, runBatchingVariant, type BatchingRow, type HoldoutRow, type BatchingRunOptions, type BatchingSetup, type BatchingUnits, type BatchingVariant } from './batching.ts';
+import { runCluster, type ClusterOptions, type ClusterResult } from './cluster.ts';
 import { runWorkload, type ColocationRow } from './colocation.ts';
 import { mixSetup, runMixVariant, type Mix, type MixRow, type MixRunOptions, type MixSetup, type MixUnits } from './mixes.ts';
 import type { PaperWorkload } from './workloads.ts';
@@ -39,6 +40,7 @@ export type SimUnit =
   | { readonly kind: 'batching-setup'; readonly deviceId: string; readonly workload: PaperWorkload }
   | { readonly kind: 'batching-holdout'; readonly deviceId: string; readonly models: readonly string[]; readonly predictors: Readonly<Record<string, PredictorRef>>; readonly options: { readonly samples: number; readonly seed: number; readonly csv: string } }
   | { readonly kind: 'batching-variant'; readonly deviceId: string; readonly workload: PaperWorkload; readonly setup: BatchingSetup; readonly variant: BatchingVariant; readonly predictor: PredictorRef; readonly options: Omit<BatchingRunOptions, 'variants' | 'onProgress'> }
+  | { readonly kind: 'cluster-replay'; readonly options: Omit<ClusterOptions, 'predictor'>; readonly predictor: PredictorRef }
   | { readonly kind: 'mix-setup'; readonly deviceId: string; readonly mix: Mix }
   | { readonly kind: 'mix-variant'; readonly deviceId: string; readonly mix: Mix; readonly setup: MixSetup; readonly variant: BatchingVariant; readonly predictor: PredictorRef; readonly options: Pick<MixRunOptions, 'queries' | 'minSpanQos' | 'seed'> };
 
@@ -48,6 +50,7 @@ export interface SimUnitResults {
   'batching-setup': BatchingSetup;
   'batching-holdout': HoldoutRow[];
   'batching-variant': { row: BatchingRow; runs: number };
+  'cluster-replay': ClusterResult;
   'mix-setup': MixSetup;
   'mix-variant': { row: MixRow; runs: number };
 }
@@ -80,6 +83,8 @@ export async function runSimUnit(unit: SimUnit, env: UnitEnv): Promise<SimUnitRe
     }
     case 'batching-variant':
       return runBatchingVariant(unit.deviceId, unit.workload, env.specs, await env.predictor(unit.predictor), unit.setup, unit.variant, unit.options);
+    case 'cluster-replay':
+      return runCluster({ ...unit.options, predictor: await env.predictor(unit.predictor) });
     case 'mix-setup':
       return mixSetup(unit.deviceId, unit.mix, env.specs);
     case 'mix-variant':
