@@ -19,7 +19,7 @@ const sandbox = cliSandbox('abacus-repro-adaptive-', { cacheName: 'models' });
 describe('abacus reproduce adaptive', () => {
   it('600 queries: adaptive carries both runs\' three numbers and rejectionLateMs 0 (on time on the virtual clock, unlike deciding only when idle); refinement beats the offline predictor on MAPE', async () => {
     const out = path.join(sandbox.tmp, 'out');
-    const r = await sandbox.abacus('reproduce', 'adaptive', '--queries', '600', '--samples', '1500', '--out', out, '--json');
+    const r = await sandbox.abacus('reproduce', 'adaptive', '--queries', '600', '--samples', '1500', '--out', out, '--json', '--workers', '1');
     expect(r.code, r.stderr).toBe(0);
     const a = (JSON.parse(r.stdout) as ReproduceJson).adaptive!;
     for (const run of [a, a.withoutRefinement, a.literal.withRefinement, a.literal.withoutRefinement]) {

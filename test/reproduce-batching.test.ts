@@ -14,7 +14,7 @@ import { ModelRepository } from '../src/model/repository.ts';
 import { groupedBarSpec, renderSvg } from '../src/report/plots.ts';
 import { availableVariants, BATCHING_DEVICES, BATCHING_VARIANTS, batchingHeadline, bestBatchingBaselines, saturationThroughput, queriesFor, type BatchingRow } from '../src/reproduce/batching.ts';
 import { coRunLimit } from '../src/reproduce/co-run.ts';
-import { cliSandbox } from './helpers/cli.ts';
+import { cliSandbox, runAbacus } from './helpers/cli.ts';
 
 const sandbox = cliSandbox('abacus-repro-batching-', { cacheName: 'models' });
 
@@ -22,7 +22,7 @@ describe('abacus reproduce batching', () => {
   it('1 pair, --quick: one headline per device, finite positive ratios, a CSV row per pair × device × policy, the report section', async () => {
     // one pair: the means and minimum over several pairs are checked on rows made by hand below
     const out = path.join(sandbox.tmp, 'out');
-    const r = await sandbox.abacus('reproduce', 'batching', '--quick', '--pairs', '1', '--queries', '60', '--samples', '400', '--out', out, '--json');
+    const r = await sandbox.abacus('reproduce', 'batching', '--quick', '--pairs', '1', '--queries', '60', '--samples', '400', '--out', out, '--json', '--workers', '2');
     expect(r.code, r.stderr).toBe(0);
     const json = JSON.parse(r.stdout) as ReproduceJson;
     const { run, skipped } = availableVariants();
@@ -95,6 +95,18 @@ describe('abacus reproduce batching', () => {
     expect(h.noBarrier!.maxViolationRatio).toBe(0.008);
     expect(h.noBarrier!.coRunLimitFraction).toBeCloseTo(((240 * (1 - 0.008)) / 300 + (100 * (1 - 0.002)) / 300) / 2, 12);
   });
+  it('two threads give the same CSVs, results.json and report as the serial path (wall times aside), predictors trained in threads included', async () => {
+    const args = ['reproduce', 'batching', '--quick', '--pairs', '1', '--devices', 'sim:a100', '--variants', 'abacus,triton', '--queries', '60', '--samples', '300'];
+    const outs = ['1', '2'].map((w) => path.join(sandbox.tmp, `workers-${w}`));
+    const runs = await Promise.all(['1', '2'].map((w, i) => runAbacus([...args, '--workers', w, '--out', outs[i]!], { cacheDir: path.join(sandbox.tmp, `cache-workers-${w}`) })));
+    for (const r of runs) expect(r.code, r.stderr).toBe(0);
+    const read = (i: number, file: string): Promise<string> => fs.readFile(path.join(outs[i]!, file), 'utf8');
+    for (const file of ['batching.csv', 'batching-predictor.csv', 'batching-holdout-sim_a100.csv']) expect(await read(1, file), file).toBe(await read(0, file));
+    // wall-clock fields: `wallSeconds` in results.json (also inside the report's data) and "… s" of wall time in the report
+    const noWall = (text: string): string => text.replace(/"wallSeconds":\s*[\d.e+-]+/g, '"wallSeconds":0').replace(/\d+(\.\d+)? s\b/g, 'N s');
+    expect(noWall(await read(1, 'results.json'))).toBe(noWall(await read(0, 'results.json')));
+    expect(noWall(await read(1, 'report.html'))).toBe(noWall(await read(0, 'report.html')));
+  }, 300_000);
 
   it('continuous co-run limit: one model back to back is about its saturation throughput; a pair overlapped beats one batch at a time; a tight QoS lowers the batch', async () => {
     const repo = new ModelRepository({ cacheDir: sandbox.cacheDir });

@@ -36,7 +36,7 @@ describe('abacus reproduce mixes', () => {
 
   it('1 mix, --quick: one headline per device, a CSV row per mix × device × policy, the report section', async () => {
     const out = path.join(sandbox.tmp, 'out');
-    const r = await sandbox.abacus('reproduce', 'mixes', '--quick', '--pairs', '1', '--variants', 'abacus,abacus-no-barrier,triton', '--queries', '60', '--samples', '400', '--out', out, '--json');
+    const r = await sandbox.abacus('reproduce', 'mixes', '--quick', '--pairs', '1', '--variants', 'abacus,abacus-no-barrier,triton', '--queries', '60', '--samples', '400', '--out', out, '--json', '--workers', '2');
     expect(r.code, r.stderr).toBe(0);
     const json = JSON.parse(r.stdout) as ReproduceJson;
     expect(Object.keys(json.mixes!).sort()).toEqual(['sim:a100', 'sim:h200:graph']);

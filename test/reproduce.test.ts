@@ -32,7 +32,7 @@ describe('abacus reproduce', () => {
 
   it('search at tiny size: decision time per ways 1..16 in the JSON, the CSV and report.html with its plot', async () => {
     const out = path.join(sandbox.tmp, 'search');
-    const r = await abacus('reproduce', 'search', '--quick', '--samples', '300', '--decisions', '40', '--out', out, '--json');
+    const r = await abacus('reproduce', 'search', '--quick', '--samples', '300', '--decisions', '40', '--out', out, '--json', '--workers', '1');
     expect(r.code, r.stderr).toBe(0);
     const json = JSON.parse(r.stdout) as ReproduceJson;
     expect(Object.keys(json.search!.medianUsByWays)).toEqual(Array.from({ length: 16 }, (_, i) => String(i + 1)));

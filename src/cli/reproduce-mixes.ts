@@ -5,19 +5,19 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
-import type { ModelSpec } from '../model/spec.ts';
-import type { Predictor } from '../predict/predictor.ts';
 import { BATCHING_MIN_SPAN_QOS, BATCHING_SEQ_LEN, BATCHING_TRAIN_BATCH_SIZES } from '../reproduce/batching.ts';
 import { mixes, MIX_VARIANTS, runMixes, type MixesHeadline } from '../reproduce/mixes.ts';
 import { MIXES_TARGET, mixesTables, type MixesOutcome } from '../reproduce/mixes-report.ts';
 import type { PaperWorkload } from '../reproduce/workloads.ts';
+import { mixUnits } from '../reproduce/units.ts';
 import { formatTable } from './format.ts';
+import type { ReproducePool } from './reproduce-pool.ts';
 import { availableVariants } from '../reproduce/batching.ts';
 
 const MIX_COLUMNS = ['mix', 'kind', 'device', 'policy', 'qosMs', 'peakGoodputQps', 'peakRateQps', 'violationRatio', 'meanBatch', 'predictorMape', 'coRunLimitQps', 'coRunBatch', 'bracketed'];
 
 /** Most services of a mix: the predictors are profiled with groups of up to this many slots. */
-const MIX_MAX_GROUP = 4;
+export const MIX_MAX_GROUP = 4;
 
 /**
  * Run the mixes.
@@ -25,9 +25,8 @@ const MIX_MAX_GROUP = 4;
  */
 export async function runMixesExperiment(
   o: { quick: boolean; queries: number; seed: number; out: string; devices: readonly string[]; variants?: readonly string[]; mixes?: number },
-  specs: ReadonlyMap<string, ModelSpec>,
+  pool: ReproducePool,
   workloads: readonly PaperWorkload[],
-  predictorFor: (device: string, models: readonly string[], maxGroupSize: number, batchSizes?: readonly number[], seqLens?: readonly number[]) => Promise<{ predictor: Predictor; source: string }>,
   say: (s: string) => void,
 ): Promise<Omit<MixesOutcome, 'wallSeconds'>> {
   const list = mixes(workloads).slice(0, o.mixes);
@@ -38,14 +37,8 @@ export async function runMixesExperiment(
   const variants = o.variants === undefined ? known : known.filter((v) => o.variants!.includes(v.id));
   const minSpanQos = o.quick ? BATCHING_MIN_SPAN_QOS.quick : BATCHING_MIN_SPAN_QOS.full;
   say(`mixes: ${list.length} mixes × ${o.devices.join(', ')} × ${variants.map((v) => v.id).join(', ')}; peak goodput; runs of ≥ ${o.queries} queries and ≥ ${minSpanQos} QoS targets\n`);
-  const rows = await runMixes(list, specs, async (device) => (await predictorFor(device, models, MIX_MAX_GROUP, BATCHING_TRAIN_BATCH_SIZES, [BATCHING_SEQ_LEN])).predictor, {
-    variants,
-    queries: o.queries,
-    minSpanQos,
-    seed: o.seed,
-    devices: o.devices,
-    onProgress: say,
-  });
+  const units = mixUnits(pool, (deviceId) => pool.predictorRef({ deviceId, models, maxGroupSize: MIX_MAX_GROUP, batchSizes: BATCHING_TRAIN_BATCH_SIZES, seqLens: [BATCHING_SEQ_LEN] }), { queries: o.queries, minSpanQos, seed: o.seed });
+  const rows = await runMixes(list, units, { variants, devices: o.devices, onProgress: say });
   await fs.writeFile(path.join(o.out, 'mixes.csv'), stringify([...rows], { header: true, columns: MIX_COLUMNS, cast: { boolean: (b) => String(b) } }));
   return { device: o.devices.join(' + '), quick: o.quick, queries: o.queries, seed: o.seed, devices: o.devices, variants: variants.map((v) => v.id), rows };
 }

@@ -20,13 +20,12 @@ import fs from 'node:fs/promises';
 import { InvalidArgumentError, type Command } from 'commander';
 import { stringify } from 'csv-stringify/sync';
 import { parseSimDeviceId } from '../device/sim/index.ts';
-import { artifactAt } from '../model/artifact.ts';
 import { ModelRepository } from '../model/repository.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import { ZOO_MODEL_NAMES } from '../model/zoo/index.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { findPeakRate } from '../runtime/experiment.ts';
-import { CLUSTER_SET, runCluster, summarizeCluster } from '../reproduce/cluster.ts';
+import { CLUSTER_SET, summarizeCluster, type ClusterResult } from '../reproduce/cluster.ts';
 import {
   availableVariants,
   BATCHING_ALL_BATCH_SIZES,
@@ -37,14 +36,13 @@ import {
   BATCHING_TRAIN_BATCH_SIZES,
   batchingHeadline,
   byPair,
-  predictorErrorByBatch,
   pairRatios,
   runBatching,
   type BatchingDeviceHeadline,
   type BatchingRow,
   type HoldoutRow,
 } from '../reproduce/batching.ts';
-import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, runWorkload, simEnv, workloadServices, type ColocationRow } from '../reproduce/colocation.ts';
+import { BASELINES, PAPER_BATCH_SIZES, PAPER_SEQ_LENS, simEnv, workloadServices, type ColocationRow } from '../reproduce/colocation.ts';
 import { ADAPTIVE_SETUP, runAdaptive, type AdaptiveJson, type DriftRunJson } from '../reproduce/adaptive.ts';
 import { MIG_BATCH_SIZES, MIG_DEVICES, MIG_PAIRS, runMig, type MigRow } from '../reproduce/mig.ts';
 import {
@@ -67,7 +65,9 @@ import { readLoadTrace } from '../workload/trace-file.ts';
 import { formatTable } from './format.ts';
 import type { CliContext } from './context.ts';
 import { positiveInt } from './models.ts';
-import { cachedPredictor } from '../deployment/predictor-cache.ts';
+import { defaultReproduceWorkers, ReproducePool, type PredictorPlan } from './reproduce-pool.ts';
+import { predictorPlans, SOURCE } from './reproduce-plans.ts';
+import { batchingUnits, runUnit, type PredictorRef } from '../reproduce/units.ts';
 import { mixesHeadline, type MixesHeadline } from '../reproduce/mixes.ts';
 import { printMixes, runMixesExperiment } from './reproduce-mixes.ts';
 
@@ -82,9 +82,6 @@ type SingleExperiment = Exclude<Experiment, 'all'>;
 const SEARCH_SLACK_MS = 0;
 const ALL: readonly SingleExperiment[] = EXPERIMENT_ORDER;
 
-
-/** Where the co-location experiments' sets come from in the workloads file. */
-const SOURCE = { qos: '7.2_qos', throughput: '7.3_throughput', 'beyond-pair': '7.4_beyond_pair' } as const;
 
 interface ReproduceOptions {
   device: string;
@@ -103,7 +100,12 @@ interface ReproduceOptions {
   variants?: string[];
   /** batching and mixes: the devices (default `BATCHING_DEVICES`). */
   devices?: string[];
+  /** Threads the independent units run on (default `os.availableParallelism()`; 1: all in this thread, one after the other). */
+  workers?: number;
 }
+
+/** A predictor profiled and trained (or found in the cache), loaded, and its file. */
+type PredictorFor = (device: string, models: readonly string[], maxGroupSize: number, batchSizes?: readonly number[], seqLens?: readonly number[]) => Promise<{ predictor: Predictor; source: string }>;
 
 /** Headline numbers (`--json`), for the experiments that ran. */
 export interface ReproduceJson {
@@ -156,17 +158,12 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
   const print = (s: string): void => {
     if (!opts.json) ctx.out(s);
   };
-  const predictorFor = async (device: string, models: readonly string[], maxGroupSize: number, batchSizes: readonly number[] = PAPER_BATCH_SIZES, seqLens: readonly number[] = PAPER_SEQ_LENS): Promise<{ predictor: Predictor; source: string }> =>
-    cachedPredictor(ctx, repo, {
-      deviceId: device,
-      models: models.map((m) => artifactAt('/nonexistent', specs.get(m)!)),
-      batchSizes,
-      seqLens,
-      maxGroupSize,
-      samples,
-      quiet: opts.json === true,
-    });
   await fs.mkdir(opts.out, { recursive: true });
+  // independent units (and the predictors they need, each built once) run on the pool's threads (`reproduce-pool.ts`)
+  const pool = new ReproducePool(ctx, repo, specs, { workers: opts.workers ?? defaultReproduceWorkers(), samples, quiet: opts.json === true, say });
+  const plan = (deviceId: string, models: readonly string[], maxGroupSize: number, batchSizes: readonly number[] = PAPER_BATCH_SIZES, seqLens: readonly number[] = PAPER_SEQ_LENS): PredictorPlan => ({ deviceId, models, maxGroupSize, batchSizes, seqLens });
+  const predictorFor: PredictorFor = (device, models, maxGroupSize, batchSizes, seqLens) => pool.predictor(plan(device, models, maxGroupSize, batchSizes, seqLens));
+  const predictorRef = (device: string, models: readonly string[], maxGroupSize: number, batchSizes?: readonly number[], seqLens?: readonly number[]): Promise<PredictorRef> => pool.predictorRef(plan(device, models, maxGroupSize, batchSizes, seqLens));
   // `all` starts afresh, so that what it leaves (also when stopped part-way) is its own experiments;
   // a single experiment adds to what earlier runs stored in --out
   const results: ReproduceResults = experiment === 'all' ? {} : await readResults(opts.out);
@@ -180,10 +177,11 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
     if (exp === 'qos' || exp === 'throughput' || exp === 'beyond-pair') {
       const sets = workloads.filter((w) => w.experiment === SOURCE[exp]);
       const models = [...new Set(sets.flatMap((w) => w.models))];
-      const { predictor, source } = await predictorFor(deviceId, models, Math.max(...sets.map((w) => w.models.length)));
-      say(`${exp}: ${sets.length} sets × ${policies.length} policies, ${queries} queries per run, predictor ${source}\n`);
-      const rows: ColocationRow[] = [];
-      for (const w of sets) rows.push(...(await runWorkload(deviceId, w, specs, predictor, { policies, queries, seed: opts.seed, findPeak: exp === 'throughput' })));
+      const predictor = await predictorRef(deviceId, models, Math.max(...sets.map((w) => w.models.length)));
+      say(`${exp}: ${sets.length} sets × ${policies.length} policies, ${queries} queries per run, predictor ${predictor.file}\n`);
+      const options = { policies, queries, seed: opts.seed, findPeak: exp === 'throughput' };
+      const perSet = await Promise.all(sets.map((workload) => runUnit(pool, { kind: 'colocation', deviceId, workload, predictor, options }, `${exp}: ${workload.models.join('+')} on ${deviceId}`)));
+      const rows: ColocationRow[] = perSet.flat();
       await fs.writeFile(path.join(opts.out, `${exp}.csv`), stringify(rows, { header: true, columns: COLOCATION_COLUMNS }));
       const outcome: ColocationOutcome = { ...common, policies, rows, wallSeconds: (performance.now() - t0) / 1000 };
       results[exp] = outcome;
@@ -194,7 +192,8 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
       const models = [...new Set(pairs.flatMap((p) => p.split('+')))];
       const migPolicies = ['abacus', 'fcfs'];
       say(`mig: ${pairs.length} pairs × ${MIG_DEVICES.length} devices × ${migPolicies.join('/')}, peak goodput, ${queries} queries per run\n`);
-      const rows = await runMig(sets, specs, async (device) => (await predictorFor(device, models, 2, MIG_BATCH_SIZES)).predictor, { pairs, policies: migPolicies, queries, seed: opts.seed, onProgress: say });
+      const options = { policies: migPolicies, queries, seed: opts.seed, findPeak: true, batchSizes: MIG_BATCH_SIZES };
+      const rows = await runMig(sets, async (device, workload) => runUnit(pool, { kind: 'colocation', deviceId: device.id, workload, predictor: await predictorRef(device.id, models, 2, MIG_BATCH_SIZES), options }, `mig: ${workload.models.join('+')} on ${device.id}`), { pairs, onProgress: say });
       await fs.writeFile(path.join(opts.out, 'mig.csv'), stringify(rows, { header: true, columns: ['device', 'slice', 'set', 'policy', 'qosMs', 'peakGoodputQps', 'perGpuPeakQps', 'rateQps', 'violationRatio', 'p99Ms', 'p99OverQos', 'meanGroupSize', 'predictorMape'] }));
       results.mig = { ...common, pairs, policies: migPolicies, rows, wallSeconds: (performance.now() - t0) / 1000 };
       const lines = rows.filter((r) => r.policy === 'abacus').map((a) => {
@@ -205,7 +204,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
       print(`\n§7.5 peak goodput at ≤ 1 % violations (queries/s) per A100 MIG instance\n` + formatTable(['slice', 'set', 'abacus', 'fcfs', 'abacus ÷ fcfs', 'abacus p99 ÷ QoS', 'abacus × instances/GPU'], lines) + '\n');
       json.mig = migHeadline(rows);
     } else if (exp === 'cluster') {
-      const outcome = await runClusterExperiment(opts, deviceId, specs, quick, queries, predictorFor, say);
+      const outcome = await runClusterExperiment(opts, deviceId, specs, quick, queries, pool, say);
       results.cluster = { ...outcome, wallSeconds: (performance.now() - t0) / 1000 };
       const { summary, abacus, clockwork, settings } = outcome;
       const csvRows = abacus.minutes.map((a, i) => {
@@ -233,7 +232,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
         minutes: settings.minutes,
       };
     } else if (exp === 'batching') {
-      const outcome = await runBatchingExperiment(opts, specs, workloads, quick, queries, predictorFor, say);
+      const outcome = await runBatchingExperiment(opts, pool, workloads, quick, queries, say);
       const wallSeconds = (performance.now() - t0) / 1000;
       results.batching = { ...outcome, wallSeconds };
       await fs.writeFile(path.join(opts.out, 'batching.csv'), stringify([...outcome.rows], { header: true, columns: BATCHING_COLUMNS, cast: { boolean: (b) => String(b) } }));
@@ -244,7 +243,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
       json.batching = batchingHeadline(outcome.rows);
       printBatching(outcome.rows, outcome.variants, outcome.devices, json.batching, print);
     } else if (exp === 'mixes') {
-      const outcome = await runMixesExperiment({ quick, queries, seed: opts.seed, out: opts.out, devices: opts.devices ?? BATCHING_DEVICES, ...(opts.variants === undefined ? {} : { variants: opts.variants }), ...(opts.pairs === undefined ? {} : { mixes: opts.pairs }) }, specs, workloads, predictorFor, say);
+      const outcome = await runMixesExperiment({ quick, queries, seed: opts.seed, out: opts.out, devices: opts.devices ?? BATCHING_DEVICES, ...(opts.variants === undefined ? {} : { variants: opts.variants }), ...(opts.pairs === undefined ? {} : { mixes: opts.pairs }) }, pool, workloads, say);
       results.mixes = { ...outcome, wallSeconds: (performance.now() - t0) / 1000 };
       json.mixes = mixesHeadline(outcome.rows);
       printMixes(outcome, json.mixes, print);
@@ -278,6 +277,8 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
     } else {
       const models = CLUSTER_SET.models;
       const { predictor, source } = await predictorFor(deviceId, models, models.length);
+      // wall time on this CPU: measured once no predictor is being built beside it
+      await pool.predictorsSettled();
       const decisions = opts.decisions ?? (quick ? 2000 : 20_000);
       const ways = Array.from({ length: 16 }, (_, i) => i + 1);
       say(`search: abacus decide() wall time on this CPU, ${models.length} services, ways 1..16, ${decisions} decisions each, predictor ${source}\n`);
@@ -304,15 +305,21 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
     say(`${exp}: done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
   };
   // results.json and report.html are rewritten after every experiment (`reproduce/progress.ts`)
-  await runExperimentSequence({
-    out: opts.out,
-    experiments: selected,
-    results,
-    run: runOne,
-    onSaved: (exp, done) => {
-      if (selected.length > 1) say(`${exp}: saved to results.json and ${reportFile} (${done} of ${selected.length} experiments)\n`);
-    },
-  });
+  try {
+    const planOptions = { deviceId, quick, ...(opts.pairs === undefined ? {} : { pairs: opts.pairs }), ...(opts.devices === undefined ? {} : { devices: opts.devices }) };
+    pool.prefetch(selected.flatMap((exp) => predictorPlans(exp, workloads, planOptions)));
+    await runExperimentSequence({
+      out: opts.out,
+      experiments: selected,
+      results,
+      run: runOne,
+      onSaved: (exp, done) => {
+        if (selected.length > 1) say(`${exp}: saved to results.json and ${reportFile} (${done} of ${selected.length} experiments)\n`);
+      },
+    });
+  } finally {
+    await pool.close();
+  }
   json.wallSeconds = (performance.now() - started) / 1000;
   say(`wrote ${reportFile} (${json.wallSeconds.toFixed(1)} s in all)\n`);
   if (opts.json) ctx.out(JSON.stringify(json, null, 2) + '\n');
@@ -355,11 +362,10 @@ const BATCHING_COLUMNS = ['pair', 'device', 'policy', 'qosMs', 'peakGoodputQps',
  */
 async function runBatchingExperiment(
   opts: ReproduceOptions,
-  specs: ReadonlyMap<string, ModelSpec>,
+  pool: ReproducePool,
   workloads: readonly PaperWorkload[],
   quick: boolean,
   queries: number,
-  predictorFor: (device: string, models: readonly string[], maxGroupSize: number, batchSizes?: readonly number[], seqLens?: readonly number[]) => Promise<{ predictor: Predictor; source: string }>,
   say: (s: string) => void,
 ): Promise<Omit<BatchingOutcome, 'wallSeconds'>> {
   const pairs = workloads.filter((w) => w.experiment === SOURCE.qos).slice(0, opts.pairs);
@@ -371,18 +377,19 @@ async function runBatchingExperiment(
   if (skipped.length > 0) say(`batching: the controller factory does not know ${skipped.join(', ')} (yet): skipped\n`);
   const minSpanQos = quick ? BATCHING_MIN_SPAN_QOS.quick : BATCHING_MIN_SPAN_QOS.full;
   const holdoutSamples = quick ? 2000 : 4000;
-  const predictorOf = (device: string, batchSizes: readonly number[]): Promise<{ predictor: Predictor; source: string }> => predictorFor(device, models, 2, batchSizes, [BATCHING_SEQ_LEN]);
+  const predictorOf = (deviceId: string, batchSizes: readonly number[]): Promise<PredictorRef> => pool.predictorRef({ deviceId, models, maxGroupSize: 2, batchSizes, seqLens: [BATCHING_SEQ_LEN] });
   const devices = opts.devices ?? BATCHING_DEVICES;
   say(`batching: ${pairs.length} pairs × ${devices.join(', ')} × ${variants.map((v) => v.id).join(', ')}; peak goodput; runs of ≥ ${queries} queries and ≥ ${minSpanQos} QoS targets\n`);
-  const { rows, solo } = await runBatching(pairs, specs, async (device) => (await predictorOf(device, BATCHING_TRAIN_BATCH_SIZES)).predictor, { variants, queries, minSpanQos, seed: opts.seed, onProgress: say, devices });
-  const holdout: HoldoutRow[] = [];
-  for (const device of devices) {
-    say(`batching: held-out predictor error per batch size on ${device} (${holdoutSamples} fresh groups)\n`);
-    const used = (await predictorOf(device, BATCHING_TRAIN_BATCH_SIZES)).predictor;
-    const every = (await predictorOf(device, BATCHING_ALL_BATCH_SIZES)).predictor;
-    const csv = path.join(opts.out, `batching-holdout-${device.replace(/[^A-Za-z0-9_.-]/g, '_')}.csv`);
-    holdout.push(...(await predictorErrorByBatch(device, models.map((m) => specs.get(m)!), { used, every }, { samples: holdoutSamples, seed: 2, csv })));
-  }
+  const units = batchingUnits(pool, (device) => predictorOf(device, BATCHING_TRAIN_BATCH_SIZES), { queries, minSpanQos, seed: opts.seed });
+  // the held-out check of each device's predictors runs beside the peak searches
+  const holdouts = devices.map(async (deviceId) => {
+    const predictors = { used: await predictorOf(deviceId, BATCHING_TRAIN_BATCH_SIZES), every: await predictorOf(deviceId, BATCHING_ALL_BATCH_SIZES) };
+    const csv = path.join(opts.out, `batching-holdout-${deviceId.replace(/[^A-Za-z0-9_.-]/g, '_')}.csv`);
+    say(`batching: held-out predictor error per batch size on ${deviceId} (${holdoutSamples} fresh groups)\n`);
+    return runUnit(pool, { kind: 'batching-holdout', deviceId, models, predictors, options: { samples: holdoutSamples, seed: 2, csv } }, `batching: held-out predictor error on ${deviceId}`);
+  });
+  const [{ rows, solo }, ...perDevice] = await Promise.all([runBatching(pairs, units, { variants, onProgress: say, devices }), ...holdouts]);
+  const holdout: HoldoutRow[] = perDevice.flat();
   return {
     device: devices.join(' + '),
     quick,
@@ -464,12 +471,14 @@ async function runClusterExperiment(
   specs: ReadonlyMap<string, ModelSpec>,
   quick: boolean,
   queries: number,
-  predictorFor: (device: string, models: readonly string[], maxGroupSize: number) => Promise<{ predictor: Predictor; source: string }>,
+  pool: ReproducePool,
   say: (s: string) => void,
 ): Promise<Omit<ClusterOutcome, 'wallSeconds'>> {
   const w: PaperWorkload = { experiment: 'cluster', models: CLUSTER_SET.models, qosMs: CLUSTER_SET.qosMs, offeredLoadQps: 50, queries, searchWays: CLUSTER_SET.searchWays, slackMs: CLUSTER_SET.slackMs };
   const services = workloadServices(w, specs);
-  const { predictor, source } = await predictorFor(deviceId, w.models, w.models.length);
+  const plan: PredictorPlan = { deviceId, models: w.models, maxGroupSize: w.models.length, batchSizes: PAPER_BATCH_SIZES, seqLens: PAPER_SEQ_LENS };
+  const ref = await pool.predictorRef(plan);
+  const { predictor, source } = await pool.predictor(plan);
   const fullTrace = await readLoadTrace(CLUSTER_TRACE_PATH);
   const trace = opts.minutes === undefined ? fullTrace : fullTrace.slice(0, opts.minutes);
   const nodes = opts.nodes ?? 16;
@@ -489,12 +498,13 @@ async function runClusterExperiment(
   const traceMean = fullTrace.reduce((a, b) => a + b, 0) / fullTrace.length;
   const scale = (nodePeakQps * nodes) / traceMean;
   say(`cluster: one node peaks at ${nodePeakQps.toFixed(1)} q/s; trace × ${scale.toFixed(4)} so its mean (${traceMean.toFixed(0)} q/s) = ${nodes} × that; ${trace.length} minutes × ${minuteMs} ms\n`);
-  const run = (policy: 'abacus' | 'clockwork'): ReturnType<typeof runCluster> => {
+  // the two replays are independent units (`reproduce/units.ts`)
+  const run = (policy: 'abacus' | 'clockwork'): Promise<ClusterResult> => {
     say(`cluster: replaying under ${policy} …\n`);
-    return runCluster({ deviceId, nodes, services, predictor, policy, abacus: { ways: w.searchWays, slackMs: w.slackMs }, perMinuteQps: trace, scale, minuteMs, seed: opts.seed });
+    const options = { deviceId, nodes, services, policy, abacus: { ways: w.searchWays, slackMs: w.slackMs }, perMinuteQps: trace, scale, minuteMs, seed: opts.seed };
+    return runUnit(pool, { kind: 'cluster-replay', options, predictor: ref }, `cluster: the trace replay under ${policy} on ${deviceId}`);
   };
-  const abacus = await run('abacus');
-  const clockwork = await run('clockwork');
+  const [abacus, clockwork] = await Promise.all([run('abacus'), run('clockwork')]);
   return {
     device: deviceId,
     quick,
@@ -536,6 +546,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
       }),
     )
     .option('--variants <ids>', 'batching and mixes: only these policies, comma-separated (e.g. abacus,abacus-no-barrier,triton; default all)', (v: string) => v.split(',').map((x) => x.trim()).filter((x) => x !== ''))
+    .option('--workers <n>', 'threads the independent simulations (one peak search, one predictor to train) run on, side by side; 1: one after the other in this thread (default: the cores, os.availableParallelism()); the numbers do not depend on it', positiveInt('--workers'))
     .option('--decisions <n>', 'search: timed decisions per ways (default 20000, --quick 2000)', positiveInt('--decisions'))
     .option('--json', 'print the headline numbers as JSON')
     .action(async (experiment: Experiment, opts: ReproduceOptions) => {

@@ -230,7 +230,7 @@ export function batchingServices(w: PaperWorkload, specs: ReadonlyMap<string, Mo
   }));
 }
 
-/** Options of `runBatchingPair` / `runBatching`. */
+/** Options of a batching run (`runBatchingVariant`). */
 export interface BatchingRunOptions {
   readonly variants: readonly BatchingVariant[];
   /** Queries per run, at least (see `minSpanQos`). */
@@ -263,74 +263,103 @@ export async function peakAndItsRun(env: ExperimentEnv, options: Parameters<type
   return { peak, at: await runExperiment(env, { ...run, queries: queriesFor(lowest), rateQps: lowest }) };
 }
 
+/** What every variant of one pair on one device is compared with: its saturation, co-launch and continuous co-run throughputs. */
+export interface BatchingSetup {
+  readonly qps: number;
+  readonly coLaunchQps: number;
+  readonly coRun: CoRunLimit;
+  /** Each model at its largest batch alone (ms), what `qps` came from. */
+  readonly solo: readonly SoloBatch[];
+}
+
 /**
- * Every variant's peak on one pair and device. Abacus (both variants) takes the workload's
- * search ways and slack; the baselines their defaults.
+ * The setup of one pair on one device (`saturationThroughput`, `coRunLimit`), before its variants run.
+ * @throws what the device throws.
  */
-export async function runBatchingPair(
+export async function batchingSetup(deviceId: string, w: PaperWorkload, specs: ReadonlyMap<string, ModelSpec>): Promise<BatchingSetup> {
+  const pairSpecs = batchingServices(w, specs, false).map((x) => x.spec);
+  const sat = await saturationThroughput(deviceId, pairSpecs);
+  const coRun = await coRunLimit(deviceId, pairSpecs, w.qosMs, BATCHING_MAX_BATCH_SIZE, BATCHING_SEQ_LEN);
+  return { qps: sat.qps, coLaunchQps: sat.coLaunchQps, coRun, solo: sat.solo };
+}
+
+/**
+ * One variant's peak on one pair and device: its row and the number of runs the peak search
+ * took. Abacus (both variants) takes the workload's search ways and slack; the baselines their
+ * defaults.
+ */
+export async function runBatchingVariant(
   deviceId: string,
   w: PaperWorkload,
   specs: ReadonlyMap<string, ModelSpec>,
   predictor: Predictor,
-  saturation: { readonly qps: number; readonly coLaunchQps: number; readonly coRun: CoRunLimit },
-  o: BatchingRunOptions,
-): Promise<BatchingRow[]> {
-  const pair = w.models.join('+');
-  const rows: BatchingRow[] = [];
+  setup: Pick<BatchingSetup, 'qps' | 'coLaunchQps' | 'coRun'>,
+  v: BatchingVariant,
+  o: Omit<BatchingRunOptions, 'variants' | 'onProgress'>,
+): Promise<{ row: BatchingRow; runs: number }> {
   const span = o.minSpanQos ?? BATCHING_MIN_SPAN_QOS.full;
-  for (const v of o.variants) {
-    const services = batchingServices(w, specs, v.batching);
-    const env = simEnv(deviceId, services, predictor, o.seed);
-    const policyParams = { ...(v.policy === 'abacus' ? { ways: w.searchWays, slackMs: w.slackMs } : {}), ...v.params };
-    const base = { services, policy: v.policy, policyParams, queries: o.queries, seed: o.seed, queriesFor: (rateQps: number) => queriesFor(rateQps, w.qosMs, o.queries, span) };
-    const { peak, at } = await peakAndItsRun(env, { ...base, startQps: w.offeredLoadQps / 2, ...(o.bisections === undefined ? {} : { bisections: o.bisections }) });
-    rows.push({
-      pair,
-      device: deviceId,
-      policy: v.id,
-      qosMs: w.qosMs,
-      peakGoodputQps: peak.peakGoodputQps,
-      peakRateQps: peak.peakRateQps,
-      violationRatio: at.overall.violationRatio,
-      p99Ms: at.overall.p99Ms,
-      meanBatch: at.meanBatch,
-      meanGroupSize: at.meanGroupSize,
-      predictorMape: at.predictorMape,
-      saturationQps: saturation.qps,
-      coLaunchQps: saturation.coLaunchQps,
-      coRunLimitQps: saturation.coRun.qps,
-      coRunBatch: saturation.coRun.batch,
-      bracketed: peak.bracketed,
-    });
-    o.onProgress?.(`batching: ${deviceId} ${pair} ${v.id}: peak ${peak.peakGoodputQps.toFixed(1)} q/s (${peak.tried.length} runs), mean batch ${at.meanBatch.toFixed(2)}\n`);
-  }
-  return rows;
+  const services = batchingServices(w, specs, v.batching);
+  const env = simEnv(deviceId, services, predictor, o.seed);
+  const policyParams = { ...(v.policy === 'abacus' ? { ways: w.searchWays, slackMs: w.slackMs } : {}), ...v.params };
+  const base = { services, policy: v.policy, policyParams, queries: o.queries, seed: o.seed, queriesFor: (rateQps: number) => queriesFor(rateQps, w.qosMs, o.queries, span) };
+  const { peak, at } = await peakAndItsRun(env, { ...base, startQps: w.offeredLoadQps / 2, ...(o.bisections === undefined ? {} : { bisections: o.bisections }) });
+  const row: BatchingRow = {
+    pair: w.models.join('+'),
+    device: deviceId,
+    policy: v.id,
+    qosMs: w.qosMs,
+    peakGoodputQps: peak.peakGoodputQps,
+    peakRateQps: peak.peakRateQps,
+    violationRatio: at.overall.violationRatio,
+    p99Ms: at.overall.p99Ms,
+    meanBatch: at.meanBatch,
+    meanGroupSize: at.meanGroupSize,
+    predictorMape: at.predictorMape,
+    saturationQps: setup.qps,
+    coLaunchQps: setup.coLaunchQps,
+    coRunLimitQps: setup.coRun.qps,
+    coRunBatch: setup.coRun.batch,
+    bracketed: peak.bracketed,
+  };
+  return { row, runs: peak.tried.length };
+}
+
+/** How `runBatching` runs its units: in this thread or in a pool of threads (`reproduce/units.ts`); each unit is independent and deterministic. */
+export interface BatchingUnits {
+  setup(deviceId: string, w: PaperWorkload): Promise<BatchingSetup>;
+  variant(deviceId: string, w: PaperWorkload, setup: BatchingSetup, v: BatchingVariant): Promise<{ row: BatchingRow; runs: number }>;
 }
 
 /**
- * The whole experiment: every pair on every device under every variant.
- * @param predictorFor the predictor of a device, trained on the pairs' models (`BATCHING_TRAIN_BATCH_SIZES`, sequence `BATCHING_SEQ_LEN`).
+ * The whole experiment: every pair on every device under every variant, the units started at
+ * once (`units` decides how many run together); rows in device, pair, variant order whatever
+ * order the units finish in.
  * @returns the rows, and per device every model's solo batch latency the saturation throughputs came from.
  */
 export async function runBatching(
   pairs: readonly PaperWorkload[],
-  specs: ReadonlyMap<string, ModelSpec>,
-  predictorFor: (deviceId: string) => Promise<Predictor>,
-  o: BatchingRunOptions & { devices?: readonly string[] },
+  units: BatchingUnits,
+  o: { variants: readonly BatchingVariant[]; devices?: readonly string[]; onProgress?: (line: string) => void },
 ): Promise<{ rows: BatchingRow[]; solo: (SoloBatch & { device: string })[] }> {
-  const rows: BatchingRow[] = [];
+  const devices = o.devices ?? BATCHING_DEVICES;
+  const perPair = await Promise.all(
+    devices.flatMap((device) =>
+      pairs.map(async (w) => {
+        const setup = await units.setup(device, w);
+        const rows = await Promise.all(
+          o.variants.map(async (v) => {
+            const { row, runs } = await units.variant(device, w, setup, v);
+            o.onProgress?.(`batching: ${device} ${row.pair} ${v.id}: peak ${row.peakGoodputQps.toFixed(1)} q/s (${runs} runs), mean batch ${row.meanBatch.toFixed(2)}\n`);
+            return row;
+          }),
+        );
+        return { device, setup, rows };
+      }),
+    ),
+  );
   const solo: (SoloBatch & { device: string })[] = [];
-  for (const device of o.devices ?? BATCHING_DEVICES) {
-    const predictor = await predictorFor(device);
-    for (const w of pairs) {
-      const pairSpecs = batchingServices(w, specs, false).map((x) => x.spec);
-      const sat = await saturationThroughput(device, pairSpecs);
-      const coRun = await coRunLimit(device, pairSpecs, w.qosMs, BATCHING_MAX_BATCH_SIZE, BATCHING_SEQ_LEN);
-      for (const s of sat.solo) if (!solo.some((x) => x.device === device && x.model === s.model)) solo.push({ device, ...s });
-      rows.push(...(await runBatchingPair(device, w, specs, predictor, { ...sat, coRun }, o)));
-    }
-  }
-  return { rows, solo };
+  for (const { device, setup } of perPair) for (const s of setup.solo) if (!solo.some((x) => x.device === device && x.model === s.model)) solo.push({ device, ...s });
+  return { rows: perPair.flatMap((p) => p.rows), solo };
 }
 
 /**

@@ -11,9 +11,7 @@
  * Every device gets its own profile and predictor (as the paper trains one per MIG size).
  * Queries are small (`MIG_BATCH_SIZES`), on every device alike.
  */
-import type { ModelSpec } from '../model/spec.ts';
-import type { Predictor } from '../predict/predictor.ts';
-import { runWorkload, type ColocationRow } from './colocation.ts';
+import type { ColocationRow } from './colocation.ts';
 import type { PaperWorkload } from './workloads.ts';
 
 /** A device of the MIG experiment. */
@@ -60,29 +58,29 @@ export interface MigRow extends ColocationRow {
 }
 
 /**
- * Run the pairs on every device under `policies`.
- * @param predictorFor the trained predictor of a device (its models ⊇ the pairs' models).
+ * Run the pairs on every device, each (device, pair) a unit started at once (`runPair`: the pair
+ * under every policy on that device, with its predictor, at `MIG_BATCH_SIZES`, e.g. `runWorkload`
+ * in this thread or a pool's thread, `reproduce/units.ts`); rows in device, pair order.
  * @throws RangeError for a pair not among `workloads`.
  */
 export async function runMig(
   workloads: readonly PaperWorkload[],
-  specs: ReadonlyMap<string, ModelSpec>,
-  predictorFor: (deviceId: string) => Promise<Predictor>,
-  options: { pairs: readonly string[]; devices?: readonly MigDevice[]; policies: readonly string[]; queries: number; seed: number; onProgress?: (line: string) => void },
+  runPair: (device: MigDevice, w: PaperWorkload) => Promise<ColocationRow[]>,
+  options: { pairs: readonly string[]; devices?: readonly MigDevice[]; onProgress?: (line: string) => void },
 ): Promise<MigRow[]> {
   const sets = options.pairs.map((p) => {
     const w = workloads.find((x) => x.models.join('+') === p);
     if (w === undefined) throw new RangeError(`MIG pair '${p}' is not among the workloads (${workloads.map((x) => x.models.join('+')).join(', ')})`);
     return w;
   });
-  const rows: MigRow[] = [];
-  for (const device of options.devices ?? MIG_DEVICES) {
-    const predictor = await predictorFor(device.id);
-    for (const w of sets) {
-      options.onProgress?.(`mig: ${w.models.join('+')} on ${device.id}\n`);
-      const r = await runWorkload(device.id, w, specs, predictor, { policies: options.policies, queries: options.queries, seed: options.seed, findPeak: true, batchSizes: MIG_BATCH_SIZES });
-      for (const x of r) rows.push({ ...x, device: device.id, slice: device.label, perGpuPeakQps: (x.peakGoodputQps ?? 0) * device.perGpu });
-    }
-  }
-  return rows;
+  const perPair = await Promise.all(
+    (options.devices ?? MIG_DEVICES).flatMap((device) =>
+      sets.map(async (w) => {
+        const r = await runPair(device, w);
+        options.onProgress?.(`mig: ${w.models.join('+')} on ${device.id} done\n`);
+        return r.map((x): MigRow => ({ ...x, device: device.id, slice: device.label, perGpuPeakQps: (x.peakGoodputQps ?? 0) * device.perGpu }));
+      }),
+    ),
+  );
+  return perPair.flat();
 }

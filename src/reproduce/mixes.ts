@@ -22,7 +22,7 @@ import type { ModelSpec } from '../model/spec.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import type { ExperimentService } from '../runtime/experiment.ts';
 import { BATCHING_LIMITS, BATCHING_MAX_BATCH_SIZE, BATCHING_SEQ_LEN, BATCHING_VARIANTS, groupLatencyMs, peakAndItsRun, queriesFor, type BatchingVariant } from './batching.ts';
-import { coRunLimit } from './co-run.ts';
+import { coRunLimit, type CoRunLimit } from './co-run.ts';
 import { simEnv } from './colocation.ts';
 import type { PaperWorkload } from './workloads.ts';
 
@@ -113,7 +113,7 @@ export function mixServices(mix: Mix, specs: ReadonlyMap<string, ModelSpec>, qos
   });
 }
 
-/** Options of `runMixes`. */
+/** Options of the mixes' runs (`runMixes`, `runMixVariant`). */
 export interface MixRunOptions {
   readonly variants: readonly BatchingVariant[];
   readonly queries: number;
@@ -124,44 +124,84 @@ export interface MixRunOptions {
   readonly onProgress?: (line: string) => void;
 }
 
+/** What every variant of one mix on one device shares: the services' QoS targets (ms) and the mix's continuous co-run limit. */
+export interface MixSetup {
+  readonly qosMs: readonly number[];
+  readonly limit: CoRunLimit;
+}
+
 /**
- * Every mix on every device under every variant.
- * @param predictorFor the predictor of a device, trained on every model of the mixes with groups of up to 4 slots.
+ * The setup of one mix on one device (`mixQosMs`, `coRunLimit`).
+ * @throws RangeError for a model without a spec; what the device throws.
  */
-export async function runMixes(list: readonly Mix[], specs: ReadonlyMap<string, ModelSpec>, predictorFor: (deviceId: string) => Promise<Predictor>, o: MixRunOptions): Promise<MixRow[]> {
-  const rows: MixRow[] = [];
-  for (const device of o.devices) {
-    const predictor = await predictorFor(device);
-    for (const mix of list) {
-      const qos = await mixQosMs(device, mix, specs);
-      const services = mixServices(mix, specs, qos);
-      const limit = await coRunLimit(device, services.map((s) => s.spec), qos, BATCHING_MAX_BATCH_SIZE, BATCHING_SEQ_LEN, undefined, mix.weights);
-      const minQos = Math.min(...qos);
-      for (const v of o.variants) {
-        const env = simEnv(device, services, predictor, o.seed);
-        const policyParams = { ...(v.policy === 'abacus' ? { ways: 2, slackMs: 5 } : {}), ...v.params };
-        const base = { services, policy: v.policy, policyParams, queries: o.queries, seed: o.seed, queriesFor: (rateQps: number) => queriesFor(rateQps, minQos, o.queries, o.minSpanQos) };
-        const { peak, at } = await peakAndItsRun(env, { ...base, startQps: limit.qps / 4 });
-        rows.push({
-          mix: mix.id,
-          kind: mix.kind,
-          device,
-          policy: v.id,
-          qosMs: qos.map((x) => x.toFixed(1)).join('/'),
-          peakGoodputQps: peak.peakGoodputQps,
-          peakRateQps: peak.peakRateQps,
-          violationRatio: at.overall.violationRatio,
-          meanBatch: at.meanBatch,
-          predictorMape: at.predictorMape,
-          coRunLimitQps: limit.qps,
-          coRunBatch: limit.batch,
-          bracketed: peak.bracketed,
-        });
-        o.onProgress?.(`mixes: ${device} ${mix.id} ${v.id}: peak ${peak.peakGoodputQps.toFixed(1)} q/s (${peak.tried.length} runs)\n`);
-      }
-    }
-  }
-  return rows;
+export async function mixSetup(deviceId: string, mix: Mix, specs: ReadonlyMap<string, ModelSpec>): Promise<MixSetup> {
+  const qos = await mixQosMs(deviceId, mix, specs);
+  const services = mixServices(mix, specs, qos);
+  const limit = await coRunLimit(deviceId, services.map((s) => s.spec), qos, BATCHING_MAX_BATCH_SIZE, BATCHING_SEQ_LEN, undefined, mix.weights);
+  return { qosMs: qos, limit };
+}
+
+/** One variant's peak on one mix and device: its row and the number of runs the peak search took. */
+export async function runMixVariant(
+  deviceId: string,
+  mix: Mix,
+  specs: ReadonlyMap<string, ModelSpec>,
+  predictor: Predictor,
+  setup: MixSetup,
+  v: BatchingVariant,
+  o: Pick<MixRunOptions, 'queries' | 'minSpanQos' | 'seed'>,
+): Promise<{ row: MixRow; runs: number }> {
+  const qos = setup.qosMs;
+  const services = mixServices(mix, specs, qos);
+  const minQos = Math.min(...qos);
+  const env = simEnv(deviceId, services, predictor, o.seed);
+  const policyParams = { ...(v.policy === 'abacus' ? { ways: 2, slackMs: 5 } : {}), ...v.params };
+  const base = { services, policy: v.policy, policyParams, queries: o.queries, seed: o.seed, queriesFor: (rateQps: number) => queriesFor(rateQps, minQos, o.queries, o.minSpanQos) };
+  const { peak, at } = await peakAndItsRun(env, { ...base, startQps: setup.limit.qps / 4 });
+  const row: MixRow = {
+    mix: mix.id,
+    kind: mix.kind,
+    device: deviceId,
+    policy: v.id,
+    qosMs: qos.map((x) => x.toFixed(1)).join('/'),
+    peakGoodputQps: peak.peakGoodputQps,
+    peakRateQps: peak.peakRateQps,
+    violationRatio: at.overall.violationRatio,
+    meanBatch: at.meanBatch,
+    predictorMape: at.predictorMape,
+    coRunLimitQps: setup.limit.qps,
+    coRunBatch: setup.limit.batch,
+    bracketed: peak.bracketed,
+  };
+  return { row, runs: peak.tried.length };
+}
+
+/** How `runMixes` runs its units: in this thread or in a pool of threads (`reproduce/units.ts`); each unit is independent and deterministic. */
+export interface MixUnits {
+  setup(deviceId: string, mix: Mix): Promise<MixSetup>;
+  variant(deviceId: string, mix: Mix, setup: MixSetup, v: BatchingVariant): Promise<{ row: MixRow; runs: number }>;
+}
+
+/**
+ * Every mix on every device under every variant, the units started at once (`units` decides how
+ * many run together); rows in device, mix, variant order whatever order the units finish in.
+ */
+export async function runMixes(list: readonly Mix[], units: MixUnits, o: Pick<MixRunOptions, 'variants' | 'devices' | 'onProgress'>): Promise<MixRow[]> {
+  const perMix = await Promise.all(
+    o.devices.flatMap((device) =>
+      list.map(async (mix) => {
+        const setup = await units.setup(device, mix);
+        return Promise.all(
+          o.variants.map(async (v) => {
+            const { row, runs } = await units.variant(device, mix, setup, v);
+            o.onProgress?.(`mixes: ${device} ${mix.id} ${v.id}: peak ${row.peakGoodputQps.toFixed(1)} q/s (${runs} runs)\n`);
+            return row;
+          }),
+        );
+      }),
+    ),
+  );
+  return perMix.flat();
 }
 
 /** Headline of one device (`--json` `mixes[device]`). */
