@@ -168,7 +168,7 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
               cpuShare,
             };
             byFactor[String(factor)] = point;
-            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)} (load ${point.loadAverage1m})\n`);
+            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)}; ${cores(cpuShare)}; client ${point.maxSendLagMs.toFixed(0)} ms behind at most (load ${point.loadAverage1m})\n`);
           }
           out[name][protocol] = { capacityQps, capacityByInFlight, capacityCpuShare, byFactor };
         }
