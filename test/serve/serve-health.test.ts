@@ -200,6 +200,8 @@ describe('abacus serve (child process, ort): health follows executor crashes; sh
         }
       })();
 
+      // the sequence starts from what the observers read before the first kill
+      await until('a first observation', () => seen.length >= 1);
       const kills = 5;
       for (let k = 0; k < kills; k++) {
         let pids: number[] = [];
