@@ -158,8 +158,9 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
               offeredQps,
               goodputQps,
               ratio: goodputQps / capacityQps,
-              p99Ms: r.okLatencyMs.p99,
-              p99OverQos: r.okLatencyOverQos.p99,
+              // no 200s: NaN, which the client's JSON line carries as null
+              p99Ms: r.okLatencyMs.p99 ?? NaN,
+              p99OverQos: r.okLatencyOverQos.p99 ?? NaN,
               byStatus: r.byStatus,
               sent: r.sent,
               unanswered: r.byStatus['none'] ?? 0,

@@ -9,9 +9,17 @@
  * (grpc-js drops the frames of a finished call without decoding them). Otherwise the call goes
  * on and the handler's own admission (`InferenceBackend.admit`, on the model it names) decides.
  *
+ * Once the answer is out, the call's HTTP/2 stream is reset with NO_ERROR (RFC 9113 §8.1: a server
+ * that answered before the request was complete may ask the client to stop sending it), so the
+ * client drops the rest of the message instead of sending it to be discarded: under overload
+ * the shed calls' bytes are most of what crosses the connection. grpc-js keeps the stream in a
+ * private field of its innermost call (`stream`); when a later grpc-js moves it, the calls are
+ * still shed, their bytes read and dropped as before, and a warning says so once.
+ *
  * Only `ModelInfer`: on a `ModelStreamInfer` stream the requests come later, one per message,
  * and each is admitted on its own; the other methods are cheap.
  */
+import { constants as http2 } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../log.ts';
 import { ServeError, type InferenceBackend } from '../inference.ts';
@@ -27,6 +35,7 @@ export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
  * A backend without `shedUnread` gets a pass-through.
  */
 export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger): grpc.ServerInterceptor {
+  const warned = { done: false };
   return (method, call) => {
     if (method.path !== MODEL_INFER_PATH || backend.shedUnread === undefined) return new grpc.ServerInterceptingCall(call);
     const listener = new grpc.ServerListenerBuilder()
@@ -36,6 +45,13 @@ export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger
         } catch (err) {
           if (err instanceof ServeError) {
             call.sendStatus(grpcStatusOf(err));
+            // after grpc-js has written the status (it may hold it until this listener returns)
+            setImmediate(() => {
+              if (!resetAnswered(call) && !warned.done) {
+                warned.done = true;
+                logger?.warn('grpc server: cannot reach the HTTP/2 stream of a shed call; its message is read and dropped instead of refused');
+              }
+            });
             return;
           }
           // a bug in admission must not fail the call: it goes on to the handler's own admission
@@ -46,4 +62,27 @@ export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger
       .build();
     return new grpc.ServerInterceptingCall(call, { start: (next) => next(listener) });
   };
+}
+
+/** The node HTTP/2 stream of an intercepting call chain: grpc-js's innermost call keeps it as `stream`, each other as `nextCall`. */
+interface CallChainLink {
+  readonly stream?: { readonly headersSent?: boolean; readonly closed?: boolean; readonly destroyed?: boolean; close?: (code: number) => void };
+  readonly nextCall?: unknown;
+}
+
+/**
+ * Reset a shed call's HTTP/2 stream with NO_ERROR once its answer was sent (file docs).
+ * @returns false when the stream could not be found in the call chain.
+ */
+function resetAnswered(call: unknown): boolean {
+  let link = call as CallChainLink | undefined;
+  for (let depth = 0; depth < 8 && link !== undefined && link !== null; depth++) {
+    const stream = link.stream;
+    if (stream !== undefined && typeof stream.close === 'function') {
+      if (stream.headersSent === true && stream.closed !== true && stream.destroyed !== true) stream.close(http2.NGHTTP2_NO_ERROR);
+      return true;
+    }
+    link = link.nextCall as CallChainLink | undefined;
+  }
+  return false;
 }
