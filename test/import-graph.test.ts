@@ -27,10 +27,10 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   profile: ['threads.ts', 'clock', 'device', 'model', 'predict', 'errors.ts', 'fs.ts', 'rng.ts', 'stats.ts', 'log.ts'],
   schedule: ['threads.ts', 'clock', 'predict', 'errors.ts', 'log.ts'],
   runtime: ['threads.ts', 'clock', 'device', 'model', 'predict', 'schedule', 'workload', 'errors.ts', 'tensor.ts', 'stats.ts', 'log.ts'],
-  serve: ['threads.ts', 'clock', 'model', 'runtime', 'schedule', 'workload', 'errors.ts', 'log.ts', 'tensor.ts', 'stats.ts'],
+  serve: ['threads.ts', 'clock', 'model', 'runtime', 'schedule', 'workload', 'errors.ts', 'log.ts', 'tensor.ts', 'stats.ts', 'ts-worker.ts'],
   report: ['runtime', 'stats.ts', 'errors.ts'],
   deployment: ['threads.ts', 'clock', 'device', 'model', 'predict', 'profile', 'schedule', 'runtime', 'serve', 'workload', 'errors.ts', 'fs.ts', 'log.ts', 'rng.ts', 'stats.ts', 'tensor.ts'],
-  reproduce: ['threads.ts', 'clock', 'device', 'model', 'predict', 'profile', 'report', 'rng.ts', 'runtime', 'schedule', 'workload', 'errors.ts', 'stats.ts'],
+  reproduce: ['threads.ts', 'clock', 'device', 'model', 'predict', 'profile', 'report', 'rng.ts', 'runtime', 'schedule', 'workload', 'errors.ts', 'stats.ts', 'ts-worker.ts'],
 };
 
 const IMPORT = /(?:^|[\s;])(?:import|export)\s[^'"`;]*?from\s*['"](\.[^'"]+)['"]|import\(\s*['"](\.[^'"]+)['"]\s*\)/g;

@@ -16,10 +16,11 @@
  *   `close()` still exits; a stopped process (Ctrl-C) takes its threads with it.
  *
  * Threads run the TypeScript sources through tsx's ESM loader, registered inside the thread, as
- * the HTTP codec threads do (`serve/http/offload.ts`): workers inherit neither the parent's
- * loader nor its `--import`. The entry module calls `serveUnits` (`pool-worker.ts`).
+ * the HTTP codec threads do (`ts-worker.ts`). The entry module calls `serveUnits`
+ * (`pool-worker.ts`).
  */
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { startTsWorker } from '../ts-worker.ts';
 
 /** A unit's outcome as a thread posts it (`pool-worker.ts`). */
 export type UnitReply = { readonly seq: number; readonly ok: true; readonly value: unknown } | { readonly seq: number; readonly ok: false; readonly message: string } | { readonly log: string };
@@ -56,12 +57,6 @@ interface Slot<U> {
  * 9.7-10.2): 18.5 s of user CPU with V8's default, 16.6 s with 128 MB, same results.
  */
 const YOUNG_GENERATION_MB = 128;
-
-/** Code of a thread: register tsx's loader, then load the entry (CommonJS, `eval`). */
-const BOOT = `
-const { workerData } = require('node:worker_threads');
-import(workerData.tsxApi).then((tsx) => { tsx.register(); return import(workerData.entry); });
-`;
 
 /** The pool (see the file docs). */
 export class UnitPool<U> {
@@ -138,7 +133,7 @@ export class UnitPool<U> {
   }
 
   private spawn(): Slot<U> {
-    const worker = new Worker(BOOT, { eval: true, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB }, workerData: { tsxApi: import.meta.resolve('tsx/esm/api'), entry: this.options.entry.href, data: this.options.workerData } });
+    const worker = startTsWorker(this.options.entry, { data: this.options.workerData, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } });
     worker.unref();
     const slot: Slot<U> = { worker, busy: undefined };
     this.slots.push(slot);

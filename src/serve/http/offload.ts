@@ -24,7 +24,8 @@
  * from 21–35 to 69 ms (load 6–6.5): each hand-off waits for the thread to be scheduled.
  */
 import { availableParallelism } from 'node:os';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
+import { startTsWorker } from '../../ts-worker.ts';
 import type { Logger } from '../../log.ts';
 import { ServeError, type InferResponse, type ModelMetadata } from '../inference.ts';
 import type { TensorData } from '../../tensor.ts';
@@ -70,12 +71,6 @@ interface Slot {
   readonly worker: Worker;
   busy: Pending | undefined;
 }
-
-/** Code of a codec thread: register tsx's loader, then load the entry (CommonJS, `eval`). */
-const BOOT = `
-const { workerData } = require('node:worker_threads');
-import(workerData.tsxApi).then((tsx) => { tsx.register(); return import(workerData.entry); });
-`;
 
 /** The codec thread pool and the decode / encode calls of the infer route (see the file docs). */
 export class Offload {
@@ -192,7 +187,7 @@ export class Offload {
   }
 
   private spawn(): Slot {
-    const worker = new Worker(BOOT, { eval: true, workerData: { tsxApi: import.meta.resolve('tsx/esm/api'), entry: new URL('./codec-worker.ts', import.meta.url).href } });
+    const worker = startTsWorker(new URL('./codec-worker.ts', import.meta.url));
     worker.unref();
     const slot: Slot = { worker, busy: undefined };
     this.slots.push(slot);
