@@ -95,14 +95,14 @@ interface Prepared {
   readonly grpcMessage: Buffer;
 }
 
-function prepare(s: ClientService, dynamicDim: number): Prepared {
+function prepare(s: ClientService, dynamicDim: number, serializeInfer: (message: ModelInferRequestMessage) => Buffer): Prepared {
   const shaped = s.inputs.map((i) => ({ ...i, shape: i.shape.map((d, k) => (d >= 0 ? d : k === 0 ? 1 : dynamicDim)) }));
   const count = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
   const jsonBody = Buffer.from(JSON.stringify({ inputs: shaped.map((i) => ({ name: i.name, datatype: i.datatype, shape: i.shape, data: new Array<number>(count(i.shape)).fill(1) })) }));
   const raws = shaped.map((i) => rawOnes(i.datatype, count(i.shape)));
   const header = Buffer.from(JSON.stringify({ inputs: shaped.map((i, k) => ({ name: i.name, datatype: i.datatype, shape: i.shape, parameters: { binary_data_size: raws[k]!.byteLength } })), parameters: { binary_data_output: true } }));
   const message: ModelInferRequestMessage = { model_name: s.name, inputs: shaped.map((i) => ({ name: i.name, datatype: i.datatype, shape: i.shape })), raw_input_contents: raws };
-  const grpcMessage = loadInferenceService().definition['ModelInfer']!.requestSerialize(message);
+  const grpcMessage = serializeInfer(message);
   return { service: s, path: `/v2/models/${encodeURIComponent(s.name)}/infer`, jsonBody, binaryBody: Buffer.concat([header, ...raws]), binaryHeaderLength: header.byteLength, grpcMessage };
 }
 
@@ -122,7 +122,8 @@ function rawOnes(datatype: string, n: number): Buffer {
 }
 
 export async function runClient(spec: ClientSpec): Promise<ClientResult> {
-  const prepared = spec.services.map((s) => prepare(s, spec.dynamicDim ?? 32));
+  const serializeInfer = loadInferenceService().definition['ModelInfer']!.requestSerialize as (message: ModelInferRequestMessage) => Buffer;
+  const prepared = spec.services.map((s) => prepare(s, spec.dynamicDim ?? 32, serializeInfer));
   const url = new URL(spec.httpUrl);
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
   const channel = spec.protocol === 'grpc' ? new grpc.Client(spec.grpcAddress, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 << 20, 'grpc.max_send_message_length': 64 << 20 }) : undefined;

@@ -136,7 +136,11 @@ export class AdmissionGate {
 
   /** The expected finish of a request of `service` arriving now (see the file docs). */
   estimate(service: string): AdmissionEstimate {
-    const ahead = this.queues.pendingQueries() + this.inFrontEnd;
+    return this.estimateBehind(service, this.queues.pendingQueries() + this.inFrontEnd);
+  }
+
+  /** `estimate` with the queries ahead already counted (one count for several services). */
+  private estimateBehind(service: string, ahead: number): AdmissionEstimate {
     const runMs = this.runMs.get(service);
     if (this.total < MIN_SAMPLES || !(this.completions > 0) || runMs === undefined) return { ahead, finishMs: undefined };
     const drainMs = this.busyMs / this.completions;
@@ -162,8 +166,9 @@ export class AdmissionGate {
   shedReasonForAll(models: readonly { readonly name: string; readonly qosTargetMs: number }[]): string | undefined {
     let closest: { readonly name: string; readonly qosTargetMs: number } | undefined;
     let closestOverMs = Number.POSITIVE_INFINITY;
+    const ahead = this.queues.pendingQueries() + this.inFrontEnd;
     for (const m of models) {
-      const e = this.estimate(m.name);
+      const e = this.estimateBehind(m.name, ahead);
       if (e.ahead === 0 || e.finishMs === undefined || e.finishMs <= m.qosTargetMs) return undefined;
       if (e.finishMs - m.qosTargetMs < closestOverMs) {
         closest = m;
