@@ -50,8 +50,9 @@ export class SheddingBackend implements InferenceBackend {
   admit(modelName: string): never {
     throw new ServeError('overloaded', `overloaded: model '${modelName}': shed (benchmark)`);
   }
-  shedUnread(): void {
+  shedUnread(): undefined {
     if (this.mode === 'meta') throw new ServeError('overloaded', 'overloaded: every model: shed (benchmark)');
+    return undefined;
   }
 }
 

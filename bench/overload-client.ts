@@ -9,7 +9,12 @@
  * - `http-binary`: binary tensor data extension both ways (`binary_data_output`);
  * - `grpc`: `ModelInfer` with `raw_input_contents`, the message serialized once per service and
  *   sent as those bytes through grpc-js (`makeUnaryRequest` with identity serializers), the
- *   answer's status read and its message left undecoded.
+ *   answer's status read and its message left undecoded. The channel's HTTP/2 receive window is
+ *   16 MiB (`grpc-node.flow_control_window`): grpc-js keeps node's 64 KiB otherwise, and every
+ *   answer on the connection then waits for window updates from this busy event loop (a bert
+ *   output is 96 KiB); C-core clients such as tritonclient.grpc size theirs by BDP probing.
+ *   With 64 KiB, on `examples/serve-sim4.yaml` at 10× the answers within QoS fell to almost none
+ *   while the server had answered them within 20–90 ms.
  *
  * Load: `closed` keeps `inFlight` requests outstanding for `durationMs`; `open` sends Poisson
  * arrivals at `rateQps` for `durationMs` (seeded), each at its intended time. Latency runs from
@@ -55,6 +60,8 @@ export interface ClientResult {
   readonly byStatus: Readonly<Record<string, number>>;
   /** Latency of the 200 answers, ms: median and p99 (nearest rank; NaN when none). */
   readonly okLatencyMs: Quantiles;
+  /** Latency of every answer, whatever its status (a shed request's too), ms. */
+  readonly answeredLatencyMs: Quantiles;
   /** The same latencies ÷ their service's QoS target (≤ 1: within it). */
   readonly okLatencyOverQos: Quantiles;
   /**
@@ -64,6 +71,8 @@ export interface ClientResult {
    */
   readonly transmitMs: Quantiles;
   readonly answerMs: Quantiles;
+  /** The first error message seen for each non-OK gRPC status (what the client library said). */
+  readonly detailsByStatus: Readonly<Record<string, string>>;
   /** How late the client sent behind the intended times (open loop), ms: max. */
   readonly maxSendLagMs: number;
   /** Seconds the load ran (first send to last send). */
@@ -126,12 +135,14 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
   const prepared = spec.services.map((s) => prepare(s, spec.dynamicDim ?? 32, serializeInfer));
   const url = new URL(spec.httpUrl);
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
-  const channel = spec.protocol === 'grpc' ? new grpc.Client(spec.grpcAddress, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 << 20, 'grpc.max_send_message_length': 64 << 20 }) : undefined;
+  const channel = spec.protocol === 'grpc' ? new grpc.Client(spec.grpcAddress, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': 64 << 20, 'grpc.max_send_message_length': 64 << 20, 'grpc-node.flow_control_window': 16 << 20 }) : undefined;
   const byStatus: Record<string, number> = {};
   const ok: number[] = [];
+  const answered: number[] = [];
   const okOverQos: number[] = [];
   const transmitMs: number[] = [];
   const answerMs: number[] = [];
+  const detailsByStatus: Record<string, string> = {};
   let withinQos = 0;
   let sent = 0;
   const count = (status: string): void => {
@@ -142,6 +153,7 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
     sent++;
     const done = (status: string): void => {
       count(status);
+      if (status !== 'none') answered.push(performance.now() - startMs);
       if (status === '200' || status === 'OK') {
         const latencyMs = performance.now() - startMs;
         ok.push(latencyMs);
@@ -154,7 +166,9 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
         const identity = (b: Buffer): Buffer => b;
         channel.makeUnaryRequest(MODEL_INFER_PATH, identity, identity, p.grpcMessage, new grpc.Metadata(), { deadline: Date.now() + spec.timeoutMs }, (error) => {
           // the client's own deadline ("Deadline exceeded after …") is no answer; the server's qos_violation is DEADLINE_EXCEEDED with its reason
-          done(error === null ? 'OK' : error.code === grpc.status.DEADLINE_EXCEEDED && /^Deadline exceeded/.test(error.details) ? 'none' : `grpc ${error.code}`);
+          const status = error === null ? 'OK' : error.code === grpc.status.DEADLINE_EXCEEDED && /^Deadline exceeded/.test(error.details) ? 'none' : `grpc ${error.code}`;
+          if (error !== null) detailsByStatus[status] ??= error.details;
+          done(status);
           resolve();
         });
       });
@@ -226,7 +240,7 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
   const cpu = process.cpuUsage(cpu0);
   agent.destroy();
   channel?.close();
-  return { sent, withinQos, byStatus, okLatencyMs: quantiles(ok), okLatencyOverQos: quantiles(okOverQos), transmitMs: quantiles(transmitMs), answerMs: quantiles(answerMs), maxSendLagMs, elapsedS: Math.max(1e-3, (lastSendMs - t0) / 1000), cpuMs: (cpu.user + cpu.system) / 1000 };
+  return { sent, withinQos, byStatus, okLatencyMs: quantiles(ok), answeredLatencyMs: quantiles(answered), okLatencyOverQos: quantiles(okOverQos), transmitMs: quantiles(transmitMs), answerMs: quantiles(answerMs), detailsByStatus, maxSendLagMs, elapsedS: Math.max(1e-3, (lastSendMs - t0) / 1000), cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
 if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].split('/').pop() ?? '')) {

@@ -49,6 +49,8 @@ export interface OverloadPoint {
   /** p99 of the 200 answers' latency ÷ their service's QoS target (≤ 1: the p99 met the targets). */
   readonly p99OverQos: number;
   readonly byStatus: Readonly<Record<string, number>>;
+  /** The first error message the client saw for each non-OK gRPC status. */
+  readonly detailsByStatus: Readonly<Record<string, string>>;
   readonly sent: number;
   /** Requests that got no answer within the client's timeout. */
   readonly unanswered: number;
@@ -162,6 +164,7 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
               p99Ms: r.okLatencyMs.p99 ?? NaN,
               p99OverQos: r.okLatencyOverQos.p99 ?? NaN,
               byStatus: r.byStatus,
+              detailsByStatus: r.detailsByStatus,
               sent: r.sent,
               unanswered: r.byStatus['none'] ?? 0,
               maxSendLagMs: r.maxSendLagMs,
@@ -169,7 +172,7 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
               cpuShare,
             };
             byFactor[String(factor)] = point;
-            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)}; ${cores(cpuShare)}; client ${point.maxSendLagMs.toFixed(0)} ms behind at most (load ${point.loadAverage1m})\n`);
+            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)}${Object.keys(r.detailsByStatus).length > 0 ? ` (${JSON.stringify(r.detailsByStatus)})` : ''}; ${cores(cpuShare)}; client ${point.maxSendLagMs.toFixed(0)} ms behind at most (load ${point.loadAverage1m})\n`);
           }
           out[name][protocol] = { capacityQps, capacityByInFlight, capacityCpuShare, byFactor };
         }

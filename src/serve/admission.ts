@@ -26,7 +26,8 @@
  * `spentMs + ahead × drainMs + runMs[service]`: the queue ahead drains at the measured rate, then
  * it runs (`spentMs`: what it already spent since it arrived). It is shed when that passes its
  * QoS target. Nothing is shed while nothing is ahead (the device would take it next) or before
- * `MIN_SAMPLES` completions. Which of the queued queries still misses is the controller's call,
+ * `MIN_SAMPLES` completions (of any service; `runMs` of a service with none yet is 0: a gate
+ * that waited for one would admit every request of a service whose queries were all dropped). Which of the queued queries still misses is the controller's call,
  * with the predictor, when it decides each group (`qos_violation`, on time).
  *
  * Measured on this CPU (`examples/serve-demo.yaml`, HTTP binary, 2× the capacity; docs/serving.md
@@ -141,8 +142,10 @@ export class AdmissionGate {
 
   /** `estimate` with the queries ahead already counted (one count for several services). */
   private estimateBehind(service: string, ahead: number): AdmissionEstimate {
-    const runMs = this.runMs.get(service);
-    if (this.total < MIN_SAMPLES || !(this.completions > 0) || runMs === undefined) return { ahead, finishMs: undefined };
+    if (this.total < MIN_SAMPLES || !(this.completions > 0)) return { ahead, finishMs: undefined };
+    // a service none of whose queries completed yet (under overload from the start the controller
+    // may drop every one): the queue ahead alone, which still bounds its wait
+    const runMs = this.runMs.get(service) ?? 0;
     const drainMs = this.busyMs / this.completions;
     return { ahead, finishMs: ahead * drainMs + runMs, drainMs, runMs };
   }

@@ -68,7 +68,7 @@ import { ServeError, type AdmissionTicket, type ModelState, type RepositoryIndex
 import type { RequestOutcome, ServeMetrics } from './metrics.ts';
 import { ModelStatsRecorder, type SuccessSample } from './stats.ts';
 import { AdmissionGate } from './admission.ts';
-import { feedShed, shedOnArrival, type ShedSinks } from './shed.ts';
+import { admitOnArrival, feedShed, shedOnArrival, type ShedSinks } from './shed.ts';
 import { v2Datatype } from './tensors.ts';
 
 export { configDataType, MODEL_VERSION, type ServedModel };
@@ -224,23 +224,21 @@ export class RuntimeBackend implements InferenceBackend {
     return n;
   }
 
-  admit(modelName: string): AdmissionTicket | undefined {
+  admit(modelName: string, arrival?: AdmissionTicket, unread?: 'body' | 'message' | 'tensors'): AdmissionTicket | undefined {
     const nowMs = this.engine?.clock.now();
     const m = typeof modelName === 'string' ? this.pick(modelName) : undefined;
     if (nowMs === undefined || m === undefined) return undefined;
-    if (this.shedding === undefined) return { receivedMs: nowMs, settle: () => undefined };
-    const gate = this.shedding.gate;
+    if (this.shedding === undefined) return arrival ?? { receivedMs: nowMs, settle: () => undefined };
     // not ready: admitted, and `infer` answers it
-    const why = !this.ready || this.closing || this.states.get(m.name)?.state !== 'READY' ? undefined : gate.shedReason(m.name, m.qosTargetMs, 0);
-    if (why === undefined) return gate.ticket(nowMs);
-    throw shedOnArrival(this.shedding, m, nowMs, why, 'body');
+    return admitOnArrival(this.shedding, m, nowMs, this.ready && !this.closing && this.states.get(m.name)?.state === 'READY', arrival, unread);
   }
 
-  shedUnread(): void {
+  shedUnread(): AdmissionTicket | undefined {
     const nowMs = this.engine?.clock.now();
-    if (nowMs === undefined || this.shedding === undefined || !this.ready || this.closing) return;
+    if (nowMs === undefined || this.shedding === undefined || !this.ready || this.closing) return undefined;
     const why = this.shedding.gate.shedReasonForAll([...this.models.values()].filter((m) => this.states.get(m.name)?.state === 'READY'));
     if (why !== undefined) throw shedOnArrival(this.shedding, undefined, nowMs, why, 'message');
+    return this.shedding.gate.ticket(nowMs);
   }
 
   /** The controller's online predictor refinement, while it refines (abacus with `refine`); else undefined. */

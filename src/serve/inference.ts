@@ -378,17 +378,27 @@ export interface InferenceBackend {
    * Admission as soon as the model is known, before the request's body is read or decoded
    * (`admission.ts`): a request that cannot finish within the model's QoS target behind the
    * queries already waiting is shed here, at the cost of no decoding.
+   * @param arrival the ticket `shedUnread` (or an earlier `admit`) gave the request when it
+   *   arrived, before its model was known: the request is judged with the time it spent since
+   *   (reading it); that ticket is settled and one with the same arrival returned
+   * @param unread what of it was not read yet when shed, for the message and the log: `body` (HTTP,
+   *   the default without `arrival`), `message` (gRPC, from the message's first bytes) or
+   *   `tensors` (gRPC, the message read; the default with `arrival`)
    * @returns its ticket, to pass as `InferRequest.admission` and to settle once it is answered;
-   *   undefined before start or for an unknown model (`infer` answers those).
+   *   undefined before start or for an unknown model (`infer` answers those; `arrival` is the
+   *   front end's to settle then).
    * @throws ServeError overloaded when the request is shed.
    */
-  admit?(modelName: string): AdmissionTicket | undefined;
+  admit?(modelName: string, arrival?: AdmissionTicket, unread?: 'body' | 'message' | 'tensors'): AdmissionTicket | undefined;
   /**
    * Admission before the model is known (gRPC: on a `ModelInfer` call's metadata, before its
    * message, which names the model, is read): sheds the request when one of every READY model
    * would be shed by `admit` now, so that reading and decoding it cannot help. Such a request
-   * is counted as model `unknown`. Returns when it may go on (then `admit` decides again).
+   * is counted as model `unknown`.
+   * @returns when it may go on, its ticket from now (it counts as work ahead of later arrivals
+   *   while its message is read; pass it to `admit`, which decides again on its model, and settle
+   *   it once the call ends); undefined while nothing is shed (before start, no admission gate).
    * @throws ServeError overloaded when it is shed.
    */
-  shedUnread?(): void;
+  shedUnread?(): AdmissionTicket | undefined;
 }

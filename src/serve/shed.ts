@@ -8,7 +8,7 @@
 import type { Logger } from '../log.ts';
 import type { RecordFeed } from '../runtime/feed.ts';
 import { shedError, type AdmissionGate } from './admission.ts';
-import type { ServeError } from './inference.ts';
+import type { AdmissionTicket, ServeError } from './inference.ts';
 import type { ServeMetrics } from './metrics.ts';
 import type { ModelStatsRecorder } from './stats.ts';
 
@@ -42,17 +42,36 @@ export function feedShed(sinks: ShedSinks, m: ShedModel, arrivalMs: number, nowM
  * Count, show and log a request shed at `nowMs` before it was read, of model `m`, or of a model
  * not known yet (gRPC: before the message naming it was read; counted as model `unknown`).
  * @param why the gate's reason (`AdmissionGate.shedReason` / `shedReasonForAll`)
- * @param unread what had not been done yet: `body` (HTTP: its body was not read) or `message` (gRPC)
+ * @param unread what had not been done yet: `body` (HTTP: its body was not read), `message`
+ *   (gRPC: its message was not read) or `tensors` (gRPC: its message was read, not decoded)
+ * @param arrivalMs when it arrived, when before `nowMs` (gRPC: its metadata) [nowMs]
  * @returns the `overloaded` error to answer with (no stack trace, `shedError`).
  */
-export function shedOnArrival(sinks: ShedSinks, m: ShedModel | undefined, nowMs: number, why: string, unread: 'body' | 'message'): ServeError {
+export function shedOnArrival(sinks: ShedSinks, m: ShedModel | undefined, nowMs: number, why: string, unread: 'body' | 'message' | 'tensors', arrivalMs = nowMs): ServeError {
   const name = m?.name ?? 'unknown';
   sinks.metrics?.request(name, 'overloaded');
   if (m !== undefined) {
-    sinks.stats.fail(m.name, 0, undefined);
-    feedShed(sinks, m, nowMs, nowMs, m.qosTargetMs, 1, why);
+    sinks.stats.fail(m.name, Math.max(0, nowMs - arrivalMs), undefined);
+    feedShed(sinks, m, arrivalMs, nowMs, m.qosTargetMs, 1, why);
   }
   const summary = sinks.gate.countShed(name, nowMs);
-  if (summary !== undefined) sinks.logger?.warn({ model: name, shed: summary.shed, windowMs: Math.round(summary.windowMs) }, `shedding requests before ${unread === 'body' ? 'decoding' : 'reading them'}: ${why}`);
-  return shedError(`overloaded: ${m === undefined ? 'every model' : `model '${m.name}'`}: ${why}; shed before its ${unread} was read (retry later or on another replica)`);
+  if (summary !== undefined) sinks.logger?.warn({ model: name, shed: summary.shed, windowMs: Math.round(summary.windowMs) }, `shedding requests before ${unread === 'message' ? 'reading them' : 'decoding'}: ${why}`);
+  const what = unread === 'tensors' ? 'its tensors were decoded' : `its ${unread} was read`;
+  return shedError(`overloaded: ${m === undefined ? 'every model' : `model '${m.name}'`}: ${why}; shed before ${what} (retry later or on another replica)`);
+}
+
+/**
+ * Admit or shed a request of model `m` at `nowMs` (`InferenceBackend.admit`).
+ * @param judged false while the model is not READY (or the server closes): admitted, `infer` answers it
+ * @param arrival its earlier ticket (gRPC: from its metadata): it is judged with the time spent
+ *   since, and that ticket is settled (it counted as work ahead of others, not of itself)
+ * @returns the new ticket, with the arrival of `arrival` when given
+ * @throws ServeError overloaded when it is shed (`shedOnArrival`).
+ */
+export function admitOnArrival(sinks: ShedSinks, m: ShedModel, nowMs: number, judged: boolean, arrival: AdmissionTicket | undefined, unread: 'body' | 'message' | 'tensors' | undefined): AdmissionTicket {
+  const receivedMs = arrival?.receivedMs ?? nowMs;
+  arrival?.settle();
+  const why = judged ? sinks.gate.shedReason(m.name, m.qosTargetMs, Math.max(0, nowMs - receivedMs)) : undefined;
+  if (why === undefined) return sinks.gate.ticket(receivedMs);
+  throw shedOnArrival(sinks, m, nowMs, why, unread ?? (arrival === undefined ? 'body' : 'tensors'), receivedMs);
 }

@@ -21,7 +21,7 @@ function run(g: AdmissionGate, fromMs: number, n: number, ms: number, perGroup =
 }
 
 describe('AdmissionGate', () => {
-  it('admits everything until MIN_SAMPLES completions were measured, and for a service with none', () => {
+  it('admits everything until MIN_SAMPLES completions were measured; then a service with none is judged on the queue ahead alone', () => {
     const pending = { n: 100 };
     const g = gate(pending);
     run(g, 0, MIN_SAMPLES - 1, 10);
@@ -29,7 +29,10 @@ describe('AdmissionGate', () => {
     expect(g.shedReason('a', 1, 0)).toBeUndefined();
     run(g, 1000, 1, 10);
     expect(g.estimate('a').finishMs).toBeDefined();
-    expect(g.shedReason('b', 1, 0)).toBeUndefined();
+    // 'b' never completed (under overload from the start the controller may drop all of them): run 0
+    expect(g.estimate('b')).toEqual({ ahead: 100, finishMs: expect.closeTo(1000, 6) as number, drainMs: expect.closeTo(10, 6) as number, runMs: 0 });
+    expect(g.shedReason('b', 999, 0)).toMatch(/^100 queries ahead; expected to finish in 1000\.0 ms/);
+    expect(g.shedReason('b', 1001, 0)).toBeUndefined();
   });
 
   it('expects ahead × the device time per completed query + the run time, and sheds past the QoS target', () => {
@@ -55,8 +58,9 @@ describe('AdmissionGate', () => {
     expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 39 }, { name: 'b', qosTargetMs: 50 }])).toBeUndefined();
     expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 30 }, { name: 'b', qosTargetMs: 45 }])).toBe(g.shedReason('b', 45, 0));
     expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 39 }, { name: 'b', qosTargetMs: 20 }])).toBe(g.shedReason('a', 39, 0));
-    // a model with nothing measured yet is admitted, so nothing is shed before its message is read
-    expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 1 }, { name: 'c', qosTargetMs: 1 }])).toBeUndefined();
+    // a model none of whose queries completed: judged on the queue ahead (3 × 10 ms)
+    expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 1 }, { name: 'c', qosTargetMs: 31 }])).toBeUndefined();
+    expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 1 }, { name: 'c', qosTargetMs: 29 }])).toBe(g.shedReason('c', 29, 0));
     pending.n = 0;
     expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 1 }])).toBeUndefined();
   });

@@ -9,19 +9,35 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGrpcServer, type GrpcInferenceServer } from '../../src/serve/grpc/server.ts';
 import { loadInferenceService } from '../../src/serve/grpc/proto.ts';
-import { ServeError } from '../../src/serve/inference.ts';
+import { modelNameAtStart } from '../../src/serve/grpc/shed-interceptor.ts';
+import { ServeError, type AdmissionTicket } from '../../src/serve/inference.ts';
 import { FakeBackend } from './fake-backend.ts';
 
 type Client = grpc.Client & Record<string, (req: unknown, ...rest: unknown[]) => grpc.ClientUnaryCall>;
 
 /** A fake backend whose `shedUnread` sheds while `mode` is 'shed' and throws a bug while 'bug'. */
 class SheddingBackend extends FakeBackend {
-  mode: 'admit' | 'shed' | 'bug' = 'admit';
+  mode: 'admit' | 'shed' | 'bug' | 'shed-on-model' = 'admit';
   asked = 0;
-  shedUnread(): void {
+  /** Tickets handed out on metadata: arrival time (the count of calls) and whether settled. */
+  readonly tickets: { receivedMs: number; settled: number }[] = [];
+  /** The arrival ticket each `admit` got. */
+  readonly admitted: (AdmissionTicket | undefined)[] = [];
+  /** What each `admit` was told was not read yet. */
+  readonly unread: (string | undefined)[] = [];
+  shedUnread(): AdmissionTicket {
     this.asked++;
     if (this.mode === 'shed') throw new ServeError('overloaded', 'overloaded: every model: 9 queries ahead; shed before its message was read (retry later or on another replica)');
     if (this.mode === 'bug') throw new TypeError('a bug in admission');
+    const t = { receivedMs: this.asked, settled: 0 };
+    this.tickets.push(t);
+    return { receivedMs: t.receivedMs, settle: () => void t.settled++ };
+  }
+  admit(modelName: string, arrival?: AdmissionTicket, unread?: string): AdmissionTicket | undefined {
+    this.admitted.push(arrival);
+    this.unread.push(unread);
+    if (this.mode === 'shed-on-model') throw new ServeError('overloaded', `overloaded: model '${modelName}': shed before its tensors were decoded`);
+    return arrival;
   }
 }
 
@@ -41,6 +57,28 @@ const withToken = (): grpc.Metadata => {
 
 /** A ModelInfer request for the fake model 'm' carrying `bytes` of raw input (the fake reads only x[2, 4]). */
 const inferRequest = (bytes = 32): unknown => ({ model_name: 'm', inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 4] }], raw_input_contents: [Buffer.alloc(bytes)] });
+
+describe('the model name at the start of a gRPC-framed ModelInferRequest', () => {
+  const serialize = loadInferenceService().definition['ModelInfer']!.requestSerialize as (m: unknown) => Buffer;
+  const framed = (message: unknown): Buffer => {
+    const body = serialize(message);
+    const head = Buffer.alloc(5);
+    head.writeUInt32BE(body.length, 1);
+    return Buffer.concat([head, body]);
+  };
+
+  it('reads it from the first bytes, asks for more until they hold it, and gives up on a compressed or reordered message', () => {
+    const bytes = framed({ model_name: 'résnet-50', model_version: '1', inputs: [{ name: 'x', datatype: 'FP32', shape: [1] }], raw_input_contents: [Buffer.alloc(4096)] });
+    expect(modelNameAtStart(bytes)).toEqual({ model: 'résnet-50' });
+    for (const cut of [0, 3, 6, 7, 10]) expect(modelNameAtStart(bytes.subarray(0, cut))).toBe('more');
+    expect(modelNameAtStart(bytes.subarray(0, 7 + Buffer.byteLength('résnet-50')))).toEqual({ model: 'résnet-50' });
+    const compressed = Buffer.from(bytes);
+    compressed[0] = 1;
+    expect(modelNameAtStart(compressed)).toBeUndefined();
+    // a message without model_name starts with another field
+    expect(modelNameAtStart(framed({ id: 'q', inputs: [{ name: 'x', datatype: 'FP32', shape: [1] }] }))).toBeUndefined();
+  });
+});
 
 describe('gRPC ModelInfer shed on its metadata (fake backend, token required)', () => {
   const backend = new SheddingBackend();
@@ -90,6 +128,45 @@ describe('gRPC ModelInfer shed on its metadata (fake backend, token required)', 
     expect(error?.code).toBe(grpc.status.UNAUTHENTICATED);
     expect(backend.asked).toBe(asked);
     backend.mode = 'admit';
+  });
+
+  it('a call that goes on carries its ticket from the metadata to admission, settled once it ends, whichever way', async () => {
+    const settledAfter = async (mode: SheddingBackend['mode'], request: unknown): Promise<{ error: grpc.ServiceError | null; ticket: { receivedMs: number; settled: number } | undefined }> => {
+      backend.mode = mode;
+      const n = backend.tickets.length;
+      // the interceptor settles the ticket before it lets the status out
+      const { error } = await call(client, 'ModelInfer', request, withToken());
+      expect(backend.tickets.length).toBe(n + 1);
+      return { error, ticket: backend.tickets[n] };
+    };
+    const ok = await settledAfter('admit', inferRequest());
+    expect(ok.error).toBeNull();
+    expect(backend.admitted.at(-1)?.receivedMs).toBe(ok.ticket?.receivedMs);
+    expect(ok.ticket?.settled).toBeGreaterThanOrEqual(1);
+    const shed = await settledAfter('shed-on-model', inferRequest());
+    expect(shed.error?.code).toBe(grpc.status.UNAVAILABLE);
+    expect(shed.error?.details).toMatch(/shed before its tensors were decoded/);
+    expect(shed.ticket?.settled).toBeGreaterThanOrEqual(1);
+    // a message the handler refuses before admission (malformed) settles it too
+    const bad = await settledAfter('admit', { model_name: 'm', inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 4] }], raw_input_contents: [Buffer.alloc(3)] });
+    expect(bad.error).not.toBeNull();
+    expect(bad.ticket?.settled).toBeGreaterThanOrEqual(1);
+    backend.mode = 'admit';
+  });
+
+  it('shed on its model from the first bytes of its message: even an 8 MB request never reaches the handler', async () => {
+    backend.mode = 'shed-on-model';
+    const before = backend.requests.length;
+    const asked = backend.unread.length;
+    const { error } = await call(client, 'ModelInfer', inferRequest(8 << 20), withToken());
+    expect(error?.code).toBe(grpc.status.UNAVAILABLE);
+    // one admission, on the model named at the message's start, before the message was read
+    expect(backend.unread.slice(asked)).toEqual(['message']);
+    expect(backend.requests.length).toBe(before);
+    backend.mode = 'admit';
+    expect((await call(client, 'ModelInfer', inferRequest(), withToken())).error).toBeNull();
+    // admitted: asked on the first bytes, then again once the message was read
+    expect(backend.unread.slice(-2)).toEqual(['message', undefined]);
   });
 
   it('a bug in shedUnread does not fail the call', async () => {

@@ -38,9 +38,9 @@ import { randomUUID } from 'node:crypto';
 import type { Http2Server, ServerHttp2Session } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../log.ts';
-import { ServeError, type InferenceBackend } from '../inference.ts';
+import { ServeError, type AdmissionTicket, type InferenceBackend } from '../inference.ts';
 import type { TlsMaterial } from '../security.ts';
-import { shedUnreadInterceptor } from './shed-interceptor.ts';
+import { arrivalOf, shedUnreadInterceptor } from './shed-interceptor.ts';
 import { bearerAuthInterceptor, grpcServerCredentials } from './auth.ts';
 import { grpcStatusOf, inferRequestFromWire, inferResponseToWire } from './codec.ts';
 import { streamInferHandler } from './stream.ts';
@@ -220,12 +220,13 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
    * Admit, decode and run one inference request message; settles once, with the response
    * message or the error (a `ServeError` carrying the request's `id`, or any other error).
    */
-  const runInfer = (message: ModelInferRequestMessage, requestId: string, signal: AbortSignal): Promise<ModelInferResponseMessage> => {
+  const runInfer = (message: ModelInferRequestMessage, requestId: string, signal: AbortSignal, arrival?: AdmissionTicket): Promise<ModelInferResponseMessage> => {
     let settleTicket: (() => void) | undefined;
     let pending: Promise<ModelInferResponseMessage>;
     try {
-      // admission before the tensors are decoded (`InferenceBackend.admit`): a shed call is UNAVAILABLE at once
-      const admission = backend.admit?.(message.model_name ?? '');
+      // admission before the tensors are decoded (`InferenceBackend.admit`), counting the time the
+      // message took to arrive since its metadata (`arrival`): a shed call is UNAVAILABLE at once
+      const admission = backend.admit?.(message.model_name ?? '', arrival);
       if (admission !== undefined) settleTicket = admission.settle;
       const decoded = inferRequestFromWire(message, requestId, signal);
       const request = admission === undefined ? decoded : { ...decoded, admission };
@@ -267,7 +268,7 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
     };
     call.on('cancelled', onCancelled);
     if (call.cancelled) controller.abort(new Error('the client cancelled the call'));
-    runInfer(call.request, requestId, controller.signal).then(
+    runInfer(call.request, requestId, controller.signal, arrivalOf(call.metadata)).then(
       (response) => {
         call.removeListener('cancelled', onCancelled);
         callback(null, response);
@@ -411,16 +412,21 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
 }
 
 /**
- * HTTP/2 receive window of every gRPC connection and stream, bytes (16 MiB). Node's default is
+ * HTTP/2 receive window of every gRPC connection and stream, bytes (1 MiB). Node's default is
  * 64 KiB (RFC 9113 §6.9.2's initial value) for the connection and for each stream, so a client
  * can have at most 64 KiB of request bytes in flight on a connection: a 196 KB tensor needs four
  * round trips through the server's event loop, and every request on the connection shares that
- * window. grpc-js sets a client's window (`grpc-node.flow_control_window`) but not a server's.
- * Measured (docs/benchmarks.md "Goodput under overload"): at 10× overload the p99 of answered
- * requests fell from 7–11 s to 0.4–1.3 s; goodput moved within the noise. A connection can hold
- * this much unread request data in the server.
+ * window; with it, at 10× overload the p99 of answered requests was 7–11 s. grpc-js sets a
+ * client's window (`grpc-node.flow_control_window`) but not a server's.
+ *
+ * Not larger: a new call's HEADERS frame, which admission needs to shed it before its message is
+ * read (`shed-interceptor.ts`), queues behind the DATA the window lets the client send first.
+ * Measured on `examples/serve-sim4.yaml` over gRPC at 10× its capacity (docs/benchmarks.md
+ * "Goodput under overload", load 3–4): with a 16 MiB window calls reached the server 48 ms
+ * (median) after they were sent and 85 answers/s made their QoS; 4 MiB 37 ms and 80/s; 1 MiB
+ * 16 ms and 128–140/s. A connection holds at most this much unread request data in the server.
  */
-export const GRPC_FLOW_CONTROL_WINDOW_BYTES = 16 * 1024 * 1024;
+export const GRPC_FLOW_CONTROL_WINDOW_BYTES = 1024 * 1024;
 
 /**
  * Open the receive windows of the HTTP/2 sessions grpc-js accepts (`GRPC_FLOW_CONTROL_WINDOW_BYTES`).

@@ -16,13 +16,19 @@
  * private field of its innermost call (`stream`); when a later grpc-js moves it, the calls are
  * still shed, their bytes read and dropped as before, and a warning says so once.
  *
+ * A call that goes on gets its admission ticket from then (`arrivalOf`): while its message is
+ * read it counts as work ahead of later arrivals, and its latency and QoS count from its metadata,
+ * as an HTTP request's count from its headers. Without that, calls read in parallel over one
+ * connection (HTTP/2 interleaves their frames) were invisible to admission until read, and under
+ * overload they took seconds to arrive.
+ *
  * Only `ModelInfer`: on a `ModelStreamInfer` stream the requests come later, one per message,
  * and each is admitted on its own; the other methods are cheap.
  */
 import { constants as http2 } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../log.ts';
-import { ServeError, type InferenceBackend } from '../inference.ts';
+import { ServeError, type AdmissionTicket, type InferenceBackend } from '../inference.ts';
 import { grpcStatusOf } from './codec.ts';
 
 /** The full path of the one method this interceptor acts on. */
@@ -36,53 +42,155 @@ export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
  */
 export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger): grpc.ServerInterceptor {
   const warned = { done: false };
+  /** Answer a shed call now and refuse the rest of its message (file docs). */
+  const shed = (call: grpc.ServerInterceptingCallInterface, err: ServeError): void => {
+    call.sendStatus(grpcStatusOf(err));
+    // after grpc-js has written the status (it may hold it until this listener returns)
+    setImmediate(() => {
+      const stream = streamOf(call);
+      if (stream !== undefined) resetAnswered(stream);
+      else if (!warned.done) {
+        warned.done = true;
+        logger?.warn('grpc server: cannot reach the HTTP/2 stream of a shed call; its message is read and dropped instead of refused');
+      }
+    });
+  };
+  const bug = (err: unknown): void => {
+    // a bug in admission must not fail the call: it goes on to the handler's own admission
+    logger?.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'admission before reading failed; the call goes on without it');
+  };
   return (method, call) => {
     if (method.path !== MODEL_INFER_PATH || backend.shedUnread === undefined) return new grpc.ServerInterceptingCall(call);
+    let ticket: AdmissionTicket | undefined;
+    const settle = (): void => ticket?.settle();
     const listener = new grpc.ServerListenerBuilder()
       .withOnReceiveMetadata((metadata, next) => {
         try {
-          backend.shedUnread?.();
+          ticket = backend.shedUnread?.();
         } catch (err) {
-          if (err instanceof ServeError) {
-            call.sendStatus(grpcStatusOf(err));
-            // after grpc-js has written the status (it may hold it until this listener returns)
-            setImmediate(() => {
-              if (!resetAnswered(call) && !warned.done) {
-                warned.done = true;
-                logger?.warn('grpc server: cannot reach the HTTP/2 stream of a shed call; its message is read and dropped instead of refused');
+          if (err instanceof ServeError) return shed(call, err);
+          bug(err);
+        }
+        if (ticket !== undefined) {
+          arrivals.set(metadata, ticket);
+          // grpc-js has paused the stream until the handler reads: a listener added now sees the first frame
+          const stream = streamOf(call);
+          if (stream !== undefined && backend.admit !== undefined) {
+            const admit = backend.admit.bind(backend);
+            watchFirstBytes(stream, (model) => {
+              if (ticket === undefined) return;
+              try {
+                ticket = admit(model, ticket, 'message') ?? ticket;
+                arrivals.set(metadata, ticket);
+              } catch (err) {
+                if (err instanceof ServeError) shed(call, err);
+                else bug(err);
               }
             });
-            return;
           }
-          // a bug in admission must not fail the call: it goes on to the handler's own admission
-          logger?.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'admission before reading failed; the call goes on without it');
         }
         next(metadata);
       })
+      .withOnCancel(settle)
       .build();
-    return new grpc.ServerInterceptingCall(call, { start: (next) => next(listener) });
+    // every call ends with a status, whichever way: its ticket no longer counts as work ahead
+    const responder = new grpc.ResponderBuilder()
+      .withStart((next) => next(listener))
+      .withSendStatus((status, next) => {
+        settle();
+        next(status);
+      })
+      .build();
+    return new grpc.ServerInterceptingCall(call, responder);
   };
 }
 
-/** The node HTTP/2 stream of an intercepting call chain: grpc-js's innermost call keeps it as `stream`, each other as `nextCall`. */
-interface CallChainLink {
-  readonly stream?: { readonly headersSent?: boolean; readonly closed?: boolean; readonly destroyed?: boolean; close?: (code: number) => void };
-  readonly nextCall?: unknown;
+/** Bytes of a message's start read to find its model name before giving up (a name is at most a few hundred bytes). */
+const PEEK_LIMIT_BYTES = 4096;
+
+/**
+ * Call `onModel` once with the `model_name` of the `ModelInferRequest` that starts on `stream`,
+ * read from its first bytes (the gRPC frame header, RFC-less but fixed: a compressed flag and a
+ * 4-byte length; then the message's field 1, `model_name`, which protobuf encoders write first),
+ * as soon as those bytes arrived; never when the message is compressed, starts with another
+ * field, or the name is not within `PEEK_LIMIT_BYTES`. Adds a second `data` listener beside
+ * grpc-js's, which it removes once decided: the chunks are not copied.
+ */
+function watchFirstBytes(stream: Http2StreamLike, onModel: (model: string) => void): void {
+  let head: Buffer | undefined;
+  const onData = (chunk: Buffer): void => {
+    head = head === undefined ? chunk : Buffer.concat([head, chunk]);
+    const found = modelNameAtStart(head);
+    if (found === 'more' && head.length < PEEK_LIMIT_BYTES) return;
+    stream.off?.('data', onData);
+    if (typeof found === 'object') onModel(found.model);
+  };
+  stream.on?.('data', onData);
 }
 
 /**
- * Reset a shed call's HTTP/2 stream with NO_ERROR once its answer was sent (file docs).
- * @returns false when the stream could not be found in the call chain.
+ * The `model_name` at the start of a gRPC-framed `ModelInferRequest` (`bytes` from its first
+ * byte), `'more'` when `bytes` ends before it, or undefined when it is not there (compressed,
+ * another field first, a malformed length).
  */
-function resetAnswered(call: unknown): boolean {
+export function modelNameAtStart(bytes: Buffer): { readonly model: string } | 'more' | undefined {
+  if (bytes.length < 7) return 'more';
+  // gRPC frame: [compressed flag][4-byte big-endian length]; protobuf: tag 0x0a = field 1, length-delimited
+  if (bytes[0] !== 0 || bytes[5] !== 0x0a) return undefined;
+  let length = 0;
+  let at = 6;
+  for (let shift = 0; ; shift += 7) {
+    if (at >= bytes.length) return 'more';
+    if (shift > 21) return undefined;
+    const b = bytes[at++]!;
+    length |= (b & 0x7f) << shift;
+    if ((b & 0x80) === 0) break;
+  }
+  if (length === 0 || length > PEEK_LIMIT_BYTES) return undefined;
+  if (at + length > bytes.length) return 'more';
+  return { model: bytes.toString('utf8', at, at + length) };
+}
+
+/** The ticket of each call admitted on its metadata, by that metadata object (grpc-js hands the same object to the handler). */
+const arrivals = new WeakMap<grpc.Metadata, AdmissionTicket>();
+
+/**
+ * The admission ticket `shedUnreadInterceptor` took for a `ModelInfer` call when its metadata
+ * arrived (its arrival: the time its message took to arrive counts in its latency and QoS), or
+ * undefined (no interceptor, no admission gate). The interceptor settles it when the call ends.
+ */
+export function arrivalOf(metadata: grpc.Metadata): AdmissionTicket | undefined {
+  return arrivals.get(metadata);
+}
+
+/** What this file uses of a node HTTP/2 stream. */
+interface Http2StreamLike {
+  readonly headersSent?: boolean;
+  readonly closed?: boolean;
+  readonly destroyed?: boolean;
+  close?: (code: number) => void;
+  on?: (event: 'data', listener: (chunk: Buffer) => void) => unknown;
+  off?: (event: 'data', listener: (chunk: Buffer) => void) => unknown;
+}
+
+/** A link of grpc-js's intercepting call chain: the innermost call keeps the node HTTP/2 stream as `stream`, each other the next as `nextCall`. */
+interface CallChainLink {
+  readonly stream?: Http2StreamLike;
+  readonly nextCall?: unknown;
+}
+
+/** The node HTTP/2 stream of a call (grpc-js private fields, file docs), or undefined when a grpc-js version keeps it elsewhere. */
+function streamOf(call: unknown): Http2StreamLike | undefined {
   let link = call as CallChainLink | undefined;
   for (let depth = 0; depth < 8 && link !== undefined && link !== null; depth++) {
     const stream = link.stream;
-    if (stream !== undefined && typeof stream.close === 'function') {
-      if (stream.headersSent === true && stream.closed !== true && stream.destroyed !== true) stream.close(http2.NGHTTP2_NO_ERROR);
-      return true;
-    }
+    if (stream !== undefined && typeof stream.close === 'function' && typeof stream.on === 'function') return stream;
     link = link.nextCall as CallChainLink | undefined;
   }
-  return false;
+  return undefined;
+}
+
+/** Reset a shed call's HTTP/2 stream with NO_ERROR once its answer was sent (file docs). */
+function resetAnswered(stream: Http2StreamLike): void {
+  if (stream.headersSent === true && stream.closed !== true && stream.destroyed !== true) stream.close?.(http2.NGHTTP2_NO_ERROR);
 }
