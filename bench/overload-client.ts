@@ -79,6 +79,37 @@ export interface ClientResult {
   readonly elapsedS: number;
   /** CPU time of this client process from its first send to its last answer, ms (user + system, `process.cpuUsage`). */
   readonly cpuMs: number;
+  /** The latencies behind the quantiles, ms, to merge the results of several client processes (`mergeResults`). */
+  readonly samples: { readonly okMs: readonly number[]; readonly okOverQos: readonly number[]; readonly answeredMs: readonly number[]; readonly transmitMs: readonly number[]; readonly answerMs: readonly number[] };
+}
+
+/** One result of client processes that ran side by side over the same period (counts summed, quantiles of all their samples). */
+export function mergeResults(rs: readonly ClientResult[]): ClientResult {
+  if (rs.length === 1) return rs[0]!;
+  const byStatus: Record<string, number> = {};
+  const detailsByStatus: Record<string, string> = {};
+  for (const r of rs) {
+    for (const [k, n] of Object.entries(r.byStatus)) byStatus[k] = (byStatus[k] ?? 0) + n;
+    for (const [k, d] of Object.entries(r.detailsByStatus)) detailsByStatus[k] ??= d;
+  }
+  const all = (k: keyof ClientResult['samples']): number[] => rs.flatMap((r) => r.samples[k]);
+  const samples = { okMs: all('okMs'), okOverQos: all('okOverQos'), answeredMs: all('answeredMs'), transmitMs: all('transmitMs'), answerMs: all('answerMs') };
+  const sum = (f: (r: ClientResult) => number): number => rs.reduce((a, r) => a + f(r), 0);
+  return {
+    sent: sum((r) => r.sent),
+    withinQos: sum((r) => r.withinQos),
+    byStatus,
+    okLatencyMs: quantiles(samples.okMs),
+    answeredLatencyMs: quantiles(samples.answeredMs),
+    okLatencyOverQos: quantiles(samples.okOverQos),
+    transmitMs: quantiles(samples.transmitMs),
+    answerMs: quantiles(samples.answerMs),
+    detailsByStatus,
+    maxSendLagMs: Math.max(...rs.map((r) => r.maxSendLagMs)),
+    elapsedS: Math.max(...rs.map((r) => r.elapsedS)),
+    cpuMs: sum((r) => r.cpuMs),
+    samples,
+  };
 }
 
 export interface Quantiles {
@@ -87,7 +118,7 @@ export interface Quantiles {
   readonly n: number;
 }
 
-function quantiles(xs: number[]): Quantiles {
+function quantiles(xs: readonly number[]): Quantiles {
   const sorted = Float64Array.from(xs).sort();
   return sorted.length === 0 ? { p50: NaN, p99: NaN, n: 0 } : { p50: nearestRank(sorted, 50), p99: nearestRank(sorted, 99), n: sorted.length };
 }
@@ -240,7 +271,7 @@ export async function runClient(spec: ClientSpec): Promise<ClientResult> {
   const cpu = process.cpuUsage(cpu0);
   agent.destroy();
   channel?.close();
-  return { sent, withinQos, byStatus, okLatencyMs: quantiles(ok), answeredLatencyMs: quantiles(answered), okLatencyOverQos: quantiles(okOverQos), transmitMs: quantiles(transmitMs), answerMs: quantiles(answerMs), detailsByStatus, maxSendLagMs, elapsedS: Math.max(1e-3, (lastSendMs - t0) / 1000), cpuMs: (cpu.user + cpu.system) / 1000 };
+  return { sent, withinQos, byStatus, okLatencyMs: quantiles(ok), answeredLatencyMs: quantiles(answered), okLatencyOverQos: quantiles(okOverQos), transmitMs: quantiles(transmitMs), answerMs: quantiles(answerMs), detailsByStatus, maxSendLagMs, elapsedS: Math.max(1e-3, (lastSendMs - t0) / 1000), cpuMs: (cpu.user + cpu.system) / 1000, samples: { okMs: ok, okOverQos, answeredMs: answered, transmitMs, answerMs } };
 }
 
 if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].split('/').pop() ?? '')) {

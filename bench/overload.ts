@@ -9,7 +9,7 @@
  * 1. capacity: answers within QoS per second of closed-loop clients with 1, 2 and 4 requests in
  *    flight (`capacityByInFlight`); `capacityQps` is the best of the three;
  * 2. overload: Poisson arrivals at 2×, 5× and 10× that capacity, open loop, for `durationMs`
- *    each: goodput (answers within their service's QoS target per second), goodput ÷ capacity,
+ *    each (split over several client processes past `OPEN_LOOP_QPS_PER_CLIENT`): goodput (answers within their service's QoS target per second), goodput ÷ capacity,
  *    p99 of the 200 answers, and every answer by status (`none`: no answer within `timeoutMs`).
  *
  * Requests mix the config's services uniformly, batch 1, all-ones inputs (sequence length 32).
@@ -24,7 +24,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { loadServingConfig } from '../src/runtime/config.ts';
-import type { ClientResult, ClientService, ClientSpec, OverloadProtocol } from './overload-client.ts';
+import { mergeResults, type ClientResult, type ClientService, type ClientSpec, type OverloadProtocol } from './overload-client.ts';
 import { treeCpuDelta, treeCpuMs } from './proc-cpu.ts';
 import { startBenchServer } from './serve-child.ts';
 
@@ -55,6 +55,8 @@ export interface OverloadPoint {
   /** Requests that got no answer within the client's timeout. */
   readonly unanswered: number;
   readonly maxSendLagMs: number;
+  /** Client processes the arrivals were split over (`OPEN_LOOP_QPS_PER_CLIENT`). */
+  readonly clientProcesses: number;
   readonly loadAverage1m: number;
   /**
    * Where the machine's cores went during the phase, as shares of all cores over its wall time
@@ -103,15 +105,25 @@ function runClient(spec: ClientSpec): Promise<ClientResult> {
 
 type CpuShare = OverloadPoint['cpuShare'];
 
-/** Run one client phase and measure the CPU of the client, the server and its executors over it (`OverloadPoint.cpuShare`). */
-async function measured(serverPid: number | undefined, spec: ClientSpec): Promise<{ r: ClientResult; cpuShare: CpuShare }> {
+/**
+ * Open-loop arrivals one client process offers at most, q/s: past about this rate one node process
+ * cannot send serve-sim4's 600 KB gRPC messages on time (it fell seconds behind at 1,200/s and
+ * never caught up, while the server was 95 % idle), so a faster phase is split over several
+ * processes, each with its share of the rate and a seed of its own, as a load generator would.
+ */
+export const OPEN_LOOP_QPS_PER_CLIENT = 500;
+
+/** Run one client phase (open loop: over as many processes as `OPEN_LOOP_QPS_PER_CLIENT` asks) and measure the CPU of the clients, the server and its executors over it (`OverloadPoint.cpuShare`). */
+async function measured(serverPid: number | undefined, spec: ClientSpec): Promise<{ r: ClientResult; cpuShare: CpuShare; clients: number }> {
   const pid = serverPid ?? -1;
   const cpu0 = await treeCpuMs(pid);
   const wall0 = performance.now();
-  const r = await runClient(spec);
+  const load = spec.load;
+  const n = load.kind === 'open' ? Math.max(1, Math.ceil(load.rateQps / OPEN_LOOP_QPS_PER_CLIENT)) : 1;
+  const r = mergeResults(await Promise.all(Array.from({ length: n }, (_, k) => runClient(n === 1 ? spec : { ...spec, seed: spec.seed + k, load: { kind: 'open', rateQps: (load as { rateQps: number }).rateQps / n } }))));
   const cpu = treeCpuDelta(cpu0, await treeCpuMs(pid));
   const coreMs = (performance.now() - wall0) * os.availableParallelism();
-  return { r, cpuShare: { client: r.cpuMs / coreMs, server: cpu.selfMs / coreMs, executors: cpu.childrenMs / coreMs } };
+  return { r, cpuShare: { client: r.cpuMs / coreMs, server: cpu.selfMs / coreMs, executors: cpu.childrenMs / coreMs }, clients: n };
 }
 
 const pct = (x: number): string => `${(100 * x).toFixed(0)} %`;
@@ -154,7 +166,7 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
           for (const factor of options.factors ?? OVERLOAD_FACTORS) {
             const offeredQps = factor * capacityQps;
             if (!(offeredQps > 0)) continue;
-            const { r, cpuShare } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'open', rateQps: offeredQps }, durationMs });
+            const { r, cpuShare, clients } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'open', rateQps: offeredQps }, durationMs });
             const goodputQps = r.withinQos / (durationMs / 1000);
             const point: OverloadPoint = {
               offeredQps,
@@ -168,11 +180,12 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
               sent: r.sent,
               unanswered: r.byStatus['none'] ?? 0,
               maxSendLagMs: r.maxSendLagMs,
+              clientProcesses: clients,
               loadAverage1m: loadAverage(),
               cpuShare,
             };
             byFactor[String(factor)] = point;
-            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)}${Object.keys(r.detailsByStatus).length > 0 ? ` (${JSON.stringify(r.detailsByStatus)})` : ''}; ${cores(cpuShare)}; client ${point.maxSendLagMs.toFixed(0)} ms behind at most (load ${point.loadAverage1m})\n`);
+            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)}${Object.keys(r.detailsByStatus).length > 0 ? ` (${JSON.stringify(r.detailsByStatus)})` : ''}; ${cores(cpuShare)}; ${clients} client${clients === 1 ? '' : 's'} ${point.maxSendLagMs.toFixed(0)} ms behind at most (load ${point.loadAverage1m})\n`);
           }
           out[name][protocol] = { capacityQps, capacityByInFlight, capacityCpuShare, byFactor };
         }

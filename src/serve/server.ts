@@ -30,6 +30,17 @@ import type { InferenceBackend } from './inference.ts';
 import type { ServeMetrics } from './metrics.ts';
 import type { ServeSecurity } from './security.ts';
 
+
+/**
+ * Connections the kernel holds for the HTTP listener until the event loop accepts them (the kernel
+ * caps it at `net.core.somaxconn`, 4096 on current Linux). Node's default is 511: under overload
+ * with many connections (an HTTP/1.1 client opens one per request in flight) the queue
+ * overflowed, the kernel dropped the SYNs and the clients retried them a second or more later,
+ * so answers came seconds late (serve-sim4, HTTP binary, 10× capacity: p99 6.5 s with 8,722 SYNs
+ * dropped; docs/benchmarks.md "Goodput under overload").
+ */
+export const HTTP_LISTEN_BACKLOG = 4096;
+
 export type { GrpcInferenceServer };
 
 /** `createGrpcServer` of `serve/grpc/server.ts` (injected, so HTTP-only servers never load grpc-js). */
@@ -106,7 +117,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   let grpcPort: number | undefined;
   let httpUrl: string;
   try {
-    await http.listen({ host: options.host, port: options.httpPort });
+    await http.listen({ host: options.host, port: options.httpPort, backlog: HTTP_LISTEN_BACKLOG });
     const address = http.server.address();
     const port = typeof address === 'object' && address !== null ? address.port : options.httpPort;
     httpUrl = `${tls === undefined ? 'http' : 'https'}://${formatHostPort(options.host, port)}`;
