@@ -56,6 +56,14 @@ export const DRAIN_WINDOW_MS = 1000;
 /** Weight of a new completion in `runMs[service]` (about the last ten count). */
 export const RUN_WEIGHT = 0.1;
 
+/**
+ * How long a request still being read or decoded by a front end counts as work ahead, ms. A
+ * stalled or slow client (an HTTP body trickling in, a gRPC call whose message never comes)
+ * would otherwise hold its place ahead of every later arrival and make the gate shed them; a
+ * request this late is itself shed when it arrives, its QoS target spent.
+ */
+export const FRONT_END_AHEAD_MS = 1000;
+
 /** Completions needed before anything is shed (the sums settle first). */
 export const MIN_SAMPLES = 5;
 
@@ -96,8 +104,10 @@ export interface AdmissionQueues {
  * tickets. All times are on the runtime's clock, ms.
  */
 export class AdmissionGate {
-  /** Admitted requests still read or decoded by a front end (not yet queued): work ahead of later arrivals. */
-  private inFrontEnd = 0;
+  /** Admitted requests still read or decoded by a front end (not yet queued), by arrival: work ahead of later arrivals. */
+  private readonly inFrontEnd = new Set<{ readonly receivedMs: number }>();
+  /** The latest time the gate was told of (arrivals, group ends, completions), ms. */
+  private latestMs = Number.NEGATIVE_INFINITY;
   /** Decaying sums of busy device time (ms) and completed queries, as of `sumsAtMs`. */
   private busyMs = 0;
   private completions = 0;
@@ -124,6 +134,7 @@ export class AdmissionGate {
 
   /** An operator group ran on the device from `launchMs` to `endMs` (clock ms). */
   groupEnded(launchMs: number, endMs: number): void {
+    this.latestMs = Math.max(this.latestMs, endMs);
     const from = Math.max(launchMs, this.busyUntilMs);
     this.decayTo(endMs);
     if (endMs > from) this.busyMs += endMs - from;
@@ -136,6 +147,7 @@ export class AdmissionGate {
    */
   completed(service: string, endMs: number, runMs: number, late = false): void {
     this.outcome(late);
+    this.latestMs = Math.max(this.latestMs, endMs);
     this.decayTo(endMs);
     this.completions++;
     this.total++;
@@ -159,23 +171,28 @@ export class AdmissionGate {
     return this.budgetShare;
   }
 
-  /** A ticket for a request admitted at `receivedMs`: it counts as ahead of later arrivals until settled (`AdmissionTicket`). */
+  /** A ticket for a request admitted at `receivedMs`: it counts as ahead of later arrivals until settled, or for `FRONT_END_AHEAD_MS` (`AdmissionTicket`). */
   ticket(receivedMs: number): AdmissionTicket {
-    this.inFrontEnd++;
-    let open = true;
-    return {
-      receivedMs,
-      settle: () => {
-        if (!open) return;
-        open = false;
-        this.inFrontEnd--;
-      },
-    };
+    this.latestMs = Math.max(this.latestMs, receivedMs);
+    const entry = { receivedMs };
+    this.inFrontEnd.add(entry);
+    return { receivedMs, settle: () => void this.inFrontEnd.delete(entry) };
+  }
+
+  /** Requests in the front ends that count as ahead now (younger than `FRONT_END_AHEAD_MS`); older ones are let go. */
+  private frontEndAhead(): number {
+    const since = this.latestMs - FRONT_END_AHEAD_MS;
+    let n = 0;
+    for (const entry of this.inFrontEnd) {
+      if (entry.receivedMs >= since) n++;
+      else this.inFrontEnd.delete(entry);
+    }
+    return n;
   }
 
   /** The expected finish of a request of `service` arriving now (see the file docs). */
   estimate(service: string): AdmissionEstimate {
-    return this.estimateBehind(service, this.queues.pendingQueries() + this.inFrontEnd);
+    return this.estimateBehind(service, this.queues.pendingQueries() + this.frontEndAhead());
   }
 
   /** `estimate` with the queries ahead already counted (one count for several services). */
@@ -208,7 +225,7 @@ export class AdmissionGate {
   shedReasonForAll(models: readonly { readonly name: string; readonly qosTargetMs: number }[]): string | undefined {
     let closest: { readonly name: string; readonly qosTargetMs: number } | undefined;
     let closestOverMs = Number.POSITIVE_INFINITY;
-    const ahead = this.queues.pendingQueries() + this.inFrontEnd;
+    const ahead = this.queues.pendingQueries() + this.frontEndAhead();
     for (const m of models) {
       const e = this.estimateBehind(m.name, ahead);
       const budgetMs = this.budgetShare * m.qosTargetMs;

@@ -3,7 +3,7 @@
  * groups and completions, the run time per service, when it sheds, tickets, and its log summary.
  */
 import { describe, expect, it } from 'vitest';
-import { AdmissionGate, BUDGET_STEP, DRAIN_WINDOW_MS, LATE_TARGET, MIN_BUDGET, MIN_SAMPLES, RUN_WEIGHT, SHED_LOG_INTERVAL_MS, shedError } from '../../src/serve/admission.ts';
+import { AdmissionGate, BUDGET_STEP, DRAIN_WINDOW_MS, FRONT_END_AHEAD_MS, LATE_TARGET, MIN_BUDGET, MIN_SAMPLES, RUN_WEIGHT, SHED_LOG_INTERVAL_MS, shedError } from '../../src/serve/admission.ts';
 
 function gate(pending: { n: number }): AdmissionGate {
   return new AdmissionGate({ pendingQueries: () => pending.n });
@@ -145,6 +145,22 @@ describe('AdmissionGate', () => {
     expect(g.estimate('a').ahead).toBe(2);
     t2.settle();
     expect(g.estimate('a').ahead).toBe(1);
+  });
+
+  it('lets go of a request still in a front end FRONT_END_AHEAD_MS after it arrived: a stalled client cannot make everyone shed', () => {
+    const pending = { n: 0 };
+    const g = gate(pending);
+    run(g, 0, 10, 10);
+    const stalled = Array.from({ length: 50 }, () => g.ticket(1000));
+    expect(g.estimate('a').ahead).toBe(50);
+    expect(g.shedReason('a', 100, 0)).toBeDefined();
+    // a request arriving FRONT_END_AHEAD_MS later finds none of them ahead, only its own kind
+    const fresh = g.ticket(1000 + FRONT_END_AHEAD_MS + 1);
+    expect(g.estimate('a').ahead).toBe(1);
+    expect(g.shedReason('a', 100, 0)).toBeUndefined();
+    for (const t of stalled) t.settle(); // late settles change nothing
+    fresh.settle();
+    expect(g.estimate('a').ahead).toBe(0);
   });
 
   it('logs a summary at most once per SHED_LOG_INTERVAL_MS per service', () => {
