@@ -40,7 +40,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../log.ts';
 import { ServeError, type AdmissionTicket, type InferenceBackend } from '../inference.ts';
 import type { TlsMaterial } from '../security.ts';
-import { arrivalOf, shedUnreadInterceptor } from './shed-interceptor.ts';
+import { answeredEarly, arrivalOf, shedUnreadInterceptor } from './shed-interceptor.ts';
 import { bearerAuthInterceptor, grpcServerCredentials } from './auth.ts';
 import { grpcStatusOf, inferRequestFromWire, inferResponseToWire } from './codec.ts';
 import { streamInferHandler } from './stream.ts';
@@ -260,6 +260,8 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
       callback(malformedStatus('ModelInfer', malformed));
       return;
     }
+    // shed on the first bytes of its message and answered by the interceptor already
+    if (answeredEarly(call.metadata)) return;
     const requestId = randomUUID();
     const controller = new AbortController();
     const onCancelled = (): void => {

@@ -16,6 +16,13 @@
  * private field of its innermost call (`stream`); when a later grpc-js moves it, the calls are
  * still shed, their bytes read and dropped as before, and a warning says so once.
  *
+ * A call that passes gets a second check as soon as the first bytes of its message arrive:
+ * protobuf encoders write `ModelInferRequest.model_name` (field 1) first, so the first DATA frame
+ * names the model, and the call is judged on that model (`InferenceBackend.admit`) before the
+ * rest arrives; shed there, it is answered and reset the same way. grpc-js offers no hook before
+ * a whole message is read: this adds a listener to the call's HTTP/2 stream (the private field
+ * below), which sees the frames grpc-js sees, uncopied.
+ *
  * A call that goes on gets its admission ticket from then (`arrivalOf`): while its message is
  * read it counts as work ahead of later arrivals, and its latency and QoS count from its metadata,
  * as an HTTP request's count from its headers. Without that, calls read in parallel over one
@@ -83,8 +90,9 @@ export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger
                 ticket = admit(model, ticket, 'message') ?? ticket;
                 arrivals.set(metadata, ticket);
               } catch (err) {
-                if (err instanceof ServeError) shed(call, err);
-                else bug(err);
+                if (!(err instanceof ServeError)) return bug(err);
+                answered.add(metadata);
+                shed(call, err);
               }
             });
           }
@@ -153,6 +161,18 @@ export function modelNameAtStart(bytes: Buffer): { readonly model: string } | 'm
 
 /** The ticket of each call admitted on its metadata, by that metadata object (grpc-js hands the same object to the handler). */
 const arrivals = new WeakMap<grpc.Metadata, AdmissionTicket>();
+
+/** Calls answered (shed) from their message's first bytes, by metadata object. */
+const answered = new WeakSet<grpc.Metadata>();
+
+/**
+ * Whether the interceptor already answered this call (shed on the first bytes of its message):
+ * a handler that still gets the message (it came whole in the first frame) must not admit,
+ * count or run it again.
+ */
+export function answeredEarly(metadata: grpc.Metadata): boolean {
+  return answered.has(metadata);
+}
 
 /**
  * The admission ticket `shedUnreadInterceptor` took for a `ModelInfer` call when its metadata
