@@ -25,16 +25,11 @@
  * admitted and still being read or decoded by a front end (`ticket`), is expected to finish after
  * `spentMs + ahead × drainMs + runMs[service]`: the queue ahead drains at the measured rate, then
  * it runs (`spentMs`: what it already spent since it arrived). It is shed when that passes its
- * QoS target × the gate's budget, a share in [`MIN_BUDGET`, 1] learned from the outcomes of the
- * queries it admitted: each one late (or dropped by the controller) lowers it, each one on time
- * raises it a little, so that about `LATE_TARGET` of them end late (the estimate is a mean; the
- * target is a tail). Measured on this CPU (`examples/serve-demo.yaml`, load 2.1–2.7): at 10× the
- * capacity it kept 0.84 (JSON) and 0.61 (binary) of the capacity with a p99 of 1.14–1.28× the
- * targets, against 0.63 and 0.54 with a p99 of 1.57–1.64× without; at 2× 0.82–0.86 against
- * 0.88–0.90. Nothing is shed while nothing is ahead (the device would take it next) or before
+ * QoS target. Nothing is shed while nothing is ahead (the device would take it next) or before
  * `MIN_SAMPLES` completions (of any service; `runMs` of a service with none yet is 0: a gate
- * that waited for one would admit every request of a service whose queries were all dropped). Which of the queued queries still misses is the controller's call,
- * with the predictor, when it decides each group (`qos_violation`, on time).
+ * that waited for one would admit every request of a service whose queries were all dropped).
+ * Which of the queued queries still misses is the controller's call, with the predictor, when it
+ * decides each group (`qos_violation`, on time).
  *
  * Measured on this CPU (`examples/serve-demo.yaml`, HTTP binary, 2× the capacity; docs/serving.md
  * "Overload and admission"): against `(ahead + ½) × drainMs` (its own run counted as one drain),
@@ -67,18 +62,6 @@ export const FRONT_END_AHEAD_MS = 1000;
 /** Completions needed before anything is shed (the sums settle first). */
 export const MIN_SAMPLES = 5;
 
-/**
- * The share of admitted queries the gate lets finish late or be dropped by the controller: its
- * budget (below) settles where this share of their outcomes is late, so that the p99 of the
- * answered requests stays within their targets.
- */
-export const LATE_TARGET = 0.01;
-
-/** How much one late outcome shrinks the budget; an on-time one grows it by this × LATE_TARGET / (1 − LATE_TARGET). */
-export const BUDGET_STEP = 0.02;
-
-/** The smallest budget: the gate never sheds a request expected within half its QoS target. */
-export const MIN_BUDGET = 0.5;
 
 /** What the gate measures and decides. */
 export interface AdmissionEstimate {
@@ -117,8 +100,6 @@ export class AdmissionGate {
   private busyUntilMs = Number.NEGATIVE_INFINITY;
   /** `runMs[service]` (file docs). */
   private readonly runMs = new Map<string, number>();
-  /** The share of its QoS target a request may be expected to take and still be admitted (file docs). */
-  private budgetShare = 1;
   private readonly shedLog = new Map<string, { sinceMs: number; shed: number }>();
 
   constructor(private readonly queues: AdmissionQueues) {}
@@ -145,30 +126,13 @@ export class AdmissionGate {
    * One query of `service` completed (its outputs delivered) at `endMs`, `runMs` after its first
    * group launched (clock ms).
    */
-  completed(service: string, endMs: number, runMs: number, late = false): void {
-    this.outcome(late);
+  completed(service: string, endMs: number, runMs: number): void {
     this.latestMs = Math.max(this.latestMs, endMs);
     this.decayTo(endMs);
     this.completions++;
     this.total++;
     const prev = this.runMs.get(service);
     this.runMs.set(service, prev === undefined ? runMs : prev + RUN_WEIGHT * (runMs - prev));
-  }
-
-  /**
-   * An admitted query ended on time or not (late, or dropped by the controller as hopeless):
-   * the budget moves by `BUDGET_STEP` down for a late one and by a `LATE_TARGET`-weighted step up
-   * for one on time, so it settles where `LATE_TARGET` of the outcomes are late (a stochastic
-   * approximation of that quantile, as in Robbins–Monro), within [`MIN_BUDGET`, 1].
-   */
-  outcome(late: boolean): void {
-    const next = late ? this.budgetShare - BUDGET_STEP : this.budgetShare + (BUDGET_STEP * LATE_TARGET) / (1 - LATE_TARGET);
-    this.budgetShare = Math.min(1, Math.max(MIN_BUDGET, next));
-  }
-
-  /** The share of its QoS target a request may be expected to take and be admitted, in [`MIN_BUDGET`, 1]. */
-  get budget(): number {
-    return this.budgetShare;
   }
 
   /** A ticket for a request admitted at `receivedMs`: it counts as ahead of later arrivals until settled, or for `FRONT_END_AHEAD_MS` (`AdmissionTicket`). */
@@ -210,10 +174,9 @@ export class AdmissionGate {
     const e = this.estimate(service);
     if (e.ahead === 0 || e.finishMs === undefined) return undefined;
     const expectedMs = Math.max(0, spentMs) + e.finishMs;
-    if (expectedMs <= this.budgetShare * qosTargetMs) return undefined;
+    if (expectedMs <= qosTargetMs) return undefined;
     const ahead = `${e.ahead} ${e.ahead === 1 ? 'query' : 'queries'} ahead`;
-    const past = this.budgetShare < 1 ? `past ${(100 * this.budgetShare).toFixed(0)} % of its QoS target of ${qosTargetMs} ms (the share that kept admitted queries on time)` : `past its QoS target of ${qosTargetMs} ms`;
-    return `${ahead}; expected to finish in ${expectedMs.toFixed(1)} ms (${spentMs > 0 ? `${spentMs.toFixed(1)} spent + ` : ''}${e.ahead} × ${(e.drainMs ?? 0).toFixed(1)} ms of device time per query + ${(e.runMs ?? 0).toFixed(1)} ms to run), ${past}`;
+    return `${ahead}; expected to finish in ${expectedMs.toFixed(1)} ms (${spentMs > 0 ? `${spentMs.toFixed(1)} spent + ` : ''}${e.ahead} × ${(e.drainMs ?? 0).toFixed(1)} ms of device time per query + ${(e.runMs ?? 0).toFixed(1)} ms to run), past its QoS target of ${qosTargetMs} ms`;
   }
 
   /**
@@ -228,11 +191,10 @@ export class AdmissionGate {
     const ahead = this.queues.pendingQueries() + this.frontEndAhead();
     for (const m of models) {
       const e = this.estimateBehind(m.name, ahead);
-      const budgetMs = this.budgetShare * m.qosTargetMs;
-      if (e.ahead === 0 || e.finishMs === undefined || e.finishMs <= budgetMs) return undefined;
-      if (e.finishMs - budgetMs < closestOverMs) {
+      if (e.ahead === 0 || e.finishMs === undefined || e.finishMs <= m.qosTargetMs) return undefined;
+      if (e.finishMs - m.qosTargetMs < closestOverMs) {
         closest = m;
-        closestOverMs = e.finishMs - budgetMs;
+        closestOverMs = e.finishMs - m.qosTargetMs;
       }
     }
     return closest === undefined ? undefined : this.shedReason(closest.name, closest.qosTargetMs, 0);
