@@ -154,8 +154,19 @@ export class AdmissionGate {
     return n;
   }
 
-  /** The expected finish of a request of `service` arriving now (see the file docs). */
-  estimate(service: string): AdmissionEstimate {
+  /**
+   * The gate's clock moves on to `nowMs` (an arrival being judged): requests in the front ends
+   * older than `FRONT_END_AHEAD_MS` stop counting as ahead even while every arrival is shed (a
+   * shed arrival takes no ticket; without this the gate would judge on the time of the last
+   * admitted one, and a few stalled requests would keep everyone shed for good).
+   */
+  private advanceTo(nowMs: number | undefined): void {
+    if (nowMs !== undefined && nowMs > this.latestMs) this.latestMs = nowMs;
+  }
+
+  /** The expected finish of a request of `service` arriving now, at `nowMs` when given (see the file docs). */
+  estimate(service: string, nowMs?: number): AdmissionEstimate {
+    this.advanceTo(nowMs);
     return this.estimateBehind(service, this.queues.pendingQueries() + this.frontEndAhead());
   }
 
@@ -169,9 +180,9 @@ export class AdmissionGate {
     return { ahead, finishMs: ahead * drainMs + runMs, drainMs, runMs };
   }
 
-  /** Why a request of `service` with `qosTargetMs` that already spent `spentMs` should be shed, or undefined to admit it. */
-  shedReason(service: string, qosTargetMs: number, spentMs: number): string | undefined {
-    const e = this.estimate(service);
+  /** Why a request of `service` with `qosTargetMs` that already spent `spentMs` should be shed at `nowMs` (the front end's clock: pass it), or undefined to admit it. */
+  shedReason(service: string, qosTargetMs: number, spentMs: number, nowMs?: number): string | undefined {
+    const e = this.estimate(service, nowMs);
     if (e.ahead === 0 || e.finishMs === undefined) return undefined;
     const expectedMs = Math.max(0, spentMs) + e.finishMs;
     if (expectedMs <= qosTargetMs) return undefined;
@@ -183,9 +194,11 @@ export class AdmissionGate {
    * Why a request of a model not known yet (gRPC: its message, which names the model, is not
    * read yet) should be shed: when a request of every one of `models` (with its QoS target, ms)
    * would be shed now (`shedReason` with nothing spent), the reason of the one closest to
-   * making it; undefined as soon as one of them would be admitted, or for no models.
+   * making it; undefined as soon as one of them would be admitted, or for no models. `nowMs`:
+   * the front end's clock (pass it, as to `shedReason`).
    */
-  shedReasonForAll(models: readonly { readonly name: string; readonly qosTargetMs: number }[]): string | undefined {
+  shedReasonForAll(models: readonly { readonly name: string; readonly qosTargetMs: number }[], nowMs?: number): string | undefined {
+    this.advanceTo(nowMs);
     let closest: { readonly name: string; readonly qosTargetMs: number } | undefined;
     let closestOverMs = Number.POSITIVE_INFINITY;
     const ahead = this.queues.pendingQueries() + this.frontEndAhead();
@@ -197,7 +210,7 @@ export class AdmissionGate {
         closestOverMs = e.finishMs - m.qosTargetMs;
       }
     }
-    return closest === undefined ? undefined : this.shedReason(closest.name, closest.qosTargetMs, 0);
+    return closest === undefined ? undefined : this.shedReason(closest.name, closest.qosTargetMs, 0, nowMs);
   }
 
   /**

@@ -236,7 +236,7 @@ export class RuntimeBackend implements InferenceBackend {
   shedUnread(): AdmissionTicket | undefined {
     const nowMs = this.engine?.clock.now();
     if (nowMs === undefined || this.shedding === undefined || !this.ready || this.closing) return undefined;
-    const why = this.shedding.gate.shedReasonForAll([...this.models.values()].filter((m) => this.states.get(m.name)?.state === 'READY'));
+    const why = this.shedding.gate.shedReasonForAll([...this.models.values()].filter((m) => this.states.get(m.name)?.state === 'READY'), nowMs);
     if (why !== undefined) throw shedOnArrival(this.shedding, undefined, nowMs, why, 'message');
     return this.shedding.gate.ticket(nowMs);
   }
@@ -496,7 +496,7 @@ export class RuntimeBackend implements InferenceBackend {
     const arrivalMs = receivedMs !== undefined && receivedMs <= nowMs ? receivedMs : nowMs;
     request.admission?.settle(); // queued (or shed) now: the runtime's queue counts it from here
     this.metrics?.admissionWait(model.name, nowMs - arrivalMs);
-    const why = this.shedding?.gate.shedReason(model.name, plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs);
+    const why = this.shedding?.gate.shedReason(model.name, plan.qosMs ?? model.qosTargetMs, nowMs - arrivalMs, nowMs);
     if (why !== undefined) {
       if (this.shedding !== undefined) feedShed(this.shedding, model, arrivalMs, nowMs, plan.qosMs ?? model.qosTargetMs, plan.batch, why);
       throw new RejectedError('overloaded', `overloaded: model '${model.name}': ${why}; shed before it was queued (retry later or on another replica)`, undefined);

@@ -137,6 +137,22 @@ describe('AdmissionGate', () => {
     expect(g.estimate('a').ahead).toBe(0);
   });
 
+  it('lets go of stalled requests by the clock of the arrivals it judges, even when it sheds every one of them (no ticket taken)', () => {
+    const pending = { n: 0 };
+    const g = gate(pending);
+    run(g, 0, 10, 10);
+    // three requests whose message never comes: enough to shed a 30 ms request
+    for (let i = 0; i < 3; i++) g.ticket(1000);
+    expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 30 }], 1000)).toBeDefined();
+    expect(g.shedReason('a', 30, 0, 1000)).toBeDefined();
+    // arrivals FRONT_END_AHEAD_MS later, shed or not, find none of them ahead: a shed arrival
+    // takes no ticket, so the gate's clock must move with the arrivals judged
+    const later = 1000 + FRONT_END_AHEAD_MS + 1;
+    expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 30 }], later)).toBeUndefined();
+    expect(g.shedReason('a', 30, 0, later)).toBeUndefined();
+    expect(g.estimate('a', later).ahead).toBe(0);
+  });
+
   it('logs a summary at most once per SHED_LOG_INTERVAL_MS per service', () => {
     const g = gate({ n: 0 });
     expect(g.countShed('a', 0)).toEqual({ shed: 1, windowMs: 0 });

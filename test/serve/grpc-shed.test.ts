@@ -3,8 +3,11 @@
  * (`src/serve/grpc/shed-interceptor.ts`), over a fake backend: while `shedUnread` sheds, a call
  * is answered UNAVAILABLE `overloaded` and never reaches the backend, even with a message far
  * past what would be read; other methods and streams are not shed; a call without the token is
- * UNAUTHENTICATED first; a bug in `shedUnread` lets the call through.
+ * UNAUTHENTICATED first; a bug in `shedUnread` lets the call through. Against a raw HTTP/2 client:
+ * hostile frames are answered once and leave no ticket open, a call answered before its message
+ * came takes none when the message follows; on sim:a100, stalled calls stop keeping everyone shed.
  */
+import http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGrpcServer, type GrpcInferenceServer } from '../../src/serve/grpc/server.ts';
@@ -12,6 +15,8 @@ import { loadInferenceService } from '../../src/serve/grpc/proto.ts';
 import { modelNameAtStart } from '../../src/serve/grpc/shed-interceptor.ts';
 import { ServeError, type AdmissionTicket } from '../../src/serve/inference.ts';
 import { FakeBackend } from './fake-backend.ts';
+import { simBackend } from './helpers.ts';
+import { FRONT_END_AHEAD_MS } from '../../src/serve/admission.ts';
 
 type Client = grpc.Client & Record<string, (req: unknown, ...rest: unknown[]) => grpc.ClientUnaryCall>;
 
@@ -180,5 +185,142 @@ describe('gRPC ModelInfer shed on its metadata (fake backend, token required)', 
     expect(error).toBeNull();
     expect(backend.requests.length).toBe(before + 1);
     backend.mode = 'admit';
+  });
+});
+
+/** A fake backend whose tickets are all tracked: `admit` settles the arrival and hands out a fresh ticket, as `RuntimeBackend` does. */
+class TicketBackend extends FakeBackend {
+  private next = 0;
+  /** Tickets not settled yet, by what took them. */
+  readonly open = new Map<number, string>();
+  private take(what: string): AdmissionTicket {
+    const id = this.next++;
+    this.open.set(id, what);
+    return { receivedMs: id, settle: () => void this.open.delete(id) };
+  }
+  shedUnread(): AdmissionTicket {
+    return this.take('metadata');
+  }
+  admit(modelName: string, arrival?: AdmissionTicket, unread?: string): AdmissionTicket | undefined {
+    if (modelName !== 'm') return undefined;
+    arrival?.settle();
+    return this.take(unread ?? 'handler');
+  }
+}
+
+/** A raw HTTP/2 ModelInfer call: its stream and its grpc-status once answered (headers or trailers). */
+function rawInfer(session: http2.ClientHttp2Session, headers: Record<string, string> = {}): { stream: http2.ClientHttp2Stream; status: Promise<string> } {
+  const stream = session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', 'content-type': 'application/grpc', te: 'trailers', ...headers }, { endStream: false });
+  const status = new Promise<string>((resolve) => {
+    stream.on('response', (h) => {
+      if (h['grpc-status'] !== undefined) resolve(String(h['grpc-status']));
+    });
+    stream.on('trailers', (t) => resolve(String(t['grpc-status'])));
+    stream.on('data', () => undefined);
+    stream.on('error', () => undefined);
+  });
+  return { stream, status };
+}
+
+describe('gRPC ModelInfer tickets against a hostile client (raw HTTP/2)', () => {
+  const backend = new TicketBackend();
+  let server: GrpcInferenceServer;
+  let port: number;
+  let session: http2.ClientHttp2Session;
+
+  beforeAll(async () => {
+    server = createGrpcServer(backend);
+    port = await server.listen('127.0.0.1', 0);
+    session = http2.connect(`http://127.0.0.1:${port}`);
+  });
+  afterAll(async () => {
+    session.close();
+    await server.close(1000);
+  });
+
+  /** Every frame sent so far on `session` was handled by the server: a ping, then a call, round trip. */
+  const settled = async (): Promise<void> => {
+    await new Promise((resolve) => session.ping(resolve));
+    const { Client } = loadInferenceService();
+    const c = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as Client;
+    await call(c, 'ServerLive', {});
+    c.close();
+  };
+
+  it('a call answered before its message came (deadline passed) takes no ticket when its client sends the message on', async () => {
+    const { stream, status } = rawInfer(session, { 'grpc-timeout': '1m' });
+    expect(await status).toBe(String(grpc.status.DEADLINE_EXCEEDED));
+    const body = loadInferenceService().definition['ModelInfer']!.requestSerialize({ model_name: 'm', inputs: [{ name: 'x', datatype: 'FP32', shape: [2, 4] }], raw_input_contents: [Buffer.alloc(32)] });
+    const head = Buffer.alloc(5);
+    head.writeUInt32BE(body.length, 1);
+    stream.write(Buffer.concat([head, body]));
+    await settled();
+    expect([...backend.open.values()]).toEqual([]);
+    stream.close(http2.constants.NGHTTP2_CANCEL);
+  });
+
+  it('hostile frames: every call answered once, no ticket left open, the server serves on', async () => {
+    backend.open.clear();
+    const frames: Buffer[] = [
+      Buffer.from([0, 0xff, 0xff, 0xff, 0xff, 0x0a, 1, 0x6d]), // a header claiming 4 GB, then model 'm'
+      Buffer.from([0, 0, 0, 0, 8, 0x0a, 1, 0x6d, 0xff, 0xff, 0xff, 0xff, 0xff]), // garbage protobuf after model 'm'
+      Buffer.from([0, 0, 0, 0, 4, 0x0a, 0xb8, 0x17, 0x6d]), // a model name longer than the message
+      Buffer.from([0, 0, 0, 0, 2, 0x0a, 0]), // an empty model name
+      Buffer.from([0, 0, 0, 0, 40, 0x0a]), // truncated, then END_STREAM
+      Buffer.alloc(0), // metadata, then END_STREAM
+    ];
+    const answers = await Promise.all(
+      frames.map(async (bytes) => {
+        const { stream, status } = rawInfer(session);
+        stream.end(bytes);
+        const code = await status;
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+        return code;
+      }),
+    );
+    expect(answers.every((code) => code !== String(grpc.status.OK))).toBe(true);
+    await settled();
+    expect([...backend.open.values()]).toEqual([]);
+  });
+
+  it('a client cancelling mid-message, or stalled calls it then cancels, leave no ticket open', async () => {
+    backend.open.clear();
+    const stalled = Array.from({ length: 200 }, () => rawInfer(session).stream);
+    const { stream } = rawInfer(session);
+    stream.write(Buffer.from([0, 0, 1, 0, 0, 0x0a, 1, 0x6d, 0x12]));
+    await settled();
+    expect(backend.open.size).toBe(201);
+    for (const s of [...stalled, stream]) s.close(http2.constants.NGHTTP2_CANCEL);
+    await settled();
+    expect([...backend.open.values()]).toEqual([]);
+  });
+});
+
+describe('gRPC ModelInfer admission on sim:a100: stalled calls do not keep everyone shed', () => {
+  it(`calls whose message never comes stop counting ahead ${FRONT_END_AHEAD_MS} ms after they arrived, even while every call is shed`, { timeout: 60_000 }, async () => {
+    const { backend } = await simBackend([{ name: 'resnet', model: 'resnet50-small', qosTargetMs: 30, batchSizes: [1] }]);
+    const server = createGrpcServer(backend);
+    const port = await server.listen('127.0.0.1', 0);
+    const { Client } = loadInferenceService();
+    const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as Client;
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    try {
+      const request = { model_name: 'resnet', inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 3, 64, 64] }], raw_input_contents: [Buffer.alloc(3 * 64 * 64 * 4)] };
+      // enough completions for the gate to judge
+      for (let i = 0; i < 10; i++) expect((await call(client, 'ModelInfer', request)).error).toBeNull();
+      // stalled calls: metadata, never a message (a few are enough to shed a 30 ms request)
+      const stalled = Array.from({ length: 20 }, () => rawInfer(session).stream);
+      await new Promise((resolve) => session.ping(resolve));
+      await new Promise((resolve) => setTimeout(resolve, FRONT_END_AHEAD_MS + 200));
+      // the device is idle: once the stalled calls no longer count, a call is admitted and answered
+      const { error } = await call(client, 'ModelInfer', request);
+      expect(error).toBeNull();
+      for (const s of stalled) s.close(http2.constants.NGHTTP2_CANCEL);
+    } finally {
+      session.close();
+      client.close();
+      await server.close(1000);
+      await backend.shutdown(1000);
+    }
   });
 });

@@ -69,7 +69,12 @@ export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger
   return (method, call) => {
     if (method.path !== MODEL_INFER_PATH || backend.shedUnread === undefined) return new grpc.ServerInterceptingCall(call);
     let ticket: AdmissionTicket | undefined;
-    const settle = (): void => ticket?.settle();
+    /** The call has its status (or was cancelled): nothing may take a ticket for it any more. */
+    let ended = false;
+    const settle = (): void => {
+      ended = true;
+      ticket?.settle();
+    };
     const listener = new grpc.ServerListenerBuilder()
       .withOnReceiveMetadata((metadata, next) => {
         try {
@@ -85,7 +90,9 @@ export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger
           if (stream !== undefined && backend.admit !== undefined) {
             const admit = backend.admit.bind(backend);
             watchFirstBytes(stream, (model) => {
-              if (ticket === undefined) return;
+              // a call already answered (its deadline passed, grpc-js refused its message) whose
+              // client sends on: admitting it would take a ticket that nothing settles
+              if (ticket === undefined || ended || stream.headersSent === true) return;
               try {
                 ticket = admit(model, ticket, 'message') ?? ticket;
                 arrivals.set(metadata, ticket);
