@@ -238,7 +238,9 @@ export class RuntimeBackend implements InferenceBackend {
     if (nowMs === undefined || this.shedding === undefined || !this.ready || this.closing) return undefined;
     const why = this.shedding.gate.shedReasonForAll([...this.models.values()].filter((m) => this.states.get(m.name)?.state === 'READY'), nowMs);
     if (why !== undefined) throw shedOnArrival(this.shedding, undefined, nowMs, why, 'message');
-    return this.shedding.gate.ticket(nowMs);
+    // its arrival, not yet work ahead: a call that sends its metadata and no message holds no place
+    // ahead of others; `admit` counts it once its first bytes name the model
+    return { receivedMs: nowMs, settle: () => undefined };
   }
 
   /** The controller's online predictor refinement, while it refines (abacus with `refine`); else undefined. */

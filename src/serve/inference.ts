@@ -395,9 +395,11 @@ export interface InferenceBackend {
    * message, which names the model, is read): sheds the request when one of every READY model
    * would be shed by `admit` now, so that reading and decoding it cannot help. Such a request
    * is counted as model `unknown`.
-   * @returns when it may go on, its ticket from now (it counts as work ahead of later arrivals
-   *   while its message is read; pass it to `admit`, which decides again on its model, and settle
-   *   it once the call ends); undefined while nothing is shed (before start, no admission gate).
+   * @returns when it may go on, its arrival as a ticket (pass it to `admit`, which decides again
+   *   on its model, counting the time since, and settle it once the call ends); it counts as work
+   *   ahead of later arrivals only once `admit` took it, so that calls that send their metadata
+   *   and never a message cannot make others shed; undefined while nothing is shed (before
+   *   start, no admission gate).
    * @throws ServeError overloaded when it is shed.
    */
   shedUnread?(): AdmissionTicket | undefined;

@@ -12,6 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGrpcServer, type GrpcInferenceServer } from '../../src/serve/grpc/server.ts';
 import { loadInferenceService } from '../../src/serve/grpc/proto.ts';
+import { MAX_DETAILS_CHARS } from '../../src/serve/grpc/codec.ts';
 import { modelNameAtStart } from '../../src/serve/grpc/shed-interceptor.ts';
 import { ServeError, type AdmissionTicket } from '../../src/serve/inference.ts';
 import { FakeBackend } from './fake-backend.ts';
@@ -178,6 +179,14 @@ describe('gRPC ModelInfer shed on its metadata (fake backend, token required)', 
     expect(backend.unread.slice(-2)).toEqual(['message', undefined]);
   });
 
+  it('an error quoting a 100 KB model name is cut to MAX_DETAILS_CHARS, and the connection goes on serving', async () => {
+    backend.mode = 'admit';
+    const { error } = await call(client, 'ModelInfer', { ...(inferRequest() as object), model_name: 'x'.repeat(100_000) }, withToken());
+    expect(error?.code).toBe(grpc.status.NOT_FOUND);
+    expect(error?.details.length).toBeLessThanOrEqual(MAX_DETAILS_CHARS + 1);
+    expect((await call(client, 'ModelInfer', inferRequest(), withToken())).error).toBeNull();
+  });
+
   it('a bug in shedUnread does not fail the call', async () => {
     backend.mode = 'bug';
     const before = backend.requests.length;
@@ -297,25 +306,37 @@ describe('gRPC ModelInfer tickets against a hostile client (raw HTTP/2)', () => 
 });
 
 describe('gRPC ModelInfer admission on sim:a100: stalled calls do not keep everyone shed', () => {
-  it(`calls whose message never comes stop counting ahead ${FRONT_END_AHEAD_MS} ms after they arrived, even while every call is shed`, { timeout: 60_000 }, async () => {
+  it(`calls that send metadata and no message hold no place ahead; calls stalled mid-message stop counting ${FRONT_END_AHEAD_MS} ms after they arrived`, { timeout: 60_000 }, async () => {
     const { backend } = await simBackend([{ name: 'resnet', model: 'resnet50-small', qosTargetMs: 30, batchSizes: [1] }]);
     const server = createGrpcServer(backend);
     const port = await server.listen('127.0.0.1', 0);
     const { Client } = loadInferenceService();
     const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as Client;
     const session = http2.connect(`http://127.0.0.1:${port}`);
+    const serialize = loadInferenceService().definition['ModelInfer']!.requestSerialize as (m: unknown) => Buffer;
     try {
       const request = { model_name: 'resnet', inputs: [{ name: 'input', datatype: 'FP32', shape: [1, 3, 64, 64] }], raw_input_contents: [Buffer.alloc(3 * 64 * 64 * 4)] };
       // enough completions for the gate to judge
       for (let i = 0; i < 10; i++) expect((await call(client, 'ModelInfer', request)).error).toBeNull();
-      // stalled calls: metadata, never a message (a few are enough to shed a 30 ms request)
-      const stalled = Array.from({ length: 20 }, () => rawInfer(session).stream);
+      // metadata, never a message: nothing counts ahead, the next call is admitted at once
+      const silent = Array.from({ length: 50 }, () => rawInfer(session).stream);
+      await new Promise((resolve) => session.ping(resolve));
+      expect((await call(client, 'ModelInfer', request)).error).toBeNull();
+      // the first bytes of a message (they name the model), never the rest: admitted on the model,
+      // they count ahead, until FRONT_END_AHEAD_MS after they arrived, even while every call is shed
+      const body = serialize(request);
+      const head = Buffer.alloc(5);
+      head.writeUInt32BE(body.length, 1);
+      const partial = Array.from({ length: 20 }, () => {
+        const { stream } = rawInfer(session);
+        stream.write(Buffer.concat([head, body.subarray(0, 64)]));
+        return stream;
+      });
       await new Promise((resolve) => session.ping(resolve));
       await new Promise((resolve) => setTimeout(resolve, FRONT_END_AHEAD_MS + 200));
       // the device is idle: once the stalled calls no longer count, a call is admitted and answered
-      const { error } = await call(client, 'ModelInfer', request);
-      expect(error).toBeNull();
-      for (const s of stalled) s.close(http2.constants.NGHTTP2_CANCEL);
+      expect((await call(client, 'ModelInfer', request)).error).toBeNull();
+      for (const s of [...silent, ...partial]) s.close(http2.constants.NGHTTP2_CANCEL);
     } finally {
       session.close();
       client.close();

@@ -316,5 +316,13 @@ export function grpcStatusOf(error: unknown): GrpcErrorStatus {
   else details = error.message;
   // the request's own `id`, as the HTTP error body carries it
   if (error instanceof ServeError && error.id !== undefined) details = `${details} (request id ${JSON.stringify(error.id.slice(0, 200))})`;
-  return { code: grpcCode, details, metadata };
+  return { code: grpcCode, details: details.length > MAX_DETAILS_CHARS ? `${details.slice(0, MAX_DETAILS_CHARS)}…` : details, metadata };
 }
+
+/**
+ * Longest `grpc-message` sent, characters; longer details are cut with an ellipsis. The details
+ * can quote what the client sent (a model name); a trailer of 100 KB left a grpc-js client's
+ * whole connection unable to receive anything, its other calls included (node's HTTP/2 header
+ * list limit), while the server went on.
+ */
+export const MAX_DETAILS_CHARS = 2048;

@@ -23,9 +23,10 @@
  * a whole message is read: this adds a listener to the call's HTTP/2 stream (the private field
  * below), which sees the frames grpc-js sees, uncopied.
  *
- * A call that goes on gets its admission ticket from then (`arrivalOf`): while its message is
- * read it counts as work ahead of later arrivals, and its latency and QoS count from its metadata,
- * as an HTTP request's count from its headers. Without that, calls read in parallel over one
+ * A call that goes on has its arrival from then (`arrivalOf`): its latency and QoS count from its
+ * metadata, as an HTTP request's count from its headers; once its first bytes admit it, it counts
+ * as work ahead of later arrivals while the rest is read (not before: a call that sends metadata
+ * and no message must not make others shed). Without that, calls read in parallel over one
  * connection (HTTP/2 interleaves their frames) were invisible to admission until read, and under
  * overload they took seconds to arrive.
  *
@@ -134,11 +135,16 @@ const PEEK_LIMIT_BYTES = 4096;
 function watchFirstBytes(stream: Http2StreamLike, onModel: (model: string) => void): void {
   let head: Buffer | undefined;
   const onData = (chunk: Buffer): void => {
-    head = head === undefined ? chunk : Buffer.concat([head, chunk]);
-    const found = modelNameAtStart(head);
-    if (found === 'more' && head.length < PEEK_LIMIT_BYTES) return;
-    stream.off?.('data', onData);
-    if (typeof found === 'object') onModel(found.model);
+    // a throw in a stream listener would take the process down: a bug here only skips the check
+    try {
+      head = head === undefined ? chunk : Buffer.concat([head, chunk]);
+      const found = modelNameAtStart(head);
+      if (found === 'more' && head.length < PEEK_LIMIT_BYTES) return;
+      stream.off?.('data', onData);
+      if (typeof found === 'object') onModel(found.model);
+    } catch {
+      stream.off?.('data', onData);
+    }
   };
   stream.on?.('data', onData);
 }
