@@ -62,7 +62,6 @@ export const FRONT_END_AHEAD_MS = 1000;
 /** Completions needed before anything is shed (the sums settle first). */
 export const MIN_SAMPLES = 5;
 
-
 /** What the gate measures and decides. */
 export interface AdmissionEstimate {
   /** Queries of all services waiting or running, plus admitted ones not yet queued, when it was asked. */
@@ -89,7 +88,7 @@ export interface AdmissionQueues {
 export class AdmissionGate {
   /** Admitted requests still read or decoded by a front end (not yet queued), by arrival: work ahead of later arrivals. */
   private readonly inFrontEnd = new Set<{ readonly receivedMs: number }>();
-  /** The latest time the gate was told of (arrivals, group ends, completions), ms. */
+  /** The latest time the gate was told of (arrivals judged or admitted, group ends, completions), ms. */
   private latestMs = Number.NEGATIVE_INFINITY;
   /** Decaying sums of busy device time (ms) and completed queries, as of `sumsAtMs`. */
   private busyMs = 0;
