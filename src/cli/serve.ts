@@ -254,7 +254,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--max-body-bytes <n>', 'largest HTTP binary-tensor request body / gRPC message, bytes', positiveInt('--max-body-bytes'), DEFAULT_MAX_BODY_BYTES)
     .option('--max-json-body-bytes <n>', `largest HTTP JSON body (and JSON header of a binary request), bytes [the smaller of ${DEFAULT_MAX_JSON_BODY_BYTES} and --max-body-bytes]`, positiveInt('--max-json-body-bytes'))
     .option('--headers-timeout-ms <ms>', 'HTTP: time a client has to send a request\'s headers (then 408 and closed; 0: none)', nonNegativeInt('--headers-timeout-ms'), DEFAULT_HEADERS_TIMEOUT_MS)
-    .option('--request-timeout-ms <ms>', 'HTTP: time a client has to send a whole request, body included (0: none)', nonNegativeInt('--request-timeout-ms'), DEFAULT_REQUEST_TIMEOUT_MS)
+    .option('--request-timeout-ms <ms>', 'time a client has to send a whole request: HTTP, body included (408); gRPC ModelInfer, from its metadata to its whole message (DEADLINE_EXCEEDED) (0: none)', nonNegativeInt('--request-timeout-ms'), DEFAULT_REQUEST_TIMEOUT_MS)
     .option('--keep-alive-timeout-ms <ms>', 'HTTP: idle time of a keep-alive connection between requests (0: none)', nonNegativeInt('--keep-alive-timeout-ms'), DEFAULT_KEEP_ALIVE_TIMEOUT_MS)
     .option('--predictor <file>', "predictor.json (abacus train); default: the config's, else profile and train one (cached)")
     .option('--allow-unseen', 'let a flop-feature predictor score models it was not trained on')

@@ -25,7 +25,7 @@ import { within } from './waits.ts';
 import type { DashboardHub } from './dashboard/hub.ts';
 import type { GrpcInferenceServer, GrpcServerOptions } from './grpc/server.ts';
 import { createHttpApp } from './http/app.ts';
-import type { HttpTimeouts } from './http/timeouts.ts';
+import { DEFAULT_REQUEST_TIMEOUT_MS, type HttpTimeouts } from './http/timeouts.ts';
 import type { InferenceBackend } from './inference.ts';
 import type { ServeMetrics } from './metrics.ts';
 import type { ServeSecurity } from './security.ts';
@@ -124,7 +124,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     announce(`HTTP listening on ${httpUrl}${tls?.ca === undefined ? '' : ' (client certificates required)'}`);
     if (options.grpc !== undefined) {
       const limit = options.maxBodyBytes;
-      grpc = options.grpc.factory(backend, { logger, ...(limit === undefined ? {} : { maxReceiveMessageBytes: limit, maxSendMessageBytes: limit }), ...(tls === undefined ? {} : { tls }), ...(authToken === undefined ? {} : { authToken }) });
+      grpc = options.grpc.factory(backend, { logger, requestTimeoutMs: options.timeouts?.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, ...(limit === undefined ? {} : { maxReceiveMessageBytes: limit, maxSendMessageBytes: limit }), ...(tls === undefined ? {} : { tls }), ...(authToken === undefined ? {} : { authToken }) });
       grpcPort = await grpc.listen(options.host, options.grpc.port);
       announce(`gRPC listening on ${formatHostPort(options.host, grpcPort)}${tls === undefined ? '' : tls.ca === undefined ? ' (TLS)' : ' (TLS, client certificates required)'}`);
     }

@@ -305,6 +305,28 @@ describe('gRPC ModelInfer tickets against a hostile client (raw HTTP/2)', () => 
   });
 });
 
+describe('gRPC ModelInfer request timeout (fake backend without admission)', () => {
+  it('a call whose message does not come within requestTimeoutMs is answered DEADLINE_EXCEEDED naming the timeout; whole calls are not', async () => {
+    const server = createGrpcServer(new FakeBackend(), { requestTimeoutMs: 300 });
+    const port = await server.listen('127.0.0.1', 0);
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    const { Client } = loadInferenceService();
+    const client = new Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as Client;
+    try {
+      const silent = rawInfer(session);
+      const partial = rawInfer(session);
+      partial.stream.write(Buffer.from([0, 0, 0, 1, 0, 0x0a, 1, 0x6d])); // a frame header claiming 64 KiB, then 'm'
+      expect(await silent.status).toBe(String(grpc.status.DEADLINE_EXCEEDED));
+      expect(await partial.status).toBe(String(grpc.status.DEADLINE_EXCEEDED));
+      expect((await call(client, 'ModelInfer', inferRequest())).error).toBeNull();
+    } finally {
+      session.close();
+      client.close();
+      await server.close(1000);
+    }
+  });
+});
+
 describe('gRPC ModelInfer admission on sim:a100: stalled calls do not keep everyone shed', () => {
   it(`calls that send metadata and no message hold no place ahead; calls stalled mid-message stop counting ${FRONT_END_AHEAD_MS} ms after they arrived`, { timeout: 60_000 }, async () => {
     const { backend } = await simBackend([{ name: 'resnet', model: 'resnet50-small', qosTargetMs: 100, batchSizes: [1] }]);

@@ -83,6 +83,12 @@ export interface GrpcServerOptions {
   readonly tls?: TlsMaterial;
   /** Require `authorization: Bearer <authToken>` metadata on every method but ServerLive and ServerReady (`auth.ts`); absent: none. */
   readonly authToken?: string;
+  /**
+   * Time a `ModelInfer` call has from its metadata until its whole message arrived, ms (HTTP's
+   * request timeout, `--request-timeout-ms`); past it the call is answered DEADLINE_EXCEEDED and
+   * its stream reset. 0 or absent: none (grpc-js itself waits for a message forever).
+   */
+  readonly requestTimeoutMs?: number;
 }
 
 /** A gRPC server for one backend; create with `createGrpcServer`. */
@@ -193,7 +199,7 @@ export function createGrpcServer(backend: InferenceBackend, options: GrpcServerO
     'grpc.max_send_message_length': maxSend,
     // every method, whatever its kind, is behind the token check (`auth.ts`); then ModelInfer calls
     // are shed on their metadata when no model could take them (`shed-interceptor.ts`)
-    interceptors: [...(options.authToken === undefined ? [] : [bearerAuthInterceptor(options.authToken)]), shedUnreadInterceptor(backend, logger)],
+    interceptors: [...(options.authToken === undefined ? [] : [bearerAuthInterceptor(options.authToken)]), shedUnreadInterceptor(backend, logger, options.requestTimeoutMs ?? 0)],
   });
 
   /** Run a synchronous handler body; any throw becomes the mapped status. */

@@ -48,11 +48,11 @@ export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
  * order given, so a call without the token is answered UNAUTHENTICATED, never `overloaded`.
  * A backend without `shedUnread` gets a pass-through.
  */
-export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger): grpc.ServerInterceptor {
+export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger, messageTimeoutMs = 0): grpc.ServerInterceptor {
   const warned = { done: false };
   /** Answer a shed call now and refuse the rest of its message (file docs). */
-  const shed = (call: grpc.ServerInterceptingCallInterface, err: ServeError): void => {
-    call.sendStatus(grpcStatusOf(err));
+  const shed = (call: grpc.ServerInterceptingCallInterface, err: ServeError | { readonly code: grpc.status; readonly details: string }): void => {
+    call.sendStatus(err instanceof ServeError ? grpcStatusOf(err) : { ...err, metadata: new grpc.Metadata() });
     // after grpc-js has written the status (it may hold it until this listener returns)
     setImmediate(() => {
       const stream = streamOf(call);
@@ -68,16 +68,28 @@ export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger
     logger?.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, 'admission before reading failed; the call goes on without it');
   };
   return (method, call) => {
-    if (method.path !== MODEL_INFER_PATH || backend.shedUnread === undefined) return new grpc.ServerInterceptingCall(call);
+    if (method.path !== MODEL_INFER_PATH || (backend.shedUnread === undefined && !(messageTimeoutMs > 0))) return new grpc.ServerInterceptingCall(call);
     let ticket: AdmissionTicket | undefined;
     /** The call has its status (or was cancelled): nothing may take a ticket for it any more. */
     let ended = false;
+    let waiting: NodeJS.Timeout | undefined;
     const settle = (): void => {
       ended = true;
+      clearTimeout(waiting);
       ticket?.settle();
     };
     const listener = new grpc.ServerListenerBuilder()
       .withOnReceiveMetadata((metadata, next) => {
+        if (messageTimeoutMs > 0) {
+          // a call whose message does not come is answered, as an HTTP request past its timeout is
+          waiting = setTimeout(() => {
+            if (ended) return;
+            shed(call, { code: grpc.status.DEADLINE_EXCEEDED, details: `the request message did not arrive within ${messageTimeoutMs} ms of the call's metadata (the server's request timeout, --request-timeout-ms)` });
+            settle();
+          }, messageTimeoutMs);
+          waiting.unref();
+        }
+        if (backend.shedUnread === undefined) return next(metadata);
         try {
           ticket = backend.shedUnread?.();
         } catch (err) {
@@ -106,6 +118,10 @@ export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger
           }
         }
         next(metadata);
+      })
+      .withOnReceiveMessage((message, next) => {
+        clearTimeout(waiting);
+        next(message);
       })
       .withOnCancel(settle)
       .build();
