@@ -93,7 +93,10 @@ export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger
         try {
           ticket = backend.shedUnread?.();
         } catch (err) {
-          if (err instanceof ServeError) return shed(call, err);
+          if (err instanceof ServeError) {
+            settle();
+            return shed(call, err);
+          }
           bug(err);
         }
         if (ticket !== undefined) {
@@ -112,6 +115,7 @@ export function shedUnreadInterceptor(backend: InferenceBackend, logger?: Logger
               } catch (err) {
                 if (!(err instanceof ServeError)) return bug(err);
                 answered.add(metadata);
+                settle();
                 shed(call, err);
               }
             });
