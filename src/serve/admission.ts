@@ -17,8 +17,6 @@
  *   dynamic batching in it, and the device time of queries rejected part-way (wasted work) too.
  *   It is learned at any load: a gate that learned only while a backlog existed would stop
  *   learning once it shed everything behind the query running.
- *   The gate judges on a floor of it (`drainFloor`): down fast, up slowly, so that a short queue,
- *   which leaves less to overlap and raises the measured figure, does not make it shed more.
  * - `runMs[service]`: the service's time from a query's first launch to its completion
  *   (weighted mean, `RUN_WEIGHT`): what a query takes once the device starts it, batched or
  *   overlapped with others.
@@ -61,9 +59,6 @@ export const RUN_WEIGHT = 0.1;
  */
 export const FRONT_END_AHEAD_MS = 1000;
 
-/** How fast the drain floor rises toward a higher measured drain, ms (time constant; `AdmissionGate.drainFloor`). */
-export const DRAIN_FLOOR_RISE_MS = 10_000;
-
 /** Completions needed before anything is shed (the sums settle first). */
 export const MIN_SAMPLES = 5;
 
@@ -102,9 +97,6 @@ export class AdmissionGate {
   private total = 0;
   /** End of the latest group interval counted as busy, ms (groups that overlap in time count once). */
   private busyUntilMs = Number.NEGATIVE_INFINITY;
-  /** `drainFloor`'s state: the floor (ms) and when it was last moved (clock ms). */
-  private floorMs = Number.POSITIVE_INFINITY;
-  private floorAtMs = Number.NEGATIVE_INFINITY;
   /** `runMs[service]` (file docs). */
   private readonly runMs = new Map<string, number>();
   private readonly shedLog = new Map<string, { sinceMs: number; shed: number }>();
@@ -150,25 +142,6 @@ export class AdmissionGate {
     return { receivedMs, settle: () => void this.inFrontEnd.delete(entry) };
   }
 
-  /**
-   * The device time per query the gate uses: the lowest recent `drainMs`, rising toward the
-   * measured one with time constant `DRAIN_FLOOR_RISE_MS` (the device's capacity rather than its
-   * momentary rate). A short queue leaves fewer queries to overlap or batch, which raises the
-   * measured figure exactly when less is waiting: judged on it, closed-loop clients at the edge
-   * were shed, resent at once, took the cores, and made it rise further.
-   */
-  private drainFloor(measuredMs: number): number {
-    const nowMs = this.latestMs;
-    if (!Number.isFinite(this.floorMs) || !Number.isFinite(this.floorAtMs)) this.floorMs = measuredMs;
-    else if (nowMs > this.floorAtMs) {
-      // down within about a drain window, up ten times slower
-      const tauMs = measuredMs < this.floorMs ? DRAIN_WINDOW_MS : DRAIN_FLOOR_RISE_MS;
-      this.floorMs = measuredMs - (measuredMs - this.floorMs) * Math.exp(-(nowMs - this.floorAtMs) / tauMs);
-    }
-    this.floorAtMs = Math.max(this.floorAtMs, nowMs);
-    return this.floorMs;
-  }
-
   /** Requests in the front ends that count as ahead now (younger than `FRONT_END_AHEAD_MS`); older ones are let go. */
   private frontEndAhead(): number {
     const since = this.latestMs - FRONT_END_AHEAD_MS;
@@ -202,7 +175,7 @@ export class AdmissionGate {
     // a service none of whose queries completed yet (under overload from the start the controller
     // may drop every one): the queue ahead alone, which still bounds its wait
     const runMs = this.runMs.get(service) ?? 0;
-    const drainMs = this.drainFloor(this.busyMs / this.completions);
+    const drainMs = this.busyMs / this.completions;
     return { ahead, finishMs: ahead * drainMs + runMs, drainMs, runMs };
   }
 

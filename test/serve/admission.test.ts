@@ -65,26 +65,6 @@ describe('AdmissionGate', () => {
     expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 1 }])).toBeUndefined();
   });
 
-  it('judges on a drain floor: down with a lower measured drain within about a drain window, up ten times slower', () => {
-    const pending = { n: 4 };
-    const g = gate(pending);
-    // two completions per 10 ms group (overlap): drain 5 ms
-    let t = run(g, 0, 40, 10, 2);
-    expect(g.estimate('a').drainMs).toBeCloseTo(5, 6);
-    // then one query at a time (a short queue: nothing to overlap): the measured drain climbs toward 10
-    t = run(g, t, 100, 10, 1);
-    const measured = (g as unknown as { busyMs: number; completions: number }).busyMs / (g as unknown as { completions: number }).completions;
-    expect(measured).toBeGreaterThan(8);
-    // the floor has risen only part of the way (1 s of 10 s)
-    const floor = g.estimate('a').drainMs!;
-    expect(floor).toBeLessThan(measured - 1);
-    expect(floor).toBeGreaterThan(5);
-    // and follows down at once-ish: back to overlapped groups for a few seconds
-    t = run(g, t, 600, 10, 2);
-    expect(g.estimate('a').drainMs!).toBeCloseTo(5, 1);
-    expect(t).toBeGreaterThan(0);
-  });
-
   it('takes the run time per service as a weighted mean', () => {
     const g = gate({ n: 1 });
     run(g, 0, 10, 10);
