@@ -24,14 +24,13 @@ export interface BenchServer {
 /**
  * Start `abacus serve --config CONFIG --host 127.0.0.1 --http-port 0 [--grpc-port 0] …flags`.
  * @param logFile where its stderr (the JSON log) goes
- * @param nodeArgs node's own flags for the server process (`--cpu-prof` to profile it) [none]
  * @param readyTimeoutMs how long a first start (model build, profiling) may take [30 min]
  * @throws Error quoting its output when it exits before ready or does not get ready in time.
  */
-export async function startBenchServer(config: string, options: { logFile: string; flags?: readonly string[]; nodeArgs?: readonly string[]; env?: NodeJS.ProcessEnv; readyTimeoutMs?: number; log?: (s: string) => void }): Promise<BenchServer> {
+export async function startBenchServer(config: string, options: { logFile: string; flags?: readonly string[]; env?: NodeJS.ProcessEnv; readyTimeoutMs?: number; log?: (s: string) => void }): Promise<BenchServer> {
   const handle = await fs.open(options.logFile, 'w');
   const flags = options.flags ?? [];
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), ABACUS_BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', ...(flags.includes('--no-grpc') ? [] : ['--grpc-port', '0']), ...flags], {
+  const child = spawn(process.execPath, [ABACUS_BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', ...(flags.includes('--no-grpc') ? [] : ['--grpc-port', '0']), ...flags], {
     env: { ...process.env, ...(options.env ?? {}) },
     stdio: ['ignore', 'pipe', handle.fd],
   });
