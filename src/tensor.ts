@@ -113,25 +113,36 @@ export function zeroTensorData(dataType: TensorDataType, n: number): TensorData 
   }
 }
 
-/** Marks a tensor from `lazyZeroTensor`; its getter says whether the data is still unallocated. */
-const UNREAD_ZERO = Symbol('unread zero tensor');
+/** Where a tensor from `lazyZeroTensor` caches its data once read (a symbol key: not in `Object.keys`, JSON or structured clones). */
+const LAZY_DATA = Symbol('lazy zero tensor data');
+
+/** A tensor from `lazyZeroTensor`: `data` is an own enumerable getter caching its array under `LAZY_DATA`. */
+interface LazyZeroTensor extends HostTensor {
+  [LAZY_DATA]: TensorData | undefined;
+}
 
 /**
  * A zero tensor of `dataType` and `dims` whose data is allocated on first access (`data` is an
- * enumerable getter caching its array): a simulation that never reads outputs allocates none,
- * and `sliceBatch` of it is another such tensor (no copy).
+ * own enumerable getter caching its array): a simulation that never reads outputs allocates none,
+ * and `sliceBatch` of it is another such tensor (no copy). An object literal with a getter, not
+ * `Object.defineProperties` with closures: about 6× cheaper to create (2 M tensors: 0.74 s
+ * against 4.7 s under tsx), which the simulator does for every output of every query.
  */
 export function lazyZeroTensor(dataType: TensorDataType, dims: readonly number[]): HostTensor {
-  let data: TensorData | undefined;
-  return Object.defineProperties({ dataType, dims } as HostTensor, {
-    data: { enumerable: true, get: (): TensorData => (data ??= zeroTensorData(dataType, elementCount(dims))) },
-    [UNREAD_ZERO]: { enumerable: false, get: (): boolean => data === undefined },
-  });
+  const t: LazyZeroTensor = {
+    dataType,
+    dims,
+    [LAZY_DATA]: undefined,
+    get data(): TensorData {
+      return (this[LAZY_DATA] ??= zeroTensorData(this.dataType, elementCount(this.dims)));
+    },
+  };
+  return t;
 }
 
 /** Whether `t` came from `lazyZeroTensor` and its data was never read (so it is still all zeros). */
 function isUnreadZero(t: HostTensor): boolean {
-  return (t as HostTensor & { readonly [UNREAD_ZERO]?: boolean })[UNREAD_ZERO] === true;
+  return LAZY_DATA in t && (t as LazyZeroTensor)[LAZY_DATA] === undefined;
 }
 
 /** The value of IEEE-754 half-precision bits (float16 data holds them as Uint16). */

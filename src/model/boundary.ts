@@ -42,6 +42,20 @@ function addSpecs(index: Map<string, TensorSpec>, tensors: readonly TensorSpec[]
   for (const t of tensors) if (!index.has(t.name)) index.set(t.name, t);
 }
 
+/** `tensorSpecIndex` of each spec the default arguments below were called with (specs are not mutated once built). */
+const SPEC_INDEXES = new WeakMap<ModelSpec, ReadonlyMap<string, TensorSpec>>();
+
+/**
+ * `tensorSpecIndex(spec)`, built once per spec object and shared: the default of the functions
+ * below, which the simulator's validation calls for every synthetic segment (a ResNet's index
+ * holds hundreds of names).
+ */
+function sharedSpecIndex(spec: ModelSpec): ReadonlyMap<string, TensorSpec> {
+  let index = SPEC_INDEXES.get(spec);
+  if (index === undefined) SPEC_INDEXES.set(spec, (index = tensorSpecIndex(spec)));
+  return index;
+}
+
 /**
  * Specs of the tensors a segment starting at operator `start` needs: the inputs of operator
  * `start` plus what it passes through — boundary `start` as consumed from there on (for
@@ -49,7 +63,7 @@ function addSpecs(index: Map<string, TensorSpec>, tensors: readonly TensorSpec[]
  * @throws RangeError when `start` is outside `[0, operators.length)`.
  * @throws BadRequestError when a passthrough name has no declared spec (a broken ModelSpec).
  */
-export function boundarySpecs(spec: ModelSpec, start: number, index: Map<string, TensorSpec> = tensorSpecIndex(spec)): TensorSpec[] {
+export function boundarySpecs(spec: ModelSpec, start: number, index: ReadonlyMap<string, TensorSpec> = sharedSpecIndex(spec)): TensorSpec[] {
   const op = spec.operators[start];
   if (!op) throw new RangeError(`boundary start ${start} of ${spec.name} must be an integer in [0, ${spec.operators.length - 1}]`);
   const out: TensorSpec[] = [...op.inputs];
@@ -410,7 +424,7 @@ function noSeqError(spec: ModelSpec, tensor: TensorSpec, i: number, d: string): 
 }
 
 /** `boundarySpecs` with every shape resolved for a query. @throws as `boundarySpecs`/`resolveShape`. */
-export function resolvedBoundary(spec: ModelSpec, start: number, batch: number, seqLen: number, index?: Map<string, TensorSpec>, symbols?: Readonly<Record<string, number>>): ResolvedTensorSpec[] {
+export function resolvedBoundary(spec: ModelSpec, start: number, batch: number, seqLen: number, index?: ReadonlyMap<string, TensorSpec>, symbols?: Readonly<Record<string, number>>): ResolvedTensorSpec[] {
   return boundarySpecs(spec, start, index).map((t) => ({ name: t.name, dataType: t.dataType, dims: resolveShape(spec, t, batch, seqLen, symbols), ...(t.domain === undefined ? {} : { domain: t.domain }) }));
 }
 
@@ -453,7 +467,7 @@ export interface BoundaryBytes {
  * a constant could not be folded.
  * @throws RangeError when k is outside [1, N − 1]; BadRequestError as `resolvedBoundary`.
  */
-export function boundaryBytes(spec: ModelSpec, k: number, batch: number, seqLen: number, index: Map<string, TensorSpec> = tensorSpecIndex(spec)): BoundaryBytes {
+export function boundaryBytes(spec: ModelSpec, k: number, batch: number, seqLen: number, index: ReadonlyMap<string, TensorSpec> = sharedSpecIndex(spec)): BoundaryBytes {
   if (!Number.isInteger(k) || k < 1 || k >= spec.operators.length) throw new RangeError(`boundary ${k} of ${spec.name} must be an integer in [1, ${spec.operators.length - 1}]`);
   let activationBytes = 0;
   let constantBytes = 0;

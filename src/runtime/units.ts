@@ -243,8 +243,9 @@ export function visibleQueuesOf(services: Iterable<ServiceState>, oneGroupPerSer
  *   escaping from a timer or device callback and leaving every query unanswered.
  */
 export function checkDecisionOf(units: ReadonlyMap<string, Unit>, controller: Pick<QueryController, 'policy' | 'launchWhileBusy'>, decision: Decision, ahead: boolean): Unit[][] {
-  const taken = new Set<Unit>();
-  const rejected = new Set(decision.rejected.map((r) => r.queryId));
+  // no Sets for the common decision (one unit, nothing rejected): this runs for every decision
+  const taken: Unit[] = [];
+  const rejected = decision.rejected.length === 0 ? undefined : new Set(decision.rejected.map((r) => r.queryId));
   const all: Unit[][] = [];
   for (const s of decision.group) {
     const members = membersOf(units, controller, s, ahead);
@@ -254,8 +255,8 @@ export function checkDecisionOf(units: ReadonlyMap<string, Unit>, controller: Pi
       throw new Error(`controller ${controller.policy} launched query '${s.queryId}' up to operator ${s.end} of ${operators}: a launchWhileBusy policy launches whole queries only (internal error)`);
     }
     for (const u of members) {
-      if (taken.has(u) || rejected.has(u.id)) throw new Error(`controller ${controller.policy} launched query '${u.id}' twice or also rejected it (internal error)`);
-      taken.add(u);
+      if (taken.includes(u) || rejected?.has(u.id) === true) throw new Error(`controller ${controller.policy} launched query '${u.id}' twice or also rejected it (internal error)`);
+      taken.push(u);
     }
   }
   return all;
