@@ -182,13 +182,17 @@ describe('StreamAbacusController', () => {
   });
 
   it('with hold, a partial batch waits while its members can afford it and goes at its latest start', () => {
-    const queue = [0, 1].map((i) => query(`a${i}`, 'A', 'a', { arrivalMs: i, qosTargetMs: 100, batching: limits }));
-    // a full batch (4) takes 40 ms alone: hold until the deadline 100 − 2·40 = 20
+    const queue = [0, 1].map((i) => query(`a${i}`, 'A', 'a', { arrivalMs: i, qosTargetMs: 500, batching: limits }));
+    // a full batch (4) takes 40 ms alone: hold until the deadline 500 − 12·40 = 20 (HOLD_FACTOR 12)
     const d = controller(true).decide({ nowMs: 10, queues: [queue], runningRemainingMs: 0 });
     expect(d.group).toEqual([]);
     expect(d.wakeAtMs).toBeCloseTo(20, 9);
     const later = controller(true).decide({ nowMs: 20, queues: [queue], runningRemainingMs: 0 });
     expect(later.group).toEqual([{ queryId: 'a0', service: 'A', start: 0, end: 10, fused: ['a1'] }]);
+    // a target shorter than 12 full batches leaves nothing to hold for: the partial batch goes now
+    const tight = [0, 1].map((i) => query(`t${i}`, 'A', 'a', { arrivalMs: i, qosTargetMs: 100, batching: limits }));
+    const now = controller(true).decide({ nowMs: 10, queues: [tight], runningRemainingMs: 0 });
+    expect(now.group).toEqual([{ queryId: 't0', service: 'A', start: 0, end: 10, fused: ['t1'] }]);
   });
 
   it('rejects a held query that cannot finish after its own service\'s running segment, on time', () => {

