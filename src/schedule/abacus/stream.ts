@@ -44,7 +44,7 @@
  *    (`ways` points per call). The first head that fits is launched, unless (b) or (c):
  *    b. with `hold`, a partial batch (fewer samples than `maxBatchSize`, the head at operator 0
  *       with `batching`) waits for more samples while now < its most urgent member's deadline −
- *       2 × the solo latency of a full batch (`wakeAtMs` then): full batches make the most of
+ *       `HOLD_FACTOR` (12) × the solo latency of a full batch (`wakeAtMs` then): full batches make the most of
  *       the device, and queries arrive meanwhile. A deadline-aware queue delay that ignores
  *       `maxQueueDelayMs`; off (`hold: false`) the controller is work-conserving.
  *    c. the overlap gains nothing — {X, remainders} is predicted to take at least as long as
