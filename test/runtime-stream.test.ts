@@ -167,6 +167,15 @@ describe('StreamAbacusController', () => {
     expect(controller().decide({ nowMs: 10, queues: [tight], runningRemainingMs: 0 }).group[0]!.fused).toEqual(['a1']);
   });
 
+  it('a head predicted late runs now (its only chance) with every follower, which would only wait behind it', () => {
+    // batch n alone takes 10·n ms; at 10 the head (deadline 15) cannot make it even alone, nor can a1..a3
+    const late = [0, 1, 2, 3].map((i) => query(`a${i}`, 'A', 'a', { arrivalMs: i, qosTargetMs: 15, batching: limits }));
+    const noDrop = createController('abacus', { barrier: false, hold: false, drop: false }, new FakePredictor());
+    const d = noDrop.decide({ nowMs: 10, queues: [late], runningRemainingMs: 0 });
+    expect(d.group).toEqual([{ queryId: 'a0', service: 'A', start: 0, end: 10, fused: ['a1', 'a2', 'a3'] }]);
+    expect(d.predictedMs).toBeCloseTo(40, 9);
+  });
+
   it('predicts a launch against the running remainder and waits when it would make the running query late', () => {
     // B runs model b (2 ms per operator, 20 ms whole), launched at 0 and predicted 20 ms; at 10 it is half done.
     const running = [{ queryId: 'b0', service: 'B', model: 'b', operators: 10, start: 0, end: 10, batch: 1, seqLen: 0, launchMs: 0, predictedMs: 20, deadlineMs: 100 }];
