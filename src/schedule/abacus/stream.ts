@@ -273,7 +273,7 @@ export class StreamAbacusController implements QueryController {
           } else if (full > 1) {
             const b = searchLargest(predictor, stats, ways, 0, { lo: 0, loMs: aloneMs, leftMs: Infinity, hi: full, hiMs: fullMs }, groupAt, noHurtAt);
             m = b.lo;
-            ms = b.lo === 0 ? aloneMs : b.loMs;
+            ms = b.loMs;
           }
         }
       }
