@@ -22,7 +22,7 @@ export default tseslint.config(
     rules: { 'no-console': 'error' },
   },
   {
-    // One scheduler, two clocks (DESIGN.md): time-dependent code reads time and sets timers only
+    // One scheduler, two clocks (docs/design.md#two-clocks): time-dependent code reads time and sets timers only
     // through a Clock (src/clock). test/clock-guard.test.ts scans the same folders for the same
     // patterns. Later blocks that set these rule names for these files replace this list.
     files: ['src/schedule/**/*.ts', 'src/runtime/**/*.ts', 'src/workload/**/*.ts', 'src/device/sim/**/*.ts'],
