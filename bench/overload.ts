@@ -159,7 +159,7 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
             const { r, cpuShare } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'closed', inFlight }, durationMs: durationMs / 2 });
             capacityByInFlight[String(inFlight)] = r.withinQos / (durationMs / 2 / 1000);
             capacityCpuShare[String(inFlight)] = cpuShare;
-            log(`overload ${name} ${protocol}: ${inFlight} in flight: ${capacityByInFlight[String(inFlight)]!.toFixed(1)} answers within QoS/s; ${cores(cpuShare)} (load ${loadAverage()})\n`);
+            log(`overload ${name} ${protocol}: ${inFlight} in flight: ${capacityByInFlight[String(inFlight)]!.toFixed(1)} answers within QoS/s, ${JSON.stringify(r.byStatus)}; ${cores(cpuShare)} (load ${loadAverage()})\n`);
           }
           const capacityQps = Math.max(...Object.values(capacityByInFlight));
           const byFactor: Record<string, OverloadPoint> = {};
