@@ -1,0 +1,5 @@
+// Types of bin/cli-bundle.js (plain JavaScript, read before any TypeScript loader runs).
+export declare const BUNDLE_DIR: string;
+export declare const BUNDLE_ENTRY: string;
+export declare const BUNDLE_MANIFEST: string;
+export declare function freshBundle(root: string): string | undefined;
