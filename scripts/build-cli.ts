@@ -6,8 +6,10 @@
  * `src/`): importing it took 0.7 s through tsx and 0.3 s bundled, plus 0.2 s to register tsx
  * (2-core development machine, load ~1.5, 2026-12-02).
  *
- * `src/cli/run.ts` is the entry; the command modules it imports on demand become chunks, so a
- * command loads only its own code. The npm packages stay external (loaded from `node_modules`).
+ * `src/cli/run.ts` is the entry, with the executor process and the worker threads
+ * (`src/bundle.ts`, `BUNDLE_ENTRIES`), which code running from the bundle starts from there too;
+ * the command modules `run.ts` imports on demand become chunks, so a command loads only its own
+ * code. The npm packages stay external (loaded from `node_modules`).
  * Every file a module finds next to itself through `import.meta.url` (executor processes, worker
  * threads, the `.proto`, reference CSVs, dashboard assets) stays where it is: each module's
  * `import.meta.url` is replaced by its source file's URL, so the bundle belongs to this checkout
@@ -18,7 +20,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type Plugin } from 'esbuild';
-import { BUNDLE_DIR, BUNDLE_ENTRY, BUNDLE_MANIFEST } from '../bin/cli-bundle.js';
+import { BUNDLE_DIR, BUNDLE_MANIFEST } from '../bin/cli-bundle.js';
+import { BUNDLE_ENTRIES } from '../src/bundle.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -38,7 +41,8 @@ const outdir = path.join(ROOT, BUNDLE_DIR);
 const builtAtMs = Date.now();
 await fs.promises.rm(outdir, { recursive: true, force: true });
 await build({
-  entryPoints: { [path.basename(BUNDLE_ENTRY, '.js')]: path.join(ROOT, 'src', 'cli', 'run.ts') },
+  entryPoints: Object.fromEntries(Object.entries(BUNDLE_ENTRIES).map(([name, source]) => [name, path.join(ROOT, 'src', source)])),
+  define: { ABACUS_CLI_BUNDLE_DIR: JSON.stringify(outdir) },
   outdir,
   bundle: true,
   splitting: true,

@@ -1,10 +1,12 @@
 /**
  * A `worker_threads` Worker running a TypeScript module. The sources run through tsx's ESM
  * loader (`bin/abacus.js`), which a thread inherits neither from its parent's loader nor from
- * its `--import`: the thread registers tsx itself, then imports `entry`. Used by the HTTP codec
- * threads (`serve/http/offload.ts`) and the reproduction pool (`reproduce/pool.ts`).
+ * its `--import`: the thread registers tsx itself, then imports `entry`. Running from the CLI
+ * bundle (`bundle.ts`), a thread whose entry is bundled starts from there instead. Used by the
+ * HTTP codec threads (`serve/http/offload.ts`) and the reproduction pool (`reproduce/pool.ts`).
  */
 import { Worker, type ResourceLimits } from 'node:worker_threads';
+import { bundledEntry } from './bundle.ts';
 
 /** Code of a thread: register tsx's loader, then load the entry (CommonJS, `eval`). */
 const BOOT = `
@@ -18,9 +20,13 @@ import(workerData.tsxApi).then((tsx) => { tsx.register(); return import(workerDa
  * @param resourceLimits the thread's heap limits [V8's defaults]
  */
 export function startTsWorker(entry: URL, options: { readonly data?: unknown; readonly resourceLimits?: ResourceLimits } = {}): Worker {
+  const limits = options.resourceLimits === undefined ? {} : { resourceLimits: options.resourceLimits };
+  // running from the CLI bundle: the thread starts from its bundled entry, no loader needed
+  const bundled = bundledEntry(entry);
+  if (bundled !== undefined) return new Worker(bundled, { ...limits, workerData: { entry: bundled.href, data: options.data } });
   return new Worker(BOOT, {
     eval: true,
-    ...(options.resourceLimits === undefined ? {} : { resourceLimits: options.resourceLimits }),
+    ...limits,
     workerData: { tsxApi: import.meta.resolve('tsx/esm/api'), entry: entry.href, data: options.data },
   });
 }

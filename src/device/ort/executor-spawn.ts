@@ -14,6 +14,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { exitDescription, isAlive, OutputTail, sendTo } from './child-io.ts';
 import type { ChildMessage, SessionConfig } from './protocol.ts';
+import { bundledEntry } from '../../bundle.ts';
 
 /** Characters of child stdout/stderr kept for error messages and logs. */
 export const OUTPUT_TAIL_CHARS = 2000;
@@ -22,13 +23,16 @@ const EXECUTOR_ENTRY = fileURLToPath(new URL('./executor-process.ts', import.met
 
 /**
  * Fork an executor child. Children do not inherit the parent's TS loader (vitest, tsx's
- * `register()`), so tsx's ESM loader is passed explicitly as `--import <file URL>`.
+ * `register()`), so tsx's ESM loader is passed explicitly as `--import <file URL>`; running
+ * from the CLI bundle, the child starts from the bundled entry without it.
  */
 export function spawnExecutorProcess(): ChildProcess {
-  const loader = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
-  return fork(EXECUTOR_ENTRY, [], {
+  // running from the CLI bundle (`bundle.ts`): the child starts from its bundled entry, no loader
+  const bundled = bundledEntry(pathToFileURL(EXECUTOR_ENTRY));
+  const loader = bundled === undefined ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : [];
+  return fork(bundled === undefined ? EXECUTOR_ENTRY : fileURLToPath(bundled), [], {
     // --expose-gc: the executor collects garbage every `gcEverySegments` segments (protocol.ts)
-    execArgv: ['--import', loader, '--expose-gc'],
+    execArgv: [...loader, '--expose-gc'],
     serialization: 'advanced',
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
