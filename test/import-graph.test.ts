@@ -22,7 +22,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   clock: [],
   workload: ['clock', 'rng.ts', 'errors.ts'],
   model: ['errors.ts', 'fs.ts', 'ort-tensor.ts', 'tensor.ts', 'log.ts'],
-  device: ['threads.ts', 'clock', 'model', 'errors.ts', 'log.ts', 'ort-tensor.ts', 'rng.ts', 'stats.ts', 'tensor.ts', 'fs.ts'],
+  device: ['threads.ts', 'clock', 'model', 'errors.ts', 'log.ts', 'ort-tensor.ts', 'rng.ts', 'stats.ts', 'tensor.ts', 'fs.ts', 'bundle.ts'],
   predict: ['threads.ts', 'model', 'errors.ts', 'log.ts', 'rng.ts', 'stats.ts', 'fs.ts'],
   profile: ['threads.ts', 'clock', 'device', 'model', 'predict', 'errors.ts', 'fs.ts', 'rng.ts', 'stats.ts', 'log.ts'],
   schedule: ['threads.ts', 'clock', 'predict', 'errors.ts', 'log.ts'],
