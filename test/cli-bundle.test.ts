@@ -78,15 +78,13 @@ describe('freshBundle (bin/cli-bundle.js)', () => {
 });
 
 describe('abacus with and without the bundle', () => {
-  it('prints the same help and version either way (the bundle when this checkout has a fresh one, else tsx both times)', async () => {
+  it('prints the same help either way (the bundle when this checkout has a fresh one, else tsx both times)', async () => {
     const outputs: string[] = [];
     for (const noBundle of [false, true]) {
       const env = { ...process.env };
       if (noBundle) env.ABACUS_NO_BUNDLE = '1';
       else delete env.ABACUS_NO_BUNDLE;
-      const help = await run(process.execPath, [ABACUS_BIN, '--help'], { env });
-      const version = await run(process.execPath, [ABACUS_BIN, '--version'], { env });
-      outputs.push(help.stdout + version.stdout);
+      outputs.push((await run(process.execPath, [ABACUS_BIN, '--help'], { env })).stdout);
     }
     expect(outputs[0]).toContain('serve');
     expect(outputs[1]).toBe(outputs[0]);
