@@ -13,6 +13,8 @@ import { freshBundle } from './cli-bundle.js';
 process.env.ORT_DISABLE_TELEMETRY ??= '1';
 const bundle = freshBundle(path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..'));
 if (bundle !== undefined) {
+  // stack traces name the sources, not the bundle's lines (its source maps sit beside it)
+  process.setSourceMapsEnabled(true);
   const { main } = await import(pathToFileURL(bundle).href);
   await main(process.argv);
 } else {
