@@ -10,8 +10,8 @@
  * (`src/bundle.ts`, `BUNDLE_ENTRIES`), which code running from the bundle starts from there too;
  * the command modules `run.ts` imports on demand become chunks, so a command loads only its own
  * code. The npm packages stay external (loaded from `node_modules`).
- * Every file a module finds next to itself through `import.meta.url` (executor processes, worker
- * threads, the `.proto`, reference CSVs, dashboard assets) stays where it is: each module's
+ * Every other file a module finds next to itself through `import.meta.url` (the `.proto`,
+ * reference CSVs, dashboard assets) stays where it is: each module's
  * `import.meta.url` is replaced by its source file's URL, so the bundle belongs to this checkout
  * (`bin/cli-bundle.js` uses it only when built from the same path, and only while no file under
  * `src/` changed since).
