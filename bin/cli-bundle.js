@@ -8,28 +8,41 @@ import path from 'node:path';
 export const BUNDLE_DIR = path.join('.cache', 'cli');
 /** Its entry (the bundled `src/cli/run.ts`), in that folder. */
 export const BUNDLE_ENTRY = 'run.js';
-/** What the build records (`{ root, builtAtMs }`), in that folder. */
+/** What the build records (`{ root, builtAtMs, inputs }`, `inputs` from `inputTimes`), in that folder. */
 export const BUNDLE_MANIFEST = 'build.json';
 
+/** Files outside `src/` that shape the bundle: a change to one makes it stale too. */
+export const BUILD_INPUTS = Object.freeze(['package.json', 'tsconfig.json', path.join('scripts', 'build-cli.ts')]);
+
 /**
- * Whether any file under `dir` (recursively) was modified at or after `sinceMs`.
- * @param {string} dir
- * @param {number} sinceMs
- * @returns {boolean}
+ * The modification time (ms) of every file the bundle is built from: each file under `src/`
+ * (recursively) and `BUILD_INPUTS`, by path relative to `root`. The build records it before
+ * reading a source; the bundle is fresh while it is the same: an edited, added, deleted or
+ * renamed file, or one put back with an older time (`cp -p`, `rsync -a`, `tar x`), differs.
+ * @param {string} root the repository root
+ * @returns {Record<string, number>}
  */
-function changedSince(dir, sinceMs) {
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, entry.name);
-    if (entry.isDirectory() ? changedSince(p, sinceMs) : fs.statSync(p).mtimeMs >= sinceMs) return true;
-  }
-  return false;
+export function inputTimes(root) {
+  /** @type {Record<string, number>} */
+  const times = {};
+  /** @param {string} dir */
+  const walk = (dir) => {
+    for (const entry of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
+      const rel = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(rel);
+      else times[rel] = fs.statSync(path.join(root, rel)).mtimeMs;
+    }
+  };
+  walk('src');
+  for (const file of BUILD_INPUTS) times[file] = fs.statSync(path.join(root, file)).mtimeMs;
+  return times;
 }
 
 /**
  * The path of this checkout's CLI bundle entry when it may be used, else undefined: the
  * environment does not set `ABACUS_NO_BUNDLE`, the bundle and its manifest exist, it was built
- * from `root` (the sources' URLs are baked into it), and no file under `src/` nor
- * `package.json` changed since its build started. Never throws: anything unreadable means
+ * from `root` (the sources' URLs are baked into it), and its inputs (`inputTimes`) are as they
+ * were when its build started, none modified since. Never throws: anything unreadable means
  * "no bundle", and the CLI runs its sources through tsx.
  * @param {string} root the repository root
  * @returns {string | undefined}
@@ -40,9 +53,12 @@ export function freshBundle(root) {
     const dir = path.join(root, BUNDLE_DIR);
     const manifest = JSON.parse(fs.readFileSync(path.join(dir, BUNDLE_MANIFEST), 'utf8'));
     const entry = path.join(dir, BUNDLE_ENTRY);
-    if (manifest.root !== root || typeof manifest.builtAtMs !== 'number' || !fs.existsSync(entry)) return undefined;
-    if (fs.statSync(path.join(root, 'package.json')).mtimeMs >= manifest.builtAtMs) return undefined;
-    return changedSince(path.join(root, 'src'), manifest.builtAtMs) ? undefined : entry;
+    const recorded = manifest.inputs;
+    if (manifest.root !== root || typeof manifest.builtAtMs !== 'number' || typeof recorded !== 'object' || recorded === null || !fs.existsSync(entry)) return undefined;
+    const now = inputTimes(root);
+    const names = Object.keys(now);
+    if (names.length !== Object.keys(recorded).length) return undefined;
+    return names.every((name) => recorded[name] === now[name] && now[name] < manifest.builtAtMs) ? entry : undefined;
   } catch {
     return undefined;
   }

@@ -20,7 +20,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, type Plugin } from 'esbuild';
-import { BUNDLE_DIR, BUNDLE_MANIFEST } from '../bin/cli-bundle.js';
+import { BUNDLE_DIR, BUNDLE_MANIFEST, inputTimes } from '../bin/cli-bundle.js';
 import { BUNDLE_ENTRIES } from '../src/bundle.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -37,22 +37,43 @@ const sourceUrls: Plugin = {
 };
 
 const outdir = path.join(ROOT, BUNDLE_DIR);
+// Built beside it, then swapped in: a CLI running from the bundle (a server restarting an
+// executor, starting a codec thread) keeps finding its entries while this runs, and a failed
+// build leaves the previous bundle as it was (`bin/cli-bundle.js` decides whether it is fresh).
+const staging = `${outdir}.building-${process.pid}`;
 // Taken before the build reads a source: a file saved while it runs leaves the bundle stale.
 const builtAtMs = Date.now();
-await fs.promises.rm(outdir, { recursive: true, force: true });
-await build({
-  entryPoints: Object.fromEntries(Object.entries(BUNDLE_ENTRIES).map(([name, source]) => [name, path.join(ROOT, 'src', source)])),
-  define: { ABACUS_CLI_BUNDLE_DIR: JSON.stringify(outdir) },
-  outdir,
-  bundle: true,
-  splitting: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  packages: 'external',
-  sourcemap: 'linked',
-  logLevel: 'warning',
-  plugins: [sourceUrls],
+const inputs = inputTimes(ROOT);
+await fs.promises.rm(staging, { recursive: true, force: true });
+try {
+  await build({
+    entryPoints: Object.fromEntries(Object.entries(BUNDLE_ENTRIES).map(([name, source]) => [name, path.join(ROOT, 'src', source)])),
+    define: { ABACUS_CLI_BUNDLE_DIR: JSON.stringify(outdir) },
+    outdir: staging,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    packages: 'external',
+    // stack traces name the sources' lines; the sources are in the checkout, so the maps need
+    // not carry them (a third of the size, and less for Node to read at each start)
+    sourcemap: 'linked',
+    sourcesContent: false,
+    logLevel: 'warning',
+    plugins: [sourceUrls],
+  });
+} catch {
+  // esbuild has printed its errors
+  await fs.promises.rm(staging, { recursive: true, force: true });
+  process.stderr.write('abacus: the CLI bundle was not built\n');
+  process.exit(1);
+}
+await fs.promises.writeFile(path.join(staging, BUNDLE_MANIFEST), `${JSON.stringify({ root: ROOT, builtAtMs, inputs })}\n`);
+const previous = `${outdir}.previous-${process.pid}`;
+await fs.promises.rename(outdir, previous).catch((err: NodeJS.ErrnoException) => {
+  if (err.code !== 'ENOENT') throw err;
 });
-await fs.promises.writeFile(path.join(outdir, BUNDLE_MANIFEST), `${JSON.stringify({ root: ROOT, builtAtMs })}\n`);
+await fs.promises.rename(staging, outdir);
+await fs.promises.rm(previous, { recursive: true, force: true });
 process.stdout.write(`abacus: CLI bundle written to ${path.relative(ROOT, outdir)}\n`);

@@ -23,7 +23,10 @@ export function startTsWorker(entry: URL, options: { readonly data?: unknown; re
   const limits = options.resourceLimits === undefined ? {} : { resourceLimits: options.resourceLimits };
   // running from the CLI bundle: the thread starts from its bundled entry, no loader needed
   const bundled = bundledEntry(entry);
-  if (bundled !== undefined) return new Worker(bundled, { ...limits, workerData: { entry: bundled.href, data: options.data } });
+  // (source maps on, as in the parent: a thread does not inherit `process.setSourceMapsEnabled`)
+  if (bundled !== undefined) {
+    return new Worker(bundled, { ...limits, execArgv: [...process.execArgv, '--enable-source-maps'], workerData: { entry: bundled.href, data: options.data } });
+  }
   return new Worker(BOOT, {
     eval: true,
     ...limits,

@@ -1,7 +1,8 @@
 /**
  * The CLI's prebuilt bundle (docs/design.md "CLI start-up"): `freshBundle` uses a bundle only
- * when it was built from the same checkout and nothing under `src/` (nor `package.json`) changed
- * since, and the CLI answers the same with and without it.
+ * when it was built from the same checkout and its inputs (the files under `src/`, `package.json`,
+ * `tsconfig.json`, the build script) are as they were when it was built, and the CLI answers the
+ * same with and without it.
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -9,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { BUNDLE_DIR, BUNDLE_ENTRY, BUNDLE_MANIFEST, freshBundle } from '../bin/cli-bundle.js';
+import { BUILD_INPUTS, BUNDLE_DIR, BUNDLE_ENTRY, BUNDLE_MANIFEST, freshBundle, inputTimes } from '../bin/cli-bundle.js';
 import { ABACUS_BIN } from './helpers/cli.ts';
 
 const run = promisify(execFile);
@@ -23,6 +24,10 @@ describe('freshBundle (bin/cli-bundle.js)', () => {
     fs.utimesSync(file, at, at);
   };
   let savedNoBundle: string | undefined;
+  /** Record the checkout as it is now as the bundle's build inputs. */
+  const writeManifest = (manifest: object = { root, builtAtMs, inputs: inputTimes(root) }): void => {
+    fs.writeFileSync(path.join(root, BUNDLE_DIR, BUNDLE_MANIFEST), JSON.stringify(manifest));
+  };
 
   beforeEach(() => {
     savedNoBundle = process.env.ABACUS_NO_BUNDLE;
@@ -31,11 +36,14 @@ describe('freshBundle (bin/cli-bundle.js)', () => {
     fs.mkdirSync(path.join(root, 'src', 'cli'), { recursive: true });
     fs.writeFileSync(path.join(root, 'src', 'cli', 'run.ts'), 'export {};\n');
     fs.writeFileSync(path.join(root, 'src', 'a.ts'), 'export {};\n');
-    fs.writeFileSync(path.join(root, 'package.json'), '{}\n');
+    for (const f of BUILD_INPUTS) {
+      fs.mkdirSync(path.dirname(path.join(root, f)), { recursive: true });
+      fs.writeFileSync(path.join(root, f), '{}\n');
+    }
     fs.mkdirSync(path.join(root, BUNDLE_DIR), { recursive: true });
     fs.writeFileSync(path.join(root, BUNDLE_DIR, BUNDLE_ENTRY), 'export {};\n');
-    fs.writeFileSync(path.join(root, BUNDLE_DIR, BUNDLE_MANIFEST), JSON.stringify({ root, builtAtMs }));
-    for (const f of ['src/cli/run.ts', 'src/a.ts', 'package.json']) touch(path.join(root, f), -60);
+    for (const f of ['src/cli/run.ts', 'src/a.ts', ...BUILD_INPUTS]) touch(path.join(root, f), -60);
+    writeManifest();
   });
   afterEach(() => {
     fs.rmSync(root, { recursive: true, force: true });
@@ -47,26 +55,49 @@ describe('freshBundle (bin/cli-bundle.js)', () => {
     expect(freshBundle(root)).toBe(path.join(root, BUNDLE_DIR, BUNDLE_ENTRY));
   });
 
-  it('is stale once any file under src/, however deep, or package.json changed after the build began', () => {
+  it('is stale once any file under src/, however deep, or a build input outside it changed after the build began', () => {
     touch(path.join(root, 'src', 'cli', 'run.ts'), 1);
     expect(freshBundle(root)).toBeUndefined();
     touch(path.join(root, 'src', 'cli', 'run.ts'), -60);
-    fs.writeFileSync(path.join(root, 'src', 'new.ts'), 'export {};\n');
-    touch(path.join(root, 'src', 'new.ts'), 0);
-    expect(freshBundle(root)).toBeUndefined();
-    touch(path.join(root, 'src', 'new.ts'), -1);
     expect(freshBundle(root)).toBeDefined();
-    touch(path.join(root, 'package.json'), 5);
+    for (const f of BUILD_INPUTS) {
+      touch(path.join(root, f), 5);
+      expect(freshBundle(root)).toBeUndefined();
+      touch(path.join(root, f), -60);
+    }
+    expect(freshBundle(root)).toBeDefined();
+  });
+
+  it('is stale once a source is added, deleted, renamed or put back with an older time', () => {
+    const a = path.join(root, 'src', 'a.ts');
+    fs.writeFileSync(path.join(root, 'src', 'new.ts'), 'export {};\n');
+    touch(path.join(root, 'src', 'new.ts'), -1);
+    expect(freshBundle(root)).toBeUndefined();
+    fs.rmSync(path.join(root, 'src', 'new.ts'));
+    expect(freshBundle(root)).toBeDefined();
+    fs.renameSync(a, path.join(root, 'src', 'b.ts'));
+    expect(freshBundle(root)).toBeUndefined();
+    fs.renameSync(path.join(root, 'src', 'b.ts'), a);
+    fs.rmSync(a);
+    expect(freshBundle(root)).toBeUndefined();
+    fs.writeFileSync(a, 'export const changed = 1;\n');
+    touch(a, -3600);
+    expect(freshBundle(root)).toBeUndefined();
+    fs.renameSync(path.join(root, 'src', 'cli'), path.join(root, 'src', 'command'));
+    touch(a, -60);
     expect(freshBundle(root)).toBeUndefined();
   });
 
   it('is not used when built in another checkout, missing, unreadable, or when ABACUS_NO_BUNDLE is set', () => {
     const manifest = path.join(root, BUNDLE_DIR, BUNDLE_MANIFEST);
-    fs.writeFileSync(manifest, JSON.stringify({ root: '/elsewhere', builtAtMs }));
+    const inputs = inputTimes(root);
+    writeManifest({ root: '/elsewhere', builtAtMs, inputs });
     expect(freshBundle(root)).toBeUndefined();
     fs.writeFileSync(manifest, '{ not json');
     expect(freshBundle(root)).toBeUndefined();
-    fs.writeFileSync(manifest, JSON.stringify({ root, builtAtMs }));
+    writeManifest({ root, builtAtMs });
+    expect(freshBundle(root)).toBeUndefined();
+    writeManifest({ root, builtAtMs, inputs });
     expect(freshBundle(root)).toBeDefined();
     process.env.ABACUS_NO_BUNDLE = '1';
     expect(freshBundle(root)).toBeUndefined();

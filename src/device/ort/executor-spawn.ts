@@ -29,7 +29,8 @@ const EXECUTOR_ENTRY = fileURLToPath(new URL('./executor-process.ts', import.met
 export function spawnExecutorProcess(): ChildProcess {
   // running from the CLI bundle (`bundle.ts`): the child starts from its bundled entry, no loader
   const bundled = bundledEntry(pathToFileURL(EXECUTOR_ENTRY));
-  const loader = bundled === undefined ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : [];
+  // (with its source maps, so that its stack traces name the sources as the parent's do)
+  const loader = bundled === undefined ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : ['--enable-source-maps'];
   return fork(bundled === undefined ? EXECUTOR_ENTRY : fileURLToPath(bundled), [], {
     // --expose-gc: the executor collects garbage every `gcEverySegments` segments (protocol.ts)
     execArgv: [...loader, '--expose-gc'],
