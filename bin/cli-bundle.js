@@ -40,7 +40,7 @@ export function inputTimes(root) {
 
 /**
  * The path of this checkout's CLI bundle entry when it may be used, else undefined: the
- * environment does not set `ABACUS_NO_BUNDLE`, the bundle and its manifest exist, it was built
+ * environment does not set `ABACUS_NO_BUNDLE` (to anything but `0`), the bundle and its manifest exist, it was built
  * from `root` (the sources' URLs are baked into it), and its inputs (`inputTimes`) are as they
  * were when its build started, none modified since. Never throws: anything unreadable means
  * "no bundle", and the CLI runs its sources through tsx.
@@ -48,7 +48,7 @@ export function inputTimes(root) {
  * @returns {string | undefined}
  */
 export function freshBundle(root) {
-  if (process.env.ABACUS_NO_BUNDLE) return undefined;
+  if (process.env.ABACUS_NO_BUNDLE && process.env.ABACUS_NO_BUNDLE !== '0') return undefined;
   try {
     const dir = path.join(root, BUNDLE_DIR);
     const manifest = JSON.parse(fs.readFileSync(path.join(dir, BUNDLE_MANIFEST), 'utf8'));

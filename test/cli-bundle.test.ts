@@ -101,6 +101,8 @@ describe('freshBundle (bin/cli-bundle.js)', () => {
     expect(freshBundle(root)).toBeDefined();
     process.env.ABACUS_NO_BUNDLE = '1';
     expect(freshBundle(root)).toBeUndefined();
+    process.env.ABACUS_NO_BUNDLE = '0';
+    expect(freshBundle(root)).toBeDefined();
     delete process.env.ABACUS_NO_BUNDLE;
     fs.rmSync(path.join(root, BUNDLE_DIR, BUNDLE_ENTRY));
     expect(freshBundle(root)).toBeUndefined();

@@ -99,8 +99,10 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       return 2;
     }
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
-    const { ClusterError } = await import('../deployment/cluster.ts');
-    if (err instanceof AbacusError || err instanceof ClusterError || err instanceof RangeError || err instanceof TypeError || isFileSystemError(err)) {
+    // loaded only now, when an error needs it; a CLI started from a bundle rebuilt since may no
+    // longer find that chunk, and then the error is still reported, by its message
+    const ClusterError = await import('../deployment/cluster.ts').then((m) => m.ClusterError, () => undefined);
+    if (err instanceof AbacusError || (ClusterError !== undefined && err instanceof ClusterError) || err instanceof RangeError || err instanceof TypeError || isFileSystemError(err)) {
       ctx.err(`error: ${err.message}\n`);
       return 1;
     }
