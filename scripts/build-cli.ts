@@ -13,8 +13,8 @@
  * Every other file a module finds next to itself through `import.meta.url` (the `.proto`,
  * reference CSVs, dashboard assets) stays where it is: each module's
  * `import.meta.url` is replaced by its source file's URL, so the bundle belongs to this checkout
- * (`bin/cli-bundle.js` uses it only when built from the same path, and only while no file under
- * `src/` changed since).
+ * (`bin/cli-bundle.js` uses it only when built from the same path, and only while its inputs keep
+ * the modification times recorded here).
  */
 import fs from 'node:fs';
 import path from 'node:path';

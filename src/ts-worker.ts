@@ -25,7 +25,7 @@ export function startTsWorker(entry: URL, options: { readonly data?: unknown; re
   const bundled = bundledEntry(entry);
   // (source maps on, as in the parent: a thread does not inherit `process.setSourceMapsEnabled`)
   if (bundled !== undefined) {
-    return new Worker(bundled, { ...limits, execArgv: [...process.execArgv, '--enable-source-maps'], workerData: { entry: bundled.href, data: options.data } });
+    return new Worker(bundled, { ...limits, execArgv: [...process.execArgv, '--enable-source-maps'], workerData: { data: options.data } });
   }
   return new Worker(BOOT, {
     eval: true,

@@ -30,10 +30,10 @@ export function spawnExecutorProcess(): ChildProcess {
   // running from the CLI bundle (`bundle.ts`): the child starts from its bundled entry, no loader
   const bundled = bundledEntry(pathToFileURL(EXECUTOR_ENTRY));
   // (with its source maps, so that its stack traces name the sources as the parent's do)
-  const loader = bundled === undefined ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : ['--enable-source-maps'];
+  const startFlags = bundled === undefined ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : ['--enable-source-maps'];
   return fork(bundled === undefined ? EXECUTOR_ENTRY : fileURLToPath(bundled), [], {
     // --expose-gc: the executor collects garbage every `gcEverySegments` segments (protocol.ts)
-    execArgv: [...loader, '--expose-gc'],
+    execArgv: [...startFlags, '--expose-gc'],
     serialization: 'advanced',
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
