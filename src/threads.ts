@@ -14,10 +14,16 @@
  *   al., ASPLOS'22, which cites Abacus: adapt the parallelism of co-located DNN queries on a
  *   CPU to what runs beside them) in its simplest deterministic form: cores are split evenly,
  *   never below one thread (with k > C the segments oversubscribe the cores).
+ * - `adapt` ['adapt:C']: as `split:C` for a group of k ≥ 2 segments; a query alone runs at the
+ *   count among `loneCandidates` (C, ⌊C/2⌋, ⌊C/4⌋, …, 1) whose recent measured latencies say it
+ *   is fastest now (`schedule/threads.ts`, `LoneThreadChooser`): on a quiet machine every core,
+ *   beside a busy neighbour perhaps one core, since a second intra-op thread then waits for a
+ *   core the neighbour holds (docs/threads.md). `threadsFor` gives the `split:C` count (C for a
+ *   lone group), the start before anything is measured.
  */
 
 /** A thread rule (see the file comment). */
-export type ThreadRule = { readonly kind: 'device' } | { readonly kind: 'fixed'; readonly threads: number } | { readonly kind: 'split'; readonly cores: number };
+export type ThreadRule = { readonly kind: 'device' } | { readonly kind: 'fixed'; readonly threads: number } | { readonly kind: 'split' | 'adapt'; readonly cores: number };
 
 /** Largest thread count or core budget a rule may name (far beyond any CPU here; bounds the sessions a device may create). */
 export const MAX_RULE_THREADS = 1024;
@@ -26,19 +32,19 @@ export const MAX_RULE_THREADS = 1024;
 export const DEVICE_THREADS: ThreadRule = Object.freeze({ kind: 'device' });
 
 /**
- * Parse `device`, `fixed:N` or `split:C` (N, C integers in [1, 1024]).
+ * Parse `device`, `fixed:N`, `split:C` or `adapt:C` (N, C integers in [1, 1024]).
  * @param field what to name in the error (a parameter or flag).
  * @throws RangeError naming `field`, the value and the valid forms.
  */
 export function parseThreadRule(text: string, field = 'threads'): ThreadRule {
   const t = text.trim();
   if (t === 'device') return DEVICE_THREADS;
-  const m = /^(fixed|split):(\d+)$/.exec(t);
+  const m = /^(fixed|split|adapt):(\d+)$/.exec(t);
   const n = m === null ? NaN : Number(m[2]);
   if (m === null || !Number.isInteger(n) || n < 1 || n > MAX_RULE_THREADS) {
-    throw new RangeError(`${field} '${text}' must be 'device', 'fixed:N' (N threads per segment) or 'split:C' (C cores split evenly over the group's segments), N and C integers in [1, ${MAX_RULE_THREADS}]`);
+    throw new RangeError(`${field} '${text}' must be 'device', 'fixed:N' (N threads per segment), 'split:C' (C cores split evenly over the group's segments) or 'adapt:C' (as split:C, a lone query at the measured fastest count), N and C integers in [1, ${MAX_RULE_THREADS}]`);
   }
-  return m[1] === 'fixed' ? { kind: 'fixed', threads: n } : { kind: 'split', cores: n };
+  return m[1] === 'fixed' ? { kind: 'fixed', threads: n } : { kind: m[1] as 'split' | 'adapt', cores: n };
 }
 
 /** The text form of a rule (`parseThreadRule`'s inverse). */
@@ -49,7 +55,8 @@ export function formatThreadRule(rule: ThreadRule): string {
     case 'fixed':
       return `fixed:${rule.threads}`;
     case 'split':
-      return `split:${rule.cores}`;
+    case 'adapt':
+      return `${rule.kind}:${rule.cores}`;
   }
 }
 
@@ -66,13 +73,30 @@ export function threadsFor(rule: ThreadRule, groupSize: number): number | undefi
     case 'fixed':
       return rule.threads;
     case 'split':
+    case 'adapt':
       return Math.max(1, Math.floor(rule.cores / groupSize));
   }
 }
 
 /**
- * The distinct thread counts `rule` gives to groups of 1..`maxGroupSize` segments, ascending
- * (empty for `device`): what a device should have sessions for (`OrtDeviceOptions.preloadIntraOpThreads`).
+ * The thread counts a query alone may run with under `rule`, descending: for `adapt:C`, C,
+ * ⌊C/2⌋, ⌊C/4⌋, … down to 1 (distinct; halving keeps the candidates few on a large machine:
+ * 5 for 16 cores); for any other rule its one count for a group of one (empty for `device`).
+ */
+export function loneCandidates(rule: ThreadRule): number[] {
+  if (rule.kind !== 'adapt') {
+    const n = threadsFor(rule, 1);
+    return n === undefined ? [] : [n];
+  }
+  const out: number[] = [];
+  for (let n = rule.cores; n >= 1; n = Math.floor(n / 2)) out.push(n);
+  return out;
+}
+
+/**
+ * The distinct thread counts `rule` gives to groups of 1..`maxGroupSize` segments (with `adapt`,
+ * every `loneCandidates` count too), ascending (empty for `device`): what a device should have
+ * sessions for (`OrtDeviceOptions.preloadIntraOpThreads`).
  */
 export function threadCountsOf(rule: ThreadRule, maxGroupSize: number): number[] {
   const out = new Set<number>();
@@ -80,6 +104,7 @@ export function threadCountsOf(rule: ThreadRule, maxGroupSize: number): number[]
     const n = threadsFor(rule, k);
     if (n !== undefined) out.add(n);
   }
+  for (const n of loneCandidates(rule)) out.add(n);
   return [...out].sort((a, b) => a - b);
 }
 
@@ -99,7 +124,7 @@ export function threadDeviceOptions(rules: readonly ThreadRule[], maxGroupSize: 
  */
 export function parseThreadRules(text: string, field = 'threads'): ThreadRule[] {
   const items = text.split(',').map((t) => t.trim());
-  if (items.length === 0 || items.some((t) => t === '')) throw new RangeError(`${field} '${text}' must be a comma-separated list of rules (device, fixed:N, split:C)`);
+  if (items.length === 0 || items.some((t) => t === '')) throw new RangeError(`${field} '${text}' must be a comma-separated list of rules (device, fixed:N, split:C, adapt:C)`);
   const seen = new Set<string>();
   const out: ThreadRule[] = [];
   for (const t of items) {

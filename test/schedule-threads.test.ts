@@ -7,32 +7,15 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { driveUntilSettled, VirtualClock } from '../src/clock/index.ts';
 import type { Device, DeviceService, GroupResult, Segment } from '../src/device/device.ts';
-import type { Group } from '../src/predict/predictor.ts';
 import { ServingRuntime, type RuntimeService } from '../src/runtime/runtime.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import type { ModelSpec } from '../src/model/spec.ts';
 import { fixedPredictor } from './helpers/fixed-predictor.ts';
 import { createController, parseControllerParams, ThreadAssigningController } from '../src/schedule/index.ts';
 import { formatThreadRule, parseThreadRule, threadCountsOf, threadsFor } from '../src/threads.ts';
-import { FakePredictor } from './schedule/fake-predictor.ts';
+import { ThreadFake } from './schedule/thread-fake.ts';
 import { input, query } from './schedule/query.ts';
 import { describeControllerConformance } from './schedule/conformance.ts';
-
-/** The fake predictor with each slot's cost divided by its thread count (1 when absent); records the counts asked. */
-class ThreadFake extends FakePredictor {
-  readonly threadCalls: (number | undefined)[][][] = [];
-  readonly threadFeature = true;
-  override predict(groups: readonly Group[], out?: Float64Array): Float64Array {
-    this.threadCalls.push(groups.map((g) => g.map((s) => s.intraOpThreads)));
-    const scaled = groups.map((g) => g.map((s) => ({ ...s, batch: 1, end: s.start + (s.end - s.start) * s.batch })));
-    const res = super.predict(scaled, out);
-    groups.forEach((g, i) => {
-      // one thread count per group under every rule here: divide the whole group's latency.
-      res[i] = res[i]! / (g[0]!.intraOpThreads ?? 1);
-    });
-    return res;
-  }
-}
 
 describe('thread rules', () => {
   it('parse, format and apply: split gives max(1, ⌊C/k⌋), fixed N, device nothing', () => {
@@ -49,7 +32,7 @@ describe('thread rules', () => {
   it('the threads parameter: default device, validated by name', () => {
     expect(parseControllerParams('abacus')['threads']).toBe('device');
     expect(parseControllerParams('fcfs', { threads: 'split:2' })).toEqual({ drop: true, threads: 'split:2' });
-    expect(() => parseControllerParams('edf', { threads: 'split:0' })).toThrow(new RangeError("edf parameter 'threads' must be 'device', 'fixed:N' or 'split:C' (N, C integers in [1, 1024]), got 'split:0'"));
+    expect(() => parseControllerParams('edf', { threads: 'split:0' })).toThrow(new RangeError("edf parameter 'threads' must be 'device', 'fixed:N', 'split:C' or 'adapt:C' (N, C integers in [1, 1024]), got 'split:0'"));
     expect(() => parseControllerParams('abacus', { threads: 2 })).toThrow(TypeError);
     expect(() => parseControllerParams('triton', { threads: 'split:2' })).toThrow(/triton has no parameter 'threads'/);
   });

@@ -199,7 +199,7 @@ function addExperimentFlags(cmd: Command, defaults: { device: string; batchSizes
     .option('--threads <n>', 'ort: intra-op threads per executor (the default of segments without a thread rule)', positiveInt('--threads'))
     .option(
       '--thread-rule <rule>',
-      'intra-op threads per segment, decided per group, for every policy with a threads parameter: device (default: --threads), fixed:N, or split:C (each of k segments max(1, floor(C/k)): a lone query gets all C cores, fcfs then gives every core to the running query)',
+      'intra-op threads per segment, decided per group, for every policy with a threads parameter: device (default: --threads), fixed:N, split:C (each of k segments max(1, floor(C/k)): a lone query gets all C cores, fcfs then gives every core to the running query), or adapt:C (as split:C, a lone query at the count its recent measured latencies favour)',
       (v: string) => {
         try {
           return parseThreadRule(v, '--thread-rule');

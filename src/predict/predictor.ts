@@ -54,6 +54,14 @@ export interface Predictor {
    */
   readonly threadFeature?: boolean;
   /**
+   * Changes whenever the predictor may answer the same group differently than before (other
+   * than through online refinement, which a memo follows through `SoloScale`): an `adapt` thread
+   * rule's `ThreadedPredictor`, whose lone groups' counts follow measurements. Absent on a
+   * predictor that is a pure function of the group; memos of its answers (`SoloMemo.sync`)
+   * forget them when it moves.
+   */
+  readonly revision?: number | undefined;
+  /**
    * Predicted latency (ms) of each group, `out[i]` for `groups[i]`. Allocation-free when `out`
    * (length ≥ groups.length) is given. Values are clamped to ≥ 0.
    * @throws RangeError when a group is empty, has more than `maxSlots` slots, names a model

@@ -363,6 +363,11 @@ export class RefinedPredictor implements RefiningPredictor {
   }
 
   /** The base's models, read each time (a base may admit models while serving, `predict/unseen.ts`). */
+  /** The base predictor's (`Predictor.revision`). */
+  get revision(): number | undefined {
+    return this.base.revision;
+  }
+
   get models(): readonly string[] {
     return this.base.models;
   }

@@ -19,7 +19,8 @@
  *   instead (a served model is profiled only at the shapes its own service allows).
  * - **Threads** (only with `threadRules`): after the slots, one rule is drawn
  *   uniformly from `threadRules` and every slot of the k-slot group gets `threadsFor(rule, k)`
- *   intra-op threads (`threads.ts`; none for the `device` rule). Profiling with the rules the
+ *   intra-op threads (`threads.ts`; none for the `device` rule; an `adapt` rule gives a
+ *   lone slot one of its `loneCandidates`, drawn uniformly). Profiling with the rules the
  *   policies will serve with (e.g. `fixed:1` and `split:2`) covers exactly the thread counts
  *   their groups run at. Without `threadRules` nothing else is drawn: the samples are those of
  *   a sampler without the option, slot for slot.
@@ -30,7 +31,7 @@ import { fixedBatchOf } from '../model/boundary.ts';
 import type { ModelSpec } from '../model/spec.ts';
 import type { GroupSlot } from '../predict/predictor.ts';
 import { Rng } from '../rng.ts';
-import { threadsFor, type ThreadRule } from '../threads.ts';
+import { loneCandidates, threadsFor, type ThreadRule } from '../threads.ts';
 
 /** Most slots in one sampled group. */
 export const MAX_GROUP_SIZE = 8;
@@ -232,7 +233,9 @@ export class ProfileSampler {
       return { model: spec.name, start, end, batch, seqLen };
     });
     if (this.threadRules.length > 0) {
-      const threads = threadsFor(this.threadRules[below(this.threadRules.length)]!, slots.length);
+      const rule = this.threadRules[below(this.threadRules.length)]!;
+      const lone = rule.kind === 'adapt' && slots.length === 1 ? loneCandidates(rule) : undefined;
+      const threads = lone === undefined ? threadsFor(rule, slots.length) : lone[below(lone.length)]!;
       if (threads !== undefined) return { index, combination, slots: slots.map((s) => ({ ...s, intraOpThreads: threads })) };
     }
     return { index, combination, slots };

@@ -79,7 +79,7 @@
  * fallback one predictor call per decision (the predictor's prediction of the launched query,
  * for the exit test), a scan of the queue heads, and a map lookup per head.
  */
-import type { Predictor } from '../predict/predictor.ts';
+import type { GroupSlot, Predictor } from '../predict/predictor.ts';
 import { nextInstantAfter } from '../clock/instant.ts';
 import { checkInput, checkQuery, compareStrings, newStats } from './heads.ts';
 import type { Decision, FallbackStatus, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
@@ -121,8 +121,11 @@ const MAX_KEYS = 4096;
 
 /** How the fallback runs, and whom it tells of its switches. */
 export interface FallbackOptions {
-  /** Intra-op threads a lone segment runs with (the thread rule's count for one segment); absent: the device default. */
-  readonly threadsAlone?: number;
+  /**
+   * Intra-op threads a lone segment runs with (the thread rule's count for one segment; under
+   * `adapt:C` a function, the count `LoneThreadChooser` gives the slot now); absent: the device default.
+   */
+  readonly threadsAlone?: number | ((slot: GroupSlot) => number);
   /** The policy's `drop` [true]: false, the fallback rejects nothing either. */
   readonly drop?: boolean;
   /** Called on every switch (abacus serve logs it). */
@@ -347,7 +350,9 @@ export class FallbackController implements QueryController {
   /** The measured solo latencies of `q`'s shape when they may justify a drop (whole query, enough runs). */
   #measuredSolo(q: WaitingQuery): Measured | undefined {
     if (q.nextOperator !== 0) return undefined;
-    const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, this.#options.threadsAlone));
+    const alone = this.#options.threadsAlone;
+    const threads = typeof alone === 'function' ? alone({ model: q.model, start: 0, end: q.operators, batch: q.batch, seqLen: q.seqLen }) : alone;
+    const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, threads));
     if (m === undefined || m.n < MIN_MEASURED) return undefined;
     const kept = Array.from(m.ms.subarray(0, Math.min(m.n, MEASURED_KEPT))).sort((a, b) => a - b);
     const fastMs = kept[Math.max(0, Math.ceil(FALLBACK_DROP_QUANTILE * kept.length) - 1)]!;

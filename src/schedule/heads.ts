@@ -55,6 +55,7 @@ export class SoloMemo {
   readonly #names: string[] = [];
   readonly #values = new Map<number, number>();
   readonly #scale: SoloScale | undefined;
+  #revision: number | undefined;
 
   /**
    * @param scale the refinement of the predictor the memo answers for (see `SoloScale`); absent:
@@ -65,6 +66,17 @@ export class SoloMemo {
     if (!Number.isInteger(capacity) || capacity < 1) throw new RangeError(`SoloMemo capacity must be an integer ≥ 1, got ${capacity}`);
     this.#capacity = capacity;
     this.#scale = scale;
+  }
+
+  /**
+   * Forget every value when `predictor`'s `revision` moved since the last call (a predictor
+   * without one never clears the memo here). Call before reading the memo in a decision.
+   */
+  sync(predictor: Predictor): void {
+    const r = predictor.revision;
+    if (r === this.#revision) return;
+    this.#revision = r;
+    this.#values.clear();
   }
 
   /** Keys held now. */
@@ -237,6 +249,7 @@ export function collectHeads(
   stats: StatsCounter,
   rejected: Rejection[],
 ): Candidate[] {
+  rule.memo.sync(predictor);
   const { nowMs, queues } = input;
   const heads: Candidate[] = [];
   const pos: number[] = [];
@@ -322,6 +335,7 @@ export function collectHeads(
 
 /** Predicted remaining solo latency of one query (one call unless `memo` remembers it), for a head whose `soloMs` was not needed before. */
 export function predictSolo(predictor: Predictor, q: WaitingQuery, stats: StatsCounter, memo: SoloMemo): number {
+  memo.sync(predictor);
   const key = memo.key(q);
   const remembered = memo.get(key);
   if (remembered !== undefined) {

@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import type { Logger } from '../log.ts';
-import type { Predictor } from '../predict/predictor.ts';
+import type { GroupSlot, Predictor } from '../predict/predictor.ts';
 import { RefinedPredictor } from '../predict/refine.ts';
 import type { PolicyName, QueryController } from './controller.ts';
 import { AbacusController } from './abacus/index.ts';
@@ -27,7 +27,7 @@ export { ClockworkController, type ClockworkParams, windowPercentile } from './c
 export { OneAtATimeController, type OneAtATimeParams, type OneAtATimePolicy } from './one-at-a-time/index.ts';
 export { OverlapAllController } from './overlap-all/index.ts';
 export { TritonController, type TritonParams } from './triton/index.ts';
-export { ThreadAssigningController, ThreadedPredictor } from './threads.ts';
+export { LoneThreadChooser, ThreadAssigningController, ThreadedPredictor, type LoneThreadOptions } from './threads.ts';
 export { FallbackController, type FallbackStatus } from './fallback.ts';
 
 export const POLICY_NAMES: readonly PolicyName[] = Object.freeze(['abacus', 'fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch', 'overlap-all', 'clockwork', 'triton'] as const);
@@ -83,8 +83,9 @@ const DROP: FieldSpec = { type: z.boolean(), text: 'a boolean', def: true, kind:
 
 /**
  * Intra-op threads per segment, decided per group (`threads.ts`, `schedule/threads.ts`;
- * docs/threads.md): 'device' (the device's default, as before), 'fixed:N', or 'split:C' (each of k
- * segments max(1, ⌊C/k⌋): a lone query every core).
+ * docs/threads.md): 'device' (the device's default, as before), 'fixed:N', 'split:C' (each of k
+ * segments max(1, ⌊C/k⌋): a lone query every core) or 'adapt:C' (as split:C; a lone query at the
+ * count its recent measured latencies favour, `LoneThreadChooser`).
  */
 const THREADS: FieldSpec = {
   type: z.string().refine((t) => {
@@ -95,7 +96,7 @@ const THREADS: FieldSpec = {
       return false;
     }
   }),
-  text: "'device', 'fixed:N' or 'split:C' (N, C integers in [1, 1024])",
+  text: "'device', 'fixed:N', 'split:C' or 'adapt:C' (N, C integers in [1, 1024])",
   def: 'device',
   kind: 'string',
 };
@@ -227,12 +228,14 @@ export function createController(policy: string, params: Readonly<Record<string,
   if (policy === 'triton') return new TritonController({ drop });
   if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
   const rule = parseThreadRule(String(p['threads'] ?? 'device'));
-  const scoring = rule.kind === 'device' ? predictor : new ThreadedPredictor(predictor, rule);
+  const threaded = rule.kind === 'device' ? undefined : new ThreadedPredictor(predictor, rule);
+  const scoring = threaded ?? predictor;
+  const chooser = threaded?.chooser;
   if (policy === 'abacus' && p['barrier'] === false) {
     for (const key of ['refine', 'fallback'] as const) {
       if (p[key] === true) throw new RangeError(`abacus parameter '${key}' needs the group barrier: without it (barrier: false) abacus uses the offline predictor as trained`);
     }
-    if (rule.kind === 'split') throw new RangeError(`abacus threads '${String(p['threads'])}' splits cores among one group's segments; without the group barrier (barrier: false) every launch is a group of one: use 'fixed:N' or 'device'`);
+    if (rule.kind === 'split' || rule.kind === 'adapt') throw new RangeError(`abacus threads '${String(p['threads'])}' splits cores among one group's segments; without the group barrier (barrier: false) every launch is a group of one: use 'fixed:N' or 'device'`);
     const stream = new StreamAbacusController(scoring, { ways: Number(p['ways']), drop, hold: p['hold'] === true });
     return rule.kind === 'device' ? stream : new ThreadAssigningController(stream, rule);
   }
@@ -240,14 +243,14 @@ export function createController(policy: string, params: Readonly<Record<string,
   if (policy === 'abacus' && p['fallback'] === true) {
     const abacus = head as AbacusController;
     const logger = options.logger;
-    const threadsAlone = threadsFor(rule, 1);
+    const threadsAlone = chooser === undefined ? threadsFor(rule, 1) : (slot: GroupSlot) => chooser.threadsFor(slot);
     head = new FallbackController(abacus, abacus.refiner ?? scoring, {
       ...(threadsAlone === undefined ? {} : { threadsAlone }),
       drop: p['drop'] === true,
       onSwitch: (active, status) => logger?.info({ ...status }, active ? 'abacus fallback on: measured groups overrun their predictions; one query at a time' : 'abacus fallback off: predictions hold again; overlapping'),
     });
   }
-  return rule.kind === 'device' ? head : new ThreadAssigningController(head, rule);
+  return rule.kind === 'device' ? head : new ThreadAssigningController(head, rule, chooser);
 }
 
 /** A head policy (all but overlap-all and triton) with validated parameters `p`. */

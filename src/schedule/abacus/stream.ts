@@ -382,6 +382,7 @@ export class StreamAbacusController implements QueryController {
   /** Solo latencies of `slots` (those the memo remembers not asked again; the rest in ONE call). */
   #soloAll(slots: readonly GroupSlot[], stats: StatsCounter): number[] {
     const memo = this.#memo;
+    memo.sync(this.#predictor);
     const result = new Array<number>(slots.length);
     const missing: Group[] = [];
     const at: number[] = [];

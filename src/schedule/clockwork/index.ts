@@ -141,6 +141,7 @@ export class ClockworkController implements QueryController {
         out.push(measured);
         continue;
       }
+      this.#memo.sync(this.#predictor);
       const key = this.#memo.key({ ...q, batch: s });
       const remembered = this.#memo.get(key);
       if (remembered !== undefined) stats.soloMemoHits++;
