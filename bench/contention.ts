@@ -15,10 +15,10 @@
  * One device, one predictor profiled with the thread rules fixed:1 and split:C (C = the cores),
  * cached like the demo's. Variants, each under the same Poisson arrivals in a round:
  * - `fcfs (1 thread)`, `fcfs (C threads)`: one whole query at a time, earliest arrival first;
- * - `abacus (1 thread)`: abacus as the demo ran it before the fallback: one thread per segment,
- *   refined online;
  * - `abacus`: refined online, the `split:C` rule (a lone query every core, a pair ⌊C/2⌋ each)
- *   and the calibration fallback (`schedule/fallback.ts`).
+ *   and the calibration fallback (`schedule/fallback.ts`), as the demo runs it;
+ * - `abacus (adapt:C)`: the same with `adapt:C`: a lone query at the count (C, ⌊C/2⌋, …, 1)
+ *   its recent measured latencies favour (`LoneThreadChooser`), a pair as split.
  *
  * Rounds are interleaved over levels and variants: round r runs level 0, then 1, 2, 4, each
  * level every variant in turn, so a change of the machine's own load hits all alike. Per level:
@@ -76,6 +76,8 @@ export interface VariantOutcome {
   readonly overlappedOverrunShare: number;
   /** The same overrun share for groups of one segment. */
   readonly soloOverrunShare: number;
+  /** Of the groups of one segment, those run at one intra-op thread (under `adapt:C`, the count measured fastest). */
+  readonly soloOneThreadShare: number;
   /** Median measured ÷ decided latency over all predicted groups. */
   readonly measuredOverPredictedMedian: number;
 }
@@ -136,6 +138,7 @@ function outcome(label: string, p: Pooled): VariantOutcome {
     overlappedShare: groups.length === 0 ? Number.NaN : overlapped.length / groups.length,
     overlappedOverrunShare: share(overlapped, overran),
     soloOverrunShare: share(solo, overran),
+    soloOneThreadShare: share(solo, (x) => x.segments[0]!.intraOpThreads === 1),
     measuredOverPredictedMedian: ratios.length === 0 ? Number.NaN : median(ratios),
   };
 }
@@ -165,8 +168,8 @@ export async function benchContention(opts: { log?: (s: string) => void; busy?: 
   const variants: VariantSpec[] = [
     { label: 'fcfs (1 thread)', policy: 'fcfs', params: { threads: 'fixed:1' } },
     { label: `fcfs (${cores} threads)`, policy: 'fcfs', params: { threads: all } },
-    { label: 'abacus (1 thread)', policy: 'abacus', params: { threads: 'fixed:1', refine: true } },
     { label: 'abacus', policy: 'abacus', params: { threads: all, refine: true, fallback: true } },
+    { label: `abacus (adapt:${cores})`, policy: 'abacus', params: { threads: `adapt:${cores}`, refine: true, fallback: true } },
   ];
   const fcfsLabels = variants.filter((v) => v.policy === 'fcfs').map((v) => v.label);
   try {

@@ -246,8 +246,8 @@ if (opts.json) {
     process.stdout.write('Per variant (pooled over the rounds): where the violations come from, and how the predictions held (overrun: measured > 1.25 × the latency the group was decided with):\n');
     process.stdout.write(
       formatTable(
-        ['busy', 'variant', 'goodput q/s', 'viol. %', 'dropped %', 'late %', 'group size', 'overlapped %', 'MAPE %', 'measured ÷ predicted p50', 'overrun overlapped %', 'overrun solo %', 'fallback %'],
-        contention.levels.flatMap((l) => l.variants.map((v) => [l.busy, v.label, f(v.goodputQps, 1), f(v.violationRatio * 100, 1), f(v.droppedShare * 100, 1), f(v.lateShare * 100, 1), f(v.meanGroupSize), f(v.overlappedShare * 100, 0), f(v.predictorMape * 100, 0), f(v.measuredOverPredictedMedian), f(v.overlappedOverrunShare * 100, 0), f(v.soloOverrunShare * 100, 0), f(v.fallbackShare * 100, 0)])),
+        ['busy', 'variant', 'goodput q/s', 'viol. %', 'dropped %', 'late %', 'group size', 'overlapped %', 'MAPE %', 'measured ÷ predicted p50', 'overrun overlapped %', 'overrun solo %', 'solo at 1 thread %', 'fallback %'],
+        contention.levels.flatMap((l) => l.variants.map((v) => [l.busy, v.label, f(v.goodputQps, 1), f(v.violationRatio * 100, 1), f(v.droppedShare * 100, 1), f(v.lateShare * 100, 1), f(v.meanGroupSize), f(v.overlappedShare * 100, 0), f(v.predictorMape * 100, 0), f(v.measuredOverPredictedMedian), f(v.overlappedOverrunShare * 100, 0), f(v.soloOverrunShare * 100, 0), f(v.soloOneThreadShare * 100, 0), f(v.fallbackShare * 100, 0)])),
       ) + '\n\n',
     );
   }

@@ -69,6 +69,20 @@ describe('LoneThreadChooser', () => {
     expect(c.ratios('a')[0]).toBe(1);
   });
 
+  it('a count below C must beat C by the margin', () => {
+    const c = new LoneThreadChooser(new ThreadFake(), parseThreadRule('adapt:2'));
+    // 2 threads: 5 × 1.9 = 9.5; 1 thread: 10 × 0.9 = 9, less but not below 0.9 × 9.5 = 8.55
+    for (let i = 0; i < 3; i++) c.observe(lone(`q${i}`, 2, 9.5));
+    for (let i = 0; i < 3; i++) c.observe(lone(`r${i}`, 1, 9));
+    expect(c.threadsFor(slot)).toBe(2);
+    expect(new LoneThreadChooser(new ThreadFake(), parseThreadRule('adapt:2'), { margin: 0 }).threadsFor(slot)).toBe(2);
+    const eager = new LoneThreadChooser(new ThreadFake(), parseThreadRule('adapt:2'), { margin: 0 });
+    for (let i = 0; i < 3; i++) eager.observe(lone(`q${i}`, 2, 9.5));
+    for (let i = 0; i < 3; i++) eager.observe(lone(`r${i}`, 1, 9));
+    expect(eager.threadsFor(slot)).toBe(1);
+    expect(() => new LoneThreadChooser(new ThreadFake(), parseThreadRule('adapt:2'), { margin: 1 })).toThrow(/margin 1 must be in \[0, 1\)/);
+  });
+
   it('while probing, a lone slot takes its least-measured other count', () => {
     const c = new LoneThreadChooser(new ThreadFake(), parseThreadRule('adapt:4'));
     for (let i = 0; i < 3; i++) c.observe(lone(`q${i}`, 2, 5));

@@ -172,6 +172,8 @@ export interface LoneThreadOptions {
   readonly probeEvery?: number;
   /** A probe every this many lone decisions while some (model, count) has fewer [4]. */
   readonly probeEveryLearning?: number;
+  /** A count below C is chosen only when its score is below (1 − margin) × C's [0.1]: noise in a window of 8 runs does not move a lone query off every core. */
+  readonly margin?: number;
 }
 
 /**
@@ -180,8 +182,9 @@ export interface LoneThreadOptions {
  *
  * - **Choice.** For a lone slot of model m, each candidate count n (`loneCandidates`) scores
  *   p(n) × r(m, n): p the base predictor's latency at n, r the median of measured ÷ p over the
- *   last `window` lone groups of m at n (1 until `minObservations` of them). Least score wins;
- *   ties go to the larger count. A lone segment is a segment that ran with nothing beside it
+ *   last `window` lone groups of m at n (1 until `minObservations` of them). Least score wins,
+ *   but a count below C only when its score is under (1 − `margin`) × C's (ties and near-ties
+ *   stay on every core, where the strong baseline runs). A lone segment is a segment that ran with nothing beside it
  *   (the group latency is its latency), a whole query or part of one.
  * - **Probes.** The count chosen is measured whenever it runs; the others only when probed:
  *   once `probeEvery` lone groups have been observed since the last probe (`probeEveryLearning`
@@ -215,6 +218,7 @@ export class LoneThreadChooser {
   readonly #minObservations: number;
   readonly #probeEvery: number;
   readonly #probeEveryLearning: number;
+  readonly #margin: number;
   /** Per model: per candidate index, a ring of ratios and how many were pushed. */
   readonly #ratios = new Map<string, { ring: Float64Array; n: number }[]>();
   #sinceProbe = 0;
@@ -239,6 +243,9 @@ export class LoneThreadChooser {
     this.#probeEvery = positive('probeEvery', options.probeEvery ?? 16);
     this.#probeEveryLearning = positive('probeEveryLearning', options.probeEveryLearning ?? 4);
     this.#many = new Float64Array(this.candidates.length);
+    const margin = options.margin ?? 0.1;
+    if (!(margin >= 0 && margin < 1)) throw new RangeError(`LoneThreadChooser margin ${margin} must be in [0, 1)`);
+    this.#margin = margin;
   }
 
   /** Lone groups observed at a count other than the best one then (probes, whoever decided them). */
@@ -283,8 +290,8 @@ export class LoneThreadChooser {
     this.predictorCalls++;
     this.groupsScored += groups.length;
     let best = 0;
-    let bestScore = Infinity;
-    for (let i = 0; i < c.length; i++) {
+    let bestScore = p[0]! * this.#ratio(rows?.[0]) * (1 - this.#margin);
+    for (let i = 1; i < c.length; i++) {
       const score = p[i]! * this.#ratio(rows?.[i]);
       if (score < bestScore) [best, bestScore] = [i, score];
     }
