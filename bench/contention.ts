@@ -18,7 +18,11 @@
  * - `abacus`: refined online, the `split:C` rule (a lone query every core, a pair ⌊C/2⌋ each)
  *   and the calibration fallback (`schedule/fallback.ts`), as the demo runs it;
  * - `abacus (adapt:C)`: the same with `adapt:C`: a lone query at the count (C, ⌊C/2⌋, …, 1)
- *   its recent measured latencies favour (`LoneThreadChooser`), a pair as split.
+ *   its recent measured latencies favour (`LoneThreadChooser`), a pair as split;
+ * - `abacus (no barrier)`: abacus without the group barrier (`barrier: false`, a stream per
+ *   service, each query launched when its stream frees; docs/scheduling-runtime.md), one
+ *   thread per segment (the executors' default), the offline predictor (no refinement and no
+ *   fallback: that mode has neither).
  *
  * Rounds are interleaved over levels and variants: round r runs level 0, then 1, 2, 4, each
  * level every variant in turn, so a change of the machine's own load hits all alike. Per level:
@@ -170,6 +174,7 @@ export async function benchContention(opts: { log?: (s: string) => void; busy?: 
     { label: `fcfs (${cores} threads)`, policy: 'fcfs', params: { threads: all } },
     { label: 'abacus', policy: 'abacus', params: { threads: all, refine: true, fallback: true } },
     { label: `abacus (adapt:${cores})`, policy: 'abacus', params: { threads: `adapt:${cores}`, refine: true, fallback: true } },
+    { label: 'abacus (no barrier)', policy: 'abacus', params: { barrier: false } },
   ];
   const fcfsLabels = variants.filter((v) => v.policy === 'fcfs').map((v) => v.label);
   try {

@@ -184,8 +184,8 @@ export interface LoneThreadOptions {
  *   p(n) × r(m, n): p the base predictor's latency at n, r the median of measured ÷ p over the
  *   last `window` lone groups of m at n (1 until `minObservations` of them). Least score wins,
  *   but a count below C only when its score is under (1 − `margin`) × C's (ties and near-ties
- *   stay on every core, where the strong baseline runs). A lone segment is a segment that ran with nothing beside it
- *   (the group latency is its latency), a whole query or part of one.
+ *   stay on every core, where the strong baseline runs). A lone segment is one that ran with
+ *   nothing beside it (the group latency is its latency), a whole query or part of one.
  * - **Probes.** The count chosen is measured whenever it runs; the others only when probed:
  *   once `probeEvery` lone groups have been observed since the last probe (`probeEveryLearning`
  *   while some model has a count with fewer than `minObservations`), decisions are taken with
@@ -198,8 +198,8 @@ export interface LoneThreadOptions {
  *   shape until the next observation or probe switch (`revision`); the controller's decision
  *   stats count these calls.
  * - **Why a ratio per count.** The refiner's key (`predict/refine.ts`) does not hold the thread
- *   count: it corrects a model's lone groups at every count by one fit. A busy neighbour slows a
- *   second intra-op thread far more than the first (docs/threads.md), which one fit cannot
+ *   count: it corrects a model's lone groups at every count by one fit. A busy neighbour can slow
+ *   a second intra-op thread far more than the first (docs/threads.md), which one fit cannot
  *   tell; the per-count ratios do, and they only rank counts, never change a prediction.
  *
  * State is bounded by models × candidates × `window`. Not thread-safe (one controller's).
@@ -229,7 +229,8 @@ export class LoneThreadChooser {
   /**
    * @param base the predictor whose per-count latencies are ranked (thread-aware: `threadFeature`).
    * @param rule an `adapt` rule.
-   * @throws RangeError for another rule or options that are not integers ≥ 1.
+   * @throws RangeError for another rule, a count option that is not an integer ≥ 1, or a
+   *   `margin` outside [0, 1).
    */
   constructor(
     readonly base: Predictor,
