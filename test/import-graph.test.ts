@@ -25,7 +25,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   device: ['threads.ts', 'clock', 'model', 'errors.ts', 'log.ts', 'ort-tensor.ts', 'rng.ts', 'stats.ts', 'tensor.ts', 'fs.ts', 'bundle.ts'],
   predict: ['threads.ts', 'model', 'errors.ts', 'log.ts', 'rng.ts', 'stats.ts', 'fs.ts'],
   profile: ['threads.ts', 'clock', 'device', 'model', 'predict', 'errors.ts', 'fs.ts', 'rng.ts', 'stats.ts', 'log.ts'],
-  schedule: ['threads.ts', 'clock', 'predict', 'errors.ts', 'log.ts'],
+  schedule: ['threads.ts', 'clock', 'predict', 'errors.ts', 'log.ts', 'stats.ts'],
   runtime: ['threads.ts', 'clock', 'device', 'model', 'predict', 'schedule', 'workload', 'errors.ts', 'tensor.ts', 'stats.ts', 'log.ts'],
   serve: ['threads.ts', 'clock', 'model', 'runtime', 'schedule', 'workload', 'errors.ts', 'log.ts', 'tensor.ts', 'stats.ts', 'ts-worker.ts'],
   report: ['runtime', 'stats.ts', 'errors.ts'],
