@@ -362,12 +362,12 @@ export class RefinedPredictor implements RefiningPredictor {
     return { a: this.#a[row]!, b: this.#b[row]! };
   }
 
-  /** The base's models, read each time (a base may admit models while serving, `predict/unseen.ts`). */
   /** The base predictor's (`Predictor.revision`). */
   get revision(): number | undefined {
     return this.base.revision;
   }
 
+  /** The base's models, read each time (a base may admit models while serving, `predict/unseen.ts`). */
   get models(): readonly string[] {
     return this.base.models;
   }
