@@ -162,5 +162,5 @@ describe('adapt:2 in the runtime (sim:a100, virtual time)', () => {
   });
 });
 
-describeControllerConformance('abacus threads adapt:2', (p) => createController('abacus', { threads: 'adapt:2', refine: true }, p), { samples: 150 });
+describeControllerConformance('abacus threads adapt:2', (p) => createController('abacus', { threads: 'adapt:2', refine: true, fallback: true }, p), { samples: 150 });
 describeControllerConformance('fcfs threads adapt:4', (p) => createController('fcfs', { threads: 'adapt:4' }, p), { samples: 150 });

@@ -9,6 +9,7 @@ describeControllerConformance('abacus (defaults: ways 2, slack 5 ms, drop)', (p)
 describeControllerConformance('abacus ways 4, slack 0, drop', (p) => createController('abacus', { ways: 4, slackMs: 0 }, p));
 describeControllerConformance('abacus ways 3, slack 0.5, no drop', (p) => createController('abacus', { ways: 3, slackMs: 0.5, drop: false }, p));
 describeControllerConformance('abacus refine (online correction on)', (p) => createController('abacus', { refine: true }, p));
+describeControllerConformance('abacus refine, calibration fallback', (p) => createController('abacus', { refine: true, fallback: true }, p));
 for (const policy of ['fcfs', 'sjf', 'edf'] as const) {
   describeControllerConformance(`${policy} (drop)`, (p) => createController(policy, {}, p));
   describeControllerConformance(`${policy} (no drop)`, (p) => createController(policy, { drop: false }, p));

@@ -16,7 +16,7 @@ import type { Device } from '../device/device.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { GroupStatsCollector, StatsCollector, type ServingStats } from './stats.ts';
 import { createController } from '../schedule/index.ts';
-import type { DecisionStats, QueryController, ScheduleInput } from '../schedule/controller.ts';
+import type { DecisionStats, QueryController, Rejection, ScheduleInput } from '../schedule/controller.ts';
 import { poissonArrivals, type ArrivalProcess } from '../workload/arrivals.ts';
 import { LoadGenerator, type GeneratorReport, type ServiceLoad } from '../workload/generator.ts';
 import { ServingRuntime, type QueryOutcome, type RuntimeService } from './runtime.ts';
@@ -107,6 +107,7 @@ function counting(inner: QueryController): { controller: QueryController; totals
         return d;
       },
       observe: (o) => inner.observe(o),
+      ...(inner.rejected === undefined ? {} : { rejected: (r: readonly Rejection[]) => inner.rejected!(r) }),
     },
   };
 }

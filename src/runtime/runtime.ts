@@ -409,8 +409,9 @@ export class ServingRuntime {
     }
   }
 
-  /** Answer a decision's rejections `qos_violation` (a query of the running group: when the group ends). */
+  /** Answer a decision's rejections `qos_violation` (a query of the running group: when the group ends), and tell the controller (`QueryController.rejected`). */
   private applyRejections(decision: Decision, runningRemainingMs: number): void {
+    if (decision.rejected.length > 0) this.controller.rejected?.(decision.rejected);
     for (const r of decision.rejected) {
       const u = this.book.units.get(r.queryId);
       if (u === undefined) continue;

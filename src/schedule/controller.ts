@@ -342,11 +342,10 @@ export interface QueryController {
    */
   readonly oneGroupPerService?: boolean;
   /**
-   * The next operator group and the queries to reject. Deterministic: the same input (and,
-   * for clockwork, the same observations before it) gives the same decision; `decide` changes
-   * no state of the controller — except abacus's calibration fallback, which counts the
-   * rejections it returns (the runtime answers every rejection of every decision it asks for),
-   * so the decisions after them may differ (`schedule/fallback.ts`).
+   * The next operator group and the queries to reject. Deterministic: the same input (and the
+   * same observations and `rejected` calls before it) gives the same decision; `decide` changes
+   * no state of the controller (a controller that learns from its own drops learns in
+   * `rejected`).
    * @throws RangeError naming the query and field for a malformed waiting query (operators,
    *   nextOperator, batch out of range, non-finite times) or a non-finite `nowMs` /
    *   negative `runningRemainingMs`; the predictor's RangeError for a model it does not know.
@@ -354,4 +353,11 @@ export interface QueryController {
   decide(input: ScheduleInput): Decision;
   /** Feedback after each executed group; policies that do not learn ignore it. Never throws for a well-formed observation. */
   observe(observation: GroupObservation): void;
+  /**
+   * The rejections of a decision the runtime carried out, told once per decision that has any,
+   * right after `decide` returned it (the runtime answers every one of them). Optional: only a
+   * controller that learns from its own drops has it (abacus's calibration fallback,
+   * `schedule/fallback.ts`); a wrapper forwards it. Never throws.
+   */
+  rejected?(rejections: readonly Rejection[]): void;
 }

@@ -26,8 +26,9 @@
  *   disposed of since the last switch. A predictor that has learned a slow machine can call every
  *   query hopeless; then nothing runs, no group is measured, and without this abacus would
  *   drop everything for good (measured: 0 goodput in 2 of 3 rounds with four busy loops on 2
- *   cores, where the better fcfs served 1.5 and 6.3 queries/s; docs/adaptive.md). These counts are taken in
- *   `decide` from the rejections it returns: the runtime answers every one of them.
+ *   cores, where the better fcfs served 1.5 and 6.3 queries/s; docs/adaptive.md). The drops are
+ *   counted in `rejected`, which the runtime calls with the rejections of every decision it
+ *   carried out (all of them: it answers every one), so `decide` changes no state.
  * - **Fallback → overlap**: at least `dwell` groups in the fallback, and over the last
  *   `WINDOW_GROUPS` of them the *predictor's* own prediction of the group (asked at the
  *   decision, though the decision was made on measured estimates) overran at most
@@ -54,9 +55,10 @@
  * is kept (with the median it was dropped, and fcfs, whose offline predictor underestimated,
  * served more: docs/adaptive.md). A query of a shape never measured alone, or already cut by an
  * overlapped group, is never dropped on a prediction. Measurements age by use: after
- * `MAX_MEASURED_DROPS` (8) measured drops of a shape with no new run of it, the next query of
- * the shape is kept and run (a spell of slow runs cannot drop a shape for good, since nothing of
- * it would run again to correct them). With the policy's `drop` off nothing is dropped. The decision's `predictedMs` is that fast
+ * `MAX_MEASURED_DROPS` (8) measured drops of a shape with no new run of it, its queries are kept
+ * and run until a run of it is measured again (a spell of slow runs cannot drop a shape for good,
+ * since nothing of it would run again to correct them; usually one query, two when the next
+ * decision is taken ahead while the first runs). With the policy's `drop` off nothing is dropped. The decision's `predictedMs` is that fast
  * measured latency when known (so the running group's remainder that the next drop is judged
  * against is the same optimistic estimate: with the median there, the fallback dropped queued
  * queries fcfs kept and served, 0.3 against 9.6 queries/s in a round with four busy loops),
@@ -191,8 +193,8 @@ export class FallbackController implements QueryController {
   readonly #predictorOverruns = new Window();
   /** Measured solo latencies by shape key: the last `MEASURED_KEPT` (a ring), how many were taken, and measured drops since the last one. */
   readonly #measured = new Map<string, { readonly ms: Float64Array; n: number; drops: number }>();
-  /** Queries kept to measure their shape again (`MAX_MEASURED_DROPS`): not dropped on a measurement while they wait. */
-  readonly #keptToMeasure = new Set<string>();
+  /** The shape record of each query the fallback's decisions dropped on a measurement, by query id, until `rejected` counts the drop. */
+  readonly #droppedOn = new Map<string, { drops: number }>();
   /** In the fallback: the predictor's prediction of each launched query, by query id. */
   readonly #predicted = new Map<string, number>();
   readonly #one = new Float64Array(1);
@@ -226,16 +228,7 @@ export class FallbackController implements QueryController {
   }
 
   decide(input: ScheduleInput): Decision {
-    if (!this.#active) {
-      const d = this.#inner.decide(input);
-      for (const r of d.rejected) {
-        if (r.predictedMs === undefined) continue; // headroom gone: not the predictor's call
-        this.#predictedDrops.push(true);
-        this.#disposedSinceSwitch++;
-      }
-      if (d.rejected.length > 0) this.#maybeEnter();
-      return d;
-    }
+    if (!this.#active) return this.#inner.decide(input);
     checkInput(input);
     const stats = newStats();
     const rejected: Rejection[] = [];
@@ -253,15 +246,11 @@ export class FallbackController implements QueryController {
           rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs });
           continue;
         }
-        if (drop && measured !== undefined && runningRemainingMs + measured.fastMs > headroomMs && !this.#keptToMeasure.has(q.id)) {
-          if (measured.record.drops < MAX_MEASURED_DROPS) {
-            measured.record.drops++;
-            rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + measured.fastMs });
-            continue;
-          }
-          measured.record.drops = 0; // kept: run it, so the shape is measured again
-          if (this.#keptToMeasure.size >= MAX_KEYS) this.#keptToMeasure.clear();
-          this.#keptToMeasure.add(q.id);
+        // after MAX_MEASURED_DROPS drops with no new run the shape's queries are kept, so it is measured again
+        if (drop && measured !== undefined && runningRemainingMs + measured.fastMs > headroomMs && measured.record.drops < MAX_MEASURED_DROPS) {
+          remember(this.#droppedOn, q.id, measured.record);
+          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + measured.fastMs });
+          continue;
         }
         if (best === undefined || before(q, deadlineMs, best.q, best.deadlineMs)) {
           if (best !== undefined) wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.measured));
@@ -284,12 +273,37 @@ export class FallbackController implements QueryController {
     return { group: [segment], predictedMs, rejected, stats, fallback: true, ...(wake === undefined ? {} : { wakeAtMs: wake }) };
   }
 
+  /**
+   * Count the drops of the decision just carried out: in overlap mode those abacus made on a
+   * prediction (the drop window; may switch into the fallback), in the fallback those made on a
+   * measurement (per shape, `MAX_MEASURED_DROPS`). Forwarded to the inner controller.
+   */
+  rejected(rejections: readonly Rejection[]): void {
+    this.#inner.rejected?.(rejections);
+    if (this.#active) {
+      for (const r of rejections) {
+        const record = this.#droppedOn.get(r.queryId);
+        if (record === undefined) continue;
+        this.#droppedOn.delete(r.queryId);
+        record.drops++;
+      }
+      return;
+    }
+    let counted = false;
+    for (const r of rejections) {
+      if (r.predictedMs === undefined) continue; // headroom gone: not the predictor's call
+      this.#predictedDrops.push(true);
+      this.#disposedSinceSwitch++;
+      counted = true;
+    }
+    if (counted) this.#maybeEnter();
+  }
+
   observe(observation: GroupObservation): void {
     this.#inner.observe(observation);
     const segs = observation.segments;
     if (segs.length === 0) return;
     const measuredMs = observation.groupLatencyMs;
-    for (const s of segs) this.#keptToMeasure.delete(s.queryId);
     if (segs.length === 1) {
       const s = segs[0]!;
       if (s.start === 0 && s.end === s.operators && measuredMs > 0 && Number.isFinite(measuredMs)) {
@@ -343,6 +357,7 @@ export class FallbackController implements QueryController {
     this.#predictedDrops.clear();
     this.#predictorOverruns.clear();
     this.#predicted.clear();
+    this.#droppedOn.clear();
     if (active) this.#entries++;
     this.#options.onSwitch?.(active, this.fallback);
   }

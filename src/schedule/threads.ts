@@ -29,7 +29,7 @@
 import type { Group, GroupSlot, Predictor } from '../predict/predictor.ts';
 import { median } from '../stats.ts';
 import { formatThreadRule, loneCandidates, threadsFor, type ThreadRule } from '../threads.ts';
-import type { Decision, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, ScheduleInput, WaitingQuery } from './controller.ts';
+import type { Decision, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
 import type { FallbackStatus } from './fallback.ts';
 
 /**
@@ -159,6 +159,10 @@ export class ThreadAssigningController implements QueryController {
   observe(observation: GroupObservation): void {
     this.inner.observe(observation);
     this.chooser?.observe(observation);
+  }
+
+  rejected(rejections: readonly Rejection[]): void {
+    this.inner.rejected?.(rejections);
   }
 }
 

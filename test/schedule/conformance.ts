@@ -33,7 +33,7 @@ export const CASE = {
   readOnly: 'decide does not mutate its (frozen) input',
   stats: 'stats count the predictor calls and groups scored',
   malformed: 'malformed input throws RangeError naming the field',
-  observe: 'observe accepts feedback from executed decisions, and the invariants still hold after it',
+  observe: 'observe (and rejected) accept feedback from executed decisions, and the invariants still hold after it',
   fused:
     'with dynamic batching: each fused follower waits at operator 0 in the lead\'s queue with its fuseKey, the samples are ≤ maxBatchSize, followers are disjoint from every other segment and rejection, wakeAtMs is later than nowMs; every invariant holds, also after observing fused groups',
 } as const;
@@ -281,6 +281,7 @@ export function describeControllerConformance(
     test(CASE.observe, () => {
       eachRandom(10, (c, p, inp) => {
         const d = c.decide(inp);
+        if (d.rejected.length > 0) c.rejected?.(d.rejected); // carried out, as the runtime does
         const byId = visible(inp);
         const segments = d.group.map((s) => {
           const q = byId.get(s.queryId)!.q;

@@ -8,7 +8,7 @@ import { ModelRepository } from '../../src/model/repository.ts';
 import type { ModelSpec } from '../../src/model/spec.ts';
 import { simEnv } from '../../src/reproduce/colocation.ts';
 import { runExperiment, type ExperimentService } from '../../src/runtime/experiment.ts';
-import type { GroupObservation, QueryController } from '../../src/schedule/controller.ts';
+import type { Decision, GroupObservation, QueryController, ScheduleInput } from '../../src/schedule/controller.ts';
 import { ENTER_SHARE, EXIT_SHARE, FallbackController, MAX_DWELL_GROUPS, MAX_MEASURED_DROPS, MIN_DWELL_GROUPS, MIN_MEASURED, WINDOW_GROUPS } from '../../src/schedule/fallback.ts';
 import { createController } from '../../src/schedule/index.ts';
 import { withDeviceDefaults } from '../../src/deployment/policy-defaults.ts';
@@ -28,6 +28,13 @@ function runOne(c: QueryController, id: string, ms: number): void {
 }
 
 const active = (c: QueryController): boolean => c.fallback?.active === true;
+
+/** Decide and carry the decision out as the runtime does: its rejections told back (`QueryController.rejected`). */
+function carriedOut(c: QueryController, inp: ScheduleInput): Decision {
+  const d = c.decide(inp);
+  if (d.rejected.length > 0) c.rejected?.(d.rejected);
+  return d;
+}
 
 describe('FallbackController: the switch', () => {
   it('is off by default and absent without the parameter; the paper controller decides', () => {
@@ -58,7 +65,7 @@ describe('FallbackController: the switch', () => {
     const tight = (id: string) => input(0, [[query(id, 'S1', 'a', { arrivalMs: 0, qosTargetMs: 5 })]]);
     for (let i = 0; i < WINDOW_GROUPS; i++) {
       expect(active(c)).toBe(false);
-      expect(c.decide(tight(`t${i}`)).rejected.map((r) => r.queryId)).toEqual([`t${i}`]);
+      expect(carriedOut(c, tight(`t${i}`)).rejected.map((r) => r.queryId)).toEqual([`t${i}`]);
     }
     expect(active(c)).toBe(true);
     const d = c.decide(tight('kept'));
@@ -141,14 +148,16 @@ describe('FallbackController: one query at a time, dropping on measured latencie
   it('a shape is not dropped for good: after MAX_MEASURED_DROPS measured drops the next query of it is kept until it runs, and a new measurement resets the count', () => {
     const c = fallen(30);
     const tight = (id: string, nowMs = 0) => input(nowMs, [[query(id, 'S1', 'a', { arrivalMs: 0, qosTargetMs: 25 })]]);
-    for (let i = 0; i < MAX_MEASURED_DROPS; i++) expect(c.decide(tight(`d${i}`)).rejected.map((r) => r.queryId)).toEqual([`d${i}`]);
-    const kept = c.decide(tight('keep'));
+    // decided without being carried out, a drop counts nothing: the same decision again
+    expect(c.decide(tight('d0')).rejected.map((r) => r.queryId)).toEqual(['d0']);
+    for (let i = 0; i < MAX_MEASURED_DROPS; i++) expect(carriedOut(c, tight(`d${i}`)).rejected.map((r) => r.queryId)).toEqual([`d${i}`]);
+    const kept = carriedOut(c, tight('keep'));
     expect(kept.rejected).toEqual([]);
     expect(kept.group.map((g) => g.queryId)).toEqual(['keep']);
     // decided again before it ran (a decision made ahead): still kept
-    expect(c.decide(tight('keep', 1)).rejected).toEqual([]);
+    expect(carriedOut(c, tight('keep', 1)).rejected).toEqual([]);
     c.observe(solo('keep', 30, 30)); // it ran: measured again
-    expect(c.decide(tight('next')).rejected.map((r) => r.queryId)).toEqual(['next']);
+    expect(carriedOut(c, tight('next')).rejected.map((r) => r.queryId)).toEqual(['next']);
   });
 
   it('with drop: false the fallback rejects nothing either', () => {
