@@ -146,6 +146,8 @@ export class ServeMetrics {
   private readonly batchSize: Histogram<'model'>;
   private readonly predictorError: Histogram;
   private readonly busy: Counter;
+  private readonly waitingIdle: Counter;
+  private readonly groupOverhead: Counter;
   private readonly restarts: Counter<'model'>;
   private modelStatesOf: () => ReadonlyMap<string, string> = () => new Map();
   private queueDepthOf: (model: string) => number = () => 0;
@@ -291,6 +293,8 @@ export class ServeMetrics {
     this.batchSize = new Histogram({ name: 'abacus_executed_batch_size', help: 'Samples per launched segment (the executed batch: a request alone, or the requests fused into one dynamic batch)', labelNames: ['model'], buckets: BATCH_SIZE_BUCKETS, registers });
     this.predictorError = new Histogram({ name: 'abacus_predictor_absolute_error_seconds', help: 'Absolute error of the predicted operator group latency, seconds', buckets: ERROR_BUCKETS_S, registers });
     this.busy = new Counter({ name: 'abacus_device_busy_seconds_total', help: 'Time the device had at least one operator group running, seconds', registers });
+    this.waitingIdle = new Counter({ name: 'abacus_device_waiting_idle_seconds_total', help: 'Time the device sat idle between operator groups while queries waited (decisions and the server\'s own work between two groups), seconds; one-group-at-a-time policies', registers });
+    this.groupOverhead = new Counter({ name: 'abacus_group_overhead_seconds_total', help: 'Time inside operator groups outside their longest segment\'s operators (dispatch, messages to and from the executors, input handling, a result waiting for the event loop), seconds', registers });
     for (const model of this.models) this.zeroSeries(model);
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
   }
@@ -361,9 +365,14 @@ export class ServeMetrics {
    * served model name), the predictor's absolute error (when it had a prediction and a
    * measurement), and busy time. Busy time counts the union of the group intervals
    * [launchMs, endMs] in the order groups end (exact when groups end in launch order, which
-   * one-group-at-a-time policies guarantee).
+   * one-group-at-a-time policies guarantee). With `idleBeforeMs` the idle time before the group
+   * while queries waited; with `longestSegmentMs` the group's time outside its operators
+   * (`measuredMs` − `longestSegmentMs`, ≥ 0). Together with busy time they say whether a slow
+   * server is slow in its device or around it.
    */
-  group(record: { readonly segments: readonly { readonly service: string; readonly batch: number }[]; readonly predictedMs: number | undefined; readonly measuredMs: number; readonly launchMs: number }, endMs: number): void {
+  group(record: { readonly segments: readonly { readonly service: string; readonly batch: number }[]; readonly predictedMs: number | undefined; readonly measuredMs: number; readonly launchMs: number; readonly idleBeforeMs?: number; readonly longestSegmentMs?: number }, endMs: number): void {
+    if (record.idleBeforeMs !== undefined && record.idleBeforeMs > 0) this.waitingIdle.inc(record.idleBeforeMs / 1000);
+    if (record.longestSegmentMs !== undefined && record.longestSegmentMs > 0 && record.measuredMs > record.longestSegmentMs) this.groupOverhead.inc((record.measuredMs - record.longestSegmentMs) / 1000);
     this.groupSize.observe(record.segments.length);
     for (const s of record.segments) this.batchSize.observe({ model: this.modelLabel(s.service) }, s.batch);
     if (record.predictedMs !== undefined && Number.isFinite(record.predictedMs) && Number.isFinite(record.measuredMs)) {

@@ -24,3 +24,18 @@ describe('latency buckets around the QoS targets', () => {
     expect(text).toMatch(/abacus_request_duration_seconds_bucket\{le="0\.0473",model="a"\} 2\n/);
   });
 });
+
+describe('device time: busy, idle while queries waited, overhead around the operators', () => {
+  it('sums each group: busy its interval, waiting idle its idleBeforeMs, overhead measured − longest segment', async () => {
+    const m = new ServeMetrics({ models: ['a'], processMetrics: false });
+    const seg = [{ service: 'a', batch: 1 }];
+    // launched at 10 after 4 ms idle with queries waiting; 12 ms measured, its longest segment ran 9
+    m.group({ segments: seg, predictedMs: 11, measuredMs: 12, launchMs: 10, idleBeforeMs: 4, longestSegmentMs: 9 }, 22);
+    // nothing waited before it; its segment failed (longest 0): no overhead counted
+    m.group({ segments: seg, predictedMs: undefined, measuredMs: 5, launchMs: 30, longestSegmentMs: 0 }, 35);
+    const text = await m.text();
+    expect(text).toMatch(/abacus_device_busy_seconds_total 0\.017\n/);
+    expect(text).toMatch(/abacus_device_waiting_idle_seconds_total 0\.004\n/);
+    expect(text).toMatch(/abacus_group_overhead_seconds_total 0\.003\n/);
+  });
+});
