@@ -64,6 +64,32 @@ export interface OverloadPoint {
    * (front end, runtime, controller) and its executors (on `ort` the device's compute).
    */
   readonly cpuShare: { readonly client: number; readonly server: number; readonly executors: number };
+  /**
+   * The device's time over the phase, as shares of its wall time, from the server's `/metrics`:
+   * `busy` (a group running), `waitingIdle` (idle between groups while queries waited),
+   * `overhead` (inside groups, outside their longest segment's operators); NaN when unread.
+   */
+  readonly device: DeviceShare;
+}
+
+/** `OverloadPoint.device`. */
+export interface DeviceShare {
+  readonly busy: number;
+  readonly waitingIdle: number;
+  readonly overhead: number;
+}
+
+const DEVICE_COUNTERS = { busy: 'abacus_device_busy_seconds_total', waitingIdle: 'abacus_device_waiting_idle_seconds_total', overhead: 'abacus_group_overhead_seconds_total' } as const;
+
+/** The device counters of the server's `/metrics`, seconds (NaN when unreadable). */
+async function deviceSeconds(httpUrl: string): Promise<DeviceShare> {
+  try {
+    const text = await (await fetch(`${httpUrl}/metrics`)).text();
+    const read = (name: string): number => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm').exec(text)?.[1] ?? NaN);
+    return { busy: read(DEVICE_COUNTERS.busy), waitingIdle: read(DEVICE_COUNTERS.waitingIdle), overhead: read(DEVICE_COUNTERS.overhead) };
+  } catch {
+    return { busy: NaN, waitingIdle: NaN, overhead: NaN };
+  }
 }
 
 export interface OverloadProtocolResult {
@@ -71,6 +97,8 @@ export interface OverloadProtocolResult {
   readonly capacityByInFlight: Readonly<Record<string, number>>;
   /** Where the cores went in each closed-loop capacity phase, by requests in flight (`OverloadPoint.cpuShare`). */
   readonly capacityCpuShare: Readonly<Record<string, OverloadPoint['cpuShare']>>;
+  /** The device's time in each closed-loop capacity phase, by requests in flight (`OverloadPoint.device`). */
+  readonly capacityDevice: Readonly<Record<string, DeviceShare>>;
   readonly byFactor: Readonly<Record<string, OverloadPoint>>;
 }
 
@@ -114,20 +142,25 @@ type CpuShare = OverloadPoint['cpuShare'];
 export const OPEN_LOOP_QPS_PER_CLIENT = 500;
 
 /** Run one client phase (open loop: over as many processes as `OPEN_LOOP_QPS_PER_CLIENT` asks) and measure the CPU of the clients, the server and its executors over it (`OverloadPoint.cpuShare`). */
-async function measured(serverPid: number | undefined, spec: ClientSpec): Promise<{ r: ClientResult; cpuShare: CpuShare; clients: number }> {
+async function measured(serverPid: number | undefined, spec: ClientSpec): Promise<{ r: ClientResult; cpuShare: CpuShare; device: DeviceShare; clients: number }> {
   const pid = serverPid ?? -1;
   const cpu0 = await treeCpuMs(pid);
+  const device0 = await deviceSeconds(spec.httpUrl);
   const wall0 = performance.now();
   const load = spec.load;
   const n = load.kind === 'open' ? Math.max(1, Math.ceil(load.rateQps / OPEN_LOOP_QPS_PER_CLIENT)) : 1;
   const r = mergeResults(await Promise.all(Array.from({ length: n }, (_, k) => runClient(n === 1 ? spec : { ...spec, seed: spec.seed + k, load: { kind: 'open', rateQps: (load as { rateQps: number }).rateQps / n } }))));
   const cpu = treeCpuDelta(cpu0, await treeCpuMs(pid));
-  const coreMs = (performance.now() - wall0) * os.availableParallelism();
-  return { r, cpuShare: { client: r.cpuMs / coreMs, server: cpu.selfMs / coreMs, executors: cpu.childrenMs / coreMs }, clients: n };
+  const wallMs = performance.now() - wall0;
+  const device1 = await deviceSeconds(spec.httpUrl);
+  const coreMs = wallMs * os.availableParallelism();
+  const share = (k: keyof DeviceShare): number => ((device1[k] - device0[k]) * 1000) / wallMs;
+  return { r, cpuShare: { client: r.cpuMs / coreMs, server: cpu.selfMs / coreMs, executors: cpu.childrenMs / coreMs }, device: { busy: share('busy'), waitingIdle: share('waitingIdle'), overhead: share('overhead') }, clients: n };
 }
 
 const pct = (x: number): string => `${(100 * x).toFixed(0)} %`;
 const cores = (c: CpuShare): string => `cores: client ${pct(c.client)}, server ${pct(c.server)}, executors ${pct(c.executors)}`;
+const deviceText = (d: DeviceShare): string => `device: busy ${pct(d.busy)} (outside the operators ${pct(d.overhead)}), idle while queries waited ${pct(d.waitingIdle)}`;
 const loadAverage = (): number => Math.round(os.loadavg()[0]! * 100) / 100;
 
 export async function benchOverload(options: OverloadOptions = {}): Promise<Record<string, Record<string, OverloadProtocolResult>>> {
@@ -155,18 +188,20 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
           if (!OVERLOAD_PROTOCOLS.includes(protocol)) throw new RangeError(`overload: unknown protocol '${protocol}' (known: ${OVERLOAD_PROTOCOLS.join(', ')})`);
           const capacityByInFlight: Record<string, number> = {};
           const capacityCpuShare: Record<string, CpuShare> = {};
+          const capacityDevice: Record<string, DeviceShare> = {};
           for (const inFlight of IN_FLIGHT) {
-            const { r, cpuShare } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'closed', inFlight }, durationMs: durationMs / 2 });
+            const { r, cpuShare, device } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'closed', inFlight }, durationMs: durationMs / 2 });
             capacityByInFlight[String(inFlight)] = r.withinQos / (durationMs / 2 / 1000);
             capacityCpuShare[String(inFlight)] = cpuShare;
-            log(`overload ${name} ${protocol}: ${inFlight} in flight: ${capacityByInFlight[String(inFlight)]!.toFixed(1)} answers within QoS/s, ${JSON.stringify(r.byStatus)}; ${cores(cpuShare)} (load ${loadAverage()})\n`);
+            capacityDevice[String(inFlight)] = device;
+            log(`overload ${name} ${protocol}: ${inFlight} in flight: ${capacityByInFlight[String(inFlight)]!.toFixed(1)} answers within QoS/s, ${JSON.stringify(r.byStatus)}; ${cores(cpuShare)}; ${deviceText(device)} (load ${loadAverage()})\n`);
           }
           const capacityQps = Math.max(...Object.values(capacityByInFlight));
           const byFactor: Record<string, OverloadPoint> = {};
           for (const factor of options.factors ?? OVERLOAD_FACTORS) {
             const offeredQps = factor * capacityQps;
             if (!(offeredQps > 0)) continue;
-            const { r, cpuShare, clients } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'open', rateQps: offeredQps }, durationMs });
+            const { r, cpuShare, device, clients } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'open', rateQps: offeredQps }, durationMs });
             const goodputQps = r.withinQos / (durationMs / 1000);
             const point: OverloadPoint = {
               offeredQps,
@@ -183,11 +218,12 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
               clientProcesses: clients,
               loadAverage1m: loadAverage(),
               cpuShare,
+              device,
             };
             byFactor[String(factor)] = point;
-            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)}${Object.keys(r.detailsByStatus).length > 0 ? ` (${JSON.stringify(r.detailsByStatus)})` : ''}; ${cores(cpuShare)}; ${clients} client${clients === 1 ? '' : 's'} ${point.maxSendLagMs.toFixed(0)} ms behind at most (load ${point.loadAverage1m})\n`);
+            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)}${Object.keys(r.detailsByStatus).length > 0 ? ` (${JSON.stringify(r.detailsByStatus)})` : ''}; ${cores(cpuShare)}; ${deviceText(device)}; ${clients} client${clients === 1 ? '' : 's'} ${point.maxSendLagMs.toFixed(0)} ms behind at most (load ${point.loadAverage1m})\n`);
           }
-          out[name][protocol] = { capacityQps, capacityByInFlight, capacityCpuShare, byFactor };
+          out[name][protocol] = { capacityQps, capacityByInFlight, capacityCpuShare, capacityDevice, byFactor };
         }
       } finally {
         await server.stop();
