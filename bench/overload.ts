@@ -67,7 +67,8 @@ export interface OverloadPoint {
   /**
    * The device's time over the phase, as shares of its wall time, from the server's `/metrics`:
    * `busy` (a group running), `waitingIdle` (idle between groups while queries waited),
-   * `overhead` (inside groups, outside their longest segment's operators); NaN when unread.
+   * `overhead` (inside groups, outside their longest segment's operators); and the share of the
+   * server's successes it saw complete late (`serverLateShare`); NaN when unread.
    */
   readonly device: DeviceShare;
 }
@@ -77,19 +78,42 @@ export interface DeviceShare {
   readonly busy: number;
   readonly waitingIdle: number;
   readonly overhead: number;
+  /** Of the successful requests the server answered in the phase, those it saw complete after their QoS target (`abacus_late_completions_total`), a fraction. */
+  readonly serverLateShare: number;
 }
 
-const DEVICE_COUNTERS = { busy: 'abacus_device_busy_seconds_total', waitingIdle: 'abacus_device_waiting_idle_seconds_total', overhead: 'abacus_group_overhead_seconds_total' } as const;
+/** The server's device and outcome counters at one instant (`/metrics`); NaN when unreadable. */
+interface ServerCounters {
+  readonly busyS: number;
+  readonly waitingIdleS: number;
+  readonly overheadS: number;
+  /** Σ over models of `abacus_late_completions_total` and of `abacus_requests_total{outcome="success"}`. */
+  readonly late: number;
+  readonly success: number;
+}
 
-/** The device counters of the server's `/metrics`, seconds (NaN when unreadable). */
-async function deviceSeconds(httpUrl: string): Promise<DeviceShare> {
+async function serverCounters(httpUrl: string): Promise<ServerCounters> {
   try {
     const text = await (await fetch(`${httpUrl}/metrics`)).text();
     const read = (name: string): number => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm').exec(text)?.[1] ?? NaN);
-    return { busy: read(DEVICE_COUNTERS.busy), waitingIdle: read(DEVICE_COUNTERS.waitingIdle), overhead: read(DEVICE_COUNTERS.overhead) };
+    const sum = (re: RegExp): number => [...text.matchAll(re)].reduce((acc, m) => acc + Number(m[1]), 0);
+    return {
+      busyS: read('abacus_device_busy_seconds_total'),
+      waitingIdleS: read('abacus_device_waiting_idle_seconds_total'),
+      overheadS: read('abacus_group_overhead_seconds_total'),
+      late: sum(/^abacus_late_completions_total\{[^}]*\} ([0-9.e+-]+)$/gm),
+      success: sum(/^abacus_requests_total\{[^}]*outcome="success"[^}]*\} ([0-9.e+-]+)$/gm),
+    };
   } catch {
-    return { busy: NaN, waitingIdle: NaN, overhead: NaN };
+    return { busyS: NaN, waitingIdleS: NaN, overheadS: NaN, late: NaN, success: NaN };
   }
+}
+
+/** `OverloadPoint.device` over a phase of `wallMs` between two readings. */
+function deviceShareOf(a: ServerCounters, b: ServerCounters, wallMs: number): DeviceShare {
+  const share = (k: 'busyS' | 'waitingIdleS' | 'overheadS'): number => ((b[k] - a[k]) * 1000) / wallMs;
+  const success = b.success - a.success;
+  return { busy: share('busyS'), waitingIdle: share('waitingIdleS'), overhead: share('overheadS'), serverLateShare: success > 0 ? (b.late - a.late) / success : NaN };
 }
 
 export interface OverloadProtocolResult {
@@ -145,22 +169,21 @@ export const OPEN_LOOP_QPS_PER_CLIENT = 500;
 async function measured(serverPid: number | undefined, spec: ClientSpec): Promise<{ r: ClientResult; cpuShare: CpuShare; device: DeviceShare; clients: number }> {
   const pid = serverPid ?? -1;
   const cpu0 = await treeCpuMs(pid);
-  const device0 = await deviceSeconds(spec.httpUrl);
+  const device0 = await serverCounters(spec.httpUrl);
   const wall0 = performance.now();
   const load = spec.load;
   const n = load.kind === 'open' ? Math.max(1, Math.ceil(load.rateQps / OPEN_LOOP_QPS_PER_CLIENT)) : 1;
   const r = mergeResults(await Promise.all(Array.from({ length: n }, (_, k) => runClient(n === 1 ? spec : { ...spec, seed: spec.seed + k, load: { kind: 'open', rateQps: (load as { rateQps: number }).rateQps / n } }))));
   const cpu = treeCpuDelta(cpu0, await treeCpuMs(pid));
   const wallMs = performance.now() - wall0;
-  const device1 = await deviceSeconds(spec.httpUrl);
+  const device1 = await serverCounters(spec.httpUrl);
   const coreMs = wallMs * os.availableParallelism();
-  const share = (k: keyof DeviceShare): number => ((device1[k] - device0[k]) * 1000) / wallMs;
-  return { r, cpuShare: { client: r.cpuMs / coreMs, server: cpu.selfMs / coreMs, executors: cpu.childrenMs / coreMs }, device: { busy: share('busy'), waitingIdle: share('waitingIdle'), overhead: share('overhead') }, clients: n };
+  return { r, cpuShare: { client: r.cpuMs / coreMs, server: cpu.selfMs / coreMs, executors: cpu.childrenMs / coreMs }, device: deviceShareOf(device0, device1, wallMs), clients: n };
 }
 
 const pct = (x: number): string => `${(100 * x).toFixed(0)} %`;
 const cores = (c: CpuShare): string => `cores: client ${pct(c.client)}, server ${pct(c.server)}, executors ${pct(c.executors)}`;
-const deviceText = (d: DeviceShare): string => `device: busy ${pct(d.busy)} (outside the operators ${pct(d.overhead)}), idle while queries waited ${pct(d.waitingIdle)}`;
+const deviceText = (d: DeviceShare): string => `device: busy ${pct(d.busy)} (outside the operators ${pct(d.overhead)}), idle while queries waited ${pct(d.waitingIdle)}; late by the server's clock ${pct(d.serverLateShare)} of its successes`;
 const loadAverage = (): number => Math.round(os.loadavg()[0]! * 100) / 100;
 
 export async function benchOverload(options: OverloadOptions = {}): Promise<Record<string, Record<string, OverloadProtocolResult>>> {
