@@ -203,7 +203,7 @@ export interface LoneThreadOptions {
  *   stats count these calls.
  * - **Why a ratio per count.** The refiner's key (`predict/refine.ts`) does not hold the thread
  *   count: it corrects a model's lone groups at every count by one fit. A busy neighbour can slow
- *   a second intra-op thread far more than the first (docs/threads.md), which one fit cannot
+ *   a second intra-op thread more than the first (docs/threads.md), which one fit cannot
  *   tell; the per-count ratios do, and they only rank counts, never change a prediction.
  *
  * A model's ratios pool its shapes and cuts: where the base predictor's error differs between
