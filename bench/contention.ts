@@ -43,6 +43,23 @@ import { runExperiment, type ExperimentResult, type ExperimentService } from '..
 import { median } from '../src/stats.ts';
 import { formatThreadRule, type ThreadRule } from '../src/threads.ts';
 
+/** Ratios over the rounds: their median (null unless every round had one), lowest and highest. */
+export interface RatioSummary {
+  readonly median: number | null;
+  readonly min: number | null;
+  readonly max: number | null;
+}
+
+/** `RatioSummary` of per-round ratios. */
+function summarize(ratios: readonly (number | null)[]): RatioSummary {
+  const known = ratios.filter((x): x is number => x !== null);
+  return {
+    median: known.length === ratios.length && known.length > 0 ? median(known) : null,
+    min: known.length > 0 ? Math.min(...known) : null,
+    max: known.length > 0 ? Math.max(...known) : null,
+  };
+}
+
 export interface ContentionLevel {
   /** Busy-loop processes beside the server. */
   readonly busy: number;
@@ -59,6 +76,8 @@ export interface ContentionLevel {
   readonly fallbackActiveFraction: number;
   /** Pooled per variant: goodput (queries/s), violation ratio, mean group size, predictor MAPE. */
   readonly variants: readonly VariantOutcome[];
+  /** Every abacus variant ÷ the same better fcfs, per round summarized (median, range; null where that fcfs had no goodput in a round), by label. */
+  readonly abacusRatios: Readonly<Record<string, RatioSummary>>;
   /** 1-minute load averages at the start and end of each round's runs at this level. */
   readonly loadAverages1m: readonly (readonly [number, number])[];
 }
@@ -224,22 +243,25 @@ export async function benchContention(opts: { log?: (s: string) => void; busy?: 
       const byLabel = (l: string): (typeof pooled)[number] => pooled.find((p) => p.label === l)!;
       const baseline = fcfsLabels.reduce((b, l) => (byLabel(l).goodputQps > byLabel(b).goodputQps ? l : b), fcfsLabels[0]!);
       const abacus = byLabel('abacus');
-      const ratios = abacus.rounds.map((a, i) => {
-        const f = byLabel(baseline).rounds[i]!.overall.goodputQps;
-        return f > 0 ? a.overall.goodputQps / f : null;
-      });
-      const known = ratios.filter((x): x is number => x !== null);
+      const ratiosOf = (label: string): (number | null)[] =>
+        byLabel(label).rounds.map((a, i) => {
+          const f = byLabel(baseline).rounds[i]!.overall.goodputQps;
+          return f > 0 ? a.overall.goodputQps / f : null;
+        });
+      const ratios = ratiosOf('abacus');
+      const summary = summarize(ratios);
       return {
         busy,
         ratios,
-        ratioMedian: known.length === ratios.length ? median(known) : null,
-        ratioMin: known.length > 0 ? Math.min(...known) : null,
-        ratioMax: known.length > 0 ? Math.max(...known) : null,
+        ratioMedian: summary.median,
+        ratioMin: summary.min,
+        ratioMax: summary.max,
         baseline,
         abacusViolation: abacus.violationRatio,
         fcfsViolation: byLabel(baseline).violationRatio,
         fallbackActiveFraction: abacus.fallbackShare,
         variants: pooled.map(({ rounds: _r, ...rest }) => rest),
+        abacusRatios: Object.fromEntries(variants.filter((v) => v.policy === 'abacus').map((v) => [v.label, summarize(ratiosOf(v.label))])),
         loadAverages1m: loads.get(busy) ?? [],
       };
     });

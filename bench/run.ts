@@ -243,6 +243,13 @@ if (opts.json) {
         contention.levels.map((l) => [l.busy, f(l.ratioMedian), `${f(l.ratioMin)}–${f(l.ratioMax)}`, l.baseline, f(l.abacusViolation * 100, 1), f(l.fcfsViolation * 100, 1), f(l.fallbackActiveFraction * 100, 0), ...l.variants.map((v) => f(v.goodputQps, 1)), l.loadAverages1m.map(([a, b]) => `${a}–${b}`).join(', ')]),
       ) + '\n\n',
     );
+    process.stdout.write('Every abacus variant ÷ the same better fcfs, per round (median, range):\n');
+    process.stdout.write(
+      formatTable(
+        ['busy loops', ...Object.keys(contention.levels[0]!.abacusRatios)],
+        contention.levels.map((l) => [l.busy, ...Object.values(l.abacusRatios).map((r) => `${f(r.median)} (${f(r.min)}–${f(r.max)})`)]),
+      ) + '\n\n',
+    );
     process.stdout.write('Per variant (pooled over the rounds): where the violations come from, and how the predictions held (overrun: measured > 1.25 × the latency the group was decided with):\n');
     process.stdout.write(
       formatTable(
