@@ -44,16 +44,12 @@ export class ThreadedPredictor implements Predictor {
   readonly maxSlots: number;
   readonly threadFeature: boolean;
 
-  /**
-   * @param rule not `device` (that rule changes nothing; use `base` itself).
-   * @param chooser with an `adapt` rule: picks a lone slot's count (built here when absent).
-   */
+  /** @param rule not `device` (that rule changes nothing; use `base` itself); with `adapt`, the predictor builds its `chooser`. */
   constructor(
     readonly base: Predictor,
     readonly rule: ThreadRule,
-    chooser?: LoneThreadChooser,
   ) {
-    this.chooser = rule.kind === 'adapt' ? (chooser ?? new LoneThreadChooser(base, rule)) : undefined;
+    this.chooser = rule.kind === 'adapt' ? new LoneThreadChooser(base, rule) : undefined;
     this.kind = base.kind;
     this.deviceId = base.deviceId;
     this.maxSlots = base.maxSlots;
@@ -230,7 +226,6 @@ export class LoneThreadChooser {
   /** Per model: per candidate index, a ring of ratios and how many were pushed. */
   readonly #ratios = new Map<string, { ring: Float64Array; n: number }[]>();
   #sinceProbe = 0;
-  readonly #one = new Float64Array(1);
   readonly #many: Float64Array;
   #probes = 0;
 
@@ -292,12 +287,21 @@ export class LoneThreadChooser {
   }
 
   #choose(slot: GroupSlot, probing: boolean): number {
-    const c = this.candidates;
-    const rows = this.#rowsOf(slot.model);
-    const groups = c.map((n): Group => [{ ...slot, intraOpThreads: n }]);
-    const p = this.base.predict(groups, this.#many);
+    return this.#pick(slot.model, this.#predictAll(slot), probing);
+  }
+
+  /** The base predictor's latency of `slot` alone at every candidate count (one call; `#many`, overwritten by the next). */
+  #predictAll(slot: GroupSlot): Float64Array {
+    const groups = this.candidates.map((n): Group => [{ ...slot, intraOpThreads: n }]);
     this.predictorCalls++;
     this.groupsScored += groups.length;
+    return this.base.predict(groups, this.#many);
+  }
+
+  /** The candidate count for a slot of `model` predicted `p` (per candidate): the best by score, or while `probing` its least-measured other count. */
+  #pick(model: string, p: Float64Array, probing: boolean): number {
+    const c = this.candidates;
+    const rows = this.#ratios.get(model);
     let best = 0;
     let bestScore = p[0]! * this.#ratio(rows?.[0]) * (1 - this.#margin);
     for (let i = 1; i < c.length; i++) {
@@ -324,10 +328,10 @@ export class LoneThreadChooser {
     const i = s.intraOpThreads === undefined ? -1 : this.candidates.indexOf(s.intraOpThreads);
     const measuredMs = observation.groupLatencyMs;
     if (i < 0 || !(measuredMs > 0) || !Number.isFinite(measuredMs)) return;
-    const slot: GroupSlot = { model: s.model, start: s.start, end: s.end, batch: s.batch, seqLen: s.seqLen };
-    const predictedMs = this.base.predict([[{ ...slot, intraOpThreads: s.intraOpThreads! }]], this.#one)[0]!;
+    const p = this.#predictAll({ model: s.model, start: s.start, end: s.end, batch: s.batch, seqLen: s.seqLen });
+    const predictedMs = p[i]!;
     if (!(predictedMs > 0) || !Number.isFinite(predictedMs)) return;
-    if (this.#choose(slot, false) !== s.intraOpThreads) {
+    if (this.#pick(s.model, p, false) !== s.intraOpThreads) {
       this.#probes++;
       this.#sinceProbe = 0;
     } else {
@@ -349,10 +353,6 @@ export class LoneThreadChooser {
       const row = rows?.[i];
       return row !== undefined && row.n >= this.#minObservations ? this.#ratio(row) : null;
     });
-  }
-
-  #rowsOf(model: string): { ring: Float64Array; n: number }[] | undefined {
-    return this.#ratios.get(model);
   }
 
   #ratio(row: { ring: Float64Array; n: number } | undefined): number {

@@ -134,6 +134,7 @@ export class ClockworkController implements QueryController {
   #batchEstimates(q: WaitingQuery, samples: readonly number[], stats: StatsCounter): number[] {
     const out: number[] = [Number.NaN];
     const missing: { m: number; key: number }[] = [];
+    this.#memo.sync(this.#predictor);
     for (let m = 1; m < samples.length; m++) {
       const s = samples[m]!;
       const measured = this.estimateMs(q.model, s, q.seqLen);
@@ -141,7 +142,6 @@ export class ClockworkController implements QueryController {
         out.push(measured);
         continue;
       }
-      this.#memo.sync(this.#predictor);
       const key = this.#memo.key({ ...q, batch: s });
       const remembered = this.#memo.get(key);
       if (remembered !== undefined) stats.soloMemoHits++;
