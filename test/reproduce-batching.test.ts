@@ -12,8 +12,9 @@ import { describe, expect, it } from 'vitest';
 import type { ReproduceJson } from '../src/cli/reproduce.ts';
 import { ModelRepository } from '../src/model/repository.ts';
 import { groupedBarSpec, renderSvg } from '../src/report/plots.ts';
-import { availableVariants, BATCHING_DEVICES, BATCHING_VARIANTS, batchingHeadline, bestBatchingBaselines, saturationThroughput, queriesFor, type BatchingRow } from '../src/reproduce/batching.ts';
+import { availableVariants, BATCHING_DEVICES, BATCHING_VARIANTS, batchingHeadline, batchingPairs, bestBatchingBaselines, saturationThroughput, queriesFor, type BatchingRow } from '../src/reproduce/batching.ts';
 import { coRunLimit } from '../src/reproduce/co-run.ts';
+import { readPaperWorkloads } from '../src/reproduce/workloads.ts';
 import { cliSandbox, runAbacus } from './helpers/cli.ts';
 
 const sandbox = cliSandbox('abacus-repro-batching-', { cacheName: 'models' });
@@ -147,6 +148,20 @@ describe('abacus reproduce batching', () => {
     expect(pair.coLaunchMs).toBeLessThan(sa.solo[0]!.latencyMs + sb.solo[0]!.latencyMs);
     await expect(saturationThroughput('sim:a100', [])).rejects.toThrow(RangeError);
   }, 60_000);
+
+  it('--quick runs 7 of the 21 pairs, a cycle through the 7 models (each in two pairs); --pairs takes the first n of those', async () => {
+    const workloads = await readPaperWorkloads();
+    const all = batchingPairs(workloads, { quick: false });
+    expect(all).toHaveLength(21);
+    const quick = batchingPairs(workloads, { quick: true });
+    expect(quick.map((w) => w.models.join('+'))).toEqual(['resnet50+resnet101', 'resnet101+resnet152', 'resnet152+inception_v3', 'inception_v3+vgg16', 'vgg16+vgg19', 'vgg19+bert', 'resnet50+bert']);
+    const uses = new Map<string, number>();
+    for (const m of quick.flatMap((w) => w.models)) uses.set(m, (uses.get(m) ?? 0) + 1);
+    expect([...uses.values()]).toEqual(Array(7).fill(2));
+    for (const w of quick) expect(all).toContain(w);
+    expect(batchingPairs(workloads, { quick: true, pairs: 2 })).toEqual(quick.slice(0, 2));
+    expect(batchingPairs(workloads, { quick: false, pairs: 3 })).toEqual(all.slice(0, 3));
+  });
 
   it('runs last at least the asked number of QoS targets; the variants list abacus three ways and every batching baseline', () => {
     expect(queriesFor(50, 100, 300, 20)).toBe(300); // 50 q/s × 2 s = 100 < 300

@@ -5,7 +5,7 @@
  * one listed and never asked costs a build.
  */
 import { ADAPTIVE_SETUP } from '../reproduce/adaptive.ts';
-import { BATCHING_ALL_BATCH_SIZES, BATCHING_DEVICES, BATCHING_SEQ_LEN, BATCHING_TRAIN_BATCH_SIZES } from '../reproduce/batching.ts';
+import { BATCHING_ALL_BATCH_SIZES, batchingPairs, BATCHING_DEVICES, BATCHING_SEQ_LEN, BATCHING_TRAIN_BATCH_SIZES } from '../reproduce/batching.ts';
 import { CLUSTER_SET } from '../reproduce/cluster.ts';
 import { PAPER_BATCH_SIZES, PAPER_SEQ_LENS } from '../reproduce/colocation.ts';
 import { MIG_BATCH_SIZES, MIG_DEVICES, MIG_PAIRS } from '../reproduce/mig.ts';
@@ -48,7 +48,7 @@ export function predictorPlans(exp: string, workloads: readonly PaperWorkload[],
     case 'search':
       return [plan(o.deviceId, CLUSTER_SET.models, CLUSTER_SET.models.length)];
     case 'batching': {
-      const models = distinct(workloads.filter((w) => w.experiment === SOURCE.qos).slice(0, o.pairs).flatMap((w) => w.models));
+      const models = distinct(batchingPairs(workloads, { quick: o.quick, ...(o.pairs === undefined ? {} : { pairs: o.pairs }) }).flatMap((w) => w.models));
       return devices.flatMap((d) => [plan(d, models, 2, BATCHING_TRAIN_BATCH_SIZES, [BATCHING_SEQ_LEN]), plan(d, models, 2, BATCHING_ALL_BATCH_SIZES, [BATCHING_SEQ_LEN])]);
     }
     case 'mixes': {

@@ -30,6 +30,8 @@ export interface PredictorUnit {
   readonly kind: 'predictor';
   readonly plan: PredictorPlan;
   readonly samples: number;
+  /** MLP training epochs [60]. */
+  readonly epochs?: number;
   readonly quiet: boolean;
 }
 
@@ -59,7 +61,7 @@ export async function runReproduceUnit(unit: ReproduceUnit, ctx: DeploymentConte
     if (spec === undefined) throw new RangeError(`no spec for model '${m}'`);
     return artifactAt('/nonexistent', spec);
   });
-  const r = await cachedPredictor(ctx, repo, { deviceId: plan.deviceId, models, batchSizes: plan.batchSizes, seqLens: plan.seqLens, maxGroupSize: plan.maxGroupSize, samples: unit.samples, quiet: unit.quiet });
+  const r = await cachedPredictor(ctx, repo, { deviceId: plan.deviceId, models, batchSizes: plan.batchSizes, seqLens: plan.seqLens, maxGroupSize: plan.maxGroupSize, samples: unit.samples, ...(unit.epochs === undefined ? {} : { epochs: unit.epochs }), quiet: unit.quiet });
   return r.source;
 }
 
@@ -77,14 +79,14 @@ export class ReproducePool implements UnitRunner {
   private readonly builds = new Map<string, Promise<PredictorRef>>();
 
   /**
-   * @param o.samples operator groups profiled per predictor; `quiet`: no progress lines from profiling.
+   * @param o.samples operator groups profiled per predictor; `epochs`: MLP training epochs [60]; `quiet`: no progress lines from profiling.
    * @throws RangeError for a `workers` that is not an integer ≥ 1.
    */
   constructor(
     ctx: DeploymentContext,
     repo: ModelRepository,
     specs: ReadonlyMap<string, ModelSpec>,
-    private readonly o: { workers: number; samples: number; quiet: boolean; say: (text: string) => void },
+    private readonly o: { workers: number; samples: number; epochs?: number; quiet: boolean; say: (text: string) => void },
   ) {
     this.workers = o.workers;
     this.env = unitEnv(specs, new Map<string, Promise<Predictor>>());
@@ -108,7 +110,7 @@ export class ReproducePool implements UnitRunner {
     let build = this.builds.get(key);
     if (build === undefined) {
       const label = `predictor of ${plan.models.join(', ')} on ${plan.deviceId}`;
-      build = this.pool.run({ kind: 'predictor', plan, samples: this.o.samples, quiet: this.o.quiet }, label).then((file) => ({ file: file as string, deviceId: plan.deviceId, models: plan.models }));
+      build = this.pool.run({ kind: 'predictor', plan, samples: this.o.samples, ...(this.o.epochs === undefined ? {} : { epochs: this.o.epochs }), quiet: this.o.quiet }, label).then((file) => ({ file: file as string, deviceId: plan.deviceId, models: plan.models }));
       // a build started ahead (`prefetch`) that fails fails whoever asks for it, not the process
       build.catch(() => undefined);
       this.builds.set(key, build);

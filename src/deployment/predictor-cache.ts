@@ -27,6 +27,7 @@ import { specFingerprint } from '../predict/features.ts';
 import { loadPredictor, writePredictorFile } from '../predict/file.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { trainPredictor } from '../predict/train.ts';
+import { DEFAULT_MLP_OPTIONS } from '../predict/mlp/train-mlp.ts';
 import { readProfileCsv } from '../profile/csv.ts';
 import { profileDevice, type ProfileProgress } from '../profile/profiler.ts';
 import type { ModelShapes } from '../profile/sampler.ts';
@@ -56,6 +57,8 @@ export interface PredictorRequest {
   readonly samples: number;
   /** Timed runs per sample [5]. */
   readonly repeat?: number;
+  /** MLP training epochs [`DEFAULT_MLP_OPTIONS.epochs`, 60]; part of the cache key when set otherwise. */
+  readonly epochs?: number;
   /** ort: intra-op threads per executor [1]. */
   readonly threads?: number;
   /**
@@ -115,6 +118,7 @@ export async function cachedPredictor(ctx: DeploymentContext, repo: ModelReposit
   const batchSizes = [...new Set(request.batchSizes)].sort((a, b) => a - b);
   const seqLens = [...new Set(request.seqLens)].sort((a, b) => a - b);
   const threadRules = request.threadRules ?? [];
+  const epochs = request.epochs ?? DEFAULT_MLP_OPTIONS.epochs;
   const shapes = [...(request.shapes ?? new Map<string, ModelShapes>())]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([model, s]) => ({ model, batchSizes: [...new Set(s.batchSizes ?? [])].sort((a, b) => a - b), seqLens: [...new Set(s.seqLens ?? [])].sort((a, b) => a - b) }));
@@ -135,6 +139,7 @@ export async function cachedPredictor(ctx: DeploymentContext, repo: ModelReposit
         ...((request.threads ?? 1) !== 1 || threadRules.length > 0 ? { threads: request.threads ?? 1 } : {}),
         ...(threadRules.length > 0 ? { threadRules: threadRules.map(formatThreadRule) } : {}),
         ...(shapes.length > 0 ? { shapes } : {}),
+        ...(epochs !== DEFAULT_MLP_OPTIONS.epochs ? { epochs } : {}),
       }),
     )
     .digest('hex')
@@ -217,8 +222,8 @@ export async function cachedPredictor(ctx: DeploymentContext, repo: ModelReposit
   stopped();
   const conditions: ProfileConditions | undefined = isReal ? { start, end: sampleLoad(), underLoad: isUnderLoad(start), profiledAt: new Date().toISOString() } : undefined;
   const rows = await readProfileCsv([csv], { models: specs });
-  say(`training an MLP predictor on ${rows.length} groups …\n`);
-  const trained = await trainPredictor(rows, { kind: 'mlp', specs, holdout: 0.1, folds: 0, files: [csv], onProgress: stopped });
+  say(`training an MLP predictor on ${rows.length} groups${epochs === DEFAULT_MLP_OPTIONS.epochs ? '' : ` (${epochs} epochs)`} …\n`);
+  const trained = await trainPredictor(rows, { kind: 'mlp', specs, holdout: 0.1, folds: 0, epochs, files: [csv], onProgress: stopped });
   if (conditions !== undefined) {
     // Written before the predictor: a present predictor.json always has its conditions.
     const tmpConditions = `${conditionsFile}.tmp-${process.pid}`;

@@ -70,6 +70,25 @@ export const BATCHING_LIMITS: BatchingLimits = Object.freeze({ maxBatchSize: BAT
  */
 export const BATCHING_MIN_SPAN_QOS = { full: 30, quick: 10 } as const;
 
+/**
+ * The pairs the experiment runs: every §7.2 pair (`7.2_qos` rows, 21), or with `quick` the 7 of
+ * them that close a cycle through the models in the order they first appear (resnet50+resnet101,
+ * resnet101+resnet152, …, vgg19+bert, then resnet50+bert), so each model is in two pairs and every
+ * kind of neighbour (light, heavy, BERT) is there; then the first `pairs` of those. The batching
+ * and mixes runs cost most of `reproduce all --quick` (docs/reproduction.md), and the 7 keep a
+ * quick run's headline a mean over every model.
+ */
+export function batchingPairs(workloads: readonly PaperWorkload[], o: { readonly quick: boolean; readonly pairs?: number }): PaperWorkload[] {
+  const all = workloads.filter((w) => w.experiment === '7.2_qos');
+  let chosen = all;
+  if (o.quick) {
+    const models = [...new Set(all.flatMap((w) => w.models))];
+    const cycle = models.map((m, i) => [m, models[(i + 1) % models.length]!] as const);
+    chosen = cycle.flatMap(([a, b]) => all.filter((w) => w.models.length === 2 && w.models.includes(a) && w.models.includes(b)).slice(0, 1));
+  }
+  return chosen.slice(0, o.pairs);
+}
+
 /** Samples per request. */
 export const BATCHING_REQUEST_BATCH = 1;
 
