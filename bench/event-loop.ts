@@ -174,6 +174,8 @@ export interface EventLoopOptions {
   readonly headersTimeoutMs?: number;
   /** Run the idle / drain / load phases (true). */
   readonly steady?: boolean;
+  /** Operator groups profiled for the servers' predictor (200); fcfs schedules without it, so a smoke run may profile fewer. */
+  readonly profileSamples?: number;
 }
 
 export async function benchEventLoop(opts: EventLoopOptions = {}): Promise<EventLoopResult> {
@@ -182,6 +184,7 @@ export async function benchEventLoop(opts: EventLoopOptions = {}): Promise<Event
   const idleMs = opts.idleMs ?? 3000;
   const clients = opts.clients ?? 4;
   const hostileSize = opts.hostileSize ?? FULL_HOSTILE;
+  const profileSamples = opts.profileSamples ?? 200;
   const timeouts = opts.headersTimeoutMs === undefined ? {} : { timeouts: { headersTimeoutMs: opts.headersTimeoutMs } };
   const tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-bench-loop-'));
   const logger = pino({ level: 'warn' }, pino.destination(2));
@@ -193,7 +196,7 @@ export async function benchEventLoop(opts: EventLoopOptions = {}): Promise<Event
     );
     const ctx = { err: (t: string) => log(t), cacheOptions: () => ({ cacheDir: tmp }) };
     log('event loop: assembling abacus serve (sim:a100, resnet50 batch 8, fcfs; profiling a small predictor) …\n');
-    const { backend, metrics, openEngine } = await assembleServing(ctx, config, { logger, serverVersion: 'bench', seed: 1, profileSamples: 200 });
+    const { backend, metrics, openEngine } = await assembleServing(ctx, config, { logger, serverVersion: 'bench', seed: 1, profileSamples });
     const server = await startServer({ backend, openEngine, logger, metrics, host: '127.0.0.1', httpPort: 0, ...timeouts });
     let hostile: EventLoopResult['hostile'];
     try {
@@ -202,7 +205,7 @@ export async function benchEventLoop(opts: EventLoopOptions = {}): Promise<Event
         const target = { model: 'resnet', input: 'input', shape: [BATCH, 3, 224, 224] };
         const defaults = await runHostile(server.httpUrl, target, log, hostileSize);
         log('event loop: hostile clients again, against a server whose JSON limit is raised to 64 MiB …\n');
-        const second = await assembleServing(ctx, config, { logger, serverVersion: 'bench', seed: 1, profileSamples: 200 });
+        const second = await assembleServing(ctx, config, { logger, serverVersion: 'bench', seed: 1, profileSamples });
         const raised = await startServer({ ...second, logger, host: '127.0.0.1', httpPort: 0, maxJsonBodyBytes: DEFAULT_MAX_BODY_BYTES, ...timeouts });
         try {
           await raised.ready;

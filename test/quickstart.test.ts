@@ -3,7 +3,9 @@
  * commands, the config and the requests are read from README.md itself, so the README and this
  * test cannot drift apart: every `npx abacus …` line runs as `node bin/abacus.js …` in a fresh
  * folder (the user's working directory) with its own model cache; `abacus serve` runs as a child
- * process (on ephemeral ports instead of 8000/8001); every `curl` line is sent with fetch to that
+ * process (on ephemeral ports instead of 8000/8001, and profiling 100 operator groups instead of
+ * the default 1,000: that profile was half the file's CPU, and the answers do not depend on the
+ * predictor's accuracy); every `curl` line is sent with fetch to that
  * server, with curl's `-H` and `-d` as headers and body; the README's shown answers are compared
  * with the real ones (exactly where they are whole, by their fields where they are cut short).
  */
@@ -102,6 +104,8 @@ describe("README quick start: serve your own ONNX model", () => {
     const configFile = path.join(sandbox.tmp, qs.serve[configIndex + 1]!);
     await fs.writeFile(configFile, qs.config);
     const flags = qs.serve.filter((_w, i) => i !== configIndex && i !== configIndex + 1);
+    expect(flags).not.toContain('--profile-samples'); // the README's serve command profiles the default number
+    flags.push('--profile-samples', '100');
 
     const server = await startChildServer(configFile, { cacheDir: sandbox.cacheDir, flags, readyTimeoutMs: 240_000 });
     try {

@@ -17,7 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterError, DEFAULT_HAPROXY_BIN, freePort, startLocalCluster } from '../../src/deployment/cluster.ts';
-import { ABACUS_BIN, runAbacus, runAbacusInProcess } from '../helpers/cli.ts';
+import { ABACUS_BIN, runAbacusInProcess } from '../helpers/cli.ts';
 
 const HAVE_HAPROXY = existsSync(DEFAULT_HAPROXY_BIN);
 
@@ -111,19 +111,21 @@ describe.skipIf(!HAVE_HAPROXY)(`abacus cluster failures (${HAVE_HAPROXY ? DEFAUL
   it('a node that exits before it is ready: error quoting its log, exit 1', async () => {
     const bad = path.join(tmp, 'bad-model.yaml');
     await fs.writeFile(bad, (await fs.readFile(config, 'utf8')).replace('bert-small', 'no-such-model'));
-    const r = await runAbacus(['cluster', ...PROFILE, '--config', bad, '--nodes', '1', '--http-port', '0', '--no-grpc', '--work-dir', path.join(tmp, 'bad-node')], { cacheDir });
+    // in this process, as the two below: the node and HAProxy are child processes all the same,
+    // and the last two tests run `abacus cluster` itself as one
+    const r = await runAbacusInProcess(['cluster', ...PROFILE, '--config', bad, '--nodes', '1', '--http-port', '0', '--no-grpc', '--work-dir', path.join(tmp, 'bad-node')], { cacheDir });
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).not.toMatch(/internal error/);
     expect(r.stderr).toMatch(/error: node node1 exited 1 before it got ready; its output \(last lines of its stdout and .*node1\.log\):\n {2}.*unknown model 'no-such-model'/);
   }, 120_000);
 
   it('a HAProxy that exits before it serves: error quoting its output, or saying there was none', async () => {
-    const r = await runAbacus(['cluster', ...PROFILE, '--config', config, '--nodes', '1', '--http-port', '0', '--no-grpc', '--haproxy', '/bin/false', '--work-dir', path.join(tmp, 'false')], { cacheDir });
+    const r = await runAbacusInProcess(['cluster', ...PROFILE, '--config', config, '--nodes', '1', '--http-port', '0', '--no-grpc', '--haproxy', '/bin/false', '--work-dir', path.join(tmp, 'false')], { cacheDir });
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toMatch(/\nerror: haproxy \(\/bin\/false\) exited 1 before it served; its output: no output \(.*haproxy\.log is empty\)\n$/);
     const noisy = path.join(tmp, 'noisy-haproxy.sh');
     await fs.writeFile(noisy, '#!/bin/sh\necho "first line"\necho "[ALERT] something went wrong" >&2\nexit 3\n', { mode: 0o755 });
-    const r2 = await runAbacus(['cluster', ...PROFILE, '--config', config, '--nodes', '1', '--http-port', '0', '--no-grpc', '--haproxy', noisy, '--work-dir', path.join(tmp, 'noisy')], { cacheDir });
+    const r2 = await runAbacusInProcess(['cluster', ...PROFILE, '--config', config, '--nodes', '1', '--http-port', '0', '--no-grpc', '--haproxy', noisy, '--work-dir', path.join(tmp, 'noisy')], { cacheDir });
     expect(r2.code, r2.stderr).toBe(1);
     expect(r2.stderr).toContain(`error: haproxy (${noisy}) exited 3 before it served; its output (last lines of ${path.join(tmp, 'noisy', 'haproxy.log')}):\n  first line\n  [ALERT] something went wrong\n`);
   }, 240_000);

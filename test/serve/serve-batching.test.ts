@@ -55,7 +55,8 @@ describe('abacus serve: dynamicBatching in the config (child process, sim:a100)'
     const lines = (fixed: string[]): string[] => ['device: sim:a100', 'policy: { name: fcfs-batch, drop: false }', 'services:', '  - name: resnet', '    model: resnet50-small', '    qosTargetMs: 5000', '  - name: mlp', '    model: fixedmlp', '    qosTargetMs: 5000', '    batchSizes: [4]', ...fixed];
 
     const refused = await writeConfig(sandbox.tmp, 'refused.yaml', lines(['    dynamicBatching: { maxBatchSize: 8 }']));
-    const r = await sandbox.abacus('serve', '--config', refused, '--http-port', '0', '--no-grpc');
+    // in this process: the config is refused before anything listens (the server below is a child process)
+    const r = await sandbox.inProcess('serve', '--config', refused, '--http-port', '0', '--no-grpc');
     expect(r.code, r.stderr).toBe(1);
     expect(r.stderr).toContain(`${refused}: services[1].dynamicBatching: model fixedmlp: fixedmlp has a fixed batch of 4 (dim 0 of its inputs), so its queries cannot be fused (leave dynamicBatching out or set it to false)`);
 
