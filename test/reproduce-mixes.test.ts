@@ -9,7 +9,7 @@ import path from 'node:path';
 import { parse } from 'csv-parse/sync';
 import { describe, expect, it } from 'vitest';
 import type { ReproduceJson } from '../src/cli/reproduce.ts';
-import { mixes, mixesHeadline, type MixRow } from '../src/reproduce/mixes.ts';
+import { mixes, mixesHeadline, mixesToRun, type MixRow } from '../src/reproduce/mixes.ts';
 import { readPaperWorkloads } from '../src/reproduce/workloads.ts';
 import { cliSandbox } from './helpers/cli.ts';
 
@@ -25,6 +25,16 @@ describe('abacus reproduce mixes', () => {
       [1, 9],
     ]);
     expect(list.find((m) => m.kind === 'heavy-light')).toMatchObject({ models: ['vgg19', 'bert'], qosMs: [80, 5] });
+  });
+
+  it('--quick runs 7 of the 12 mixes, every kind; a count takes the first of those', async () => {
+    const workloads = await readPaperWorkloads();
+    expect(mixesToRun(workloads, { quick: false })).toEqual(mixes(workloads));
+    const quick = mixesToRun(workloads, { quick: true });
+    expect(quick.map((m) => m.id)).toEqual(['resnet101+resnet152+vgg19', expect.any(String) as unknown, 'resnet101+resnet152+vgg19+bert', 'resnet50+vgg16 @1.5x', 'inception_v3+bert @1.5x', 'resnet50+resnet101 9:1', 'vgg19+bert@5ms']);
+    expect(new Set(quick.map((m) => m.kind))).toEqual(new Set(['beyond-pair', 'tight', 'skewed', 'heavy-light']));
+    expect(new Set(quick.flatMap((m) => m.models))).toEqual(new Set(mixes(workloads).flatMap((m) => m.models)));
+    expect(mixesToRun(workloads, { quick: true, count: 1 })).toEqual(quick.slice(0, 1));
   });
 
   it('the headline mean covers the beyond-pair and tight mixes; the best baseline includes triton', () => {

@@ -6,7 +6,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'csv-stringify/sync';
 import { BATCHING_MIN_SPAN_QOS, BATCHING_SEQ_LEN, BATCHING_TRAIN_BATCH_SIZES } from '../reproduce/batching.ts';
-import { mixes, MIX_VARIANTS, runMixes, type MixesHeadline } from '../reproduce/mixes.ts';
+import { mixesToRun, MIX_VARIANTS, runMixes, type MixesHeadline } from '../reproduce/mixes.ts';
 import { MIXES_TARGET, mixesTables, type MixesOutcome } from '../reproduce/mixes-report.ts';
 import type { PaperWorkload } from '../reproduce/workloads.ts';
 import { mixUnits } from '../reproduce/units.ts';
@@ -29,7 +29,7 @@ export async function runMixesExperiment(
   workloads: readonly PaperWorkload[],
   say: (s: string) => void,
 ): Promise<Omit<MixesOutcome, 'wallSeconds'>> {
-  const list = mixes(workloads).slice(0, o.mixes);
+  const list = mixesToRun(workloads, { quick: o.quick, ...(o.mixes === undefined ? {} : { count: o.mixes }) });
   const models = [...new Set(list.flatMap((m) => m.models))];
   const known = availableVariants(MIX_VARIANTS).run;
   const unknown = (o.variants ?? []).filter((id) => !known.some((v) => v.id === id));

@@ -9,7 +9,7 @@ import { BATCHING_ALL_BATCH_SIZES, batchingPairs, BATCHING_DEVICES, BATCHING_SEQ
 import { CLUSTER_SET } from '../reproduce/cluster.ts';
 import { PAPER_BATCH_SIZES, PAPER_SEQ_LENS } from '../reproduce/colocation.ts';
 import { MIG_BATCH_SIZES, MIG_DEVICES, MIG_PAIRS } from '../reproduce/mig.ts';
-import { mixes } from '../reproduce/mixes.ts';
+import { mixesToRun } from '../reproduce/mixes.ts';
 import type { PaperWorkload } from '../reproduce/workloads.ts';
 import { MIX_MAX_GROUP } from './reproduce-mixes.ts';
 import type { PredictorPlan } from './reproduce-pool.ts';
@@ -52,7 +52,7 @@ export function predictorPlans(exp: string, workloads: readonly PaperWorkload[],
       return devices.flatMap((d) => [plan(d, models, 2, BATCHING_TRAIN_BATCH_SIZES, [BATCHING_SEQ_LEN]), plan(d, models, 2, BATCHING_ALL_BATCH_SIZES, [BATCHING_SEQ_LEN])]);
     }
     case 'mixes': {
-      const models = distinct(mixes(workloads).slice(0, o.pairs).flatMap((m) => m.models));
+      const models = distinct(mixesToRun(workloads, { quick: o.quick, ...(o.pairs === undefined ? {} : { count: o.pairs }) }).flatMap((m) => m.models));
       return devices.map((d) => plan(d, models, MIX_MAX_GROUP, BATCHING_TRAIN_BATCH_SIZES, [BATCHING_SEQ_LEN]));
     }
     case 'adaptive':

@@ -534,7 +534,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .description("reproduce the paper's evaluation on simulated accelerators (profiles and trains its predictors first, cached) and write report.html")
     .option('--device <id>', 'simulated device (mig always uses the A100 and its MIG instances, batching sim:a100 and sim:h200:graph)', 'sim:a100')
     .option('--out <dir>', 'folder for the CSV files, results.json and report.html', 'out/reproduce')
-    .option('--quick', 'smaller runs: 300 queries per run, 4000-group profiles, 2 MIG pairs, 0.5 s per cluster trace minute, 2000 decisions per search ways, batching on 7 of the 21 pairs with runs of ≥ 10 QoS targets instead of 30, 30 training epochs per predictor instead of 60')
+    .option('--quick', 'smaller runs: 300 queries per run, 4000-group profiles, 2 MIG pairs, 0.5 s per cluster trace minute, 2000 decisions per search ways, batching on 7 of the 21 pairs and mixes on 7 of the 12, runs of ≥ 10 QoS targets instead of 30, 30 training epochs per predictor instead of 60')
     .option('--queries <n>', 'queries per run (default 1000, --quick 300; adaptive 4000, --quick 2000)', positiveInt('--queries'))
     .option('--policy <list>', `policies of qos/throughput/beyond-pair (abacus is always included; ${POLICY_NAMES.join(', ')}, or abacus-no-barrier: abacus without the group barrier)`, (v: string) => {
       const names = v.split(',').map((s) => s.trim());
@@ -545,7 +545,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .option('--nodes <n>', 'cluster: nodes (default 16)', positiveInt('--nodes'))
     .option('--minutes <n>', 'cluster: replay only the first n trace minutes (default all 120)', positiveInt('--minutes'))
     .option('--samples <n>', 'operator groups profiled per predictor (default 12000, --quick 4000); the batching held-out check profiles at most as many', positiveInt('--samples'))
-    .option('--pairs <n>', 'batching: only the first n of the 21 pairs (--quick: of its 7); mixes: the first n mixes (default all)', positiveInt('--pairs'))
+    .option('--pairs <n>', 'batching: only the first n of the 21 pairs; mixes: the first n of the 12 mixes (--quick: of its 7 of each; default all)', positiveInt('--pairs'))
     .option('--devices <ids>', 'batching and mixes: simulated devices, comma-separated (default sim:a100,sim:h200:graph; e.g. sim:a100:interference: the A100 with the H200 fit\'s interference term)', (v: string) =>
       v.split(',').map((x) => {
         try {

@@ -57,6 +57,21 @@ export function mixes(workloads: readonly PaperWorkload[]): Mix[] {
   return out;
 }
 
+/**
+ * The mixes a run takes: every one of `mixes`, or with `quick` 7 of the 12, every kind kept: the
+ * first two §7.4 triples and the set of four, both tight pairs at 1.5× (not 2×), the 9 : 1 skew
+ * (not its mirror) and the heavy-light mix; then the first `count` of those. The mixes were the
+ * longest part of `reproduce all --quick` (docs/reproduction.md).
+ */
+export function mixesToRun(workloads: readonly PaperWorkload[], o: { readonly quick: boolean; readonly count?: number }): Mix[] {
+  const all = mixes(workloads);
+  const triples = all.filter((m) => m.kind === 'beyond-pair' && m.models.length === 3).slice(0, 2);
+  const chosen = o.quick
+    ? all.filter((m) => triples.includes(m) || (m.kind === 'beyond-pair' && m.models.length > 3) || (m.kind === 'tight' && m.qosFactor === 1.5) || (m.kind === 'skewed' && m.weights?.[0] === 9) || m.kind === 'heavy-light')
+    : all;
+  return chosen.slice(0, o.count);
+}
+
 /** The policies of the mixes: every batching variant but abacus without batching. */
 export const MIX_VARIANTS: readonly BatchingVariant[] = BATCHING_VARIANTS.filter((v) => v.batching);
 
