@@ -16,7 +16,7 @@ const abacus = sandbox.abacus;
 describe('abacus reproduce', () => {
   it('qos --quick: 21 pairs × 4 policies in the CSV and the headline JSON', async () => {
     const out = path.join(sandbox.tmp, 'out');
-    // 400 profiled groups for its predictor instead of --quick's 4000: what is checked is the shape of the output
+    // 400 profiled groups for its predictor instead of --quick's 3000: what is checked is the shape of the output
     const r = await abacus('reproduce', 'qos', '--quick', '--queries', '120', '--samples', '400', '--out', out, '--json');
     expect(r.code, r.stderr).toBe(0);
     const json = JSON.parse(r.stdout) as ReproduceJson;

@@ -142,10 +142,13 @@ const f1 = (x: number | undefined): string => (x !== undefined && Number.isFinit
 const COLOCATION_COLUMNS = ['set', 'policy', 'qosMs', 'rateQps', 'violationRatio', 'p99Ms', 'p99OverQos', 'goodputQps', 'meanGroupSize', 'predictorMape', 'peakGoodputQps'];
 
 /**
- * `--quick`: MLP training epochs per predictor (60 otherwise). Training was about two thirds of
- * building a predictor; on a 4,000-group sim:a100 profile of the seven models (held-out 10 %)
- * 30 epochs gave a held-out MAPE of 2.8 % against 2.4 % with 60 (and 3.5 % with 20).
+ * `--quick`: operator groups profiled per predictor (12,000 otherwise) and MLP training epochs
+ * (60 otherwise). The 14 predictors of `reproduce all --quick` were about a third of its CPU time,
+ * profiling and training about half each. Held-out MAPE of a sim:a100 predictor of the seven
+ * models (10 % of the groups held out): 4,000 groups and 60 epochs 2.4 %, 4,000 and 30 2.8 %,
+ * 3,000 and 30 3.6 %, 2,000 and 30 5.0 %.
  */
+export const QUICK_SAMPLES = 3000;
 export const QUICK_EPOCHS = 30;
 
 /** Run the experiments (used by the command and tests). */
@@ -158,7 +161,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
   const workloads = await readPaperWorkloads();
   const quick = opts.quick === true;
   const queries = opts.queries ?? (quick ? 300 : 1000);
-  const samples = opts.samples ?? (quick ? 4000 : 12_000);
+  const samples = opts.samples ?? (quick ? QUICK_SAMPLES : 12_000);
   const policies = opts.policy.includes('abacus') ? opts.policy : ['abacus', ...opts.policy];
   const say = (s: string): void => {
     if (!opts.json) ctx.err(s);
@@ -381,10 +384,12 @@ async function runBatchingExperiment(
   const { run: all, skipped } = availableVariants();
   const unknown = (opts.variants ?? []).filter((id) => !all.some((v) => v.id === id));
   if (unknown.length > 0) throw new RangeError(`--variants: no batching variant '${unknown.join("', '")}' (valid: ${all.map((v) => v.id).join(', ')})`);
-  const variants = opts.variants === undefined ? all : all.filter((v) => opts.variants!.includes(v.id));
+  // --quick leaves out edf-batch: both services of a §7.2 pair share one QoS target, so deadline
+  // order is arrival order and its peaks equal fcfs-batch's (all 42 rows of a 21-pair run)
+  const variants = opts.variants === undefined ? all.filter((v) => !quick || v.id !== 'edf-batch') : all.filter((v) => opts.variants!.includes(v.id));
   if (skipped.length > 0) say(`batching: the controller factory does not know ${skipped.join(', ')} (yet): skipped\n`);
   const minSpanQos = quick ? BATCHING_MIN_SPAN_QOS.quick : BATCHING_MIN_SPAN_QOS.full;
-  const samples = opts.samples ?? (quick ? 4000 : 12_000);
+  const samples = opts.samples ?? (quick ? QUICK_SAMPLES : 12_000);
   // the held-out check profiles no more fresh groups than the predictor it checks was trained on
   const holdoutSamples = Math.min(quick ? 2000 : 4000, samples);
   const predictorOf = (deviceId: string, batchSizes: readonly number[]): Promise<PredictorRef> => pool.predictorRef({ deviceId, models, maxGroupSize: 2, batchSizes, seqLens: [BATCHING_SEQ_LEN] });
@@ -534,7 +539,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .description("reproduce the paper's evaluation on simulated accelerators (profiles and trains its predictors first, cached) and write report.html")
     .option('--device <id>', 'simulated device (mig always uses the A100 and its MIG instances, batching sim:a100 and sim:h200:graph)', 'sim:a100')
     .option('--out <dir>', 'folder for the CSV files, results.json and report.html', 'out/reproduce')
-    .option('--quick', 'smaller runs: 300 queries per run, 4000-group profiles, 2 MIG pairs, 0.5 s per cluster trace minute, 2000 decisions per search ways, batching on 7 of the 21 pairs and mixes on 7 of the 12, runs of ≥ 10 QoS targets instead of 30, 30 training epochs per predictor instead of 60')
+    .option('--quick', 'smaller runs: 300 queries per run, 3000-group profiles, 2 MIG pairs, 0.5 s per cluster trace minute, 2000 decisions per search ways, batching on 7 of the 21 pairs without edf-batch and mixes on 7 of the 12, runs of ≥ 10 QoS targets instead of 30, 30 training epochs per predictor instead of 60')
     .option('--queries <n>', 'queries per run (default 1000, --quick 300; adaptive 4000, --quick 2000)', positiveInt('--queries'))
     .option('--policy <list>', `policies of qos/throughput/beyond-pair (abacus is always included; ${POLICY_NAMES.join(', ')}, or abacus-no-barrier: abacus without the group barrier)`, (v: string) => {
       const names = v.split(',').map((s) => s.trim());
@@ -544,7 +549,7 @@ export function registerReproduceCommand(program: Command, ctx: CliContext): voi
     .option('--seed <n>', 'seed of the load and the simulator', positiveInt('--seed'), 1)
     .option('--nodes <n>', 'cluster: nodes (default 16)', positiveInt('--nodes'))
     .option('--minutes <n>', 'cluster: replay only the first n trace minutes (default all 120)', positiveInt('--minutes'))
-    .option('--samples <n>', 'operator groups profiled per predictor (default 12000, --quick 4000); the batching held-out check profiles at most as many', positiveInt('--samples'))
+    .option('--samples <n>', 'operator groups profiled per predictor (default 12000, --quick 3000); the batching held-out check profiles at most as many', positiveInt('--samples'))
     .option('--pairs <n>', 'batching: only the first n of the 21 pairs; mixes: the first n of the 12 mixes (--quick: of its 7 of each; default all)', positiveInt('--pairs'))
     .option('--devices <ids>', 'batching and mixes: simulated devices, comma-separated (default sim:a100,sim:h200:graph; e.g. sim:a100:interference: the A100 with the H200 fit\'s interference term)', (v: string) =>
       v.split(',').map((x) => {
