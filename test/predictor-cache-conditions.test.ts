@@ -75,3 +75,21 @@ describe('predictor cache: profiling load conditions', () => {
     expect(judged.note).toBeUndefined(); // quiet profile, quiet before: no note although the reading now is busy
   }, 120_000);
 });
+
+describe('predictor cache: training epochs', () => {
+  it('a predictor trained for other than the default 60 epochs has a cache entry of its own; 60 given is the default entry', async () => {
+    const repo = new ModelRepository({ cacheDir: path.join(tmp, 'models-epochs') });
+    const { artifact } = await resolveModelArtifact(repo, 'resnet50-small');
+    let stderr = '';
+    const ctx: CliContext = { out: () => undefined, err: (s) => void (stderr += s), cacheOptions: () => ({}) };
+    const request = (epochs?: number): PredictorRequest => ({ deviceId: 'sim:a100', models: [artifact], batchSizes: [1, 2], seqLens: [], maxGroupSize: 2, samples: 40, repeat: 1, ...(epochs === undefined ? {} : { epochs }) });
+    const byDefault = await cachedPredictor(ctx, repo, request());
+    const explicit = await cachedPredictor(ctx, repo, request(60));
+    const fewer = await cachedPredictor(ctx, repo, request(5));
+    expect(explicit.source).toBe(byDefault.source);
+    expect(fewer.source).not.toBe(byDefault.source);
+    expect(stderr.split('no cached predictor: profiling').length - 1).toBe(2);
+    const hyperOf = async (file: string): Promise<unknown> => (JSON.parse(await fs.readFile(file, 'utf8')) as { training: { hyper: { epochs: number } } }).training.hyper.epochs;
+    expect([await hyperOf(byDefault.source), await hyperOf(fewer.source)]).toEqual([60, 5]);
+  });
+});
