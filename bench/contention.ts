@@ -249,7 +249,8 @@ export async function benchContention(opts: { log?: (s: string) => void; busy?: 
           return f > 0 ? a.overall.goodputQps / f : null;
         });
       const ratios = ratiosOf('abacus');
-      const summary = summarize(ratios);
+      const abacusRatios = Object.fromEntries(variants.filter((v) => v.policy === 'abacus').map((v) => [v.label, v.label === 'abacus' ? summarize(ratios) : summarize(ratiosOf(v.label))]));
+      const summary = abacusRatios['abacus']!;
       return {
         busy,
         ratios,
@@ -261,7 +262,7 @@ export async function benchContention(opts: { log?: (s: string) => void; busy?: 
         fcfsViolation: byLabel(baseline).violationRatio,
         fallbackActiveFraction: abacus.fallbackShare,
         variants: pooled.map(({ rounds: _r, ...rest }) => rest),
-        abacusRatios: Object.fromEntries(variants.filter((v) => v.policy === 'abacus').map((v) => [v.label, summarize(ratiosOf(v.label))])),
+        abacusRatios,
         loadAverages1m: loads.get(busy) ?? [],
       };
     });

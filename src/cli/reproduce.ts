@@ -243,7 +243,7 @@ export async function runReproduce(ctx: CliContext, experiment: Experiment, opts
         minutes: settings.minutes,
       };
     } else if (exp === 'batching') {
-      const outcome = await runBatchingExperiment(opts, pool, workloads, quick, queries, say);
+      const outcome = await runBatchingExperiment(opts, pool, workloads, quick, queries, samples, say);
       const wallSeconds = (performance.now() - t0) / 1000;
       results.batching = { ...outcome, wallSeconds };
       await fs.writeFile(path.join(opts.out, 'batching.csv'), stringify([...outcome.rows], { header: true, columns: BATCHING_COLUMNS, cast: { boolean: (b) => String(b) } }));
@@ -369,7 +369,8 @@ const BATCHING_COLUMNS = ['pair', 'device', 'policy', 'qosMs', 'peakGoodputQps',
 /**
  * The batching experiment (`reproduce/batching.ts`): the §7.2 pairs on both devices under every
  * variant the controller factory knows, then the held-out check of each device's predictor
- * against one trained on every batch size 1..16.
+ * against one trained on every batch size 1..16. `samples`: the groups profiled per predictor
+ * (the pool's), which also bounds the held-out check.
  */
 async function runBatchingExperiment(
   opts: ReproduceOptions,
@@ -377,6 +378,7 @@ async function runBatchingExperiment(
   workloads: readonly PaperWorkload[],
   quick: boolean,
   queries: number,
+  samples: number,
   say: (s: string) => void,
 ): Promise<Omit<BatchingOutcome, 'wallSeconds'>> {
   const pairs = batchingPairs(workloads, { quick, ...(opts.pairs === undefined ? {} : { pairs: opts.pairs }) });
@@ -389,7 +391,6 @@ async function runBatchingExperiment(
   const variants = opts.variants === undefined ? all.filter((v) => !quick || v.id !== 'edf-batch') : all.filter((v) => opts.variants!.includes(v.id));
   if (skipped.length > 0) say(`batching: the controller factory does not know ${skipped.join(', ')} (yet): skipped\n`);
   const minSpanQos = quick ? BATCHING_MIN_SPAN_QOS.quick : BATCHING_MIN_SPAN_QOS.full;
-  const samples = opts.samples ?? (quick ? QUICK_SAMPLES : 12_000);
   // the held-out check profiles no more fresh groups than the predictor it checks was trained on
   const holdoutSamples = Math.min(quick ? 2000 : 4000, samples);
   const predictorOf = (deviceId: string, batchSizes: readonly number[]): Promise<PredictorRef> => pool.predictorRef({ deviceId, models, maxGroupSize: 2, batchSizes, seqLens: [BATCHING_SEQ_LEN] });
