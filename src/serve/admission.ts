@@ -163,6 +163,11 @@ export class AdmissionGate {
     if (nowMs !== undefined && nowMs > this.latestMs) this.latestMs = nowMs;
   }
 
+  /** The device time per completed query, ms (`drainMs` of the file docs); undefined before `MIN_SAMPLES` completions. */
+  drainMs(): number | undefined {
+    return this.total < MIN_SAMPLES || !(this.completions > 0) ? undefined : this.busyMs / this.completions;
+  }
+
   /** The expected finish of a request of `service` arriving now, at `nowMs` when given (see the file docs). */
   estimate(service: string, nowMs?: number): AdmissionEstimate {
     this.advanceTo(nowMs);
@@ -234,13 +239,13 @@ export class AdmissionGate {
 /**
  * The `overloaded` error of a shed request, built without a stack trace: under overload it is
  * made thousands of times a second, and capturing a stack is most of an error's cost. It goes
- * to the client as a status and a message only.
+ * to the client as a status and a message only, with `retryInMs` when given (`ServeError.retryInMs`).
  */
-export function shedError(message: string): ServeError {
+export function shedError(message: string, retryInMs?: number): ServeError {
   const limit = Error.stackTraceLimit;
   Error.stackTraceLimit = 0;
   try {
-    return new ServeError('overloaded', message);
+    return new ServeError('overloaded', message, retryInMs === undefined ? undefined : { retryInMs });
   } finally {
     Error.stackTraceLimit = limit;
   }

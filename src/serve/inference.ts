@@ -305,16 +305,23 @@ export class ServeError extends Error {
    * body; undefined when the request gave none or failed before its `id` was read.
    */
   readonly id: string | undefined;
-  constructor(code: ServeErrorCode, message: string, options?: { cause?: unknown; id?: string }) {
+  /**
+   * An `overloaded` shed only: about how long until the queue it was shed from has a query
+   * fewer, ms (the admission gate's device time per query); the HTTP front end holds the 503
+   * of a client that resends at once by it (`http/shed-pacing.ts`). Undefined otherwise.
+   */
+  readonly retryInMs: number | undefined;
+  constructor(code: ServeErrorCode, message: string, options?: { cause?: unknown; id?: string; retryInMs?: number }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.id = options?.id;
+    this.retryInMs = options?.retryInMs;
     this.name = 'ServeError';
   }
 
-  /** The same error (code, message, cause) carrying the request's `id`. */
+  /** The same error (code, message, cause, `retryInMs`) carrying the request's `id`. */
   withId(id: string): ServeError {
-    return new ServeError(this.code, this.message, { ...(this.cause === undefined ? {} : { cause: this.cause }), id });
+    return new ServeError(this.code, this.message, { ...(this.cause === undefined ? {} : { cause: this.cause }), id, ...(this.retryInMs === undefined ? {} : { retryInMs: this.retryInMs }) });
   }
 }
 

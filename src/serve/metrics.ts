@@ -149,6 +149,7 @@ export class ServeMetrics {
   private readonly waitingIdle: Counter;
   private readonly groupOverhead: Counter;
   private readonly restarts: Counter<'model'>;
+  private readonly paced: Counter<'model'>;
   private modelStatesOf: () => ReadonlyMap<string, string> = () => new Map();
   private queueDepthOf: (model: string) => number = () => 0;
   private readyOf: () => boolean = () => false;
@@ -205,6 +206,7 @@ export class ServeMetrics {
       },
     });
     this.restarts = new Counter({ name: 'abacus_executor_restarts_total', help: "Automatic restarts of the model's executor after it died", labelNames: ['model'], registers });
+    this.paced = new Counter({ name: 'abacus_shed_paced_total', help: 'Shed HTTP requests whose 503 was held because the client resent right after a shed on the same connection (docs/serving.md "Clients that resend at once")', labelNames: ['model'], registers });
     const statesOf = (): ReadonlyMap<string, string> => this.modelStatesOf();
     new Gauge({
       name: 'abacus_model_state',
@@ -314,6 +316,7 @@ export class ServeMetrics {
     for (const outcome of REQUEST_OUTCOMES) this.requests.inc({ model, outcome }, 0);
     this.late.inc({ model }, 0);
     this.restarts.inc({ model }, 0);
+    this.paced.inc({ model }, 0);
     this.latency.zero({ model });
     this.queue.zero({ model });
     this.batchSize.zero({ model });
@@ -335,6 +338,11 @@ export class ServeMetrics {
     this.refinementOf = () => sources.refinement?.();
     this.fallbackOf = () => sources.fallback?.();
     this.residentOf = () => sources.residentBytes?.();
+  }
+
+  /** One shed request of `model` whose 503 was held (`http/shed-pacing.ts`). */
+  shedPaced(model: string): void {
+    this.paced.inc({ model: this.modelLabel(model) });
   }
 
   /** One automatic restart of `model`'s executor. */

@@ -45,7 +45,8 @@ export function feedShed(sinks: ShedSinks, m: ShedModel, arrivalMs: number, nowM
  * @param unread what had not been done yet: `body` (HTTP: its body was not read), `message`
  *   (gRPC: its message was not read) or `tensors` (gRPC: its message was read, not decoded)
  * @param arrivalMs when it arrived, when before `nowMs` (gRPC: its metadata) [nowMs]
- * @returns the `overloaded` error to answer with (no stack trace, `shedError`).
+ * @returns the `overloaded` error to answer with (no stack trace, `shedError`), its `retryInMs`
+ *   the gate's device time per query.
  */
 export function shedOnArrival(sinks: ShedSinks, m: ShedModel | undefined, nowMs: number, why: string, unread: 'body' | 'message' | 'tensors', arrivalMs = nowMs): ServeError {
   const name = m?.name ?? 'unknown';
@@ -57,7 +58,7 @@ export function shedOnArrival(sinks: ShedSinks, m: ShedModel | undefined, nowMs:
   const summary = sinks.gate.countShed(name, nowMs);
   if (summary !== undefined) sinks.logger?.warn({ model: name, shed: summary.shed, windowMs: Math.round(summary.windowMs) }, `shedding requests before ${unread === 'message' ? 'reading them' : 'decoding'}: ${why}`);
   const what = unread === 'tensors' ? 'its tensors were decoded' : `its ${unread} was read`;
-  return shedError(`overloaded: ${m === undefined ? 'every model' : `model '${m.name}'`}: ${why}; shed before ${what} (retry later or on another replica)`);
+  return shedError(`overloaded: ${m === undefined ? 'every model' : `model '${m.name}'`}: ${why}; shed before ${what} (retry later or on another replica)`, sinks.gate.drainMs());
 }
 
 /**

@@ -26,6 +26,7 @@ describe('AdmissionGate', () => {
     const g = gate(pending);
     run(g, 0, MIN_SAMPLES - 1, 10);
     expect(g.estimate('a')).toEqual({ ahead: 100, finishMs: undefined });
+    expect(g.drainMs()).toBeUndefined();
     expect(g.shedReason('a', 1, 0)).toBeUndefined();
     run(g, 1000, 1, 10);
     expect(g.estimate('a').finishMs).toBeDefined();
@@ -40,6 +41,7 @@ describe('AdmissionGate', () => {
     const g = gate(pending);
     run(g, 0, 10, 10); // busy 10 ms per completion at every instant: drain 10; every run 10
     expect(g.estimate('a')).toEqual({ ahead: 3, finishMs: expect.closeTo(40, 9) as number, drainMs: expect.closeTo(10, 9) as number, runMs: 10 });
+    expect(g.drainMs()).toBeCloseTo(10, 9);
     expect(g.shedReason('a', 40.001, 0)).toBeUndefined();
     expect(g.shedReason('a', 40, 3)).toBe('3 queries ahead; expected to finish in 43.0 ms (3.0 spent + 3 × 10.0 ms of device time per query + 10.0 ms to run), past its QoS target of 40 ms');
     pending.n = 1;
@@ -162,12 +164,16 @@ describe('AdmissionGate', () => {
     expect(g.countShed('a', SHED_LOG_INTERVAL_MS + 1)).toBeUndefined();
   });
 
-  it('shedError is an overloaded ServeError without a stack, and leaves the stack limit as it was', () => {
+  it('shedError is an overloaded ServeError without a stack, with the retryInMs given, and leaves the stack limit as it was', () => {
     const before = Error.stackTraceLimit;
     const e = shedError('overloaded: x');
     expect(e.code).toBe('overloaded');
     expect(e.message).toBe('overloaded: x');
     expect(e.stack ?? '').not.toMatch(/\n\s+at /);
     expect(Error.stackTraceLimit).toBe(before);
+    expect(e.retryInMs).toBeUndefined();
+    // the gate's device time per query, for the HTTP front end's pacing; kept with the request's id
+    const paced = shedError('overloaded: y', 12.5);
+    expect([paced.retryInMs, paced.withId('r1').retryInMs, paced.withId('r1').id]).toEqual([12.5, 12.5, 'r1']);
   });
 });

@@ -71,6 +71,7 @@ import { compressionHook, type CompressionOptions } from './compress.ts';
 import { BodyPool, readBody, refuseBody } from './body.ts';
 import { appliedLimit, declaredTooLarge, DEFAULT_JSON_LIMITS, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_JSON_BODY_BYTES, scanJson, tooLargeMessage, type BodyLimits, type JsonLimits } from './limits.ts';
 import { Offload, type OffloadOptions } from './offload.ts';
+import { ShedPacer } from './shed-pacing.ts';
 import { httpServerOptions, type HttpTimeouts } from './timeouts.ts';
 
 /**
@@ -179,12 +180,14 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
   let nextId = 0;
   const logger: FastifyBaseLogger | undefined = options.logger;
   // Admission before routing and before the body is read (`InferenceBackend.admit`), on node's
-  // own request: a shed request is answered 503 `overloaded` with `Retry-After` at once, without
+  // own request: a shed request is answered 503 `overloaded` with `Retry-After` at once (a resend
+  // right after a shed on the same connection after a pause, `shed-pacing.ts`), without
   // fastify's routing, hooks or a log line (the backend logs a summary), and node discards its
   // body unread once the answer is out. Under overload this is most requests, so it must cost
   // next to nothing. An admitted request's ticket travels to `infer` (`InferRequest.admission`).
   const tickets = new WeakMap<IncomingMessage, AdmissionTicket>();
   let shedCount = 0;
+  const pacer = new ShedPacer();
   const authToken = options.authToken;
   const admitRaw = (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== 'POST' || backend.admit === undefined) return false;
@@ -214,8 +217,19 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
       const given = clientRequestId(req.headers['x-request-id']);
       const id = given !== undefined && given !== '' && given.length <= MAX_REQUEST_ID_LENGTH ? given : `${prefix}-s${(shedCount++).toString(36)}`;
       const body = JSON.stringify({ error: err.message });
-      res.writeHead(STATUS_OF[err.code], { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'retry-after': String(OVERLOADED_RETRY_AFTER_S), 'x-request-id': id, ...(options.closing?.() === true ? { connection: 'close' } : {}) });
-      res.end(body);
+      const answer = (): void => {
+        if (res.destroyed) return;
+        pacer.answered(req.socket, performance.now());
+        res.writeHead(STATUS_OF[err.code], { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'retry-after': String(OVERLOADED_RETRY_AFTER_S), 'x-request-id': id, ...(options.closing?.() === true ? { connection: 'close' } : {}) });
+        res.end(body);
+      };
+      // a resend right after a shed on the same connection waits for about one query's device time (`shed-pacing.ts`)
+      const delayMs = pacer.delayMs(req.socket, err.retryInMs, performance.now());
+      if (delayMs > 0) {
+        options.metrics?.shedPaced(name);
+        const timer = setTimeout(answer, delayMs);
+        res.once('close', () => clearTimeout(timer));
+      } else answer();
       return true;
     }
   };
