@@ -238,8 +238,7 @@ export class RuntimeBackend implements InferenceBackend {
     if (nowMs === undefined || this.shedding === undefined || !this.ready || this.closing) return undefined;
     const why = this.shedding.gate.shedReasonForAll([...this.models.values()].filter((m) => this.states.get(m.name)?.state === 'READY'), nowMs);
     if (why !== undefined) throw shedOnArrival(this.shedding, undefined, nowMs, why, 'message');
-    // its arrival, not yet work ahead: a call that sends its metadata and no message holds no place
-    // ahead of others; `admit` counts it once its first bytes name the model
+    // its arrival, not yet work ahead (a call that sends no message holds no place): `admit` counts it once its first bytes name the model
     return { receivedMs: nowMs, settle: () => undefined };
   }
 
@@ -528,8 +527,9 @@ export class RuntimeBackend implements InferenceBackend {
         outcome = await submit(leftMs(), this.engine?.clock.now());
       }
       const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - arrivalMs;
+      if (!outcome.ok && outcome.reason === 'qos_violation') this.shedding?.gate.outcome(true);
       if (!outcome.ok) throw rejectionError(model.name, outcome.reason, outcome.message, queueMs, plan.inputs, this.closing, (t) => this.states.redact(t));
-      if (outcome.record.endMs !== undefined && timing.firstLaunchMs !== undefined) this.shedding?.gate.completed(model.name, outcome.record.endMs, outcome.record.endMs - timing.firstLaunchMs);
+      if (outcome.record.endMs !== undefined && timing.firstLaunchMs !== undefined) this.shedding?.gate.completed(model.name, outcome.record.endMs, outcome.record.endMs - timing.firstLaunchMs, !metQos(outcome.record));
       const outputs: TensorMap = {};
       const outputDatatypes: Record<string, V2Datatype> = {};
       for (const name of plan.outputs) {

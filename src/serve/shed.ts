@@ -72,7 +72,9 @@ export function shedOnArrival(sinks: ShedSinks, m: ShedModel | undefined, nowMs:
 export function admitOnArrival(sinks: ShedSinks, m: ShedModel, nowMs: number, judged: boolean, arrival: AdmissionTicket | undefined, unread: 'body' | 'message' | 'tensors' | undefined): AdmissionTicket {
   const receivedMs = arrival?.receivedMs ?? nowMs;
   arrival?.settle();
-  const why = judged ? sinks.gate.shedReason(m.name, m.qosTargetMs, Math.max(0, nowMs - receivedMs), nowMs) : undefined;
+  const what = unread ?? (arrival === undefined ? 'body' : 'tensors');
+  // the learned budget only where resends are paced: HTTP before the body is read
+  const why = judged ? sinks.gate.shedReason(m.name, m.qosTargetMs, Math.max(0, nowMs - receivedMs), nowMs, what === 'body') : undefined;
   if (why === undefined) return sinks.gate.ticket(receivedMs);
-  throw shedOnArrival(sinks, m, nowMs, why, unread ?? (arrival === undefined ? 'body' : 'tensors'), receivedMs);
+  throw shedOnArrival(sinks, m, nowMs, why, what, receivedMs);
 }

@@ -3,7 +3,7 @@
  * groups and completions, the run time per service, when it sheds, tickets, and its log summary.
  */
 import { describe, expect, it } from 'vitest';
-import { AdmissionGate, DRAIN_WINDOW_MS, FRONT_END_AHEAD_MS, MIN_SAMPLES, RUN_WEIGHT, SHED_LOG_INTERVAL_MS, shedError } from '../../src/serve/admission.ts';
+import { AdmissionGate, BUDGET_STEP, DRAIN_WINDOW_MS, FRONT_END_AHEAD_MS, LATE_TARGET, MIN_BUDGET, MIN_SAMPLES, RUN_WEIGHT, SHED_LOG_INTERVAL_MS, shedError } from '../../src/serve/admission.ts';
 
 function gate(pending: { n: number }): AdmissionGate {
   return new AdmissionGate({ pendingQueries: () => pending.n });
@@ -65,6 +65,35 @@ describe('AdmissionGate', () => {
     expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 1 }, { name: 'c', qosTargetMs: 29 }])).toBe(g.shedReason('c', 29, 0));
     pending.n = 0;
     expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 1 }])).toBeUndefined();
+  });
+
+  it('sheds earlier where asked (budgeted) while admitted queries end late: the budget settles where LATE_TARGET of them are late, within [MIN_BUDGET, 1]', () => {
+    const pending = { n: 3 };
+    const g = gate(pending);
+    run(g, 0, 10, 10); // a request of 'a' expects 40 ms
+    expect(g.budget).toBe(1);
+    expect(g.shedReason('a', 45, 0, undefined, true)).toBeUndefined();
+    // ten late outcomes (finished late, or dropped by the controller): 1 - 10 × BUDGET_STEP
+    for (let i = 0; i < 10; i++) g.outcome(true);
+    expect(g.budget).toBeCloseTo(1 - 10 * BUDGET_STEP, 9);
+    expect(g.shedReason('a', 45, 0, undefined, true)).toMatch(/past 80 % of its QoS target of 45 ms/);
+    // not budgeted (gRPC, whose resends are not paced; a check after decoding): the plain target
+    expect(g.shedReason('a', 45, 0)).toBeUndefined();
+    expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 45 }])).toBeUndefined();
+    for (let i = 0; i < 1000; i++) g.outcome(true);
+    expect(g.budget).toBe(MIN_BUDGET);
+    // on time: back up by BUDGET_STEP × LATE_TARGET / (1 − LATE_TARGET) each
+    const up = (BUDGET_STEP * LATE_TARGET) / (1 - LATE_TARGET);
+    for (let i = 0; i < 100; i++) g.completed('a', 200, 10, false);
+    expect(g.budget).toBeCloseTo(MIN_BUDGET + 100 * up, 9);
+    for (let i = 0; i < 10 / up; i++) g.outcome(false);
+    expect(g.budget).toBe(1);
+    // one late in 1 / LATE_TARGET holds it where it is
+    const h = gate(pending);
+    for (let i = 0; i < 20; i++) h.outcome(true);
+    const before = h.budget;
+    for (let k = 0; k < 50; k++) for (let i = 0; i < 1 / LATE_TARGET; i++) h.outcome(i === 0);
+    expect(h.budget).toBeCloseTo(before, 6);
   });
 
   it('takes the run time per service as a weighted mean', () => {
