@@ -527,7 +527,7 @@ export class RuntimeBackend implements InferenceBackend {
         outcome = await submit(leftMs(), this.engine?.clock.now());
       }
       const queueMs = timing.firstLaunchMs === undefined ? undefined : timing.firstLaunchMs - arrivalMs;
-      if (!outcome.ok && outcome.reason === 'qos_violation') this.shedding?.gate.outcome(true);
+      if (!outcome.ok && outcome.reason === 'qos_violation') this.shedding?.gate.outcome(model.name, true);
       if (!outcome.ok) throw rejectionError(model.name, outcome.reason, outcome.message, queueMs, plan.inputs, this.closing, (t) => this.states.redact(t));
       if (outcome.record.endMs !== undefined && timing.firstLaunchMs !== undefined) this.shedding?.gate.completed(model.name, outcome.record.endMs, outcome.record.endMs - timing.firstLaunchMs, !metQos(outcome.record));
       const outputs: TensorMap = {};

@@ -71,29 +71,33 @@ describe('AdmissionGate', () => {
     const pending = { n: 3 };
     const g = gate(pending);
     run(g, 0, 10, 10); // a request of 'a' expects 40 ms
-    expect(g.budget).toBe(1);
+    expect(g.budget('a')).toBe(1);
     expect(g.shedReason('a', 45, 0, undefined, true)).toBeUndefined();
     // ten late outcomes (finished late, or dropped by the controller): 1 - 10 × BUDGET_STEP
-    for (let i = 0; i < 10; i++) g.outcome(true);
-    expect(g.budget).toBeCloseTo(1 - 10 * BUDGET_STEP, 9);
+    for (let i = 0; i < 10; i++) g.outcome('a', true);
+    expect(g.budget('a')).toBeCloseTo(1 - 10 * BUDGET_STEP, 9);
     expect(g.shedReason('a', 45, 0, undefined, true)).toMatch(/past 80 % of its QoS target of 45 ms/);
     // not budgeted (gRPC, whose resends are not paced; a check after decoding): the plain target
     expect(g.shedReason('a', 45, 0)).toBeUndefined();
     expect(g.shedReasonForAll([{ name: 'a', qosTargetMs: 45 }])).toBeUndefined();
-    for (let i = 0; i < 1000; i++) g.outcome(true);
-    expect(g.budget).toBe(MIN_BUDGET);
+    // per service: 'b', whose outcomes were all on time so far, keeps its whole target
+    g.completed('b', 100, 10);
+    expect(g.budget('b')).toBe(1);
+    expect(g.shedReason('b', 45, 0, undefined, true)).toBeUndefined();
+    for (let i = 0; i < 1000; i++) g.outcome('a', true);
+    expect(g.budget('a')).toBe(MIN_BUDGET);
     // on time: back up by BUDGET_STEP × LATE_TARGET / (1 − LATE_TARGET) each
     const up = (BUDGET_STEP * LATE_TARGET) / (1 - LATE_TARGET);
     for (let i = 0; i < 100; i++) g.completed('a', 200, 10, false);
-    expect(g.budget).toBeCloseTo(MIN_BUDGET + 100 * up, 9);
-    for (let i = 0; i < 10 / up; i++) g.outcome(false);
-    expect(g.budget).toBe(1);
+    expect(g.budget('a')).toBeCloseTo(MIN_BUDGET + 100 * up, 9);
+    for (let i = 0; i < 10 / up; i++) g.outcome('a', false);
+    expect(g.budget('a')).toBe(1);
     // one late in 1 / LATE_TARGET holds it where it is
     const h = gate(pending);
-    for (let i = 0; i < 20; i++) h.outcome(true);
-    const before = h.budget;
-    for (let k = 0; k < 50; k++) for (let i = 0; i < 1 / LATE_TARGET; i++) h.outcome(i === 0);
-    expect(h.budget).toBeCloseTo(before, 6);
+    for (let i = 0; i < 20; i++) h.outcome('a', true);
+    const before = h.budget('a');
+    for (let k = 0; k < 50; k++) for (let i = 0; i < 1 / LATE_TARGET; i++) h.outcome('a', i === 0);
+    expect(h.budget('a')).toBeCloseTo(before, 6);
   });
 
   it('takes the run time per service as a weighted mean', () => {
