@@ -190,7 +190,7 @@ export class RuntimeBackend implements InferenceBackend {
       ready: () => this.ready,
       closing: () => this.closing,
     });
-    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), modelStates: () => this.states.states(), refinement: () => this.engine?.controller.refinement, fallback: () => this.engine?.controller.fallback, residentBytes: () => this.engine?.device.residentBytes?.() });
+    this.metrics?.bind({ queueDepth: (model) => this.runtime?.queueLength(model) ?? 0, ready: () => this.isReady(), modelStates: () => this.states.states(), refinement: () => this.engine?.controller.refinement, fallback: () => this.engine?.controller.fallback, residentBytes: () => this.engine?.device.residentBytes?.(), admissionBudget: (model) => this.shedding?.gate.budget(model) });
   }
 
   private prepare(m: ServedModel, configured: boolean): Served {

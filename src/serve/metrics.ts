@@ -156,6 +156,7 @@ export class ServeMetrics {
   private refinementOf: () => RefinementStatus | undefined = () => undefined;
   private fallbackOf: () => FallbackStatus | undefined = () => undefined;
   private residentOf: () => ReadonlyMap<string, number> | undefined = () => undefined;
+  private budgetOf: (model: string) => number | undefined = () => undefined;
   /** End of the latest group interval counted as busy, ms on the backend's clock. */
   private busyUntilMs = Number.NEGATIVE_INFINITY;
   private readonly violations = new SlidingCounts(VIOLATION_WINDOW_S);
@@ -228,6 +229,20 @@ export class ServeMetrics {
       collect() {
         this.reset();
         for (const [model, bytes] of residentOf() ?? []) this.set({ model: modelLabel(model) }, bytes);
+      },
+    });
+    const budgetOf = (m: string): number | undefined => this.budgetOf(m);
+    new Gauge({
+      name: 'abacus_admission_budget',
+      help: 'Share of its QoS target an HTTP request of the model may be expected to take and still be admitted before its body is read, learned from the outcomes of the admitted ones (docs/serving.md "A learned budget, over HTTP"); no series without admission',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const model of modelNames) {
+          const b = budgetOf(model);
+          if (b !== undefined) this.set({ model }, b);
+        }
       },
     });
     const refinementOf = (): RefinementStatus | undefined => this.refinementOf();
@@ -329,15 +344,17 @@ export class ServeMetrics {
 
   /**
    * Read queue depths (per served model), readiness and, when given, the predictor's online
-   * refinement and the executors' resident memory (bytes by served model name) at scrape time.
+   * refinement, the executors' resident memory (bytes by served model name) and the admission
+   * gate's budget per model at scrape time.
    */
-  bind(sources: { queueDepth(model: string): number; ready(): boolean; modelStates?(): ReadonlyMap<string, string>; refinement?(): RefinementStatus | undefined; fallback?(): FallbackStatus | undefined; residentBytes?(): ReadonlyMap<string, number> | undefined }): void {
+  bind(sources: { queueDepth(model: string): number; ready(): boolean; modelStates?(): ReadonlyMap<string, string>; refinement?(): RefinementStatus | undefined; fallback?(): FallbackStatus | undefined; residentBytes?(): ReadonlyMap<string, number> | undefined; admissionBudget?(model: string): number | undefined }): void {
     this.queueDepthOf = (m) => sources.queueDepth(m);
     this.modelStatesOf = () => sources.modelStates?.() ?? new Map();
     this.readyOf = () => sources.ready();
     this.refinementOf = () => sources.refinement?.();
     this.fallbackOf = () => sources.fallback?.();
     this.residentOf = () => sources.residentBytes?.();
+    this.budgetOf = (m) => sources.admissionBudget?.(m);
   }
 
   /** One shed request of `model` whose 503 was held (`http/shed-pacing.ts`). */

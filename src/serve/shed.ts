@@ -64,6 +64,8 @@ export function shedOnArrival(sinks: ShedSinks, m: ShedModel | undefined, nowMs:
 /**
  * Admit or shed a request of model `m` at `nowMs` (`InferenceBackend.admit`).
  * @param judged false while the model is not READY (or the server closes): admitted, `infer` answers it
+ * @param unread what was not read yet; only `body` (the HTTP front end, before it reads the body,
+ *   where resends are paced) is judged against the learned budget (`AdmissionGate.shedReason`)
  * @param arrival its earlier ticket (gRPC: from its metadata): it is judged with the time spent
  *   since, and that ticket is settled (it counted as work ahead of others, not of itself)
  * @returns the new ticket, with the arrival of `arrival` when given
@@ -72,9 +74,9 @@ export function shedOnArrival(sinks: ShedSinks, m: ShedModel | undefined, nowMs:
 export function admitOnArrival(sinks: ShedSinks, m: ShedModel, nowMs: number, judged: boolean, arrival: AdmissionTicket | undefined, unread: 'body' | 'message' | 'tensors' | undefined): AdmissionTicket {
   const receivedMs = arrival?.receivedMs ?? nowMs;
   arrival?.settle();
-  const what = unread ?? (arrival === undefined ? 'body' : 'tensors');
-  // the learned budget only where resends are paced: HTTP before the body is read
-  const why = judged ? sinks.gate.shedReason(m.name, m.qosTargetMs, Math.max(0, nowMs - receivedMs), nowMs, what === 'body') : undefined;
+  // the learned budget only where resends are paced: HTTP before the body is read, which says so
+  // (a gRPC stream message comes without `unread` and without an arrival ticket)
+  const why = judged ? sinks.gate.shedReason(m.name, m.qosTargetMs, Math.max(0, nowMs - receivedMs), nowMs, unread === 'body') : undefined;
   if (why === undefined) return sinks.gate.ticket(receivedMs);
-  throw shedOnArrival(sinks, m, nowMs, why, what, receivedMs);
+  throw shedOnArrival(sinks, m, nowMs, why, unread ?? (arrival === undefined ? 'body' : 'tensors'), receivedMs);
 }

@@ -3,6 +3,10 @@
  * groups and completions, the run time per service, when it sheds, tickets, and its log summary.
  */
 import { describe, expect, it } from 'vitest';
+import { admitOnArrival, type ShedSinks } from '../../src/serve/shed.ts';
+import { ServeMetrics } from '../../src/serve/metrics.ts';
+import { ModelStatsRecorder } from '../../src/serve/stats.ts';
+import { ServeError } from '../../src/serve/inference.ts';
 import { AdmissionGate, BUDGET_STEP, DRAIN_WINDOW_MS, FRONT_END_AHEAD_MS, LATE_TARGET, MIN_BUDGET, MIN_SAMPLES, RUN_WEIGHT, SHED_LOG_INTERVAL_MS, shedError } from '../../src/serve/admission.ts';
 
 function gate(pending: { n: number }): AdmissionGate {
@@ -98,6 +102,30 @@ describe('AdmissionGate', () => {
     const before = h.budget('a');
     for (let k = 0; k < 50; k++) for (let i = 0; i < 1 / LATE_TARGET; i++) h.outcome('a', i === 0);
     expect(h.budget('a')).toBeCloseTo(before, 6);
+  });
+
+  it('admitOnArrival judges against the budget only a request whose body the HTTP front end has not read (unread: body)', () => {
+    const pending = { n: 3 };
+    const g = gate(pending);
+    run(g, 0, 10, 10); // a request of 'a' expects 40 ms
+    for (let i = 0; i < 10; i++) g.outcome('a', true); // budget 0.8: 45 ms × 0.8 = 36 < 40
+    const sinks: ShedSinks = { gate: g, metrics: undefined, stats: new ModelStatsRecorder(['a'], '1'), feed: undefined, logger: undefined, nextId: () => 'x' };
+    const m = { name: 'a', qosTargetMs: 45 };
+    expect(() => admitOnArrival(sinks, m, 100, true, undefined, 'body')).toThrow(ServeError);
+    // a gRPC stream message (no `unread`, no arrival ticket) and gRPC calls: the plain target
+    admitOnArrival(sinks, m, 100, true, undefined, undefined).settle();
+    admitOnArrival(sinks, m, 100, true, g.ticket(100), 'message').settle();
+  });
+
+  it('abacus_admission_budget shows each model\'s budget, and no series without a gate', async () => {
+    const g = gate({ n: 0 });
+    for (let i = 0; i < 5; i++) g.outcome('a', true);
+    const metrics = new ServeMetrics({ models: ['a', 'b'], processMetrics: false });
+    expect(await metrics.text()).not.toMatch(/^abacus_admission_budget\{/m);
+    metrics.bind({ queueDepth: () => 0, ready: () => true, admissionBudget: (model) => g.budget(model) });
+    const text = await metrics.text();
+    expect(Number(/^abacus_admission_budget\{model="a"\} (\S+)$/m.exec(text)?.[1])).toBeCloseTo(1 - 5 * BUDGET_STEP, 9);
+    expect(text).toMatch(/^abacus_admission_budget\{model="b"\} 1$/m);
   });
 
   it('takes the run time per service as a weighted mean', () => {

@@ -202,7 +202,7 @@ export function createHttpApp(backend: InferenceBackend, options: HttpAppOptions
       return false; // fastify answers the bad percent-encoding
     }
     try {
-      const ticket = backend.admit(name);
+      const ticket = backend.admit(name, undefined, 'body');
       if (ticket !== undefined) {
         tickets.set(req, ticket);
         res.once('close', ticket.settle);
