@@ -225,11 +225,11 @@ export class AdmissionGate {
 
   /** `estimate` with the queries ahead already counted (one count for several services). */
   private estimateBehind(service: string, ahead: number): AdmissionEstimate {
-    if (this.total < MIN_SAMPLES || !(this.completions > 0)) return { ahead, finishMs: undefined };
+    const drainMs = this.drainMs();
+    if (drainMs === undefined) return { ahead, finishMs: undefined };
     // a service none of whose queries completed yet (under overload from the start the controller
     // may drop every one): the queue ahead alone, which still bounds its wait
     const runMs = this.runMs.get(service) ?? 0;
-    const drainMs = this.busyMs / this.completions;
     return { ahead, finishMs: ahead * drainMs + runMs, drainMs, runMs };
   }
 

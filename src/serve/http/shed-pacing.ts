@@ -20,10 +20,11 @@
  * time until the next query completes on average, before which a resend cannot find a shorter
  * queue. It is capped at `MAX_SHED_PACE_MS`. While it waits the request holds no place in the
  * queue and its body is not read beyond what node buffers (a few tens of KB; TCP flow control
- * holds the rest in the client); a client that closes the connection meanwhile gets nothing. The first shed on a connection, and a request
- * on a connection whose last shed is older than that, is answered at once, so an open-loop
- * client (new requests at their own times) sees no delay unless one of its requests follows a
- * shed one on the same connection within one query's device time.
+ * holds the rest in the client); a client that closes the connection meanwhile gets nothing.
+ * The first shed on a connection, and a request on a connection whose last shed is older than
+ * that, is answered at once, so an open-loop client (new requests at their own times) sees no
+ * delay unless one of its requests follows a shed one on the same connection within one query's
+ * device time.
  */
 import type { Socket } from 'node:net';
 
