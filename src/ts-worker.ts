@@ -1,8 +1,9 @@
 /**
  * A `worker_threads` Worker running a TypeScript module. The sources run through tsx's ESM
  * loader (`bin/abacus.js`), which a thread inherits neither from its parent's loader nor from
- * its `--import`: the thread registers tsx itself, then imports `entry`. Running from the CLI
- * bundle (`bundle.ts`), a thread whose entry is bundled starts from there instead. Used by the
+ * its `--import`: the thread registers tsx itself, then imports `entry`. Where a CLI bundle may be
+ * used (`bundle.ts`: running from it, or a fresh one of this checkout), a thread whose entry is
+ * bundled starts from there instead. Used by the
  * HTTP codec threads (`serve/http/offload.ts`) and the reproduction pool (`reproduce/pool.ts`).
  */
 import { Worker, type ResourceLimits } from 'node:worker_threads';
@@ -21,7 +22,7 @@ import(workerData.tsxApi).then((tsx) => { tsx.register(); return import(workerDa
  */
 export function startTsWorker(entry: URL, options: { readonly data?: unknown; readonly resourceLimits?: ResourceLimits } = {}): Worker {
   const limits = options.resourceLimits === undefined ? {} : { resourceLimits: options.resourceLimits };
-  // running from the CLI bundle: the thread starts from its bundled entry, no loader needed
+  // a usable CLI bundle: the thread starts from its bundled entry, no loader needed
   const bundled = bundledEntry(entry);
   // (source maps on, as in the parent: a thread does not inherit `process.setSourceMapsEnabled`)
   if (bundled !== undefined) {

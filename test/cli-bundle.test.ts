@@ -2,16 +2,18 @@
  * The CLI's prebuilt bundle (docs/design.md "CLI start-up"): `freshBundle` uses a bundle only
  * when it was built from the same checkout and its inputs (the files under `src/`, `package.json`,
  * `tsconfig.json`, the build script) are as they were when it was built, and the CLI answers the
- * same with and without it.
+ * same with and without it; code running the sources starts its children from a fresh bundle too.
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { BUILD_INPUTS, BUNDLE_DIR, BUNDLE_ENTRY, BUNDLE_MANIFEST, freshBundle, inputTimes } from '../bin/cli-bundle.js';
 import { ABACUS_BIN } from './helpers/cli.ts';
+import { bundledEntry } from '../src/bundle.ts';
 
 const run = promisify(execFile);
 
@@ -121,5 +123,27 @@ describe('abacus with and without the bundle', () => {
     }
     expect(outputs[0]).toContain('serve');
     expect(outputs[1]).toBe(outputs[0]);
+  });
+});
+
+describe('bundledEntry (src/bundle.ts), running the sources', () => {
+  const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+  const source = (rel: string): URL => pathToFileURL(path.join(repo, 'src', rel));
+
+  it("starts an entry's children from this checkout's bundle exactly while it is fresh; never a module that is not an entry", () => {
+    const fresh = freshBundle(repo) !== undefined;
+    const executor = bundledEntry(source('device/ort/executor-process.ts'));
+    if (fresh) expect(executor?.href).toBe(pathToFileURL(path.join(repo, BUNDLE_DIR, 'executor-process.js')).href);
+    else expect(executor).toBeUndefined();
+    expect(bundledEntry(source('serve/http/codec-worker.ts')) !== undefined).toBe(fresh);
+    expect(bundledEntry(source('serve/backend.ts'))).toBeUndefined();
+    const saved = process.env.ABACUS_NO_BUNDLE;
+    process.env.ABACUS_NO_BUNDLE = '1';
+    try {
+      expect(bundledEntry(source('device/ort/executor-process.ts'))).toBeUndefined();
+    } finally {
+      if (saved === undefined) delete process.env.ABACUS_NO_BUNDLE;
+      else process.env.ABACUS_NO_BUNDLE = saved;
+    }
   });
 });

@@ -23,11 +23,12 @@ const EXECUTOR_ENTRY = fileURLToPath(new URL('./executor-process.ts', import.met
 
 /**
  * Fork an executor child. Children do not inherit the parent's TS loader (vitest, tsx's
- * `register()`), so tsx's ESM loader is passed explicitly as `--import <file URL>`; running
- * from the CLI bundle, the child starts from the bundled entry without it.
+ * `register()`), so tsx's ESM loader is passed explicitly as `--import <file URL>`; where a
+ * CLI bundle may be used (`bundledEntry`: running from it, or a fresh one of this checkout), the
+ * child starts from the bundled entry without it.
  */
 export function spawnExecutorProcess(): ChildProcess {
-  // running from the CLI bundle (`bundle.ts`): the child starts from its bundled entry, no loader
+  // a usable CLI bundle (`bundle.ts`): the child starts from its bundled entry, no loader
   const bundled = bundledEntry(pathToFileURL(EXECUTOR_ENTRY));
   // (with its source maps, so that its stack traces name the sources as the parent's do)
   const startFlags = bundled === undefined ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href] : ['--enable-source-maps'];
