@@ -104,16 +104,21 @@ describe('abacus models', () => {
     expect(spec.name).toBe('r50-5');
     expect(spec.operators).toHaveLength(5);
 
-    // listed, shown and served like a zoo model
+    // listed, shown and run on onnxruntime like a zoo model
     const list = JSON.parse((await abacus('models', '--json')).stdout) as { name: string; source: string; operators: number }[];
     expect(list.find((m) => m.name === 'r50-5')).toMatchObject({ source: 'import', operators: 5 });
     const show = await abacus('models', 'show', 'r50-5', '--json');
     expect(show.code, show.stderr).toBe(0);
     expect((JSON.parse(show.stdout) as { operators: unknown[] }).operators).toHaveLength(5);
-    // one round: the rounds themselves are demo.test.ts's
-    const demo = await abacus('demo', '--models', 'r50-5,bert-small', '--queries', '20', '--rounds', '1', '--profile-samples', '30', '--out', path.join(sandbox.tmp, 'imp', 'report.html'), '--json');
-    expect(demo.code, demo.stderr).toBe(0);
-    expect((JSON.parse(demo.stdout) as { services: { service: string }[] }).services.map((s) => s.service)).toEqual(['r50-5', 'bert-small']);
+    // its operator groups measured beside a zoo model's (the server runs imported models through
+    // the same executors: test/serve/serve-types.test.ts, serve-axes.test.ts)
+    const csv = path.join(sandbox.tmp, 'imp', 'profile.csv');
+    const profile = await abacus('profile', '--device', 'ort', '--models', 'r50-5,bert-small', '--samples', '6', '--batch-sizes', '1,2', '--repeat', '1', '--warmup', '0', '--out', csv, '--json');
+    expect(profile.code, profile.stderr).toBe(0);
+    expect(JSON.parse(profile.stdout)).toMatchObject({ device: 'ort:cpu', samples: 6, measured: 6, skipped: 0 });
+    const rows = (await fs.readFile(csv, 'utf8')).trim().split('\n').slice(1);
+    expect(rows).toHaveLength(6);
+    expect(rows.some((row) => row.includes(',r50-5,'))).toBe(true);
   });
 
   it('import names are checked: no zoo names, no paths', async () => {
