@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { fromTarget } from '../src/predict/encoded.ts';
 import { FeatureEncoder } from '../src/predict/features.ts';
-import { predictWithTf } from '../src/predict/mlp/train-mlp.ts';
+import { predictWithTf } from './helpers/tf-reference.ts';
 import { MlpPredictor, type DenseLayer } from '../src/predict/mlp/mlp-predictor.ts';
 import { createDenseKernel } from '../src/predict/mlp/simd-kernel.ts';
 import { Rng } from '../src/rng.ts';

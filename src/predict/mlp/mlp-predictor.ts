@@ -1,8 +1,8 @@
 /**
  * The MLP predictor at serving time: a forward pass of the network trained by
- * `mlp/train-mlp.ts` (tfjs) without tfjs. The weights are the trained float32 values; sums are
- * float64 multiply-adds, so the output matches tfjs `model.predict` (float32 throughout) to
- * float32 rounding (test/predict-mlp.test.ts checks ≤ 1e-5 ms).
+ * `mlp/train-mlp.ts`. The weights are the trained values rounded to float32; sums are float64
+ * multiply-adds, so the output matches TensorFlow.js' `model.predict` on the same weights
+ * (float32 throughout) to float32 rounding (test/predict-mlp.test.ts checks ≤ 1e-5 ms).
  *
  * Up to 4 groups are scored together through a WebAssembly SIMD dense layer
  * (`simd-kernel.ts`; weights and activations in its memory); where WebAssembly SIMD is
