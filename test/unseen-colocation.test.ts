@@ -33,9 +33,15 @@ describe('abacus co-locating a trained model with one admitted by the cost fallb
     bert = await resolveModelSpec(repo, 'bert-small');
   });
 
+  // Whether abacus co-locates bert at all at this slack depends on the margin of the resnet-only
+  // MLP under the fallback's sum: training seeds 1, 2, 3 give 0, 51 and 43 mixed groups of 1,500
+  // queries (the tfjs trainer before: 19, 0, 10); under each, at least 98 % of the groups that
+  // occur are predicted at or above their latency (50 of 51 under seed 2). Seed 3 makes the check
+  // non-vacuous.
+  const TRAIN_SEED = 3;
   const train = async (specs: ModelSpec[]): Promise<Predictor> => {
     const rows = await simulateProfileRows({ models: specs, samples: 1500, maxGroupSize: 2, batchSizes: [1, 2, 4], seqLens: [16, 32], seed: 7 });
-    return (await trainPredictor(rows, { kind: 'mlp', specs: new Map(specs.map((s) => [s.name, s])), holdout: 0, folds: 0, files: [] })).predictor;
+    return (await trainPredictor(rows, { kind: 'mlp', specs: new Map(specs.map((s) => [s.name, s])), holdout: 0, folds: 0, files: [], seed: TRAIN_SEED })).predictor;
   };
 
   it('groups with the new model are predicted at or above their measured latency; the trained service keeps its QoS', async () => {
@@ -64,7 +70,8 @@ describe('abacus co-locating a trained model with one admitted by the cost fallb
       `rate ${rateQps} q/s; groups with bert and resnet: ${mixed.length}, predicted ≥ measured in ${over}; resnet violation ratio ${rn(withFallback).violationRatio.toFixed(4)} (oracle ${rn(withOracle).violationRatio.toFixed(4)}), ` +
         `bert ${withFallback.services.find((s) => s.service === bert.name)!.violationRatio.toFixed(4)} (oracle ${withOracle.services.find((s) => s.service === bert.name)!.violationRatio.toFixed(4)}); mean group size ${withFallback.meanGroupSize.toFixed(2)} (oracle ${withOracle.meanGroupSize.toFixed(2)})`,
     );
-    // measured (seed 3): 19 such groups, all predicted at or above their latency; resnet 9.5 % violations (oracle 11.3 %)
+    // measured (arrivals seed 3, training seed 3): 43 such groups, all predicted at or above their
+    // latency; resnet 10.0 % violations (oracle 11.8 %)
     expect(mixed.length).toBeGreaterThan(10);
     expect(over / mixed.length).toBeGreaterThanOrEqual(0.95);
     expect(rn(withFallback).violationRatio).toBeLessThanOrEqual(rn(withOracle).violationRatio + 0.01);
