@@ -205,11 +205,13 @@ async function trainAdam(x: Float32Array, y: Float32Array, width: number, o: Mlp
           last.dz[r] = (abs <= 1 ? e : Math.sign(e)) / rows;
         }
       }
-      // backward
+      // backward: dLoss/dW and dLoss/db of each layer, and dLoss/dz of the layer before (where
+      // relu(z) = 0, its input here is 0 too: that row and input add nothing and pass nothing back)
       for (let l = layers.length - 1; l >= 0; l--) {
         const layer = layers[l]!;
         const { inputs, units, w, gw, gb, dz } = layer;
-        const prevA = l === 0 ? xb : layers[l - 1]!.a;
+        const prev = l === 0 ? undefined : layers[l - 1]!;
+        const prevA = prev === undefined ? xb : prev.a;
         gw.fill(0);
         gb.fill(0);
         for (let r = 0; r < rows; r++) {
@@ -218,25 +220,21 @@ async function trainAdam(x: Float32Array, y: Float32Array, width: number, o: Mlp
           const io = r * inputs;
           for (let i = 0; i < inputs; i++) {
             const v = prevA[io + i]!;
-            if (v === 0) continue;
+            if (v === 0) {
+              if (prev !== undefined) prev.dz[io + i] = 0;
+              continue;
+            }
             const wo = i * units;
-            for (let j = 0; j < units; j++) gw[wo + j] = gw[wo + j]! + v * dz[dzo + j]!;
-          }
-        }
-        if (l > 0) {
-          const prev = layers[l - 1]!;
-          for (let r = 0; r < rows; r++) {
-            const dzo = r * units;
-            const po = r * inputs;
-            for (let i = 0; i < inputs; i++) {
-              if (prev.z[po + i]! <= 0) {
-                prev.dz[po + i] = 0;
-                continue;
-              }
-              const wo = i * units;
+            if (prev === undefined) {
+              for (let j = 0; j < units; j++) gw[wo + j] = gw[wo + j]! + v * dz[dzo + j]!;
+            } else {
               let s = 0;
-              for (let j = 0; j < units; j++) s += w[wo + j]! * dz[dzo + j]!;
-              prev.dz[po + i] = s;
+              for (let j = 0; j < units; j++) {
+                const d = dz[dzo + j]!;
+                gw[wo + j] = gw[wo + j]! + v * d;
+                s += w[wo + j]! * d;
+              }
+              prev.dz[io + i] = s;
             }
           }
         }
