@@ -77,7 +77,7 @@ export async function trainMlp(x: Float32Array, y: Float32Array, width: number, 
 const BETA1 = 0.9;
 const BETA2 = 0.999;
 const EPSILON = 1e-7;
-/** Batches between returns to the event loop: about 10 ms of work at 3×32 units and 64 rows (2-core machine). */
+/** Batches between returns to the event loop: about 15 ms of work at 3×32 units, 64 rows of 47 features (14 µs a row, measured on the 2-core machine). */
 const YIELD_EVERY_BATCHES = 16;
 
 /** One layer's parameters, gradients and Adam moments; kernel row-major `[inputs, units]`. */
