@@ -176,6 +176,23 @@ describe('StreamAbacusController', () => {
     expect(d.predictedMs).toBeCloseTo(40, 9);
   });
 
+  it('takes the whole queue instead of the cut that fits the head when that finishes more of its members on time', () => {
+    // batch 1 takes 10 ms, 2 takes 20 ms, and 3 (made cheap) 16 ms; at 10 only the head alone
+    // fits the head's deadline (25). The cut: a0 at 20, then a1 + a2 alone until 40, past their
+    // deadline 38: one on time. The whole queue: all end at 26, a1 and a2 on time: two.
+    const limits3: BatchingLimits = { maxBatchSize: 3, maxQueueDelayMs: 0, preferredBatchSizes: [] };
+    const cheap = (): StreamAbacusController => createController('abacus', { barrier: false, hold: false }, new FakePredictor({ overrides: { 'a[0,10)x3': 16 } })) as StreamAbacusController;
+    const queue = [query('a0', 'A', 'a', { arrivalMs: 0, qosTargetMs: 25, batching: limits3 }), ...[1, 2].map((i) => query(`a${i}`, 'A', 'a', { arrivalMs: 8, qosTargetMs: 30, batching: limits3 }))];
+    const d = cheap().decide({ nowMs: 10, queues: [queue], runningRemainingMs: 0 });
+    expect(d.group).toEqual([{ queryId: 'a0', service: 'A', start: 0, end: 10, fused: ['a1', 'a2'] }]);
+    expect(d.predictedMs).toBeCloseTo(16, 9);
+    // followers with room to wait (deadline 108): the cut keeps all three on time (a0 at 20, a1 + a2 at 40), the whole queue two
+    const roomy = queue.map((q, i) => (i === 0 ? q : { ...q, qosTargetMs: 100 }));
+    const cut = cheap().decide({ nowMs: 10, queues: [roomy], runningRemainingMs: 0 });
+    expect(cut.group).toEqual([{ queryId: 'a0', service: 'A', start: 0, end: 10 }]);
+    expect(cut.predictedMs).toBeCloseTo(10, 9);
+  });
+
   it('predicts a launch against the running remainder and waits when it would make the running query late', () => {
     // B runs model b (2 ms per operator, 20 ms whole), launched at 0 and predicted 20 ms; at 10 it is half done.
     const running = [{ queryId: 'b0', service: 'B', model: 'b', operators: 10, start: 0, end: 10, batch: 1, seqLen: 0, launchMs: 0, predictedMs: 20, deadlineMs: 100 }];

@@ -2,7 +2,7 @@
  * The measured ÷ estimated correction of abacus without the group barrier
  * (`schedule/abacus/correction.ts`): its window (median, fast quantile, bounds, warm-up), and in
  * the controller one correction per kind of launch (alone, or joining running segments), with a
- * launch that a later one joined left uncounted. On the test predictor, no clock.
+ * launch that a later one joined left uncounted, and held queries judged by the faster kind's fast run. On the test predictor, no clock.
  */
 import { describe, expect, it } from 'vitest';
 import { CORRECTION_MIN, CorrectionWindow } from '../src/schedule/abacus/correction.ts';
@@ -59,6 +59,23 @@ describe('abacus without the barrier: one correction per kind of launch', () => 
     }
     expect(c.correction.alone).toBe(1.2);
     expect(c.correction.joining).toBeCloseTo(0.8, 9);
+  });
+
+  it('judges a held query by the faster of the two kinds\' fast runs: it starts after a segment whose end was decided as a joining launch', () => {
+    const c = createController('abacus', { barrier: false }, new FakePredictor()) as StreamAbacusController;
+    // joining launches measured 0.8 of their estimate: the joining window's fast run is 0.8, the alone one's 1
+    for (let i = 0; i < CORRECTION_MIN; i++) {
+      expect(c.decide({ nowMs: 10, queues: [[query(`j${i}`, 'A', 'a', { arrivalMs: 5, qosTargetMs: 1000 })]], runningRemainingMs: 0, running: [runningB] }).group).toHaveLength(1);
+      observe(c, 'A', 'a', 12);
+    }
+    // a0 runs until 10 as decided; at 5 the held a1 (10 ms alone, headroom 12) ends at 5 + 10 = 15
+    // as predicted, at 0.8 · 5 + 0.8 · 10 = 12 as fast as the fastest tenth of joining launches: kept
+    const running: RunningSegment = { queryId: 'a0', service: 'A', model: 'a', operators: 10, start: 0, end: 10, batch: 1, seqLen: 0, launchMs: 0, predictedMs: 10, deadlineMs: 100 };
+    const held = [query('a1', 'A', 'a', { arrivalMs: 1, qosTargetMs: 16 })];
+    expect(c.decide({ nowMs: 5, queues: [], runningRemainingMs: 0, running: [running], held: [held] }).rejected).toEqual([]);
+    // a fresh controller (fast runs 1) drops it: 15 > 12
+    const fresh = createController('abacus', { barrier: false }, new FakePredictor());
+    expect(fresh.decide({ nowMs: 5, queues: [], runningRemainingMs: 0, running: [running], held: [held] }).rejected.map((r) => r.queryId)).toEqual(['a1']);
   });
 
   it('does not count a launch that a later launch joined: its estimate could not know the co-runner', () => {

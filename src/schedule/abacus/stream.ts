@@ -42,6 +42,14 @@
  *    batch) whose group {X_m, remainders} fits — f_X ≤ the headroom of X_m's most urgent member
  *    and f_r ≤ headroom for every protected r — first m = all followers, then a multi-way search
  *    (`ways` points per call). The first head that fits is launched, unless (b) or (c):
+ *    a. when the search cut the queue to fit the most urgent member, the whole queue instead
+ *       when that finishes more of the queue's queries on time and keeps every protected
+ *       segment on time. Counted from the predictions: the launched members whose deadline
+ *       is at or after the launch's corrected finish, plus the rest of the queue, run as one
+ *       batch alone after it. Where a batch costs little more than one sample, the cut saves
+ *       the head and leaves its followers a whole launch behind: vgg16 + vgg19 at 30 ms on
+ *       `sim:a100` (`abacus reproduce batching --quick`) reached 0.90 of Triton's peak with
+ *       the cut alone, 0.98 with this choice (docs/batching.md "Without the group barrier").
  *    b. with `hold`, a partial batch (fewer samples than `maxBatchSize`, the head at operator 0
  *       with `batching`) waits for more samples while now < its most urgent member's deadline −
  *       `HOLD_FACTOR` (12) × the solo latency of a full batch (`wakeAtMs` then): full batches make the most of
@@ -68,13 +76,17 @@
  * segments, a hold's full batch, held queries), `kJ` every group time. `fast`, the alone
  * window's 0.1 quantile (≤ 1), is what the drop rules judge by: a dropped query is a violation
  * for sure, a launched one may still make it, so only a query that a run as fast as the fastest
- * tenth of recent launches would not finish is dropped. The decision's `predictedMs` is k × f_X
- * with the k of its kind.
+ * tenth of recent launches would not finish is dropped. A held query (step 2) is judged by the
+ * smaller of the two windows' fast quantiles: it starts after its service's running segment,
+ * whose end was mostly decided as a joining launch, and runs beside the others itself (with the
+ * alone window's alone, bert at 5 ms beside vgg19 on `sim:a100` dropped held queries that Triton
+ * served on time: 245 against 334 queries/s at the peak, docs/batching.md). The decision's
+ * `predictedMs` is k × f_X with the k of its kind.
  */
 import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
 import { CorrectionWindow, type LaunchKind } from './correction.ts';
-import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, RunningSegment, ScheduleInput } from '../controller.ts';
-import { checkInput, checkQuery, collectHeads, compareUrgency, fusedSlotOf, fusionPlan, hopelessAtMs, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
+import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, RunningSegment, ScheduleInput, WaitingQuery } from '../controller.ts';
+import { checkInput, checkQuery, collectHeads, compareUrgency, fusedSlotOf, fusionPlan, type FusionPlan, hopelessAtMs, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
 import { type FirstRound, roundPoints, searchLargest } from './search.ts';
 
 export interface StreamAbacusParams {
@@ -175,6 +187,9 @@ export class StreamAbacusController implements QueryController {
     // The measured ÷ estimated corrections (module docs, "Correction"): `kA` multiplies every solo
     // estimate, `kJ` every estimate of a group with running remainders; drops judge a fast solo run.
     const { factor: kA, fast } = this.#corrections.alone;
+    // A held query runs after its service's running segment, whose end was mostly decided as a
+    // joining launch: judged by the faster of the two kinds' fast runs ("Correction").
+    const fastHeld = Math.min(fast, this.#corrections.joining.fast);
     const kJ = this.#corrections.joining.factor;
     // Step 1.
     const runs = (input.running ?? []).map((r) => this.#remainder(r, nowMs, stats));
@@ -197,7 +212,7 @@ export class StreamAbacusController implements QueryController {
         allEndMs = Math.max(allEndMs, r.finish0Ms);
       });
       // Step 2.
-      if (drop) this.#judgeHeld(input, remainders, kA, fast, stats, rejected);
+      if (drop) this.#judgeHeld(input, remainders, kA, fastHeld, stats, rejected);
     };
     // T0 rides with the first head's first call (below); without remainders to group, nothing to predict.
     if (remainders.length < 2) settle(NaN);
@@ -254,6 +269,15 @@ export class StreamAbacusController implements QueryController {
         const b = searchLargest(predictor, stats, ways, 0, { lo: -1, loMs: NaN, leftMs: Infinity, hi: full, hiMs: fullMs }, groupAt, (x) => budgetAt(x), first);
         m = b.lo;
         ms = b.loMs;
+        // Step 3a: the whole queue when it finishes more of its members on time than the cut
+        // that fits the most urgent one (the rest of the queue waits behind the cut).
+        if (m >= 0 && fullMs <= budgetAt(full, false)) {
+          const membersAt = (x: number, groupMs: number): number => this.#onTimeMembers(q, plan, x, groupMs, soloAt, remainders, nowMs, kA, kJ, stats);
+          if (membersAt(full, fullMs) > membersAt(m, ms)) {
+            m = full;
+            ms = fullMs;
+          }
+        }
       }
       if (m < 0) {
         // Step 4.
@@ -323,6 +347,25 @@ export class StreamAbacusController implements QueryController {
   /** The corrections now: the median measured ÷ estimated latency of the recent launches of each kind (1 before `CORRECTION_MIN`). */
   get correction(): { readonly alone: number; readonly joining: number } {
     return { alone: this.#corrections.alone.factor, joining: this.#corrections.joining.factor };
+  }
+
+  /**
+   * Step 3a: how many of the head's queue are predicted on time when the head launches now
+   * fused with its first `x` followers, predicted (uncorrected) as a group of `groupMs`: the
+   * launched members whose deadline is at or after the launch's corrected finish, then the rest
+   * of the fusion plan, run as one batch alone after it, whose deadline is at or after that.
+   */
+  #onTimeMembers(q: WaitingQuery, plan: FusionPlan, x: number, groupMs: number, soloAt: readonly number[], remainders: readonly Remainder[], nowMs: number, kA: number, kJ: number, stats: StatsCounter): number {
+    const finishMs = remainders.length === 0 ? kA * groupMs : kJ * memberFinishesMs([soloAt[x]!, ...remainders.map((r) => r.soloMs)], groupMs)[0]!;
+    const endMs = nowMs + finishMs;
+    const members = [q, ...plan.followers];
+    let n = 0;
+    for (let j = 0; j <= x; j++) if (members[j]!.arrivalMs + members[j]!.qosTargetMs >= endMs) n++;
+    const restSamples = plan.samples[plan.followers.length]! - plan.samples[x]!;
+    if (restSamples === 0) return n;
+    const restEndMs = endMs + kA * this.#soloAll([fusedSlotOf(q, restSamples, q.operators)], stats)[0]!;
+    for (let j = x + 1; j < members.length; j++) if (members[j]!.arrivalMs + members[j]!.qosTargetMs >= restEndMs) n++;
+    return n;
   }
 
   /** Step 2: reject the held heads that cannot finish even when their service's running segment ends. */
