@@ -41,10 +41,10 @@
  *    step 1), most urgent first. For each: the largest fusion prefix m (0 = the head at its own
  *    batch) whose group {X_m, remainders} fits — f_X ≤ the headroom of X_m's most urgent member
  *    and f_r ≤ headroom for every protected r — first m = all followers, then a multi-way search
- *    (`ways` points per call). The first head that fits is launched, unless (b) or (c):
+ *    (`ways` points per call), then (a). The first head that fits is launched, unless (b) or (c):
  *    a. when the search cut the queue to fit the most urgent member, the whole queue instead
  *       when that finishes more of the queue's queries on time and keeps every protected
- *       segment on time. Counted from the predictions: the launched members whose deadline
+ *       segment on time. Queries counted from the predictions: the launched members whose deadline
  *       is at or after the launch's corrected finish, plus the rest of the queue, run as one
  *       batch alone after it. Where a batch costs little more than one sample, the cut saves
  *       the head and leaves its followers a whole launch behind: vgg16 + vgg19 at 30 ms on
@@ -78,9 +78,9 @@
  * for sure, a launched one may still make it, so only a query that a run as fast as the fastest
  * tenth of recent launches would not finish is dropped. A held query (step 2) is judged by the
  * smaller of the two windows' fast quantiles: it starts after its service's running segment,
- * whose end was mostly decided as a joining launch, and runs beside the others itself (with the
- * alone window's alone, bert at 5 ms beside vgg19 on `sim:a100` dropped held queries that Triton
- * served on time: 245 against 334 queries/s at the peak, docs/batching.md). The decision's
+ * whose end was mostly decided as a joining launch, and runs beside the others itself (judged by
+ * the alone window's quantile only, bert at 5 ms beside vgg19 on `sim:a100` dropped held queries
+ * that Triton served on time: 245 against 334 queries/s at the peak, docs/batching.md). The decision's
  * `predictedMs` is k × f_X with the k of its kind.
  */
 import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
