@@ -2,7 +2,8 @@
  * The measured ÷ estimated correction of abacus without the group barrier
  * (`schedule/abacus/correction.ts`): its window (median, fast quantile, bounds, warm-up), and in
  * the controller one correction per kind of launch (alone, or joining running segments), with a
- * launch that a later one joined left uncounted, and held queries judged by the faster kind's fast run. On the test predictor, no clock.
+ * launch that a later one joined left uncounted, and held queries judged by the faster kind's
+ * fast run. On the test predictor, no clock.
  */
 import { describe, expect, it } from 'vitest';
 import { CORRECTION_MIN, CorrectionWindow } from '../src/schedule/abacus/correction.ts';
