@@ -5,7 +5,8 @@
  * once, maybe while the machine was busy, is corrected in service rather than trusted. On a
  * simulated device every parameter keeps the paper's default (offline predictor, no fallback),
  * so `simulate` and `reproduce` stay the paper's experiments. Abacus without the group barrier
- * (`barrier: false`) gets neither: it has no online refinement yet.
+ * (`barrier: false`) gets the fallback only: it corrects its launch estimates by their own
+ * measured ratios instead of refining the predictor (`schedule/abacus/stream.ts`, "Correction").
  */
 
 /** The parameters abacus gets on a real device when the config leaves them out. */
@@ -17,7 +18,7 @@ export const REAL_DEVICE_ABACUS_DEFAULTS: Readonly<Record<string, boolean>> = Ob
  */
 export function withDeviceDefaults(policy: string, params: Readonly<Record<string, unknown>>, isSim: boolean): Record<string, unknown> {
   if (isSim || policy !== 'abacus') return { ...params };
-  // Without the group barrier abacus neither refines nor falls back (`schedule/abacus/stream.ts`).
-  if (params['barrier'] === false || params['barrier'] === 'false') return { ...params };
+  // Without the group barrier abacus does not refine (`schedule/abacus/stream.ts`), but falls back.
+  if (params['barrier'] === false || params['barrier'] === 'false') return { fallback: REAL_DEVICE_ABACUS_DEFAULTS['fallback'], ...params };
   return { ...REAL_DEVICE_ABACUS_DEFAULTS, ...params };
 }

@@ -77,6 +77,30 @@
  * not finish it (`AbacusParams.dropQuantile`, `RefiningPredictor.optimisticFactor`). Which
  * groups are formed does not change.
  *
+ * ## Without the barrier
+ * Abacus with `barrier: false` (`abacus/stream.ts`) launches while others run, one stream per
+ * service; the fallback wraps it the same way, with three differences:
+ * - **Nothing beside a fallback launch.** While any segment is in flight (`ScheduleInput.running`)
+ *   the fallback launches nothing; the runtime decides again when it ends. Heads are judged
+ *   against the latest decided end of the running segments (launch + decided latency), and the
+ *   queries waiting behind a running segment of their own service (`held`) are judged too, never
+ *   launched. The launch gets `threadsAlone` itself (no `ThreadAssigningController` assigns a
+ *   count in that mode; a `fixed:N` rule gives N).
+ * - **What counts.** A launch later joined by another ran beside a co-runner its decided latency
+ *   could not know (the joiner's decision predicted that slowdown): it is not counted as an
+ *   overrun or not (`joinedLater`). Only the fallback's own launches, which ran alone, are
+ *   measured solo runs: a stream's launch of one segment may have run beside others.
+ * - **The exit test** asks the streams' corrected solo estimate (`launchAlone`: the predictor's
+ *   solo latency × the alone factor of the streams' correction, which learns from the
+ *   fallback's launches), not the bare predictor, which no refiner corrects in that mode. So
+ *   after a lasting change the alone factor follows within a window and overlap resumes; the
+ *   joining factor relearns only while the streams overlap, so the first episodes of overlap
+ *   may overrun again, which the doubling dwell bounds. Measured on `sim:a100:drift-2x@20000ms`
+ *   (resnet50 + bert, QoS 50 ms, 100 queries/s, 4,000 queries, a predictor calibrated per shape
+ *   before the step; `test/schedule/fallback-stream.test.ts`): overlap 2,011 launches, the step,
+ *   fallback 69, overlap 55, fallback 127, overlap to the end (1,674); 2.65 % violations against
+ *   2.60 % without the fallback, and no switch without the step.
+ *
  * Cost: in overlap mode a scan of the decision's rejections and one window update per group. In the
  * fallback one predictor call per decision (the predictor's prediction of the launched query,
  * for the exit test), a scan of the queue heads, and a map lookup per head.
@@ -130,6 +154,17 @@ export interface FallbackOptions {
   readonly threadsAlone?: number | ((slot: GroupSlot) => number);
   /** The policy's `drop` [true]: false, the fallback rejects nothing either. */
   readonly drop?: boolean;
+  /**
+   * Without the barrier: the inner controller's corrected estimate of a launch alone, which it
+   * learns from when the launch is observed (`StreamAbacusController.launchAlone`); asked for the
+   * exit test instead of `predictor`, which no refiner corrects in that mode.
+   */
+  readonly launchAlone?: (slot: GroupSlot, service: string) => number;
+  /**
+   * Without the barrier: whether an observed launch was joined by a later one while it ran
+   * (`StreamAbacusController.joinedLater`); such a launch is not counted as an overrun or not.
+   */
+  readonly joinedLater?: (observation: GroupObservation) => boolean;
   /** Called on every switch (abacus serve logs it). */
   onSwitch?(active: boolean, status: FallbackStatus): void;
 }
@@ -172,7 +207,9 @@ function remember<K, V>(map: Map<K, V>, key: K, value: V): void {
  */
 export class FallbackController implements QueryController {
   readonly policy: PolicyName;
-  readonly launchWhileBusy = false;
+  /** The inner controller's: true for abacus without the group barrier (module docs, "Without the barrier"). */
+  readonly launchWhileBusy: boolean;
+  readonly oneGroupPerService?: boolean;
   readonly #inner: QueryController;
   readonly #predictor: Predictor;
   readonly #options: FallbackOptions;
@@ -205,8 +242,10 @@ export class FallbackController implements QueryController {
    *   refinement: the refiner), asked for the exit test.
    */
   constructor(inner: QueryController, predictor: Predictor, options: FallbackOptions = {}) {
-    if (inner.launchWhileBusy) throw new RangeError(`fallback: policy ${inner.policy} launches while busy; the fallback needs one group at a time`);
+    if (inner.launchWhileBusy && inner.oneGroupPerService !== true) throw new RangeError(`fallback: policy ${inner.policy} launches while busy with no stream per service; the fallback needs to know what runs`);
     this.policy = inner.policy;
+    this.launchWhileBusy = inner.launchWhileBusy;
+    if (inner.oneGroupPerService !== undefined) this.oneGroupPerService = inner.oneGroupPerService;
     this.#inner = inner;
     this.#predictor = predictor;
     this.#options = options;
@@ -232,11 +271,17 @@ export class FallbackController implements QueryController {
     checkInput(input);
     const stats = newStats();
     const rejected: Rejection[] = [];
-    const { nowMs, runningRemainingMs } = input;
+    const { nowMs } = input;
+    const streams = this.launchWhileBusy;
+    // Without the barrier the segments in flight are shown, not their remainder: the latest decided end.
+    const runningRemainingMs = streams ? decidedRemainderMs(input) : input.runningRemainingMs;
     const drop = this.#options.drop !== false;
     let best: { q: WaitingQuery; deadlineMs: number; measured: Measured | undefined } | undefined;
     let wakeAtMs = Infinity;
-    for (const queue of input.queues) {
+    // Without the barrier, the queues of services with a segment in flight are `held`: judged, never launched.
+    const held = streams ? (input.held ?? []) : [];
+    for (const [i, queue] of [...input.queues, ...held].entries()) {
+      const launchable = i < input.queues.length;
       for (const q of queue) {
         checkQuery(q);
         const deadlineMs = q.arrivalMs + q.qosTargetMs;
@@ -252,7 +297,9 @@ export class FallbackController implements QueryController {
           rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + measured.fastMs });
           continue;
         }
-        if (best === undefined || before(q, deadlineMs, best.q, best.deadlineMs)) {
+        if (!launchable) {
+          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, measured));
+        } else if (best === undefined || before(q, deadlineMs, best.q, best.deadlineMs)) {
           if (best !== undefined) wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.measured));
           best = { q, deadlineMs, measured };
         } else {
@@ -261,10 +308,23 @@ export class FallbackController implements QueryController {
         break; // the queue's head decides; the rest of the queue waits behind it
       }
     }
-    if (best === undefined) return { group: [], rejected, stats, fallback: true };
+    // Without the barrier: one query at a time means nothing beside it; the next is decided when the running ones end.
+    if (best !== undefined && streams && (input.running?.length ?? 0) > 0) {
+      wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.measured));
+      best = undefined;
+    }
+    if (best === undefined) {
+      const wake = drop && Number.isFinite(wakeAtMs) ? nextInstantAfter(Math.max(wakeAtMs, nowMs)) : undefined;
+      return { group: [], rejected, stats, fallback: true, ...(streams && wake !== undefined ? { wakeAtMs: wake } : {}) };
+    }
     const q = best.q;
-    const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators };
-    const predictorMs = this.#predictor.predict([[{ model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen }]], this.#one)[0]!;
+    // Without the barrier no `ThreadAssigningController` gives a lone segment its count: the fallback does.
+    const alone = this.#options.threadsAlone;
+    const threads = streams && typeof alone === 'number' ? alone : undefined;
+    const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators, ...(threads === undefined ? {} : { intraOpThreads: threads }) };
+    const slot: GroupSlot = { model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen };
+    const launchAlone = streams ? this.#options.launchAlone : undefined;
+    const predictorMs = launchAlone !== undefined ? launchAlone(slot, q.service) : this.#predictor.predict([[threads === undefined ? slot : { ...slot, intraOpThreads: threads }]], this.#one)[0]!;
     stats.predictorCalls++;
     stats.groupsScored++;
     remember(this.#predicted, q.id, predictorMs);
@@ -300,13 +360,16 @@ export class FallbackController implements QueryController {
   }
 
   observe(observation: GroupObservation): void {
+    const joined = this.#options.joinedLater?.(observation) === true;
     this.#inner.observe(observation);
     const segs = observation.segments;
     if (segs.length === 0) return;
     const measuredMs = observation.groupLatencyMs;
     if (segs.length === 1) {
       const s = segs[0]!;
-      if (s.start === 0 && s.end === s.operators && measuredMs > 0 && Number.isFinite(measuredMs)) {
+      // Without the barrier a launch of one segment may have run beside others: only the fallback's own launches ran alone.
+      const alone = !this.launchWhileBusy || (this.#active && this.#predicted.has(s.queryId));
+      if (alone && s.start === 0 && s.end === s.operators && measuredMs > 0 && Number.isFinite(measuredMs)) {
         const key = shapeKey(s.model, s.batch, s.seqLen, s.intraOpThreads);
         let m = this.#measured.get(key);
         if (m === undefined) remember(this.#measured, key, (m = { ms: new Float64Array(MEASURED_KEPT), n: 0, drops: 0 }));
@@ -325,7 +388,7 @@ export class FallbackController implements QueryController {
     this.#observed++;
     this.#sinceSwitch++;
     const decidedMs = observation.predictedMs;
-    if (decidedMs !== undefined && decidedMs > 0) this.#overruns.push(measuredMs > (1 + OVERRUN_TOLERANCE) * decidedMs);
+    if (decidedMs !== undefined && decidedMs > 0 && !joined) this.#overruns.push(measuredMs > (1 + OVERRUN_TOLERANCE) * decidedMs);
     if (this.#active) {
       this.#inFallback++;
       const predictorMs = segs.length === 1 ? this.#predicted.get(segs[0]!.queryId) : undefined;
@@ -383,6 +446,13 @@ interface Measured {
 
 function shapeKey(model: string, batch: number, seqLen: number, threads: number | undefined): string {
   return `${model}\u0000${batch}\u0000${seqLen}\u0000${threads ?? 0}`;
+}
+
+/** Without the barrier: until the last segment in flight ends as decided (launch + decided latency), ms ≥ 0; 0 when none runs or none was decided with a latency. */
+function decidedRemainderMs(input: ScheduleInput): number {
+  let ms = 0;
+  for (const r of input.running ?? []) if (r.predictedMs !== undefined) ms = Math.max(ms, r.launchMs + r.predictedMs - input.nowMs);
+  return ms;
 }
 
 /** The instant a head stops being able to make `deadlineMs` even with a fast run; unmeasured: its deadline (headroom 0). */

@@ -95,9 +95,10 @@ export class ThreadAssigningController implements QueryController {
   /**
    * @param inner a controller that scores through a `ThreadedPredictor` with the same `rule`.
    * @param chooser required with an `adapt` rule: the one the inner controller's predictor uses.
-   * @throws RangeError for a `launchWhileBusy` controller (its groups overlap one another
-   *   uncoordinated, so no rule can split the cores among them), the `device` rule, or an
-   *   `adapt` rule without a chooser.
+   * @throws RangeError for a `launchWhileBusy` controller with a `split` or `adapt` rule (its
+   *   groups overlap one another, so no rule can split the cores among them; a `fixed` count
+   *   does not depend on what runs beside, so it is given to every launch), the `device` rule,
+   *   or an `adapt` rule without a chooser.
    */
   constructor(
     readonly inner: QueryController,
@@ -106,7 +107,7 @@ export class ThreadAssigningController implements QueryController {
   ) {
     if (rule.kind === 'adapt' && chooser === undefined) throw new RangeError(`ThreadAssigningController: the '${formatThreadRule(rule)}' rule needs the LoneThreadChooser its controller's ThreadedPredictor consults`);
     this.chooser = rule.kind === 'adapt' ? chooser : undefined;
-    if (inner.launchWhileBusy) throw new RangeError(`policy ${inner.policy} launches while busy: a thread rule (${formatThreadRule(rule)}) needs one group at a time`);
+    if (inner.launchWhileBusy && rule.kind !== 'fixed') throw new RangeError(`policy ${inner.policy} launches while busy: a thread rule that splits cores (${formatThreadRule(rule)}) needs one group at a time; use 'fixed:N'`);
     if (rule.kind === 'device') throw new RangeError("ThreadAssigningController: the 'device' rule assigns nothing; use the controller itself");
     this.policy = inner.policy;
     this.launchWhileBusy = inner.launchWhileBusy;

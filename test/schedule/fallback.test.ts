@@ -203,7 +203,7 @@ describe('FallbackController: one query at a time, dropping on measured latencie
   });
 
   it('needs one group at a time', () => {
-    expect(() => new FallbackController(createController('triton', {}), new FakePredictor())).toThrow(/launches while busy/);
+    expect(() => new FallbackController(createController('overlap-all', {}), new FakePredictor())).toThrow(/launches while busy/);
   });
 });
 

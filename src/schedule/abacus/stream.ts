@@ -344,6 +344,31 @@ export class StreamAbacusController implements QueryController {
     }
   }
 
+  /**
+   * A launch of `slot` (a whole query) for `service` decided outside this controller with nothing
+   * running beside it: the calibration fallback's (`schedule/fallback.ts`, "Without the
+   * barrier"). It is remembered as an `alone` launch, so its measured latency corrects the alone
+   * factor as the controller's own launches do, and the fallback's exit test compares with what
+   * this controller would now predict.
+   * @returns its solo estimate × the alone factor now, ms.
+   */
+  launchAlone(slot: GroupSlot, service: string): number {
+    const estimateMs = this.#soloAll([slot], newStats())[0]!;
+    if (this.#launched.size >= MAX_LAUNCHED) this.#launched.clear();
+    this.#launched.set(service, { estimateMs, kind: 'alone', joined: false });
+    return this.#corrections.alone.factor * estimateMs;
+  }
+
+  /**
+   * Whether the launch `observation` reports was joined by a later launch while it ran: its
+   * decided latency could not know that co-runner (the joiner's decision predicted the slowdown),
+   * so it is no evidence against the predictions. Ask before `observe`; false for a launch this
+   * controller does not remember.
+   */
+  joinedLater(observation: GroupObservation): boolean {
+    return observation.segments.some((s) => this.#launched.get(s.service)?.joined === true);
+  }
+
   /** The corrections now: the median measured ÷ estimated latency of the recent launches of each kind (1 before `CORRECTION_MIN`). */
   get correction(): { readonly alone: number; readonly joining: number } {
     return { alone: this.#corrections.alone.factor, joining: this.#corrections.joining.factor };
