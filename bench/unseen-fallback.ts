@@ -1,6 +1,6 @@
 /**
  * How good is the cost fallback for a model loaded at runtime that the predictor was not trained
- * on (`predict/unseen.ts`, docs/serving.md "Model state and model control")? On sim:a100:
+ * on (`predict/unseen.ts`, docs/health.md "Model state and model control")? On sim:a100:
  *
  * 1. a `full`-feature MLP is trained on simulated groups (1–2 slots) of the KNOWN models
  *    (default resnet50-small, as `abacus serve` profiles a one-service config);

@@ -1,5 +1,5 @@
 /**
- * `maxQueueLength` counts the queries that wait, not the one whose segment runs (docs/serving.md
+ * `maxQueueLength` counts the queries that wait, not the one whose segment runs (docs/overload.md
  * "Overload and admission"): on a VirtualClock with a device that takes a fixed time per group, a service with
  * maxQueueLength 2 holds one running query plus two waiting ones; the fourth arrival is
  * `overloaded`, and once the running one finished a new arrival fits again.

@@ -1,6 +1,6 @@
 /**
  * Co-location with a model the predictor was not trained on (`predict/unseen.ts`,
- * docs/serving.md "Model state and model control"), in virtual time on sim:a100: resnet50-small (trained) and bert-small admitted with the
+ * docs/health.md "Model state and model control"), in virtual time on sim:a100: resnet50-small (trained) and bert-small admitted with the
  * cost fallback fitted to its solo runs on a private simulated device (what `abacus serve` does on
  * `sim:`), under abacus with drop (slackMs 0.05: these models run in about a millisecond, the
  * default 5 ms slack would never overlap them). Deterministic (virtual clock, seeded device and
@@ -8,7 +8,7 @@
  *
  * Checked: groups with bert and another service are predicted as if bert's segment ran after the
  * others, so their prediction is at or above the measured latency (the property that keeps a
- * co-located query's plan safe, docs/serving.md); and resnet's violation ratio is no worse than
+ * co-located query's plan safe, docs/health.md); and resnet's violation ratio is no worse than
  * with an "oracle" predictor trained on both models (plus 1 percentage point).
  */
 import { beforeAll, describe, expect, it } from 'vitest';

@@ -18,7 +18,7 @@
  * `… ready: …`, `… stopped`), so scripts and tests can read the bound address; logs (pino JSON)
  * go to stderr, level from `$ABACUS_LOG_LEVEL` (default info).
  *
- * TLS and tokens (docs/serving.md "TLS and authentication"): `--tls-cert` and `--tls-key` serve
+ * TLS and tokens (docs/tls.md): `--tls-cert` and `--tls-key` serve
  * HTTPS and gRPC over TLS, `--tls-ca` also requires client certificates signed by that CA;
  * `--auth-token-file` requires `Authorization: Bearer <token>` on everything but the health
  * probes. The files are read and checked before anything else starts (`serve/security.ts`).
@@ -78,7 +78,7 @@ export interface ServeCliOptions {
   exitWithParent?: boolean;
   /** `--model-control none|explicit` (Triton's term): `explicit` lets clients load and unload models. */
   modelControl: ModelControlMode;
-  /** `--strict-readiness true|false` (Triton's flag): the server readiness rule of docs/serving.md "Health and readiness". */
+  /** `--strict-readiness true|false` (Triton's flag): the server readiness rule of docs/health.md "Health and readiness". */
   strictReadiness: boolean;
   /** `--tls-cert FILE`: PEM certificate (chain) of HTTPS and gRPC TLS; needs `tlsKey`. */
   tlsCert?: string;
@@ -263,7 +263,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option('--seed <n>', 'seed of the simulated device', positiveInt('--seed'), 1)
     .option(
       '--model-control <mode>',
-      "Triton's model control: none (load/unload requests answer 403) or explicit (POST /v2/repository/models/{name}/load|unload and gRPC RepositoryModelLoad/Unload load and unload models at runtime; anyone who reaches the port can then do so; a model the predictor was not trained on is predicted by a fallback, see docs/serving.md)",
+      "Triton's model control: none (load/unload requests answer 403) or explicit (POST /v2/repository/models/{name}/load|unload and gRPC RepositoryModelLoad/Unload load and unload models at runtime; anyone who reaches the port can then do so; a model the predictor was not trained on is predicted by a fallback, see docs/health.md)",
       (value: string): ModelControlMode => {
         if (!(MODEL_CONTROL_MODES as readonly string[]).includes(value)) throw new InvalidArgumentError(`--model-control expects ${MODEL_CONTROL_MODES.join(' or ')}, got '${value}'`);
         return value as ModelControlMode;
@@ -272,14 +272,14 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     )
     .option(
       '--strict-readiness <bool>',
-      "Triton's readiness rule: true: /v2/health/ready is 503 while any loaded model is down (its executor restarting); false: ready while at least one model is READY (docs/serving.md)",
+      "Triton's readiness rule: true: /v2/health/ready is 503 while any loaded model is down (its executor restarting); false: ready while at least one model is READY (docs/health.md)",
       (value: string): boolean => {
         if (value !== 'true' && value !== 'false') throw new InvalidArgumentError(`--strict-readiness expects true or false, got '${value}'`);
         return value === 'true';
       },
       true,
     )
-    .option('--tls-cert <file>', 'serve HTTPS and gRPC over TLS with this PEM certificate (chain); needs --tls-key (docs/serving.md "TLS and authentication")')
+    .option('--tls-cert <file>', 'serve HTTPS and gRPC over TLS with this PEM certificate (chain); needs --tls-key (docs/tls.md)')
     .option('--tls-key <file>', 'PEM private key of --tls-cert')
     .option('--tls-ca <file>', 'PEM CA certificate(s): clients must present a certificate signed by one of them (mutual TLS); needs --tls-cert and --tls-key')
     .option('--auth-token-file <file>', 'require "Authorization: Bearer <token>" (gRPC: authorization metadata) on every request but the health probes; the token is the file\'s content, trimmed')

@@ -1,7 +1,7 @@
 /**
  * Solo latencies of a model measured on a PRIVATE simulated device: a fresh `SimDevice` of the
  * same id and seed on its own virtual clock, holding only this model. What the cost fallback of
- * a model loaded at runtime is fitted to on `sim:` devices (`predict/unseen.ts`, docs/serving.md
+ * a model loaded at runtime is fitted to on `sim:` devices (`predict/unseen.ts`, docs/health.md
  * "Model state and model control"). It runs in simulated time (host CPU only, a few ms per group), so the serving device never
  * sees these groups and no served query waits for them. On a real device there is no such copy:
  * measuring there would overlap with the served groups, so the caller does not measure.

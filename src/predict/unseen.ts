@@ -1,5 +1,5 @@
 /**
- * Admitting a model the predictor was not trained on while serving (docs/serving.md "Model state and model control": a
+ * Admitting a model the predictor was not trained on while serving (docs/health.md "Model state and model control": a
  * model loaded at runtime with `abacus serve --model-control explicit`). `OpenPredictor` wraps the
  * serving predictor; `admit(spec)` makes it score one more model, in one of two ways:
  *

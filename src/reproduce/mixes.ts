@@ -1,6 +1,6 @@
 /**
- * Harder service mixes than a pair at batch 16 (`abacus reproduce mixes`, docs/batching.md
- * "Harder mixes"): single-sample Poisson requests with dynamic batching on, on `sim:a100` and
+ * Harder service mixes than a pair at batch 16 (`abacus reproduce mixes`, docs/mixes.md):
+ * single-sample Poisson requests with dynamic batching on, on `sim:a100` and
  * `sim:h200:graph`, everything simulated (virtual time). Per mix and device, the peak goodput at
  * ≤ 1 % violations (`findPeakRate`) of barrier abacus, abacus without the group barrier, and the
  * batching baselines (Triton's dynamic batcher, Clockwork, FCFS and EDF with batching), beside the

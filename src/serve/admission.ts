@@ -1,6 +1,6 @@
 /**
  * Admission before the work is done: shed a request that cannot finish within its QoS target
- * as soon as its model is known, before its body is read or decoded (docs/serving.md
+ * as soon as its model is known, before its body is read or decoded (docs/overload.md
  * "Overload and admission").
  *
  * Why: under overload every request the server decodes and queues costs event-loop and CPU time
@@ -38,12 +38,12 @@
  * The budget sheds at a queue where closed-loop clients would spin on 503s (with 4 requests in
  * flight, at 3 ahead); it became worth having once the HTTP front end paced such clients
  * (`http/shed-pacing.ts`). Measured on this CPU (`examples/serve-demo.yaml`, four rounds
- * alternated with the gate without it, both paced, load 1.5–3.2; docs/serving.md "A learned
+ * alternated with the gate without it, both paced, load 1.5–3.2; docs/overload.md "A learned
  * budget, over HTTP"): goodput at 10× the capacity 58.2 against 47.6 queries/s within QoS on
  * average over HTTP JSON, 49.2 against 48.7 over HTTP binary, and the p99 of the answers
  * 1.13–1.83× the targets against 1.57–2.25×.
  *
- * Measured on this CPU (`examples/serve-demo.yaml`, HTTP binary, 2× the capacity; docs/serving.md
+ * Measured on this CPU (`examples/serve-demo.yaml`, HTTP binary, 2× the capacity; docs/overload.md
  * "Overload and admission"): against `(ahead + ½) × drainMs` (its own run counted as one drain),
  * this formula cut the admitted requests answered late or dropped from 35 % to 14 % and raised
  * goodput from 0.64 to 0.74 of capacity: a batched or overlapped query runs several drains long.

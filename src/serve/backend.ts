@@ -89,7 +89,7 @@ export interface RuntimeBackendOptions {
    * (`redactPaths`); the log keeps the full error.
    */
   readonly privatePaths?: readonly PrivatePath[];
-  /** Server readiness rule (`ModelStatesOptions.strictReadiness`, docs/serving.md "Health and readiness") [true]. */
+  /** Server readiness rule (`ModelStatesOptions.strictReadiness`, docs/health.md "Health and readiness") [true]. */
   readonly strictReadiness?: boolean;
   /**
    * Model control on (Triton's explicit mode, `abacus serve --model-control explicit`): the
@@ -517,7 +517,7 @@ export class RuntimeBackend implements InferenceBackend {
     try {
       const crashes = this.states.crashes(model.name);
       let outcome = await submit(plan.qosMs, arrivalMs);
-      // caught by an executor crash: once more when it is back, with what is left of its QoS target (docs/serving.md "Executor restarts")
+      // caught by an executor crash: once more when it is back, with what is left of its QoS target (docs/health.md "Executor restarts")
       const leftMs = (): number => (plan.qosMs ?? model.qosTargetMs) - ((this.engine?.clock.now() ?? Infinity) - arrivalMs);
       const crashed = !outcome.ok && outcome.reason === 'device_failure' && this.states.crashes(model.name) !== crashes;
       if (crashed && (await this.states.whenUp(model.name, leftMs())) && leftMs() > 0 && !isAborted(request.signal) && !this.closing) {

@@ -22,7 +22,7 @@ export interface BackendEngine {
   close?(): Promise<void>;
   /**
    * Load one served model on the device under its served name, alone, so that a model that
-   * cannot load takes no other down (per-model state, "Containment" in docs/serving.md).
+   * cannot load takes no other down (per-model state, "Containment" in docs/health.md).
    * Absent: the device came with every model loaded (`device.load` was called by the opener).
    * @returns a note on how the model is served that the repository index shows as the `reason`
    *   of the READY model (e.g. that its latency is predicted by a fallback until it is profiled);

@@ -74,7 +74,7 @@ export interface RepositoryIndexEntry {
   /**
    * Why it is not READY. When READY: empty, or a note on how it is served — a model loaded at
    * runtime that the predictor was not trained on says which fallback predicts its latency
-   * (docs/serving.md "Which QoS guarantee holds for a model loaded at runtime").
+   * (docs/health.md "Which QoS guarantee holds for a model loaded at runtime").
    */
   readonly reason: string;
 }

@@ -22,7 +22,7 @@
  * | `abacus_fallback_entries_total` | counter | policy | with the fallback on: times it switched into the fallback since the start |
  * | `abacus_predictor_guard_factor` | gauge | guard | with online refinement on: the factor (≥ 1) the guard multiplies the prediction of an overlapped group by, 1 while calibrated; no series otherwise |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
- * | `abacus_ready` | gauge | | 1 while `/v2/health/ready` is 200 (the readiness rule of docs/serving.md "Health and readiness") |
+ * | `abacus_ready` | gauge | | 1 while `/v2/health/ready` is 200 (the readiness rule of docs/health.md "Health and readiness") |
  * | `abacus_executor_restarts_total` | counter | model | automatic restarts of the model's executor after it died (crash, OOM kill, segment timeout); a failed restart tried again after its backoff is not counted again |
  * | `abacus_model_state` | gauge | model, state | 1 for the model's current state (`LOADING`, `READY`, `UNLOADING`, `UNAVAILABLE`), 0 for the others, read at scrape time |
  * | `abacus_executor_rss_bytes` | gauge | model | resident memory of the process executing the model (ort: its executor child, as it reported after its last segment), read at scrape time through the runtime's device (`Device.residentBytes`); no series for a device without such processes (sim) or while the executor restarts |
@@ -200,14 +200,14 @@ export class ServeMetrics {
     const readyOf = (): boolean => this.readyOf();
     new Gauge({
       name: 'abacus_ready',
-      help: '1 while the server is ready (/v2/health/ready is 200; the rule of docs/serving.md "Health and readiness")',
+      help: '1 while the server is ready (/v2/health/ready is 200; the rule of docs/health.md "Health and readiness")',
       registers,
       collect() {
         this.set(readyOf() ? 1 : 0);
       },
     });
     this.restarts = new Counter({ name: 'abacus_executor_restarts_total', help: "Automatic restarts of the model's executor after it died", labelNames: ['model'], registers });
-    this.paced = new Counter({ name: 'abacus_shed_paced_total', help: 'Shed HTTP requests whose 503 was held because the client resent right after a shed on the same connection (docs/serving.md "Clients that resend at once")', labelNames: ['model'], registers });
+    this.paced = new Counter({ name: 'abacus_shed_paced_total', help: 'Shed HTTP requests whose 503 was held because the client resent right after a shed on the same connection (docs/overload.md "Clients that resend at once")', labelNames: ['model'], registers });
     const statesOf = (): ReadonlyMap<string, string> => this.modelStatesOf();
     new Gauge({
       name: 'abacus_model_state',
@@ -234,7 +234,7 @@ export class ServeMetrics {
     const budgetOf = (m: string): number | undefined => this.budgetOf(m);
     new Gauge({
       name: 'abacus_admission_budget',
-      help: 'Share of its QoS target an HTTP request of the model may be expected to take and still be admitted before its body is read, learned from the outcomes of the admitted ones (docs/serving.md "A learned budget, over HTTP"); no series without admission',
+      help: 'Share of its QoS target an HTTP request of the model may be expected to take and still be admitted before its body is read, learned from the outcomes of the admitted ones (docs/overload.md "A learned budget, over HTTP"); no series without admission',
       labelNames: ['model'],
       registers,
       collect() {

@@ -1,6 +1,6 @@
 /**
  * Model control: loading, warming up and unloading one served model while the others serve
- * (docs/serving.md "Model state and model control"). `RuntimeBackend` owns the models, their
+ * (docs/health.md "Model state and model control"). `RuntimeBackend` owns the models, their
  * states and the runtime; this class runs the steps on them, one load or unload per model at
  * a time (a second waits for the first).
  *

@@ -1,7 +1,7 @@
 /**
  * The state of every served model (Triton's repository index names: LOADING, READY, UNLOADING,
  * UNAVAILABLE, each with a reason) and what follows from it: model readiness, server readiness
- * (`isReady`, the rule in docs/serving.md "Health and readiness"), the executor health the device
+ * (`isReady`, the rule in docs/health.md "Health and readiness"), the executor health the device
  * reports (`Device.watchHealth`) and reasons that never name a server folder.
  *
  * Executor health: a READY model whose executor goes down (crash, OOM kill, failed restart) is

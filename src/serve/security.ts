@@ -1,6 +1,6 @@
 /**
  * TLS material and the bearer token of `abacus serve` (`--tls-cert`, `--tls-key`, `--tls-ca`,
- * `--auth-token-file`; docs/serving.md "TLS and authentication"): read and checked once at
+ * `--auth-token-file`; docs/tls.md): read and checked once at
  * start, before any model is built, so a wrong file fails the command at once with a message
  * naming the flag and the file. The HTTP front end (`http/app.ts`) serves HTTPS with it, the
  * gRPC front end (`grpc/auth.ts`) SSL credentials and a server interceptor.

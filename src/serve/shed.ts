@@ -1,5 +1,5 @@
 /**
- * What happens to a request shed on arrival by the admission gate (`admission.ts`; docs/serving.md
+ * What happens to a request shed on arrival by the admission gate (`admission.ts`; docs/overload.md
  * "Overload and admission"): it is counted (`abacus_requests_total{outcome="overloaded"}`, the
  * statistics extension's failures), shown to the dashboard's observers as a rejected query,
  * logged as a summary at most once per `SHED_LOG_INTERVAL_MS` per model (one line per request

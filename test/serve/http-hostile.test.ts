@@ -1,5 +1,5 @@
 /**
- * Hostile HTTP clients against a listening app (docs/serving.md "Limits and timeouts"): bodies
+ * Hostile HTTP clients against a listening app (docs/overload.md "Limits and timeouts"): bodies
  * that pass a limit get exactly one clear answer naming it, and the server keeps answering
  * others; a 413 reaches a client that sends its whole body before reading; `Expect:
  * 100-continue` is refused before the body is sent; connections that never finish their headers

@@ -1,6 +1,6 @@
 /**
  * The one test fake for model control: load and unload answered as a server started without
- * `--model-control explicit` answers them (docs/serving.md "Model state and model control"):
+ * `--model-control explicit` answers them (docs/health.md "Model state and model control"):
  * `forbidden`, naming the model. Fake backends extend it instead of repeating the stubs.
  */
 import { ServeError, type InferenceBackend } from '../../src/serve/inference.ts';

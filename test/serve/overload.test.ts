@@ -1,5 +1,5 @@
 /**
- * Overload (docs/serving.md "Overload and admission"): `abacus serve` as a child process on `sim:a100`
+ * Overload (docs/overload.md "Overload and admission"): `abacus serve` as a child process on `sim:a100`
  * (wall clock), one service `resnet` (resnet50-small, batch 1, fcfs: one operator group at a
  * time, queue bounded at 32), driven open-loop over HTTP at 10× its served capacity for 8 s.
  *

@@ -1,5 +1,5 @@
 /**
- * TLS and bearer tokens for the gRPC front end (docs/serving.md "TLS and authentication").
+ * TLS and bearer tokens for the gRPC front end (docs/tls.md).
  *
  * - `grpcServerCredentials`: SSL credentials from the PEM material (client certificates
  *   required and checked against `ca` when it is given), plain text without it.

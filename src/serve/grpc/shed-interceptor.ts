@@ -1,5 +1,5 @@
 /**
- * Shedding a `ModelInfer` call before its message is read (docs/serving.md "Overload and
+ * Shedding a `ModelInfer` call before its message is read (docs/overload.md "Overload and
  * admission"). grpc-js reads a unary call's whole message, and decodes it, before the handler
  * runs; under overload that is most of what a shed request costs the server (a 600 KB image
  * arrives as some 40 HTTP/2 frames, each a JavaScript event, then is copied into one buffer).

@@ -19,7 +19,7 @@
  * | `GET /metrics` | Prometheus text (when `metrics` is given) |
  * | `GET /dashboard[/…]` | the live dashboard and its event stream (when `dashboard` is given; `../dashboard/routes.ts`) |
  *
- * TLS and tokens (docs/serving.md "TLS and authentication"): with `tls` the server is HTTPS
+ * TLS and tokens (docs/tls.md): with `tls` the server is HTTPS
  * (client certificates required when it has a CA); with `authToken` every route but the health
  * probes answers 401 `{"error": ...}` with `WWW-Authenticate: Bearer` unless the request carries
  * `Authorization: Bearer <token>` (`../security.ts`).
@@ -27,7 +27,7 @@
  * Request bodies may be compressed (`Content-Encoding: gzip | x-gzip | deflate`; a stream that
  * does not inflate is a 400 saying so, another encoding 415); the body limit counts inflated bytes.
  *
- * Limits and timeouts (docs/serving.md "Limits and timeouts"): a JSON body is held to
+ * Limits and timeouts (docs/overload.md "Limits and timeouts"): a JSON body is held to
  * `maxJsonBodyBytes`, a binary-tensor request to `maxBodyBytes` (`limits.ts`); a body over its
  * limit is read and discarded before its 413, or refused before it is sent when the client asked
  * `Expect: 100-continue`; JSON nesting and keys are counted before parsing; large JSON is decoded

@@ -1,6 +1,6 @@
 /**
  * Request size and shape limits of the HTTP front end, checked before the work they bound
- * (docs/serving.md "Limits and timeouts").
+ * (docs/overload.md "Limits and timeouts").
  *
  * - **Body bytes, by kind.** A body whose whole content is JSON (no
  *   `Inference-Header-Content-Length` header: an inference request in JSON, a repository

@@ -2,7 +2,7 @@
  * Decoding and encoding large HTTP inference bodies off the event loop: a pool of
  * `worker_threads` codec threads (`codec-worker.ts`, jobs in `codec-jobs.ts`), so that a 16 MB
  * JSON request or a large JSON response does not hold up liveness probes, metrics and every
- * other request (docs/serving.md "Limits and timeouts").
+ * other request (docs/overload.md "Limits and timeouts").
  *
  * - A JSON part (a JSON body, or a binary request's JSON header) of `decodeMinBytes` or more
  *   goes to a thread; smaller ones are decoded inline. A JSON body's memory is transferred (not

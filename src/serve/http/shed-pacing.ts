@@ -1,5 +1,5 @@
 /**
- * Pacing of back-to-back shed requests on one HTTP/1.1 connection (docs/serving.md "Overload
+ * Pacing of back-to-back shed requests on one HTTP/1.1 connection (docs/overload.md "Overload
  * and admission", "Clients that resend at once").
  *
  * A request the admission gate sheds before its body is read is answered 503 `overloaded` at

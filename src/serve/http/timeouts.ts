@@ -1,5 +1,5 @@
 /**
- * Timeouts of the HTTP listener (docs/serving.md "Limits and timeouts"), so that a slow or
+ * Timeouts of the HTTP listener (docs/overload.md "Limits and timeouts"), so that a slow or
  * silent client cannot hold a connection open forever (slowloris: headers sent a byte at a
  * time). Node enforces the header and request timeouts by a sweep over the open connections
  * every `connectionsCheckingInterval` (30 s by default, which let 300 slow-header connections
