@@ -66,7 +66,11 @@
  *    recovered: with `drop` off, resnet50 + vgg16 at 2× their batch-1 latency on `sim:a100`,
  *    1,000 queries, had 97.8 % and 98.5 % violations at 400 and 500 queries/s, 1.0 % and 1.8 %
  *    now.)
- * `wakeAtMs`: the first instant a kept head becomes hopeless (`heads.ts` `hopelessAtMs`).
+ * `wakeAtMs`: the first instant a kept head becomes hopeless (`heads.ts` `hopelessAtMs`), or a
+ * kept held query's latest start passes (its deadline − its fast solo latency; hopeless then if
+ * its service's segment still runs, which it does when that segment overran its decided end), so a
+ * held query is rejected on time even when no arrival or completion comes then
+ * (`test/runtime-stream-rejection.test.ts`).
  *
  * ## Correction
  * Each launch's uncorrected estimate f_X is kept until its group is observed; per kind of launch
@@ -86,7 +90,8 @@
 import type { Group, GroupSlot, Predictor } from '../../predict/predictor.ts';
 import { CorrectionWindow, type LaunchKind } from './correction.ts';
 import type { Decision, GroupObservation, LaunchSegment, QueryController, Rejection, RunningSegment, ScheduleInput, WaitingQuery } from '../controller.ts';
-import { checkInput, checkQuery, collectHeads, compareUrgency, fusedSlotOf, fusionPlan, type FusionPlan, hopelessAtMs, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
+import { checkInput, checkQuery, collectHeads, compareUrgency, fusedSlotOf, fusionPlan, type FusionPlan, hopelessAtMs, latestStartMs, newStats, positionOf, SoloMemo, type StatsCounter } from '../heads.ts';
+import { nextInstantAfter } from '../../clock/instant.ts';
 import { type FirstRound, roundPoints, searchLargest } from './search.ts';
 
 export interface StreamAbacusParams {
@@ -202,6 +207,8 @@ export class StreamAbacusController implements QueryController {
     const restSlots = remainders.map((r) => r.slot);
     let allEndMs = 0;
     let settled = false;
+    /** Step 2's wake: the first instant a kept held query becomes hopeless while its service's segment still runs. */
+    let heldWakeAtMs = Infinity;
     /** Finish of each remainder without a launch, from their group's prediction `t0Ms` (two or more), and step 2. */
     const settle = (t0Ms: number): void => {
       settled = true;
@@ -212,7 +219,7 @@ export class StreamAbacusController implements QueryController {
         allEndMs = Math.max(allEndMs, r.finish0Ms);
       });
       // Step 2.
-      if (drop) this.#judgeHeld(input, remainders, kA, fastHeld, stats, rejected);
+      if (drop) heldWakeAtMs = this.#judgeHeld(input, remainders, kA, fastHeld, stats, rejected);
     };
     // T0 rides with the first head's first call (below); without remainders to group, nothing to predict.
     if (remainders.length < 2) settle(NaN);
@@ -326,9 +333,9 @@ export class StreamAbacusController implements QueryController {
       }
       this.#launched.set(q.service, { estimateMs, kind, joined: false });
       const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators };
-      return { group: [m === 0 ? segment : { ...segment, fused: plan.followers.slice(0, m).map((f) => f.id) }], predictedMs, rejected, stats, ...wakeOf(wakeAtMs) };
+      return { group: [m === 0 ? segment : { ...segment, fused: plan.followers.slice(0, m).map((f) => f.id) }], predictedMs, rejected, stats, ...wakeOf(Math.min(wakeAtMs, heldWakeAtMs)) };
     }
-    return { group: [], rejected, stats, ...wakeOf(wakeAtMs) };
+    return { group: [], rejected, stats, ...wakeOf(Math.min(wakeAtMs, heldWakeAtMs)) };
   }
 
   /**
@@ -394,8 +401,9 @@ export class StreamAbacusController implements QueryController {
   }
 
   /** Step 2: reject the held heads that cannot finish even when their service's running segment ends. */
-  #judgeHeld(input: ScheduleInput, remainders: readonly Remainder[], k: number, fast: number, stats: StatsCounter, rejected: Rejection[]): void {
+  #judgeHeld(input: ScheduleInput, remainders: readonly Remainder[], k: number, fast: number, stats: StatsCounter, rejected: Rejection[]): number {
     const { nowMs } = input;
+    let wakeAtMs = Infinity;
     for (const queue of input.held ?? []) {
       const service = queue[0]?.service;
       const run = remainders.find((r) => r.service === service);
@@ -409,13 +417,18 @@ export class StreamAbacusController implements QueryController {
         const headroomMs = q.qosTargetMs - (nowMs - q.arrivalMs);
         if (headroomMs > 0) {
           const soloMs = fast * this.#soloAll([{ model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen }], stats)[0]!;
-          if (startMs + soloMs <= headroomMs) break;
+          if (startMs + soloMs <= headroomMs) {
+            // kept: hopeless for sure once its latest start passes while its service's segment still runs
+            wakeAtMs = Math.min(wakeAtMs, nextInstantAfter(latestStartMs(q.arrivalMs + q.qosTargetMs, soloMs)));
+            break;
+          }
           rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: startMs + soloMs });
         } else {
           rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs });
         }
       }
     }
+    return wakeAtMs;
   }
 
   /** A running segment's remainder (module docs); `soloMs` is filled by the caller. */
