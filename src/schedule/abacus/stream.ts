@@ -417,9 +417,11 @@ export class StreamAbacusController implements QueryController {
         const headroomMs = q.qosTargetMs - (nowMs - q.arrivalMs);
         if (headroomMs > 0) {
           const soloMs = fast * this.#soloAll([{ model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen }], stats)[0]!;
-          if (startMs + soloMs <= headroomMs) {
+          // the test of `heads.ts` (now + wait > latest start), so the wake below finds it hopeless at that instant
+          const latestMs = latestStartMs(q.arrivalMs + q.qosTargetMs, soloMs);
+          if (nowMs + startMs <= latestMs) {
             // kept: hopeless for sure once its latest start passes while its service's segment still runs
-            wakeAtMs = Math.min(wakeAtMs, nextInstantAfter(latestStartMs(q.arrivalMs + q.qosTargetMs, soloMs)));
+            wakeAtMs = Math.min(wakeAtMs, nextInstantAfter(Math.max(latestMs, nowMs)));
             break;
           }
           rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: startMs + soloMs });
