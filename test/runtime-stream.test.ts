@@ -221,6 +221,15 @@ describe('StreamAbacusController', () => {
     expect(now.group).toEqual([{ queryId: 't0', service: 'A', start: 0, end: 10, fused: ['t1'] }]);
   });
 
+  it('with hold, a partial batch with a long target waits no longer than 12 full batches after its head arrived (a warm-up query with a 600 s target went after 600 s)', () => {
+    const queue = [query('w0', 'A', 'a', { arrivalMs: 0, qosTargetMs: 600_000, batching: limits })];
+    // a full batch (4) takes 40 ms alone: held until 0 + 12·40 = 480, not until 600,000 − 480
+    const d = controller(true).decide({ nowMs: 10, queues: [queue], runningRemainingMs: 0 });
+    expect(d.group).toEqual([]);
+    expect(d.wakeAtMs).toBeCloseTo(480, 9);
+    expect(controller(true).decide({ nowMs: 480, queues: [queue], runningRemainingMs: 0 }).group).toEqual([{ queryId: 'w0', service: 'A', start: 0, end: 10 }]);
+  });
+
   it('rejects a held query that cannot finish after its own service\'s running segment, on time', () => {
     const running = [{ queryId: 'a0', service: 'A', model: 'a', operators: 10, start: 0, end: 10, batch: 1, seqLen: 0, launchMs: 0, predictedMs: 10, deadlineMs: 100 }];
     const held = [query('a1', 'A', 'a', { arrivalMs: 1, qosTargetMs: 14 }), query('a2', 'A', 'a', { arrivalMs: 2, qosTargetMs: 100 })];

@@ -52,9 +52,14 @@
  *       the cut alone, 0.98 with this choice (docs/batching.md "Without the group barrier").
  *    b. with `hold`, a partial batch (fewer samples than `maxBatchSize`, the head at operator 0
  *       with `batching`) waits for more samples while now < its most urgent member's deadline −
- *       `HOLD_FACTOR` (12) × the solo latency of a full batch (`wakeAtMs` then): full batches make the most of
- *       the device, and queries arrive meanwhile. A deadline-aware queue delay that ignores
- *       `maxQueueDelayMs`; off (`hold: false`) the controller is work-conserving.
+ *       `HOLD_FACTOR` (12) × the solo latency of a full batch, and for at most that long after the
+ *       head arrived (`wakeAtMs` then): full batches make the most of the device, and queries
+ *       arrive meanwhile. The second bound is for long targets: `abacus serve`'s warm-up queries
+ *       (600 s) each waited about ten minutes for samples that never came, so a server with this
+ *       mode and dynamic batching was not ready for most of an hour (`test/serve/stream-warmup.test.ts`);
+ *       on `reproduce batching --quick` it changes nothing, on `reproduce mixes --quick` two H200
+ *       mixes with bert gain 1–2 %. A deadline-aware queue delay that ignores `maxQueueDelayMs`;
+ *       off (`hold: false`) the controller is work-conserving.
  *    c. the overlap gains nothing — {X, remainders} is predicted to take at least as long as
  *       the remainders' end plus X alone — and the head can afford to wait for them: it waits.
  * 4. A head that fits at no m waits (a running segment ends first, and the runtime decides
@@ -312,7 +317,9 @@ export class StreamAbacusController implements QueryController {
       const limits = q.batching;
       if (this.#params.hold && limits !== undefined && q.nextOperator === 0 && plan.samples[m]! < limits.maxBatchSize) {
         const fullBatchMs = this.#soloAll([fusedSlotOf(q, limits.maxBatchSize, q.operators)], stats)[0]!;
-        const holdUntilMs = plan.deadlineMs[m]! - HOLD_FACTOR * kA * fullBatchMs;
+        // and no longer than that after the head arrived: with a long target (a warm-up query, a
+        // client asking for seconds) it would otherwise wait almost all of it for samples that may not come
+        const holdUntilMs = Math.min(plan.deadlineMs[m]! - HOLD_FACTOR * kA * fullBatchMs, q.arrivalMs + HOLD_FACTOR * kA * fullBatchMs);
         if (holdUntilMs > nowMs) {
           wakeAtMs = Math.min(wakeAtMs, holdUntilMs);
           continue;
