@@ -9,12 +9,11 @@ import { withDeviceDefaults } from '../../src/deployment/policy-defaults.ts';
 import { ModelRepository } from '../../src/model/repository.ts';
 import type { ModelSpec } from '../../src/model/spec.ts';
 import type { Predictor } from '../../src/predict/predictor.ts';
-import { simEnv } from '../../src/reproduce/colocation.ts';
-import { runExperiment, type ExperimentService } from '../../src/runtime/experiment.ts';
 import type { GroupObservation, QueryController, RunningSegment, ScheduleInput, WaitingQuery } from '../../src/schedule/controller.ts';
 import { FallbackController, WINDOW_GROUPS } from '../../src/schedule/fallback.ts';
 import { createController } from '../../src/schedule/index.ts';
 import { FakePredictor } from './fake-predictor.ts';
+import { driftRun } from './drift-run.ts';
 import { measuredTablePredictor } from '../helpers/sim-table-predictor.ts';
 import { query } from './query.ts';
 
@@ -118,16 +117,7 @@ describe('the fallback without the barrier on a drifted simulator (virtual time)
   });
 
   it('×2 at 20 s: switches within a window of launches after the step, overlaps again after it, answers every query once', async () => {
-    const services: ExperimentService[] = ['resnet50', 'bert'].map((name) => ({ name, spec: specs.get(name)!, qosTargetMs: 50, maxQueueLength: 10_000, batchSizes: [1, 2, 4], ...(name === 'bert' ? { seqLens: [16, 32] } : {}) }));
-    const queries = 4000;
-    const r = await runExperiment(simEnv('sim:a100:drift-2x@20000ms', services, predictor, 3), { services, policy: 'abacus', policyParams: { barrier: false, fallback: true }, rateQps: 100, queries, seed: 3, keepRecords: true });
-    const groups = r.records!.groups;
-    const qs = r.records!.queries;
-    expect(qs.length).toBe(queries);
-    expect(new Set(qs.map((q) => q.id)).size).toBe(queries);
-    for (const q of qs) expect(q.outcome, q.id).toBeDefined();
-    const firstAfter = groups.findIndex((g) => g.launchMs >= 20_000);
-    expect(firstAfter).toBeGreaterThan(0);
+    const { r, groups, firstAfter } = await driftRun(specs, predictor, { barrier: false, fallback: true });
     expect(groups.slice(0, firstAfter).some((g) => g.fallback === true)).toBe(false);
     const entered = groups.findIndex((g, i) => i >= firstAfter && g.fallback === true);
     expect(entered).toBeGreaterThan(firstAfter);
@@ -146,7 +136,6 @@ describe('the fallback without the barrier on a drifted simulator (virtual time)
     expect(r.fallbackShare).toBeGreaterThan(0);
     expect(r.fallbackShare).toBeLessThan(0.5);
     // without the step the predictions hold: never in the fallback
-    const steady = await runExperiment(simEnv('sim:a100', services, predictor, 3), { services, policy: 'abacus', policyParams: { barrier: false, fallback: true }, rateQps: 100, queries, seed: 3 });
-    expect(steady.fallbackShare).toBe(0);
+    expect((await driftRun(specs, predictor, { barrier: false, fallback: true }, 'sim:a100')).r.fallbackShare).toBe(0);
   }, 60_000);
 });

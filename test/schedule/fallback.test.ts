@@ -6,14 +6,13 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ModelRepository } from '../../src/model/repository.ts';
 import type { ModelSpec } from '../../src/model/spec.ts';
-import { simEnv } from '../../src/reproduce/colocation.ts';
-import { runExperiment, type ExperimentService } from '../../src/runtime/experiment.ts';
 import type { Decision, GroupObservation, QueryController, ScheduleInput } from '../../src/schedule/controller.ts';
 import { ENTER_SHARE, EXIT_SHARE, FallbackController, MAX_DWELL_GROUPS, MAX_MEASURED_DROPS, MIN_DWELL_GROUPS, MIN_MEASURED, WINDOW_GROUPS } from '../../src/schedule/fallback.ts';
 import { createController } from '../../src/schedule/index.ts';
 import { withDeviceDefaults } from '../../src/deployment/policy-defaults.ts';
 import { ServeMetrics } from '../../src/serve/metrics.ts';
 import { crudeSimPredictor, FakePredictor } from './fake-predictor.ts';
+import { driftRun } from './drift-run.ts';
 import { input, query } from './query.ts';
 
 /** A whole query of model `a` (10 ms by the fake predictor) run alone, measured `ms`, decided with `predictedMs`. */
@@ -217,17 +216,7 @@ describe('the fallback on a drifted simulator (virtual time)', () => {
   const crude = crudeSimPredictor;
 
   it('×2 at 20 s: switches within a window of groups after the step, returns to overlap once refined, answers every query once', async () => {
-    const services: ExperimentService[] = ['resnet50', 'bert'].map((name) => ({ name, spec: specs.get(name)!, qosTargetMs: 50, maxQueueLength: 10_000, batchSizes: [1, 2, 4], ...(name === 'bert' ? { seqLens: [16, 32] } : {}) }));
-    const queries = 4000;
-    const r = await runExperiment(simEnv('sim:a100:drift-2x@20000ms', services, crude(), 3), { services, policy: 'abacus', policyParams: { refine: true, fallback: true }, rateQps: 100, queries, seed: 3, keepRecords: true });
-    const groups = r.records!.groups;
-    const qs = r.records!.queries;
-    // every query answered exactly once
-    expect(qs.length).toBe(queries);
-    expect(new Set(qs.map((q) => q.id)).size).toBe(queries);
-    for (const q of qs) expect(q.outcome, q.id).toBeDefined();
-    const firstAfter = groups.findIndex((g) => g.launchMs >= 20_000);
-    expect(firstAfter).toBeGreaterThan(0);
+    const { r, groups, firstAfter } = await driftRun(specs, crude(), { refine: true, fallback: true });
     // in overlap just before the step
     expect(groups.slice(firstAfter - 20, firstAfter).some((g) => g.fallback === true)).toBe(false);
     // the switch: within a window of groups after the step (each group ends, then is observed; + the one decided ahead)
