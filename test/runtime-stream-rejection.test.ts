@@ -40,7 +40,7 @@ describe('abacus without the barrier rejects a held query on time (virtual clock
     const qosTargetMs = qos(launched.predictedMs!, soloMs);
     const short = await driveUntilSettled(clock, runtime.submit({ service: 'r', batch: 1, id: 'short', qosTargetMs }));
     await driveUntilSettled(clock, long);
-    await runtime.close();
+    runtime.close();
     return { short, arrivalMs, qosTargetMs, soloMs, longDecidedMs: launched.predictedMs!, longEndMs: launched.launchMs + launched.measuredMs };
   }
 
