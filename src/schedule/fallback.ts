@@ -165,7 +165,7 @@ export interface FallbackOptions {
    * (`StreamAbacusController.joinedLater`); such a launch is not counted as an overrun or not.
    */
   readonly joinedLater?: (observation: GroupObservation) => boolean;
-  /** Called on every switch (abacus serve logs it). */
+  /** Called on every switch (abacus serve logs it), with the status after it but the window's overrun share that led to it. */
   onSwitch?(active: boolean, status: FallbackStatus): void;
 }
 
@@ -413,6 +413,8 @@ export class FallbackController implements QueryController {
   }
 
   #switch(active: boolean): void {
+    // what decided the switch, reported before the windows restart
+    const overrunShare = this.#overruns.share;
     this.#active = active;
     this.#sinceSwitch = 0;
     this.#disposedSinceSwitch = 0;
@@ -422,7 +424,7 @@ export class FallbackController implements QueryController {
     this.#predicted.clear();
     this.#droppedOn.clear();
     if (active) this.#entries++;
-    this.#options.onSwitch?.(active, this.fallback);
+    this.#options.onSwitch?.(active, { ...this.fallback, overrunShare });
   }
 
   /** The measured solo latencies of `q`'s shape when they may justify a drop (whole query, enough runs). */

@@ -58,6 +58,15 @@ describe('FallbackController: the switch', () => {
     expect(c.fallback).toMatchObject({ entries: 1 });
   });
 
+  it('tells of a switch with the overrun share that decided it (the log line of abacus serve), not the restarted window', () => {
+    const switches: { active: boolean; overrunShare: number }[] = [];
+    const c = new FallbackController(createController('abacus', {}, new FakePredictor()), new FakePredictor(), { onSwitch: (active, s) => switches.push({ active, overrunShare: s.overrunShare }) });
+    for (let i = 0; i < WINDOW_GROUPS; i++) c.observe(solo(`ok${i}`, 10));
+    for (let i = 0; i < WINDOW_GROUPS && switches.length === 0; i++) c.observe(solo(`slow${i}`, 15));
+    expect(switches).toEqual([{ active: true, overrunShare: (Math.floor(ENTER_SHARE * WINDOW_GROUPS) + 1) / WINDOW_GROUPS }]);
+    expect(c.fallback.overrunShare).toBe(0); // the window restarts in the new mode
+  });
+
   it('a predictor that calls every query hopeless switches it too (nothing runs, so no group can overrun); then the query is kept, as nothing measured says it is hopeless', () => {
     const c = createController('abacus', { fallback: true }, new FakePredictor());
     // whole `a` is predicted 10 ms; a 5 ms target is hopeless by the prediction
