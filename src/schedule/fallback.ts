@@ -58,7 +58,9 @@
  * `MAX_MEASURED_DROPS` (8) measured drops of a shape with no new run of it, its queries are kept
  * and run until a run of it is measured again (a spell of slow runs cannot drop a shape for good,
  * since nothing of it would run again to correct them; usually one query, two when the next
- * decision is taken ahead while the first runs). With the policy's `drop` off nothing is dropped. The decision's `predictedMs` is that fast
+ * decision is taken ahead while the first runs). Such a query is judged, and woken, as one of a
+ * shape never measured: at its deadline (woken at its fast run's latest start it was kept again,
+ * and the wake came one representable instant later each time). With the policy's `drop` off nothing is dropped. The decision's `predictedMs` is that fast
  * measured latency when known (so the running group's remainder that the next drop is judged
  * against is the same optimistic estimate: with the median there, the fallback dropped queued
  * queries fcfs kept and served, 0.3 against 9.6 queries/s in a round with four busy loops),
@@ -276,7 +278,7 @@ export class FallbackController implements QueryController {
     // Without the barrier the segments in flight are shown, not their remainder: the latest decided end.
     const runningRemainingMs = streams ? decidedRemainderMs(input) : input.runningRemainingMs;
     const drop = this.#options.drop !== false;
-    let best: { q: WaitingQuery; deadlineMs: number; measured: Measured | undefined } | undefined;
+    let best: { q: WaitingQuery; deadlineMs: number; measured: Measured | undefined; judged: Measured | undefined } | undefined;
     let wakeAtMs = Infinity;
     // Without the barrier, the queues of services with a segment in flight are `held`: judged, never launched.
     const held = streams ? (input.held ?? []) : [];
@@ -287,30 +289,32 @@ export class FallbackController implements QueryController {
         const deadlineMs = q.arrivalMs + q.qosTargetMs;
         const headroomMs = deadlineMs - nowMs;
         const measured = this.#measuredSolo(q);
+        // after MAX_MEASURED_DROPS drops with no new run the shape's queries are kept, so it is measured
+        // again: judged (and woken) as unmeasured, else its wake would find it kept, one instant later each time
+        const judged = measured !== undefined && measured.record.drops < MAX_MEASURED_DROPS ? measured : undefined;
         if (drop && headroomMs <= 0) {
           rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs });
           continue;
         }
-        // after MAX_MEASURED_DROPS drops with no new run the shape's queries are kept, so it is measured again
-        if (drop && measured !== undefined && runningRemainingMs + measured.fastMs > headroomMs && measured.record.drops < MAX_MEASURED_DROPS) {
-          remember(this.#droppedOn, q.id, measured.record);
-          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + measured.fastMs });
+        if (drop && judged !== undefined && runningRemainingMs + judged.fastMs > headroomMs) {
+          remember(this.#droppedOn, q.id, judged.record);
+          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + judged.fastMs });
           continue;
         }
         if (!launchable) {
-          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, measured));
+          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, judged));
         } else if (best === undefined || before(q, deadlineMs, best.q, best.deadlineMs)) {
-          if (best !== undefined) wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.measured));
-          best = { q, deadlineMs, measured };
+          if (best !== undefined) wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.judged));
+          best = { q, deadlineMs, measured, judged };
         } else {
-          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, measured));
+          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, judged));
         }
         break; // the queue's head decides; the rest of the queue waits behind it
       }
     }
     // Without the barrier: one query at a time means nothing beside it; the next is decided when the running ones end.
     if (best !== undefined && streams && (input.running?.length ?? 0) > 0) {
-      wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.measured));
+      wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.judged));
       best = undefined;
     }
     if (best === undefined) {

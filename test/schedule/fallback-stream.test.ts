@@ -10,7 +10,8 @@ import { ModelRepository } from '../../src/model/repository.ts';
 import type { ModelSpec } from '../../src/model/spec.ts';
 import type { Predictor } from '../../src/predict/predictor.ts';
 import type { GroupObservation, QueryController, RunningSegment, ScheduleInput, WaitingQuery } from '../../src/schedule/controller.ts';
-import { FallbackController, WINDOW_GROUPS } from '../../src/schedule/fallback.ts';
+import { FallbackController, MAX_MEASURED_DROPS, WINDOW_GROUPS } from '../../src/schedule/fallback.ts';
+import { nextInstantAfter } from '../../src/clock/instant.ts';
 import { createController } from '../../src/schedule/index.ts';
 import { FakePredictor } from './fake-predictor.ts';
 import { driftRun } from './drift-run.ts';
@@ -93,6 +94,29 @@ describe('the fallback without the group barrier', () => {
     expect(kept.rejected).toEqual([]);
     expect(kept.group).toEqual([]);
     expect(kept.wakeAtMs).toBeGreaterThan(20_000); // woken when it becomes hopeless
+  });
+
+  it('a shape kept after MAX_MEASURED_DROPS measured drops is woken when its headroom is gone, not one instant later each time', () => {
+    const c = inFallback();
+    for (let i = 0; i < 3; i++) {
+      const d = c.decide(streamInput(10_000 + i * 100, [[query(`m${i}`, 'S1', 'a', { arrivalMs: 10_000 + i * 100, qosTargetMs: 1000 })]]));
+      c.observe(launchOf(`m${i}`, 'S1', 10, d.predictedMs));
+    }
+    // 8 queries a fast 10 ms run cannot finish, dropped on the measurement and carried out
+    for (let i = 0; i < MAX_MEASURED_DROPS; i++) {
+      const d = c.decide(streamInput(20_000, [[query(`d${i}`, 'S1', 'a', { arrivalMs: 20_000, qosTargetMs: 5 })]]));
+      expect(d.rejected.map((r) => r.queryId)).toEqual([`d${i}`]);
+      c.rejected?.(d.rejected);
+    }
+    // the next one is kept (so the shape is measured again), waiting while S2 runs
+    const k = query('k', 'S1', 'a', { arrivalMs: 21_000, qosTargetMs: 5 });
+    const d = c.decide(streamInput(21_000, [[k]], [], [runningOf(20_999, 10)]));
+    expect(d.rejected).toEqual([]);
+    expect(d.group).toEqual([]);
+    // its wake is its deadline (nothing measured may drop it now), and at the wake it is rejected
+    expect(d.wakeAtMs).toBe(nextInstantAfter(21_005));
+    const atWake = c.decide(streamInput(d.wakeAtMs!, [[k]], [], [runningOf(20_999, 10)]));
+    expect(atWake.rejected.map((r) => r.queryId)).toEqual(['k']);
   });
 
   it('a launch that ran beside others is not a measured solo run: it can never justify a drop', () => {
