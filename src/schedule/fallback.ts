@@ -157,18 +157,23 @@ export interface FallbackOptions {
   /** The policy's `drop` [true]: false, the fallback rejects nothing either. */
   readonly drop?: boolean;
   /**
-   * Without the barrier: the inner controller's corrected estimate of a launch alone, which it
-   * learns from when the launch is observed (`StreamAbacusController.launchAlone`); asked for the
-   * exit test instead of `predictor`, which no refiner corrects in that mode.
+   * Without the barrier: the stream controller it wraps (`StreamAbacusController`), asked for the
+   * exit test's estimate of a launch alone, corrected and learnt from when the launch is observed
+   * (`launchAlone`; no refiner corrects `predictor` in that mode), and whether an observed launch
+   * was joined by a later one while it ran (`joinedLater`; such a launch is not counted as an
+   * overrun or not).
    */
-  readonly launchAlone?: (slot: GroupSlot, service: string) => number;
-  /**
-   * Without the barrier: whether an observed launch was joined by a later one while it ran
-   * (`StreamAbacusController.joinedLater`); such a launch is not counted as an overrun or not.
-   */
-  readonly joinedLater?: (observation: GroupObservation) => boolean;
+  readonly streams?: StreamHooks;
   /** Called on every switch (abacus serve logs it), with the status after it but the window's overrun share that led to it. */
   onSwitch?(active: boolean, status: FallbackStatus): void;
+}
+
+/** What the fallback asks of the stream controller it wraps (`FallbackOptions.streams`). */
+export interface StreamHooks {
+  /** The corrected solo estimate of a launch of `slot` for `service` decided by the fallback, ms; remembered as an alone launch. */
+  launchAlone(slot: GroupSlot, service: string): number;
+  /** Whether the launch `observation` reports was joined by a later launch while it ran; asked before `observe`. */
+  joinedLater(observation: GroupObservation): boolean;
 }
 
 /** A fixed-size ring of booleans with a running count of `true`. */
@@ -317,24 +322,24 @@ export class FallbackController implements QueryController {
       wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.judged));
       best = undefined;
     }
-    if (best === undefined) {
-      const wake = drop && Number.isFinite(wakeAtMs) ? nextInstantAfter(Math.max(wakeAtMs, nowMs)) : undefined;
-      return { group: [], rejected, stats, fallback: true, ...(streams && wake !== undefined ? { wakeAtMs: wake } : {}) };
-    }
+    /** The decision's wake: the first instant after the earliest kept query becomes hopeless (never at or before now). */
+    const wake = (): { wakeAtMs?: number } => (drop && Number.isFinite(wakeAtMs) ? { wakeAtMs: nextInstantAfter(Math.max(wakeAtMs, nowMs)) } : {});
+    // (with the barrier, a decision that launches nothing sets none: the runtime decides again when a query arrives)
+    if (best === undefined) return { group: [], rejected, stats, fallback: true, ...(streams ? wake() : {}) };
     const q = best.q;
     // Without the barrier no `ThreadAssigningController` gives a lone segment its count: the fallback does.
     const alone = this.#options.threadsAlone;
     const threads = streams && typeof alone === 'number' ? alone : undefined;
     const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators, ...(threads === undefined ? {} : { intraOpThreads: threads }) };
+    // the predictor scores at the rule's count itself (`ThreadedPredictor`)
     const slot: GroupSlot = { model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen };
-    const launchAlone = streams ? this.#options.launchAlone : undefined;
-    const predictorMs = launchAlone !== undefined ? launchAlone(slot, q.service) : this.#predictor.predict([[threads === undefined ? slot : { ...slot, intraOpThreads: threads }]], this.#one)[0]!;
+    const hooks = streams ? this.#options.streams : undefined;
+    const predictorMs = hooks !== undefined ? hooks.launchAlone(slot, q.service) : this.#predictor.predict([[slot]], this.#one)[0]!;
     stats.predictorCalls++;
     stats.groupsScored++;
     remember(this.#predicted, q.id, predictorMs);
     const predictedMs = best.measured?.fastMs ?? predictorMs;
-    const wake = drop && Number.isFinite(wakeAtMs) ? nextInstantAfter(Math.max(wakeAtMs, nowMs)) : undefined;
-    return { group: [segment], predictedMs, rejected, stats, fallback: true, ...(wake === undefined ? {} : { wakeAtMs: wake }) };
+    return { group: [segment], predictedMs, rejected, stats, fallback: true, ...wake() };
   }
 
   /**
@@ -364,7 +369,7 @@ export class FallbackController implements QueryController {
   }
 
   observe(observation: GroupObservation): void {
-    const joined = this.#options.joinedLater?.(observation) === true;
+    const joined = this.#options.streams?.joinedLater(observation) === true;
     this.#inner.observe(observation);
     const segs = observation.segments;
     if (segs.length === 0) return;

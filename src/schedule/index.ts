@@ -9,7 +9,7 @@ import { z } from 'zod';
 import type { Logger } from '../log.ts';
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
 import { RefinedPredictor } from '../predict/refine.ts';
-import type { GroupObservation, PolicyName, QueryController } from './controller.ts';
+import type { PolicyName, QueryController } from './controller.ts';
 import { AbacusController } from './abacus/index.ts';
 import { StreamAbacusController } from './abacus/stream.ts';
 import { ClockworkController } from './clockwork/index.ts';
@@ -18,7 +18,7 @@ import { OverlapAllController } from './overlap-all/index.ts';
 import { TritonController } from './triton/index.ts';
 import { type LoneThreadChooser, ThreadAssigningController, ThreadedPredictor } from './threads.ts';
 import { parseThreadRule, threadsFor, type ThreadRule } from '../threads.ts';
-import { FALLBACK_DROP_QUANTILE, FallbackController, type FallbackOptions } from './fallback.ts';
+import { FALLBACK_DROP_QUANTILE, FallbackController, type StreamHooks } from './fallback.ts';
 
 export type * from './controller.ts';
 export { AbacusController, type AbacusParams } from './abacus/index.ts';
@@ -235,8 +235,7 @@ export function createController(policy: string, params: Readonly<Record<string,
     if (p['refine'] === true) throw new RangeError("abacus parameter 'refine' needs the group barrier: without it (barrier: false) abacus corrects its launch estimates by their own measured ratios (abacus/stream.ts, 'Correction')");
     if (rule.kind === 'split' || rule.kind === 'adapt') throw new RangeError(`abacus threads '${String(p['threads'])}' splits cores among one group's segments; without the group barrier (barrier: false) every launch is a group of one: use 'fixed:N' or 'device'`);
     const stream = new StreamAbacusController(scoring, { ways: Number(p['ways']), drop, hold: p['hold'] === true });
-    const hooks = { launchAlone: (slot: GroupSlot, service: string) => stream.launchAlone(slot, service), joinedLater: (o: GroupObservation) => stream.joinedLater(o) };
-    const head = p['fallback'] === true ? withFallback(stream, scoring, rule, undefined, p, options, hooks) : stream;
+    const head = p['fallback'] === true ? withFallback(stream, scoring, rule, undefined, p, options, stream) : stream;
     return rule.kind === 'device' ? head : new ThreadAssigningController(head, rule);
   }
   let head = headController(policy, p, scoring, options);
@@ -255,13 +254,13 @@ function withFallback(
   chooser: LoneThreadChooser | undefined,
   p: Readonly<Record<string, number | boolean | string>>,
   options: ControllerOptions,
-  streams?: Pick<FallbackOptions, 'launchAlone' | 'joinedLater'>,
+  streams?: StreamHooks,
 ): FallbackController {
   const logger = options.logger;
   const threadsAlone = chooser === undefined ? threadsFor(rule, 1) : (slot: GroupSlot) => chooser.threadsFor(slot);
   return new FallbackController(inner, predictor, {
     ...(threadsAlone === undefined ? {} : { threadsAlone }),
-    ...streams,
+    ...(streams === undefined ? {} : { streams }),
     drop: p['drop'] === true,
     onSwitch: (active, status) => logger?.info({ ...status }, active ? 'abacus fallback on: measured groups overrun their predictions; one query at a time' : 'abacus fallback off: predictions hold again; overlapping'),
   });
