@@ -21,10 +21,11 @@
  *   its recent measured latencies favour (`LoneThreadChooser`), a pair as split;
  * - `abacus (no barrier)`: abacus without the group barrier (`barrier: false`, a stream per
  *   service, each query launched when its stream frees; docs/scheduling-runtime.md), one
- *   thread per segment (the executors' default), the offline predictor corrected by the
+ *   thread per segment (`fixed:1`), the offline predictor corrected by the
  *   streams' measured ratios (no refinement: that mode has none), and the calibration fallback
- *   as that mode runs it (one query at a time with nothing beside it, at one thread;
- *   `schedule/fallback.ts`, "Without the barrier").
+ *   as that mode runs it (one query at a time with nothing beside it; `schedule/fallback.ts`,
+ *   "Without the barrier"), each fallback launch on every core (`fallbackThreads: C`), as the
+ *   strong baseline and barrier abacus's fallback run a query alone.
  *
  * Rounds are interleaved over levels and variants: round r runs level 0, then 1, 2, 4, each
  * level every variant in turn, so a change of the machine's own load hits all alike. Per level:
@@ -195,7 +196,7 @@ export async function benchContention(opts: { log?: (s: string) => void; busy?: 
     { label: `fcfs (${cores} threads)`, policy: 'fcfs', params: { threads: all } },
     { label: 'abacus', policy: 'abacus', params: { threads: all, refine: true, fallback: true } },
     { label: `abacus (adapt:${cores})`, policy: 'abacus', params: { threads: `adapt:${cores}`, refine: true, fallback: true } },
-    { label: 'abacus (no barrier)', policy: 'abacus', params: { barrier: false, fallback: true } },
+    { label: 'abacus (no barrier)', policy: 'abacus', params: { barrier: false, threads: 'fixed:1', fallback: true, fallbackThreads: cores } },
   ];
   const fcfsLabels = variants.filter((v) => v.policy === 'fcfs').map((v) => v.label);
   try {

@@ -26,7 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { loadServingConfig } from '../src/runtime/config.ts';
 import { mergeResults, type ClientResult, type ClientService, type ClientSpec, type OverloadProtocol } from './overload-client.ts';
 import { treeCpuDelta, treeCpuMs } from './proc-cpu.ts';
-import { startBenchServer } from './serve-child.ts';
+import { pinned, startBenchServer } from './serve-child.ts';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const CLIENT = path.join(HERE, 'overload-client.ts');
@@ -44,6 +44,13 @@ export interface OverloadPoint {
   readonly goodputQps: number;
   /** goodput ÷ capacity. */
   readonly ratio: number;
+  /**
+   * Goodput per share of the cores the executors had ÷ the same at capacity (the in-flight count
+   * that gave `capacityQps`): how much within-QoS work the device did with the CPU it got. On a
+   * machine where the clients share the server's cores, `ratio` also falls by the cores the
+   * clients and the front end took from the executors; this one does not (NaN without `/proc`).
+   */
+  readonly ratioPerExecutorCore: number;
   /** p99 of the 200 answers, ms (NaN when none). */
   readonly p99Ms: number;
   /** p99 of the 200 answers' latency ÷ their service's QoS target (≤ 1: the p99 met the targets). */
@@ -138,11 +145,19 @@ export interface OverloadOptions {
   readonly timeoutMs?: number;
   /** `ABACUS_CACHE_DIR` of the servers [the default cache]. */
   readonly cacheDir?: string;
+  /**
+   * Pin the server (and its executors) and the client processes to these CPU lists (`taskset -c`,
+   * `serve-child.ts` `pinned`) [not pinned]: on a machine with cores to spare, clients on cores of
+   * their own stand in for clients on other machines, so the figure is the server's.
+   */
+  readonly serverCpus?: string;
+  readonly clientCpus?: string;
 }
 
-function runClient(spec: ClientSpec): Promise<ClientResult> {
+function runClient(spec: ClientSpec, cpus: string | undefined): Promise<ClientResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLIENT, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const [command, args] = pinned(cpus, ['--import', 'tsx', CLIENT, JSON.stringify(spec)]);
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -166,14 +181,14 @@ type CpuShare = OverloadPoint['cpuShare'];
 export const OPEN_LOOP_QPS_PER_CLIENT = 500;
 
 /** Run one client phase (open loop: over as many processes as `OPEN_LOOP_QPS_PER_CLIENT` asks) and measure the CPU of the clients, the server and its executors over it (`OverloadPoint.cpuShare`). */
-async function measured(serverPid: number | undefined, spec: ClientSpec): Promise<{ r: ClientResult; cpuShare: CpuShare; device: DeviceShare; clients: number }> {
+async function measured(serverPid: number | undefined, spec: ClientSpec, clientCpus: string | undefined): Promise<{ r: ClientResult; cpuShare: CpuShare; device: DeviceShare; clients: number }> {
   const pid = serverPid ?? -1;
   const cpu0 = await treeCpuMs(pid);
   const device0 = await serverCounters(spec.httpUrl);
   const wall0 = performance.now();
   const load = spec.load;
   const n = load.kind === 'open' ? Math.max(1, Math.ceil(load.rateQps / OPEN_LOOP_QPS_PER_CLIENT)) : 1;
-  const r = mergeResults(await Promise.all(Array.from({ length: n }, (_, k) => runClient(n === 1 ? spec : { ...spec, seed: spec.seed + k, load: { kind: 'open', rateQps: (load as { rateQps: number }).rateQps / n } }))));
+  const r = mergeResults(await Promise.all(Array.from({ length: n }, (_, k) => runClient(n === 1 ? spec : { ...spec, seed: spec.seed + k, load: { kind: 'open', rateQps: (load as { rateQps: number }).rateQps / n } }, clientCpus))));
   const cpu = treeCpuDelta(cpu0, await treeCpuMs(pid));
   const wallMs = performance.now() - wall0;
   const device1 = await serverCounters(spec.httpUrl);
@@ -191,6 +206,7 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
   const durationMs = options.durationMs ?? 10_000;
   const timeoutMs = options.timeoutMs ?? 30_000;
   const out: Record<string, Record<string, OverloadProtocolResult>> = {};
+  pinned(options.clientCpus, []); // a bad CPU list fails here, before a server starts
   const tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-bench-overload-'));
   try {
     for (const name of options.configs ?? Object.keys(OVERLOAD_CONFIGS)) {
@@ -198,7 +214,7 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
       if (file === undefined) throw new RangeError(`overload: unknown config '${name}' (known: ${Object.keys(OVERLOAD_CONFIGS).join(', ')})`);
       const config = await loadServingConfig(file);
       log(`overload ${name}: starting abacus serve (a first start builds and profiles the models: minutes) …\n`);
-      const server = await startBenchServer(file, { logFile: path.join(tmp, `${name}.log`), env: { ABACUS_LOG_LEVEL: 'warn', ...(options.cacheDir === undefined ? {} : { ABACUS_CACHE_DIR: options.cacheDir }) } });
+      const server = await startBenchServer(file, { ...(options.serverCpus === undefined ? {} : { cpus: options.serverCpus }), logFile: path.join(tmp, `${name}.log`), env: { ABACUS_LOG_LEVEL: 'warn', ...(options.cacheDir === undefined ? {} : { ABACUS_CACHE_DIR: options.cacheDir }) } });
       try {
         const services: ClientService[] = [];
         for (const s of config.services) {
@@ -213,23 +229,26 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
           const capacityCpuShare: Record<string, CpuShare> = {};
           const capacityDevice: Record<string, DeviceShare> = {};
           for (const inFlight of IN_FLIGHT) {
-            const { r, cpuShare, device } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'closed', inFlight }, durationMs: durationMs / 2 });
+            const { r, cpuShare, device } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'closed', inFlight }, durationMs: durationMs / 2 }, options.clientCpus);
             capacityByInFlight[String(inFlight)] = r.withinQos / (durationMs / 2 / 1000);
             capacityCpuShare[String(inFlight)] = cpuShare;
             capacityDevice[String(inFlight)] = device;
             log(`overload ${name} ${protocol}: ${inFlight} in flight: ${capacityByInFlight[String(inFlight)]!.toFixed(1)} answers within QoS/s, ${JSON.stringify(r.byStatus)}; ${cores(cpuShare)}; ${deviceText(device)} (load ${loadAverage()})\n`);
           }
           const capacityQps = Math.max(...Object.values(capacityByInFlight));
+          const best = Object.keys(capacityByInFlight).find((k) => capacityByInFlight[k] === capacityQps)!;
+          const capacityPerExecutorCore = capacityQps / capacityCpuShare[best]!.executors;
           const byFactor: Record<string, OverloadPoint> = {};
           for (const factor of options.factors ?? OVERLOAD_FACTORS) {
             const offeredQps = factor * capacityQps;
             if (!(offeredQps > 0)) continue;
-            const { r, cpuShare, device, clients } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'open', rateQps: offeredQps }, durationMs });
+            const { r, cpuShare, device, clients } = await measured(server.child.pid, { ...base, protocol, load: { kind: 'open', rateQps: offeredQps }, durationMs }, options.clientCpus);
             const goodputQps = r.withinQos / (durationMs / 1000);
             const point: OverloadPoint = {
               offeredQps,
               goodputQps,
               ratio: goodputQps / capacityQps,
+              ratioPerExecutorCore: goodputQps / cpuShare.executors / capacityPerExecutorCore,
               // no 200s: NaN, which the client's JSON line carries as null
               p99Ms: r.okLatencyMs.p99 ?? NaN,
               p99OverQos: r.okLatencyOverQos.p99 ?? NaN,
@@ -244,7 +263,7 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
               device,
             };
             byFactor[String(factor)] = point;
-            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity, p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)}${Object.keys(r.detailsByStatus).length > 0 ? ` (${JSON.stringify(r.detailsByStatus)})` : ''}; ${cores(cpuShare)}; ${deviceText(device)}; ${clients} client${clients === 1 ? '' : 's'} ${point.maxSendLagMs.toFixed(0)} ms behind at most (load ${point.loadAverage1m})\n`);
+            log(`overload ${name} ${protocol}: ${factor}× (${offeredQps.toFixed(0)} q/s): goodput ${goodputQps.toFixed(1)} q/s = ${point.ratio.toFixed(2)} × capacity (${point.ratioPerExecutorCore.toFixed(2)} per executor core), p99 ${point.p99Ms.toFixed(1)} ms (${point.p99OverQos.toFixed(2)} × QoS), ${JSON.stringify(r.byStatus)}${Object.keys(r.detailsByStatus).length > 0 ? ` (${JSON.stringify(r.detailsByStatus)})` : ''}; ${cores(cpuShare)}; ${deviceText(device)}; ${clients} client${clients === 1 ? '' : 's'} ${point.maxSendLagMs.toFixed(0)} ms behind at most (load ${point.loadAverage1m})\n`);
           }
           out[name][protocol] = { capacityQps, capacityByInFlight, capacityCpuShare, capacityDevice, byFactor };
         }

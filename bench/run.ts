@@ -17,7 +17,7 @@
  * median on ort, with and without the warm-up at the serving shapes, `--only executor-memory
  * [-- --queries N]` executor RSS growth over N requests (default 10,000) cycling shapes on ort,
  * `--only import-memory` the peak RSS of `abacus models import` of a 1,000-node, 43 MB model,
- * `--only overload [-- --duration-ms MS] [-- --configs serve-demo,serve-sim4]` goodput at 2×, 5×
+ * `--only overload [-- --duration-ms MS] [-- --configs serve-demo,serve-sim4] [-- --server-cpus L -- --client-cpus L]` goodput at 2×, 5×
  * and 10× the measured capacity of `abacus serve` over HTTP JSON, HTTP binary and gRPC,
  * `--only grpc-shed` the server CPU per gRPC call shed on its metadata ÷ shed after its message was read,
  * `--only contention [-- --busy 0,1,2,4] [-- --rounds N] [-- --queries N] [-- --load X]` abacus ÷ the
@@ -67,6 +67,8 @@ const program = new Command('bench')
   .option('--hostile-small', 'event-loop: hostile bodies of about 1 MB, 4 at once, 20 slow-header connections and a 1 s header timeout (a smoke run)')
   .option('--configs <names>', `overload: configs to run (${Object.keys(OVERLOAD_CONFIGS).join(', ')})`, (v) => v.split(','))
   .option('--protocols <names>', `overload: protocols to run (${OVERLOAD_PROTOCOLS.join(', ')})`, (v) => v.split(','))
+  .option('--server-cpus <list>', 'overload: pin abacus serve and its executors to these CPUs (taskset -c list, e.g. 0-3)')
+  .option('--client-cpus <list>', 'overload: pin the client processes to these CPUs (taskset -c list, e.g. 4-7)')
   .option('--busy <levels>', 'contention: busy-loop processes per level (default 0,1,2,4)', (v) => {
     const xs = v.split(',').map((x) => Number(x.trim()));
     if (xs.length === 0 || xs.some((x) => !Number.isInteger(x) || x < 0 || x > 64)) throw new InvalidArgumentError(`--busy expects integers in [0, 64], comma-separated, got '${v}'`);
@@ -84,7 +86,7 @@ const program = new Command('bench')
   })
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; hostileSmall?: boolean; configs?: string[]; protocols?: string[]; busy?: number[]; rounds?: number; load?: number }>();
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; hostileSmall?: boolean; configs?: string[]; protocols?: string[]; serverCpus?: string; clientCpus?: string; busy?: number[]; rounds?: number; load?: number }>();
 const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory', 'overload', 'grpc-shed', 'contention'];
 if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
@@ -109,7 +111,7 @@ if (opts.only === 'warm-up') out['warmUp'] = await benchWarmUp({ log });
 if (opts.only === 'executor-memory') out['executorMemory'] = await benchExecutorMemory({ log, ...(opts.queries === undefined ? {} : { requests: opts.queries }) });
 if (opts.only === 'import-memory') out['importMemory'] = await benchImportMemory({ log });
 if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), hostile: opts.hostile, steady: opts.hostileOnly !== true, ...(opts.hostileSmall === true ? { hostileSize: SMALL_HOSTILE, headersTimeoutMs: 1000 } : {}) });
-if (opts.only === 'overload') out['overload'] = await benchOverload({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), ...(opts.configs === undefined ? {} : { configs: opts.configs }), ...(opts.protocols === undefined ? {} : { protocols: opts.protocols as OverloadProtocol[] }) });
+if (opts.only === 'overload') out['overload'] = await benchOverload({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), ...(opts.configs === undefined ? {} : { configs: opts.configs }), ...(opts.protocols === undefined ? {} : { protocols: opts.protocols as OverloadProtocol[] }), ...(opts.serverCpus === undefined ? {} : { serverCpus: opts.serverCpus }), ...(opts.clientCpus === undefined ? {} : { clientCpus: opts.clientCpus }) });
 if (opts.only === 'grpc-shed') out['grpcShed'] = await benchGrpcShed({ log });
 if (opts.only === 'contention') out['contention'] = await benchContention({ log, ...(opts.busy === undefined ? {} : { busy: opts.busy }), ...(opts.rounds === undefined ? {} : { rounds: opts.rounds }), ...(opts.queries === undefined ? {} : { queries: opts.queries }), ...(opts.load === undefined ? {} : { load: opts.load }) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
@@ -228,10 +230,10 @@ if (opts.json) {
     const rows: (string | number)[][] = [];
     for (const [config, byProtocol] of Object.entries(overload)) {
       for (const [protocol, r] of Object.entries(byProtocol)) {
-        for (const [factor, p] of Object.entries(r.byFactor)) rows.push([config, protocol, r.capacityQps, `${factor}×`, p.goodputQps, p.ratio, p.p99Ms, p.p99OverQos, p.unanswered, JSON.stringify(p.byStatus), p.loadAverage1m]);
+        for (const [factor, p] of Object.entries(r.byFactor)) rows.push([config, protocol, r.capacityQps, `${factor}×`, p.goodputQps, p.ratio, p.ratioPerExecutorCore, p.p99Ms, p.p99OverQos, p.unanswered, JSON.stringify(p.byStatus), p.loadAverage1m]);
       }
     }
-    process.stdout.write(formatTable(['config', 'protocol', 'capacity q/s', 'offered', 'goodput q/s', 'goodput ÷ capacity', 'p99 ms (200s)', 'p99 ÷ QoS', 'unanswered', 'answers by status', 'load avg'], rows) + '\n\n');
+    process.stdout.write(formatTable(['config', 'protocol', 'capacity q/s', 'offered', 'goodput q/s', 'goodput ÷ capacity', 'per executor core', 'p99 ms (200s)', 'p99 ÷ QoS', 'unanswered', 'answers by status', 'load avg'], rows) + '\n\n');
   }
   const contention = out['contention'] as Awaited<ReturnType<typeof benchContention>> | undefined;
   if (contention) {

@@ -22,15 +22,30 @@ export interface BenchServer {
 }
 
 /**
+ * A node process's command line, pinned to `cpus` with util-linux's `taskset -c` (which execs
+ * node: the pid is node's, and its children, the executors, inherit the affinity).
+ * @param cpus a CPU list as taskset reads it (`0-3`, `0,2,4-5`); undefined: not pinned.
+ * @returns [command, args].
+ * @throws RangeError for a list that is not digits, commas and dashes.
+ */
+export function pinned(cpus: string | undefined, nodeArgs: readonly string[]): [string, string[]] {
+  if (cpus === undefined) return [process.execPath, [...nodeArgs]];
+  if (!/^\d+(-\d+)?(,\d+(-\d+)?)*$/.test(cpus)) throw new RangeError(`a CPU list is numbers and ranges separated by commas (taskset -c), e.g. '0-3' or '0,2,4-5'; got '${cpus}'`);
+  return ['taskset', ['-c', cpus, process.execPath, ...nodeArgs]];
+}
+
+/**
  * Start `abacus serve --config CONFIG --host 127.0.0.1 --http-port 0 [--grpc-port 0] …flags`.
  * @param logFile where its stderr (the JSON log) goes
  * @param readyTimeoutMs how long a first start (model build, profiling) may take [30 min]
+ * @param cpus pin the server and its executors to these CPUs (`pinned`) [not pinned]
  * @throws Error quoting its output when it exits before ready or does not get ready in time.
  */
-export async function startBenchServer(config: string, options: { logFile: string; flags?: readonly string[]; env?: NodeJS.ProcessEnv; readyTimeoutMs?: number; log?: (s: string) => void }): Promise<BenchServer> {
+export async function startBenchServer(config: string, options: { logFile: string; flags?: readonly string[]; env?: NodeJS.ProcessEnv; readyTimeoutMs?: number; log?: (s: string) => void; cpus?: string }): Promise<BenchServer> {
   const handle = await fs.open(options.logFile, 'w');
   const flags = options.flags ?? [];
-  const child = spawn(process.execPath, [ABACUS_BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', ...(flags.includes('--no-grpc') ? [] : ['--grpc-port', '0']), ...flags], {
+  const [command, args] = pinned(options.cpus, [ABACUS_BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', ...(flags.includes('--no-grpc') ? [] : ['--grpc-port', '0']), ...flags]);
+  const child = spawn(command, args, {
     env: { ...process.env, ...(options.env ?? {}) },
     stdio: ['ignore', 'pipe', handle.fd],
   });

@@ -154,6 +154,13 @@ export interface FallbackOptions {
    * `adapt:C` a function, the count `LoneThreadChooser` gives the slot now); absent: the device default.
    */
   readonly threadsAlone?: number | ((slot: GroupSlot) => number);
+  /**
+   * Intra-op threads every fallback launch carries, on its segment and in the prediction asked
+   * for it, whatever the thread rule would give a lone query (abacus's `fallbackThreads`; with it
+   * `threadsAlone` is the same count); absent: without the barrier `threadsAlone`, with it the
+   * count the thread rule's `ThreadAssigningController` assigns.
+   */
+  readonly launchThreads?: number;
   /** The policy's `drop` [true]: false, the fallback rejects nothing either. */
   readonly drop?: boolean;
   /**
@@ -329,10 +336,11 @@ export class FallbackController implements QueryController {
     const q = best.q;
     // Without the barrier no `ThreadAssigningController` gives a lone segment its count: the fallback does.
     const alone = this.#options.threadsAlone;
-    const threads = streams && typeof alone === 'number' ? alone : undefined;
+    const pinned = this.#options.launchThreads;
+    const threads = pinned ?? (streams && typeof alone === 'number' ? alone : undefined);
     const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators, ...(threads === undefined ? {} : { intraOpThreads: threads }) };
-    // the predictor scores at the rule's count itself (`ThreadedPredictor`)
-    const slot: GroupSlot = { model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen };
+    // the predictor scores at the rule's count itself (`ThreadedPredictor`), or at a pinned count the slot names
+    const slot: GroupSlot = { model: q.model, start: q.nextOperator, end: q.operators, batch: q.batch, seqLen: q.seqLen, ...(pinned === undefined ? {} : { intraOpThreads: pinned }) };
     const hooks = streams ? this.#options.streams : undefined;
     const predictorMs = hooks !== undefined ? hooks.launchAlone(slot, q.service) : this.#predictor.predict([[slot]], this.#one)[0]!;
     stats.predictorCalls++;
@@ -439,7 +447,7 @@ export class FallbackController implements QueryController {
   /** The measured solo latencies of `q`'s shape when they may justify a drop (whole query, enough runs). */
   #measuredSolo(q: WaitingQuery): Measured | undefined {
     if (q.nextOperator !== 0) return undefined;
-    const alone = this.#options.threadsAlone;
+    const alone = this.#options.launchThreads ?? this.#options.threadsAlone;
     const threads = typeof alone === 'function' ? alone({ model: q.model, start: 0, end: q.operators, batch: q.batch, seqLen: q.seqLen }) : alone;
     const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, threads));
     if (m === undefined || m.n < MIN_MEASURED) return undefined;

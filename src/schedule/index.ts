@@ -118,6 +118,12 @@ const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> 
     /** Without the barrier: a partial batch waits for more samples while its members can afford it (`abacus/stream.ts` step 3b); ignored with the barrier. */
     hold: { type: z.boolean(), text: 'a boolean', def: true, kind: 'boolean' },
     threads: THREADS,
+    /**
+     * With `fallback`: intra-op threads of each fallback launch (one query with nothing beside it);
+     * 0: the thread rule's count for a lone query. Lets abacus without the barrier, whose streams
+     * run `fixed:N`, give a fallback launch every core as the strong baseline does (`fallback.ts`).
+     */
+    fallbackThreads: { type: z.number().int().min(0).max(1024), text: 'an integer in [0, 1024] (0: the thread rule\'s count for a lone query)', def: 0, kind: 'number' },
   },
   fcfs: { drop: DROP, threads: THREADS },
   sjf: { drop: DROP, threads: THREADS },
@@ -172,7 +178,7 @@ function describe(v: unknown): string {
 
 /**
  * Validate a policy's raw parameters and fill the defaults.
- * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, fallback, guard, barrier, hold, threads;
+ * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, fallback, guard, barrier, hold, threads, fallbackThreads;
  *   fcfs/sjf/edf, fcfs-batch/edf-batch: drop, threads; triton: drop; clockwork: window,
  *   percentile, maxExecMs, threads; overlap-all: none).
  * @throws RangeError for an unknown policy (naming the valid ones) and for a value out of
@@ -228,6 +234,7 @@ export function createController(policy: string, params: Readonly<Record<string,
   if (policy === 'triton') return new TritonController({ drop });
   if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
   const rule = parseThreadRule(String(p['threads'] ?? 'device'));
+  if (Number(p['fallbackThreads'] ?? 0) > 0 && p['fallback'] !== true) throw new RangeError("abacus parameter 'fallbackThreads' sets the calibration fallback's thread count: it needs 'fallback: true'");
   const threaded = rule.kind === 'device' ? undefined : new ThreadedPredictor(predictor, rule);
   const scoring = threaded ?? predictor;
   const chooser = threaded?.chooser;
@@ -257,9 +264,11 @@ function withFallback(
   streams?: StreamHooks,
 ): FallbackController {
   const logger = options.logger;
-  const threadsAlone = chooser === undefined ? threadsFor(rule, 1) : (slot: GroupSlot) => chooser.threadsFor(slot);
+  const launchThreads = Number(p['fallbackThreads'] ?? 0);
+  const threadsAlone = launchThreads > 0 ? launchThreads : chooser === undefined ? threadsFor(rule, 1) : (slot: GroupSlot) => chooser.threadsFor(slot);
   return new FallbackController(inner, predictor, {
     ...(threadsAlone === undefined ? {} : { threadsAlone }),
+    ...(launchThreads > 0 ? { launchThreads } : {}),
     ...(streams === undefined ? {} : { streams }),
     drop: p['drop'] === true,
     onSwitch: (active, status) => logger?.info({ ...status }, active ? 'abacus fallback on: measured groups overrun their predictions; one query at a time' : 'abacus fallback off: predictions hold again; overlapping'),

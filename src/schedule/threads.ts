@@ -144,6 +144,8 @@ export class ThreadAssigningController implements QueryController {
 
   #assign(d: Decision, input: ScheduleInput): Decision {
     if (d.group.length === 0) return d;
+    // the calibration fallback's launch with its own count (abacus `fallbackThreads`) keeps it
+    if (d.fallback === true && d.group.every((s) => s.intraOpThreads !== undefined)) return d;
     if (d.group.length === 1 && this.chooser !== undefined) {
       const s = d.group[0]!;
       const slot = loneSlot(s, input);

@@ -78,6 +78,17 @@ describe('the fallback without the group barrier', () => {
     expect(idle.group).toEqual([{ queryId: 'early', service: 'S2', start: 0, end: 10, intraOpThreads: 2 }]);
   });
 
+  it('fallbackThreads gives a fallback launch its own count while the streams keep the rule\'s; it needs the fallback', () => {
+    const c = inFallback({ threads: 'fixed:1', fallbackThreads: 2 });
+    const d = c.decide(streamInput(1e6, [[query('solo', 'S1', 'a', { arrivalMs: 1e6, qosTargetMs: 1000 })]]));
+    expect(d.fallback).toBe(true);
+    expect(d.group).toEqual([{ queryId: 'solo', service: 'S1', start: 0, end: 10, intraOpThreads: 2 }]);
+    const streams = createController('abacus', { barrier: false, fallback: true, threads: 'fixed:1', fallbackThreads: 2 }, new FakePredictor());
+    expect(streams.decide(streamInput(0, [[query('x', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 100 })]])).group).toEqual([expect.objectContaining({ queryId: 'x', intraOpThreads: 1 })]);
+    expect(() => createController('abacus', { barrier: false, threads: 'fixed:1', fallbackThreads: 2 }, new FakePredictor())).toThrow(/'fallbackThreads'.*needs 'fallback: true'/);
+    expect(() => createController('abacus', { fallback: true, fallbackThreads: -1 }, new FakePredictor())).toThrow(/fallbackThreads' must be an integer in \[0, 1024\]/);
+  });
+
   it('judges held queries on measured evidence: one that a fast measured run after the running segment cannot finish is rejected', () => {
     const c = inFallback();
     // three measured alone runs of S2's model-a shape at 10 ms (the fallback's own launches)
