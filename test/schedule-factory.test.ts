@@ -16,7 +16,7 @@ import { FakePredictor } from './schedule/fake-predictor.ts';
 
 describe('parseControllerParams', () => {
   it('fills the paper defaults', () => {
-    expect(parseControllerParams('abacus')).toEqual({ ways: 2, slackMs: 5, drop: true, refine: false, fallback: false, guard: true, barrier: true, hold: true, threads: 'device', fallbackThreads: 0 });
+    expect(parseControllerParams('abacus')).toEqual({ ways: 2, slackMs: 5, drop: true, refine: false, fallback: false, guard: true, barrier: true, hold: true, threads: 'device', interference: false, fallbackThreads: 0 });
     for (const p of ['fcfs', 'sjf', 'edf', 'fcfs-batch', 'edf-batch']) expect(parseControllerParams(p)).toEqual({ drop: true, threads: 'device' });
     expect(parseControllerParams('triton')).toEqual({ drop: true });
     expect(parseControllerParams('overlap-all')).toEqual({});
@@ -25,8 +25,8 @@ describe('parseControllerParams', () => {
   });
 
   it('coerces numeric and boolean strings; undefined means default', () => {
-    expect(parseControllerParams('abacus', { ways: '4', slackMs: ' 0.5 ', drop: 'false' })).toEqual({ ways: 4, slackMs: 0.5, drop: false, refine: false, fallback: false, guard: true, barrier: true, hold: true, threads: 'device', fallbackThreads: 0 });
-    expect(parseControllerParams('abacus', { ways: undefined })).toEqual({ ways: 2, slackMs: 5, drop: true, refine: false, fallback: false, guard: true, barrier: true, hold: true, threads: 'device', fallbackThreads: 0 });
+    expect(parseControllerParams('abacus', { ways: '4', slackMs: ' 0.5 ', drop: 'false' })).toEqual({ ways: 4, slackMs: 0.5, drop: false, refine: false, fallback: false, guard: true, barrier: true, hold: true, threads: 'device', interference: false, fallbackThreads: 0 });
+    expect(parseControllerParams('abacus', { ways: undefined })).toEqual({ ways: 2, slackMs: 5, drop: true, refine: false, fallback: false, guard: true, barrier: true, hold: true, threads: 'device', interference: false, fallbackThreads: 0 });
   });
 
   it('RangeError naming the field and its range for values out of range', () => {
@@ -46,7 +46,7 @@ describe('parseControllerParams', () => {
     expect(() => parseControllerParams('fcfs', { ways: 2 })).toThrow(new TypeError("fcfs has no parameter 'ways' (valid: drop, threads)"));
     expect(() => parseControllerParams('overlap-all', { drop: true })).toThrow(new TypeError("overlap-all has no parameter 'drop' (it takes none)"));
     expect(() => parseControllerParams('triton', { maxQueueDelayMs: 1 })).toThrow(new TypeError("triton has no parameter 'maxQueueDelayMs' (valid: drop)"));
-    expect(() => parseControllerParams('abacus', { slack_ms: 3 })).toThrow(new TypeError("abacus has no parameter 'slack_ms' (valid: ways, slackMs, drop, refine, fallback, guard, barrier, hold, threads, fallbackThreads; parameters are camelCase: 'slackMs')"));
+    expect(() => parseControllerParams('abacus', { slack_ms: 3 })).toThrow(new TypeError("abacus has no parameter 'slack_ms' (valid: ways, slackMs, drop, refine, fallback, guard, barrier, hold, threads, interference, fallbackThreads; parameters are camelCase: 'slackMs')"));
   });
 
   it('RangeError naming the valid policies for an unknown one', () => {

@@ -189,6 +189,12 @@ export interface Device {
    */
   watchHealth?(listener: (event: ServiceHealthEvent) => void): () => void;
   /**
+   * The pids of the processes that run this device's segments besides the caller's (executors),
+   * live now; devices that run none (`device/sim`) leave it out. What runs there is ours, not a
+   * neighbour's (`device/neighbours.ts`).
+   */
+  processIds?(): readonly number[];
+  /**
    * Stop executors and free everything, including what a `load` in progress was starting
    * (that `load` rejects with DeviceUnavailableError). Segments still running get
    * `device_unavailable` error results. Idempotent.

@@ -13,6 +13,7 @@ import type { Clock } from '../clock/clock.ts';
 import { driveUntilSettled } from '../clock/drive.ts';
 import { VirtualClock } from '../clock/virtual.ts';
 import type { Device } from '../device/device.ts';
+import { type CpuNeighbours, ProcNeighbours } from '../device/neighbours.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { GroupStatsCollector, StatsCollector, type ServingStats } from './stats.ts';
 import { createController } from '../schedule/index.ts';
@@ -44,6 +45,8 @@ export interface ExperimentOptions {
   readonly services: readonly ExperimentService[];
   readonly policy: string;
   readonly policyParams?: Readonly<Record<string, unknown>>;
+  /** abacus with `interference`: what the other processes want of the CPU [a `ProcNeighbours` that counts the device's executors as ours]. */
+  readonly neighbours?: CpuNeighbours;
   /** Total offered load over all services, queries/s. */
   readonly rateQps: number;
   readonly queries: number;
@@ -141,8 +144,12 @@ export function checkLoad(rateQps: number, queries: number): void {
  */
 export async function runExperiment(env: ExperimentEnv, options: ExperimentOptions): Promise<ExperimentResult> {
   checkLoad(options.rateQps, options.queries);
-  const { controller, totals } = counting(createController(options.policy, options.policyParams ?? {}, env.predictor));
+  // the device's executors are ours, not neighbours (abacus `interference`); known once it is open
+  const own: { device?: Device } = {};
+  const neighbours = options.neighbours ?? new ProcNeighbours(() => own.device?.processIds?.() ?? []);
+  const { controller, totals } = counting(createController(options.policy, options.policyParams ?? {}, env.predictor, { neighbours }));
   const opened = await env.open();
+  own.device = opened.device;
   const { clock, device } = opened;
   const feed = options.feed;
   try {

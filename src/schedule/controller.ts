@@ -317,6 +317,10 @@ export interface FallbackStatus {
   readonly overrunShare: number;
   /** Groups the current (or next) fallback lasts at least. */
   readonly dwellGroups: number;
+  /** With the interference trigger (abacus `interference`): whether the neighbours hold it one query at a time now (`active` is then true too). */
+  readonly crowded?: boolean;
+  /** With the interference trigger: the cores the other processes want, averaged (`device/neighbours.ts`); absent until known. */
+  readonly neighbourCores?: number;
 }
 
 /**

@@ -103,10 +103,28 @@
  *   fallback 69, overlap 55, fallback 127, overlap to the end (1,674); 2.65 % violations against
  *   2.60 % without the fallback, and no switch without the step.
  *
+ * ## Interference
+ * With `neighbours` (abacus's `interference`; `device/neighbours.ts`), a second trigger that asks
+ * the machine rather than the predictions: while the other processes want at least
+ * `CROWD_ENTER_CORES` cores and leave at least that much but under 2 − `CROWD_ENTER_CORES` free —
+ * about one core, no room for two of our segments without one sharing a core with a neighbour —
+ * it serves one query at a time at ⌊free + `CROWD_ENTER_CORES`⌋ threads (one, on two cores beside
+ * one busy process), whatever the thread rule or `launchThreads` say, judged on the median of the
+ * shape's measured runs at that count (`CROWD_DROP_QUANTILE`). It ends when they want under
+ * `CROWD_EXIT_CORES` or leave under `CROWD_EXIT_CORES` free (every core contended: then our threads
+ * get their fair share of every core, and more threads get more, so the thread rule's count serves
+ * more, as fcfs on two threads beside four busy loops served 1.9× what one thread did). The
+ * thresholds are apart, and the demand is an average with a one-second half-life, so it does not
+ * flap on a neighbour's bursts. The predictions' windows count nothing while crowded; both
+ * triggers may hold at once (crowded wins the thread count). `fallback.active` is true while
+ * either holds; `crowded` and `neighbourCores` say which. Measured in docs/adaptive.md
+ * "Interference".
+ *
  * Cost: in overlap mode a scan of the decision's rejections and one window update per group. In the
  * fallback one predictor call per decision (the predictor's prediction of the launched query,
  * for the exit test), a scan of the queue heads, and a map lookup per head.
  */
+import type { CpuNeighbours } from '../device/neighbours.ts';
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
 import { nextInstantAfter } from '../clock/instant.ts';
 import { checkInput, checkQuery, compareStrings, newStats } from './heads.ts';
@@ -143,6 +161,23 @@ export const MIN_MEASURED = 3;
  * refined solo prediction × min(1, this quantile of the recent measured ÷ refined ratios).
  */
 export const FALLBACK_DROP_QUANTILE = 0.1;
+/**
+ * Interference: one query at a time while the other processes want at least `CROWD_ENTER_CORES`
+ * cores and leave at least `CROWD_ENTER_CORES` but fewer than 2 − `CROWD_ENTER_CORES` free (about
+ * one free core: no room for two segments beside them without sharing a core); back once they
+ * want under `CROWD_EXIT_CORES`, or leave under `CROWD_EXIT_CORES` free (every core contended:
+ * then every core of ours gets its share, docs/adaptive.md "Interference").
+ */
+export const CROWD_ENTER_CORES = 0.6;
+/**
+ * Crowded, drops judge the median of a shape's measured solo runs (not the fast tenth): one
+ * query at a time on a core of its own runs as long as the last ones, and under overload every
+ * head of a FIFO queue sits at its limit, so an optimistic estimate kept queries that then
+ * finished late (with one busy loop, 33 % of the queries late against 3 % for fcfs at one
+ * thread; docs/adaptive.md "Interference").
+ */
+export const CROWD_DROP_QUANTILE = 0.5;
+export const CROWD_EXIT_CORES = 0.3;
 /** Most remembered shapes and predictions (bounded memory; the oldest are forgotten). */
 const MAX_KEYS = 4096;
 
@@ -171,6 +206,11 @@ export interface FallbackOptions {
    * overrun or not).
    */
   readonly streams?: StreamHooks;
+  /**
+   * What the other processes want of the CPU (`device/neighbours.ts`); present: the interference
+   * trigger is on (abacus's `interference`; module docs, "Interference").
+   */
+  readonly neighbours?: CpuNeighbours;
   /** Called on every switch (abacus serve logs it), with the status after it but the window's overrun share that led to it. */
   onSwitch?(active: boolean, status: FallbackStatus): void;
 }
@@ -228,6 +268,10 @@ export class FallbackController implements QueryController {
   readonly #predictor: Predictor;
   readonly #options: FallbackOptions;
   #active = false;
+  /** Interference: neighbours leave about one core (module docs); one query at a time at `#crowdThreads`. */
+  #crowded = false;
+  #crowdThreads = 1;
+  #neighbourCores: number | undefined;
   #entries = 0;
   #observed = 0;
   #inFallback = 0;
@@ -271,17 +315,40 @@ export class FallbackController implements QueryController {
 
   get fallback(): FallbackStatus {
     return {
-      active: this.#active,
+      active: this.#active || this.#crowded,
       entries: this.#entries,
       observedGroups: this.#observed,
       fallbackGroups: this.#inFallback,
       overrunShare: this.#overruns.share,
       dwellGroups: this.#dwell,
+      ...(this.#options.neighbours === undefined ? {} : { crowded: this.#crowded, ...(this.#neighbourCores === undefined ? {} : { neighbourCores: this.#neighbourCores }) }),
     };
   }
 
+  /** Interference: follow what the neighbours want (module docs); called at each decision, at the runtime clock's `nowMs`. */
+  #watchNeighbours(nowMs: number): void {
+    const n = this.#options.neighbours;
+    if (n === undefined) return;
+    const want = n.demandCores(nowMs);
+    this.#neighbourCores = want;
+    if (want === undefined) return;
+    const free = n.cores - want;
+    const crowded = this.#crowded
+      ? want >= CROWD_EXIT_CORES && free >= CROWD_EXIT_CORES && free < 2 - CROWD_EXIT_CORES
+      : want >= CROWD_ENTER_CORES && free >= CROWD_ENTER_CORES && free < 2 - CROWD_ENTER_CORES;
+    if (crowded === this.#crowded) return;
+    this.#crowded = crowded;
+    this.#crowdThreads = Math.max(1, Math.floor(free + CROWD_ENTER_CORES));
+    // the overlap-mode windows are left as they were: nothing crowded was counted in them
+    if (!this.#active) {
+      if (crowded) this.#entries++;
+      this.#options.onSwitch?.(crowded, { ...this.fallback, overrunShare: this.#overruns.share });
+    }
+  }
+
   decide(input: ScheduleInput): Decision {
-    if (!this.#active) return this.#inner.decide(input);
+    this.#watchNeighbours(input.nowMs);
+    if (!this.#active && !this.#crowded) return this.#inner.decide(input);
     checkInput(input);
     const stats = newStats();
     const rejected: Rejection[] = [];
@@ -336,7 +403,7 @@ export class FallbackController implements QueryController {
     const q = best.q;
     // Without the barrier no `ThreadAssigningController` gives a lone segment its count: the fallback does.
     const alone = this.#options.threadsAlone;
-    const pinned = this.#options.launchThreads;
+    const pinned = this.#crowded ? this.#crowdThreads : this.#options.launchThreads;
     const threads = pinned ?? (streams && typeof alone === 'number' ? alone : undefined);
     const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators, ...(threads === undefined ? {} : { intraOpThreads: threads }) };
     // the predictor scores at the rule's count itself (`ThreadedPredictor`), or at a pinned count the slot names
@@ -357,7 +424,7 @@ export class FallbackController implements QueryController {
    */
   rejected(rejections: readonly Rejection[]): void {
     this.#inner.rejected?.(rejections);
-    if (this.#active) {
+    if (this.#active || this.#crowded) {
       for (const r of rejections) {
         const record = this.#droppedOn.get(r.queryId);
         if (record === undefined) continue;
@@ -385,7 +452,7 @@ export class FallbackController implements QueryController {
     if (segs.length === 1) {
       const s = segs[0]!;
       // Without the barrier a launch of one segment may have run beside others: only the fallback's own launches ran alone.
-      const alone = !this.launchWhileBusy || (this.#active && this.#predicted.has(s.queryId));
+      const alone = !this.launchWhileBusy || ((this.#active || this.#crowded) && this.#predicted.has(s.queryId));
       if (alone && s.start === 0 && s.end === s.operators && measuredMs > 0 && Number.isFinite(measuredMs)) {
         const key = shapeKey(s.model, s.batch, s.seqLen, s.intraOpThreads);
         let m = this.#measured.get(key);
@@ -395,7 +462,7 @@ export class FallbackController implements QueryController {
         m.drops = 0;
       }
     }
-    if (!this.#active) {
+    if (!this.#active && !this.#crowded) {
       for (const s of segs) {
         if (s.start !== 0) continue;
         this.#predictedDrops.push(false); // a fused batch counts once
@@ -405,7 +472,7 @@ export class FallbackController implements QueryController {
     this.#observed++;
     this.#sinceSwitch++;
     const decidedMs = observation.predictedMs;
-    if (decidedMs !== undefined && decidedMs > 0 && !joined) this.#overruns.push(measuredMs > (1 + OVERRUN_TOLERANCE) * decidedMs);
+    if (decidedMs !== undefined && decidedMs > 0 && !joined && (this.#active || !this.#crowded)) this.#overruns.push(measuredMs > (1 + OVERRUN_TOLERANCE) * decidedMs);
     if (this.#active) {
       this.#inFallback++;
       const predictorMs = segs.length === 1 ? this.#predicted.get(segs[0]!.queryId) : undefined;
@@ -414,6 +481,9 @@ export class FallbackController implements QueryController {
         this.#predictorOverruns.push(measuredMs > (1 + OVERRUN_TOLERANCE) * predictorMs);
       }
       if (this.#sinceSwitch >= this.#dwell && this.#predictorOverruns.size >= WINDOW_GROUPS && this.#predictorOverruns.share <= EXIT_SHARE) this.#switch(false);
+    } else if (this.#crowded) {
+      this.#inFallback++;
+      if (segs.length === 1) this.#predicted.delete(segs[0]!.queryId);
     } else {
       this.#maybeEnter();
     }
@@ -447,12 +517,15 @@ export class FallbackController implements QueryController {
   /** The measured solo latencies of `q`'s shape when they may justify a drop (whole query, enough runs). */
   #measuredSolo(q: WaitingQuery): Measured | undefined {
     if (q.nextOperator !== 0) return undefined;
-    const alone = this.#options.launchThreads ?? this.#options.threadsAlone;
+    // the count the next launch of it runs at (the decision's), so the runs it is judged on are of that count
+    const alone = this.#crowded ? this.#crowdThreads : (this.#options.launchThreads ?? this.#options.threadsAlone);
     const threads = typeof alone === 'function' ? alone({ model: q.model, start: 0, end: q.operators, batch: q.batch, seqLen: q.seqLen }) : alone;
     const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, threads));
     if (m === undefined || m.n < MIN_MEASURED) return undefined;
     const kept = Array.from(m.ms.subarray(0, Math.min(m.n, MEASURED_KEPT))).sort((a, b) => a - b);
-    const fastMs = kept[Math.max(0, Math.ceil(FALLBACK_DROP_QUANTILE * kept.length) - 1)]!;
+    // crowded, a run at one thread beside the neighbours is as long as the last ones: their median (module docs, "Interference")
+    const quantile = this.#crowded && !this.#active ? CROWD_DROP_QUANTILE : FALLBACK_DROP_QUANTILE;
+    const fastMs = kept[Math.max(0, Math.ceil(quantile * kept.length) - 1)]!;
     return { fastMs, record: m };
   }
 }

@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import type { Logger } from '../log.ts';
+import { type CpuNeighbours, ProcNeighbours } from '../device/neighbours.ts';
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
 import { RefinedPredictor } from '../predict/refine.ts';
 import type { PolicyName, QueryController } from './controller.ts';
@@ -123,6 +124,11 @@ const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> 
      * 0: the thread rule's count for a lone query. Lets abacus without the barrier, whose streams
      * run `fixed:N`, give a fallback launch every core as the strong baseline does (`fallback.ts`).
      */
+    /**
+     * With `fallback`: also one query at a time while the machine's other processes leave about
+     * one core free (`fallback.ts` "Interference", `device/neighbours.ts`); off: predictions only.
+     */
+    interference: { type: z.boolean(), text: 'a boolean', def: false, kind: 'boolean' },
     fallbackThreads: { type: z.number().int().min(0).max(1024), text: 'an integer in [0, 1024] (0: the thread rule\'s count for a lone query)', def: 0, kind: 'number' },
   },
   fcfs: { drop: DROP, threads: THREADS },
@@ -178,7 +184,7 @@ function describe(v: unknown): string {
 
 /**
  * Validate a policy's raw parameters and fill the defaults.
- * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, fallback, guard, barrier, hold, threads, fallbackThreads;
+ * @returns every parameter of `policy` (abacus: ways, slackMs, drop, refine, fallback, guard, barrier, hold, threads, interference, fallbackThreads;
  *   fcfs/sjf/edf, fcfs-batch/edf-batch: drop, threads; triton: drop; clockwork: window,
  *   percentile, maxExecMs, threads; overlap-all: none).
  * @throws RangeError for an unknown policy (naming the valid ones) and for a value out of
@@ -216,6 +222,12 @@ export function parseControllerParams(policy: string, raw: Readonly<Record<strin
 export interface ControllerOptions {
   /** abacus with `refine`: where the refinement logs going out of calibration, recovering and restarting (info); with `fallback`: its switches. */
   readonly logger?: Logger;
+  /**
+   * abacus with `interference`: what the other processes want of the CPU, told apart from the
+   * device's own executors (`ProcNeighbours` given `Device.processIds`); absent: a
+   * `ProcNeighbours` that counts only this process as ours.
+   */
+  readonly neighbours?: CpuNeighbours;
 }
 
 /**
@@ -234,6 +246,7 @@ export function createController(policy: string, params: Readonly<Record<string,
   if (policy === 'triton') return new TritonController({ drop });
   if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
   const rule = parseThreadRule(String(p['threads'] ?? 'device'));
+  if (p['interference'] === true && p['fallback'] !== true) throw new RangeError("abacus parameter 'interference' is a trigger of the calibration fallback: it needs 'fallback: true'");
   if (Number(p['fallbackThreads'] ?? 0) > 0 && p['fallback'] !== true) throw new RangeError("abacus parameter 'fallbackThreads' sets the calibration fallback's thread count: it needs 'fallback: true'");
   const threaded = rule.kind === 'device' ? undefined : new ThreadedPredictor(predictor, rule);
   const scoring = threaded ?? predictor;
@@ -270,6 +283,7 @@ function withFallback(
     ...(threadsAlone === undefined ? {} : { threadsAlone }),
     ...(launchThreads > 0 ? { launchThreads } : {}),
     ...(streams === undefined ? {} : { streams }),
+    ...(p['interference'] === true ? { neighbours: options.neighbours ?? new ProcNeighbours() } : {}),
     drop: p['drop'] === true,
     onSwitch: (active, status) => logger?.info({ ...status }, active ? 'abacus fallback on: measured groups overrun their predictions; one query at a time' : 'abacus fallback off: predictions hold again; overlapping'),
   });

@@ -420,6 +420,13 @@ export class OrtDevice implements Device {
     this.log.info({ service }, 'service unloaded');
   }
 
+  /** The pids of the live executors (`Device.processIds`). */
+  processIds(): readonly number[] {
+    const out: number[] = [];
+    for (const h of [...this.handles.values(), ...this.loading]) if (h.pid !== undefined) out.push(h.pid);
+    return out;
+  }
+
   /**
    * Terminate every executor, including those a `load` in progress is starting, and free all
    * state. Idempotent; later runGroup/load reject.
