@@ -149,10 +149,11 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   const main = await ensurePredictor(ctx, repo, hosted, { samples: opts.profileSamples, threads: opts.threads, threadRules: rules });
   progress(`      ready in ${seconds(tPred)} (${main.source}; thread rules ${rules.map(formatThreadRule).join(', ')})\n`);
 
-  // abacus: a lone query on every core, an overlapped pair split (split:<cores>); refined online; the calibration fallback
+  // abacus: a lone query on every core, an overlapped pair split (split:<cores>); refined online; the calibration fallback,
+  // also while other processes leave about one core (interference)
   const variants: DemoVariant[] = [
     ...fcfsThreads.map((t): DemoVariant => ({ label: `fcfs (${threadsLabel(t)})`, policy: 'fcfs', threads: t, params: { threads: formatThreadRule(t === allCores ? allRule : weakRule) } })),
-    { label: 'abacus', policy: 'abacus', threads: allCores, params: { threads: formatThreadRule(allRule), refine: opts.refine, fallback: true } },
+    { label: 'abacus', policy: 'abacus', threads: allCores, params: { threads: formatThreadRule(allRule), refine: opts.refine, fallback: true, interference: true } },
   ];
   const measured = await runDemoRounds(
     {

@@ -108,8 +108,8 @@
  * the machine rather than the predictions: while the other processes want at least
  * `CROWD_ENTER_CORES` cores and leave at least that much but under 2 − `CROWD_ENTER_CORES` free —
  * about one core, no room for two of our segments without one sharing a core with a neighbour —
- * it serves one query at a time at ⌊free + `CROWD_ENTER_CORES`⌋ threads (one, on two cores beside
- * one busy process), whatever the thread rule or `launchThreads` say, judged on the median of the
+ * it serves one query at a time at one thread (the free core), whatever the thread rule or
+ * `launchThreads` say, judged on the median of the
  * shape's measured runs at that count (`CROWD_DROP_QUANTILE`). It ends when they want under
  * `CROWD_EXIT_CORES` or leave under `CROWD_EXIT_CORES` free (every core contended: then our threads
  * get their fair share of every core, and more threads get more, so the thread rule's count serves
@@ -169,6 +169,7 @@ export const FALLBACK_DROP_QUANTILE = 0.1;
  * then every core of ours gets its share, docs/adaptive.md "Interference").
  */
 export const CROWD_ENTER_CORES = 0.6;
+export const CROWD_EXIT_CORES = 0.3;
 /**
  * Crowded, drops judge the median of a shape's measured solo runs (not the fast tenth): one
  * query at a time on a core of its own runs as long as the last ones, and under overload every
@@ -177,7 +178,6 @@ export const CROWD_ENTER_CORES = 0.6;
  * thread; docs/adaptive.md "Interference").
  */
 export const CROWD_DROP_QUANTILE = 0.5;
-export const CROWD_EXIT_CORES = 0.3;
 /** Most remembered shapes and predictions (bounded memory; the oldest are forgotten). */
 const MAX_KEYS = 4096;
 
@@ -268,9 +268,8 @@ export class FallbackController implements QueryController {
   readonly #predictor: Predictor;
   readonly #options: FallbackOptions;
   #active = false;
-  /** Interference: neighbours leave about one core (module docs); one query at a time at `#crowdThreads`. */
+  /** Interference: neighbours leave about one core (module docs); one query at a time at one thread. */
   #crowded = false;
-  #crowdThreads = 1;
   #neighbourCores: number | undefined;
   #entries = 0;
   #observed = 0;
@@ -338,7 +337,6 @@ export class FallbackController implements QueryController {
       : want >= CROWD_ENTER_CORES && free >= CROWD_ENTER_CORES && free < 2 - CROWD_ENTER_CORES;
     if (crowded === this.#crowded) return;
     this.#crowded = crowded;
-    this.#crowdThreads = Math.max(1, Math.floor(free + CROWD_ENTER_CORES));
     // the overlap-mode windows are left as they were: nothing crowded was counted in them
     if (!this.#active) {
       if (crowded) this.#entries++;
@@ -403,7 +401,7 @@ export class FallbackController implements QueryController {
     const q = best.q;
     // Without the barrier no `ThreadAssigningController` gives a lone segment its count: the fallback does.
     const alone = this.#options.threadsAlone;
-    const pinned = this.#crowded ? this.#crowdThreads : this.#options.launchThreads;
+    const pinned = this.#crowded ? 1 : this.#options.launchThreads;
     const threads = pinned ?? (streams && typeof alone === 'number' ? alone : undefined);
     const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators, ...(threads === undefined ? {} : { intraOpThreads: threads }) };
     // the predictor scores at the rule's count itself (`ThreadedPredictor`), or at a pinned count the slot names
@@ -518,7 +516,7 @@ export class FallbackController implements QueryController {
   #measuredSolo(q: WaitingQuery): Measured | undefined {
     if (q.nextOperator !== 0) return undefined;
     // the count the next launch of it runs at (the decision's), so the runs it is judged on are of that count
-    const alone = this.#crowded ? this.#crowdThreads : (this.#options.launchThreads ?? this.#options.threadsAlone);
+    const alone = this.#crowded ? 1 : (this.#options.launchThreads ?? this.#options.threadsAlone);
     const threads = typeof alone === 'function' ? alone({ model: q.model, start: 0, end: q.operators, batch: q.batch, seqLen: q.seqLen }) : alone;
     const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, threads));
     if (m === undefined || m.n < MIN_MEASURED) return undefined;

@@ -285,7 +285,15 @@ function withFallback(
     ...(streams === undefined ? {} : { streams }),
     ...(p['interference'] === true ? { neighbours: options.neighbours ?? new ProcNeighbours() } : {}),
     drop: p['drop'] === true,
-    onSwitch: (active, status) => logger?.info({ ...status }, active ? 'abacus fallback on: measured groups overrun their predictions; one query at a time' : 'abacus fallback off: predictions hold again; overlapping'),
+    onSwitch: (active, status) =>
+      logger?.info(
+        { ...status },
+        status.crowded === true
+          ? 'abacus fallback on: other processes leave about one core; one query at a time at one thread'
+          : active
+            ? 'abacus fallback on: measured groups overrun their predictions; one query at a time'
+            : 'abacus fallback off: overlapping',
+      ),
   });
 }
 
