@@ -28,20 +28,8 @@ export const PERIOD_MS = 50;
 /** Half-life of the average, ms: a neighbour that arrives shows within about two of them. */
 export const HALF_LIFE_MS = 1000;
 
-/** What the calibration fallback asks of the machine (`schedule/fallback.ts` "Interference"). */
-export interface CpuNeighbours {
-  /** The machine's cores. */
-  readonly cores: number;
-  /**
-   * Runnable threads of other processes, averaged (cores wanted, ≥ 0), as of `nowMs` (ms on the
-   * runtime's clock, wall time on a real device; a sample is taken when the last is `PERIOD_MS`
-   * old); undefined where unknown.
-   */
-  demandCores(nowMs: number): number | undefined;
-}
-
-/** `CpuNeighbours` from `/proc`. */
-export class ProcNeighbours implements CpuNeighbours {
+/** What the calibration fallback asks of the machine (`CpuNeighbours` in `schedule/controller.ts`), from `/proc`. */
+export class ProcNeighbours {
   readonly cores: number;
   readonly #ownPids: () => readonly number[];
   readonly #root: string;
@@ -59,6 +47,11 @@ export class ProcNeighbours implements CpuNeighbours {
     this.cores = options.cores ?? os.availableParallelism();
   }
 
+  /**
+   * Runnable threads of other processes, averaged (cores wanted, ≥ 0), as of `nowMs` (ms on the
+   * runtime's clock, wall time on a real device; a sample is taken when the last is `PERIOD_MS`
+   * old); undefined where `/proc/stat` cannot be read.
+   */
   demandCores(nowMs: number): number | undefined {
     if (this.#unavailable) return undefined;
     if (nowMs - this.#lastMs < PERIOD_MS) return this.#average;

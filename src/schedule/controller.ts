@@ -323,6 +323,17 @@ export interface FallbackStatus {
   readonly neighbourCores?: number;
 }
 
+/** What the calibration fallback asks of the machine (`fallback.ts` "Interference"; on Linux `device/neighbours.ts` `ProcNeighbours`). */
+export interface CpuNeighbours {
+  /** The machine's cores. */
+  readonly cores: number;
+  /**
+   * Runnable threads of other processes, averaged (cores wanted, ≥ 0), as of `nowMs` (ms on the
+   * runtime's clock, wall time on a real device); undefined where unknown.
+   */
+  demandCores(nowMs: number): number | undefined;
+}
+
 /**
  * A query-control policy. Create through `createController` (`schedule/index.ts`); one
  * instance per runtime (clockwork keeps history).

@@ -124,11 +124,10 @@
  * fallback one predictor call per decision (the predictor's prediction of the launched query,
  * for the exit test), a scan of the queue heads, and a map lookup per head.
  */
-import type { CpuNeighbours } from '../device/neighbours.ts';
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
 import { nextInstantAfter } from '../clock/instant.ts';
 import { checkInput, checkQuery, compareStrings, newStats } from './heads.ts';
-import type { Decision, FallbackStatus, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
+import type { CpuNeighbours, Decision, FallbackStatus, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
 
 export type { FallbackStatus } from './controller.ts';
 

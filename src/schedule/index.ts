@@ -7,10 +7,9 @@
  */
 import { z } from 'zod';
 import type { Logger } from '../log.ts';
-import { type CpuNeighbours, ProcNeighbours } from '../device/neighbours.ts';
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
 import { RefinedPredictor } from '../predict/refine.ts';
-import type { PolicyName, QueryController } from './controller.ts';
+import type { CpuNeighbours, PolicyName, QueryController } from './controller.ts';
 import { AbacusController } from './abacus/index.ts';
 import { StreamAbacusController } from './abacus/stream.ts';
 import { ClockworkController } from './clockwork/index.ts';
@@ -223,9 +222,9 @@ export interface ControllerOptions {
   /** abacus with `refine`: where the refinement logs going out of calibration, recovering and restarting (info); with `fallback`: its switches. */
   readonly logger?: Logger;
   /**
-   * abacus with `interference`: what the other processes want of the CPU, told apart from the
-   * device's own executors (`ProcNeighbours` given `Device.processIds`); absent: a
-   * `ProcNeighbours` that counts only this process as ours.
+   * abacus with `interference` (required then): what the other processes want of the CPU, told
+   * apart from the device's own executors (`device/neighbours.ts` `ProcNeighbours` given
+   * `Device.processIds`).
    */
   readonly neighbours?: CpuNeighbours;
 }
@@ -247,6 +246,7 @@ export function createController(policy: string, params: Readonly<Record<string,
   if (predictor === undefined) throw new TypeError(`policy '${policy}' needs a predictor`);
   const rule = parseThreadRule(String(p['threads'] ?? 'device'));
   if (p['interference'] === true && p['fallback'] !== true) throw new RangeError("abacus parameter 'interference' is a trigger of the calibration fallback: it needs 'fallback: true'");
+  if (p['interference'] === true && options.neighbours === undefined) throw new RangeError("abacus parameter 'interference' needs what the other processes want of the CPU (ControllerOptions.neighbours; runExperiment and abacus serve pass a ProcNeighbours)");
   if (Number(p['fallbackThreads'] ?? 0) > 0 && p['fallback'] !== true) throw new RangeError("abacus parameter 'fallbackThreads' sets the calibration fallback's thread count: it needs 'fallback: true'");
   const threaded = rule.kind === 'device' ? undefined : new ThreadedPredictor(predictor, rule);
   const scoring = threaded ?? predictor;
@@ -283,7 +283,7 @@ function withFallback(
     ...(threadsAlone === undefined ? {} : { threadsAlone }),
     ...(launchThreads > 0 ? { launchThreads } : {}),
     ...(streams === undefined ? {} : { streams }),
-    ...(p['interference'] === true ? { neighbours: options.neighbours ?? new ProcNeighbours() } : {}),
+    ...(p['interference'] === true && options.neighbours !== undefined ? { neighbours: options.neighbours } : {}),
     drop: p['drop'] === true,
     onSwitch: (active, status) =>
       logger?.info(

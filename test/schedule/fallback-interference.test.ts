@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ProcNeighbours, type CpuNeighbours } from '../../src/device/neighbours.ts';
+import { ProcNeighbours } from '../../src/device/neighbours.ts';
+import type { CpuNeighbours } from '../../src/schedule/controller.ts';
 import { ModelRepository } from '../../src/model/repository.ts';
 import type { ModelSpec } from '../../src/model/spec.ts';
 import type { Predictor } from '../../src/predict/predictor.ts';
@@ -34,8 +35,9 @@ class Scripted implements CpuNeighbours {
 const two = (): ReturnType<typeof query>[][] => [[query('a1', 'S1', 'a', { arrivalMs: 0, qosTargetMs: 1000 })], [query('b1', 'S2', 'b', { arrivalMs: 1, qosTargetMs: 1000 })]];
 
 describe('the interference trigger', () => {
-  it('needs the fallback; off by default, so no neighbour is ever asked', () => {
+  it('needs the fallback and the neighbours; off by default, so no neighbour is ever asked', () => {
     expect(() => createController('abacus', { interference: true }, new FakePredictor())).toThrow(/'interference'.*needs 'fallback: true'/);
+    expect(() => createController('abacus', { fallback: true, interference: true }, new FakePredictor())).toThrow(/'interference' needs what the other processes want/);
     const n = new Scripted(2);
     n.want = 1;
     const c = createController('abacus', { fallback: true }, new FakePredictor(), { neighbours: n });
