@@ -206,7 +206,9 @@ export async function benchOverload(options: OverloadOptions = {}): Promise<Reco
   const durationMs = options.durationMs ?? 10_000;
   const timeoutMs = options.timeoutMs ?? 30_000;
   const out: Record<string, Record<string, OverloadProtocolResult>> = {};
-  pinned(options.clientCpus, []); // a bad CPU list fails here, before a server starts
+  // a bad CPU list fails here, before a server starts
+  pinned(options.clientCpus, []);
+  pinned(options.serverCpus, []);
   const tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'abacus-bench-overload-'));
   try {
     for (const name of options.configs ?? Object.keys(OVERLOAD_CONFIGS)) {

@@ -38,13 +38,13 @@ export function pinned(cpus: string | undefined, nodeArgs: readonly string[]): [
  * Start `abacus serve --config CONFIG --host 127.0.0.1 --http-port 0 [--grpc-port 0] …flags`.
  * @param logFile where its stderr (the JSON log) goes
  * @param readyTimeoutMs how long a first start (model build, profiling) may take [30 min]
- * @param cpus pin the server and its executors to these CPUs (`pinned`) [not pinned]
+ * @param cpus pin the server and its executors to these CPUs (`pinned`) [not pinned]; RangeError for a list `pinned` refuses
  * @throws Error quoting its output when it exits before ready or does not get ready in time.
  */
 export async function startBenchServer(config: string, options: { logFile: string; flags?: readonly string[]; env?: NodeJS.ProcessEnv; readyTimeoutMs?: number; log?: (s: string) => void; cpus?: string }): Promise<BenchServer> {
-  const handle = await fs.open(options.logFile, 'w');
   const flags = options.flags ?? [];
   const [command, args] = pinned(options.cpus, [ABACUS_BIN, 'serve', '--config', config, '--host', '127.0.0.1', '--http-port', '0', ...(flags.includes('--no-grpc') ? [] : ['--grpc-port', '0']), ...flags]);
+  const handle = await fs.open(options.logFile, 'w');
   const child = spawn(command, args, {
     env: { ...process.env, ...(options.env ?? {}) },
     stdio: ['ignore', 'pipe', handle.fd],

@@ -119,15 +119,15 @@ const FIELDS: Readonly<Record<PolicyName, Readonly<Record<string, FieldSpec>>>> 
     hold: { type: z.boolean(), text: 'a boolean', def: true, kind: 'boolean' },
     threads: THREADS,
     /**
-     * With `fallback`: intra-op threads of each fallback launch (one query with nothing beside it);
-     * 0: the thread rule's count for a lone query. Lets abacus without the barrier, whose streams
-     * run `fixed:N`, give a fallback launch every core as the strong baseline does (`fallback.ts`).
-     */
-    /**
      * With `fallback`: also one query at a time while the machine's other processes leave about
      * one core free (`fallback.ts` "Interference", `device/neighbours.ts`); off: predictions only.
      */
     interference: { type: z.boolean(), text: 'a boolean', def: false, kind: 'boolean' },
+    /**
+     * With `fallback`: intra-op threads of each fallback launch (one query with nothing beside it);
+     * 0: the thread rule's count for a lone query. Lets abacus without the barrier, whose streams
+     * run `fixed:N`, give a fallback launch every core as the strong baseline does (`fallback.ts`).
+     */
     fallbackThreads: { type: z.number().int().min(0).max(1024), text: 'an integer in [0, 1024] (0: the thread rule\'s count for a lone query)', def: 0, kind: 'number' },
   },
   fcfs: { drop: DROP, threads: THREADS },
