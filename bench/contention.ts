@@ -179,7 +179,7 @@ interface VariantSpec {
   readonly params: Readonly<Record<string, unknown>>;
 }
 
-export async function benchContention(opts: { log?: (s: string) => void; busy?: readonly number[]; rounds?: number; queries?: number; load?: number } = {}): Promise<ContentionResult> {
+export async function benchContention(opts: { log?: (s: string) => void; busy?: readonly number[]; rounds?: number; queries?: number; load?: number; control?: boolean } = {}): Promise<ContentionResult> {
   const log = opts.log ?? (() => undefined);
   const levels = opts.busy ?? [0, 1, 2, 4];
   const rounds = opts.rounds ?? 3;
@@ -200,6 +200,9 @@ export async function benchContention(opts: { log?: (s: string) => void; busy?: 
     { label: 'abacus (predictions only)', policy: 'abacus', params: { threads: all, refine: true, fallback: true } },
     { label: 'abacus (no barrier)', policy: 'abacus', params: { barrier: false, threads: 'fixed:1', fallback: true, interference: true, fallbackThreads: cores } },
   ];
+  // `control`: the headline abacus once more, as a variant of its own — two runs of one controller
+  // under the same arrivals, whose ratios differ only by the machine: the benchmark's resolution
+  if (opts.control === true) variants.push({ ...variants[2]!, label: 'abacus (control)' });
   const fcfsLabels = variants.filter((v) => v.policy === 'fcfs').map((v) => v.label);
   try {
     const opened = await env.open();

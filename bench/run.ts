@@ -20,7 +20,7 @@
  * `--only overload [-- --duration-ms MS] [-- --configs serve-demo,serve-sim4] [-- --server-cpus L -- --client-cpus L]` goodput at 2×, 5×
  * and 10× the measured capacity of `abacus serve` over HTTP JSON, HTTP binary and gRPC,
  * `--only grpc-shed` the server CPU per gRPC call shed on its metadata ÷ shed after its message was read,
- * `--only contention [-- --busy 0,1,2,4] [-- --rounds N] [-- --queries N] [-- --load X]` abacus ÷ the
+ * `--only contention [-- --busy 0,1,2,4] [-- --rounds N] [-- --queries N] [-- --load X] [-- --control]` abacus ÷ the
  * better fcfs on this CPU with N busy-loop processes beside it.
  */
 import os from 'node:os';
@@ -79,6 +79,7 @@ const program = new Command('bench')
     if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`--rounds expects an integer ≥ 1, got '${v}'`);
     return n;
   })
+  .option('--control', 'contention: run the headline abacus twice per level and round (the second as "abacus (control)"): how far two runs of one controller differ')
   .option('--load <x>', 'contention: rate as a fraction of the one-thread fcfs capacity (default 1)', (v) => {
     const x = Number(v);
     if (!(x > 0 && x <= 10)) throw new InvalidArgumentError(`--load expects a number in (0, 10], got '${v}'`);
@@ -86,7 +87,7 @@ const program = new Command('bench')
   })
   .option('--data <file>', 'predictor: train on this profile CSV instead of 20k simulated groups');
 program.parse(process.argv);
-const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; hostileSmall?: boolean; configs?: string[]; protocols?: string[]; serverCpus?: string; clientCpus?: string; busy?: number[]; rounds?: number; load?: number }>();
+const opts = program.opts<{ json?: boolean; repeat: number; threads: number; only?: string; data?: string; queries?: number; skipOrt?: boolean; minutes?: number; nodes?: number; nodeQps?: number; durationMs?: number; hostileOnly?: boolean; hostile: boolean; hostileSmall?: boolean; configs?: string[]; protocols?: string[]; serverCpus?: string; clientCpus?: string; busy?: number[]; rounds?: number; load?: number; control?: boolean }>();
 const ONLY = ['split', 'overlap', 'sim', 'schedule', 'predictor', 'runtime', 'idle-gap', 'rejection', 'serve-overload', 'dashboard', 'cluster-realtime', 'event-loop', 'warm-up', 'executor-memory', 'import-memory', 'overload', 'grpc-shed', 'contention'];
 if (opts.only !== undefined && !ONLY.includes(opts.only)) program.error(`--only must be one of ${ONLY.join(', ')}, got '${opts.only}'`);
 const log = (s: string): void => {
@@ -113,7 +114,7 @@ if (opts.only === 'import-memory') out['importMemory'] = await benchImportMemory
 if (opts.only === 'event-loop') out['eventLoop'] = await benchEventLoop({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), hostile: opts.hostile, steady: opts.hostileOnly !== true, ...(opts.hostileSmall === true ? { hostileSize: SMALL_HOSTILE, headersTimeoutMs: 1000 } : {}) });
 if (opts.only === 'overload') out['overload'] = await benchOverload({ log, ...(opts.durationMs === undefined ? {} : { durationMs: opts.durationMs }), ...(opts.configs === undefined ? {} : { configs: opts.configs }), ...(opts.protocols === undefined ? {} : { protocols: opts.protocols as OverloadProtocol[] }), ...(opts.serverCpus === undefined ? {} : { serverCpus: opts.serverCpus }), ...(opts.clientCpus === undefined ? {} : { clientCpus: opts.clientCpus }) });
 if (opts.only === 'grpc-shed') out['grpcShed'] = await benchGrpcShed({ log });
-if (opts.only === 'contention') out['contention'] = await benchContention({ log, ...(opts.busy === undefined ? {} : { busy: opts.busy }), ...(opts.rounds === undefined ? {} : { rounds: opts.rounds }), ...(opts.queries === undefined ? {} : { queries: opts.queries }), ...(opts.load === undefined ? {} : { load: opts.load }) });
+if (opts.only === 'contention') out['contention'] = await benchContention({ log, ...(opts.busy === undefined ? {} : { busy: opts.busy }), ...(opts.rounds === undefined ? {} : { rounds: opts.rounds }), ...(opts.queries === undefined ? {} : { queries: opts.queries }), ...(opts.load === undefined ? {} : { load: opts.load }), ...(opts.control === true ? { control: true } : {}) });
 if (opts.only === 'predictor') out['predictor'] = await benchPredictor({ log, ...(opts.data === undefined ? {} : { data: opts.data }) });
 if (opts.only === undefined || opts.only === 'overlap') {
   out['overlap'] = await benchOverlap({

@@ -17,14 +17,17 @@
  * overlapped, because it alone never shared a core with the loop.)
  *
  * Elsewhere than Linux (no `/proc/stat`) `demandCores` is undefined and nothing reacts to it.
- * Not thread-safe; cheap enough for the decision path at one sample per period (one `/proc/stat`
- * read and one small read per thread of ours: ~30 on the demo, well under a millisecond).
+ * Not thread-safe. A sample reads `/proc/stat` and, twice, one small file per thread of ours: 0.15
+ * ms for a process alone, 0.56 ms beside two child processes of 18 threads each (measured on the
+ * 2-core development machine), taken on the decision path; hence at most one per `PERIOD_MS`
+ * (at one per 50 ms abacus served 3–5 % less than without the trigger on the quiet machine, where
+ * it never fired, in three contention runs; docs/adaptive.md "Interference").
  */
 import fs from 'node:fs';
 import os from 'node:os';
 
-/** At most one sample per this many ms. */
-export const PERIOD_MS = 50;
+/** At most one sample per this many ms (module docs: each costs the decision path up to about a millisecond). */
+export const PERIOD_MS = 250;
 /** Half-life of the average, ms: a neighbour that arrives shows within about two of them. */
 export const HALF_LIFE_MS = 1000;
 
