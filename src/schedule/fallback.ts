@@ -190,9 +190,8 @@ export interface FallbackOptions {
   readonly threadsAlone?: number | ((slot: GroupSlot) => number);
   /**
    * Intra-op threads every fallback launch carries, on its segment and in the prediction asked
-   * for it, whatever the thread rule would give a lone query (abacus's `fallbackThreads`; with it
-   * `threadsAlone` is the same count); absent: without the barrier `threadsAlone`, with it the
-   * count the thread rule's `ThreadAssigningController` assigns.
+   * for it, in place of `threadsAlone` (abacus's `fallbackThreads`); absent: without the barrier
+   * `threadsAlone`, with it the count the thread rule's `ThreadAssigningController` assigns.
    */
   readonly launchThreads?: number;
   /** The policy's `drop` [true]: false, the fallback rejects nothing either. */
@@ -400,7 +399,7 @@ export class FallbackController implements QueryController {
     const q = best.q;
     // Without the barrier no `ThreadAssigningController` gives a lone segment its count: the fallback does.
     const alone = this.#options.threadsAlone;
-    const pinned = this.#crowded ? 1 : this.#options.launchThreads;
+    const pinned = this.#pinnedThreads();
     const threads = pinned ?? (streams && typeof alone === 'number' ? alone : undefined);
     const segment: LaunchSegment = { queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators, ...(threads === undefined ? {} : { intraOpThreads: threads }) };
     // the predictor scores at the rule's count itself (`ThreadedPredictor`), or at a pinned count the slot names
@@ -511,11 +510,16 @@ export class FallbackController implements QueryController {
     this.#options.onSwitch?.(active, { ...this.fallback, overrunShare });
   }
 
+  /** The count every fallback launch carries whatever the thread rule says: one while crowded, else `launchThreads`; undefined: the rule's. */
+  #pinnedThreads(): number | undefined {
+    return this.#crowded ? 1 : this.#options.launchThreads;
+  }
+
   /** The measured solo latencies of `q`'s shape when they may justify a drop (whole query, enough runs). */
   #measuredSolo(q: WaitingQuery): Measured | undefined {
     if (q.nextOperator !== 0) return undefined;
     // the count the next launch of it runs at (the decision's), so the runs it is judged on are of that count
-    const alone = this.#crowded ? 1 : (this.#options.launchThreads ?? this.#options.threadsAlone);
+    const alone = this.#pinnedThreads() ?? this.#options.threadsAlone;
     const threads = typeof alone === 'function' ? alone({ model: q.model, start: 0, end: q.operators, batch: q.batch, seqLen: q.seqLen }) : alone;
     const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, threads));
     if (m === undefined || m.n < MIN_MEASURED) return undefined;

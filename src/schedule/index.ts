@@ -278,7 +278,7 @@ function withFallback(
 ): FallbackController {
   const logger = options.logger;
   const launchThreads = Number(p['fallbackThreads'] ?? 0);
-  const threadsAlone = launchThreads > 0 ? launchThreads : chooser === undefined ? threadsFor(rule, 1) : (slot: GroupSlot) => chooser.threadsFor(slot);
+  const threadsAlone = chooser === undefined ? threadsFor(rule, 1) : (slot: GroupSlot) => chooser.threadsFor(slot);
   return new FallbackController(inner, predictor, {
     ...(threadsAlone === undefined ? {} : { threadsAlone }),
     ...(launchThreads > 0 ? { launchThreads } : {}),

@@ -319,7 +319,8 @@ export class StreamAbacusController implements QueryController {
         const fullBatchMs = this.#soloAll([fusedSlotOf(q, limits.maxBatchSize, q.operators)], stats)[0]!;
         // and no longer than that after the head arrived: with a long target (a warm-up query, a
         // client asking for seconds) it would otherwise wait almost all of it for samples that may not come
-        const holdUntilMs = Math.min(plan.deadlineMs[m]! - HOLD_FACTOR * kA * fullBatchMs, q.arrivalMs + HOLD_FACTOR * kA * fullBatchMs);
+        const holdMs = HOLD_FACTOR * kA * fullBatchMs;
+        const holdUntilMs = Math.min(plan.deadlineMs[m]! - holdMs, q.arrivalMs + holdMs);
         if (holdUntilMs > nowMs) {
           wakeAtMs = Math.min(wakeAtMs, holdUntilMs);
           continue;
