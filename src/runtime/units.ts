@@ -206,15 +206,17 @@ export function earliestDeadlineMs(members: readonly (readonly Unit[])[]): numbe
  * running a group hidden for `oneGroupPerService`). `ahead`: the queues as they will be when the
  * running group ends — a unit in flight whose segment ends its query is left out (the queries
  * behind it show), one whose segment stops earlier shows at its segment's end, and one whose
- * every member ends after the group (cancelled, rejected ahead) is left out. Without `ahead`
- * a queue whose head is in flight is hidden (one group at a time decides only when none runs).
+ * every member ends after the group (cancelled, rejected ahead) is left out, wherever it sits in
+ * its queue. Without `ahead` a queue whose head is in flight is hidden (one group at a time
+ * decides only when none runs).
  */
 export function visibleQueuesOf(services: Iterable<ServiceState>, oneGroupPerService: boolean, ahead: boolean): WaitingQuery[][] | undefined {
   const queues: WaitingQuery[][] = [];
   for (const state of services) {
     if (state.queue.length === 0) continue;
     if (oneGroupPerService && state.running > 0) continue;
-    if (!state.queue[0]!.inFlight) {
+    // ahead, a unit in flight may sit anywhere in its queue (a policy may launch a later query first: adaptive LIFO)
+    if (ahead ? state.running === 0 : !state.queue[0]!.inFlight) {
       queues.push(state.views);
       continue;
     }

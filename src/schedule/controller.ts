@@ -124,7 +124,12 @@ export interface ScheduleInput {
    *
    * Head policies (all but overlap-all and triton) look past a queue's head only to replace a
    * head they reject in the same decision and to pick the queries they fuse behind it, so a
-   * launched lead is always the first of its queue once the decision's rejections are removed.
+   * launched lead is the first of its queue once the decision's rejections are removed — but
+   * for abacus's calibration fallback (`Decision.fallback`), which may pass over a kept head at
+   * risk of finishing late for a safe query behind it (`fallback.ts`, "Choosing a safe query"):
+   * the head stays in its queue and the decision's `wakeAtMs` is no later than the first
+   * instant after its deadline, so it is still answered on time. The runtime launches any
+   * waiting query a decision names.
    *
    * A decision made ahead (while a group runs, `runningRemainingMs` > 0 or not) sees the queues
    * as they will be when that group ends: a query of the running group whose segment completes

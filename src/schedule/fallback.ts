@@ -45,7 +45,7 @@
  * ## One at a time, dropping on measured evidence
  * In the fallback each decision launches the waiting head that arrived first (ties: earlier
  * deadline, service, id) whole, as one segment: the order of the strong baseline, fcfs with
- * every core, so the fallback differs from it only in what it drops. A head is rejected when its
+ * every core, but for the choice of a safe query (below). A head is rejected when its
  * headroom is ≤ 0, or when the running group's remainder + a *fast measured* solo latency of
  * its shape exceeds its headroom — measured: the last `MEASURED_KEPT` (16) latencies of whole
  * queries of its (model, batch, sequence length, threads) run alone, with at least
@@ -65,6 +65,21 @@
  * against is the same optimistic estimate: with the median there, the fallback dropped queued
  * queries fcfs kept and served, 0.3 against 9.6 queries/s in a round with four busy loops),
  * else the predictor's. `Decision.fallback` marks every such decision (`GroupRecord.fallback`).
+ *
+ * ## Choosing a safe query
+ * Under overload every head of a FIFO queue waits until it can just make its deadline on a
+ * typical run, so a run in the slow tail finishes late: a whole run spent on a violation. A
+ * kept query is *at risk* when the running remainder + a slow measured run of its shape (the
+ * `AT_RISK_QUANTILE` (0.9) quantile of the same `MEASURED_KEPT` runs) exceeds its headroom. An
+ * at-risk head gives way to the first *safe* query among the next `SAFE_SCAN` (16) of its queue
+ * (whole, measured, finished even by a slow run), and across queues a safe candidate goes before
+ * an at-risk one, then arrival order. The head passed over is not dropped by this choice: it
+ * stays, the decision's wake covers it, and it is rejected on time by the drop rule above unless
+ * the device frees first. Nothing else changes: a decision launches something whenever the
+ * drop rule leaves a query (an at-risk one when no safe one is in reach), so the device never
+ * idles for it, and what is dropped, and when, is the drop rule's. A query of a shape not yet
+ * measured is taken as safe (nothing says otherwise). Measured on this machine in
+ * docs/adaptive.md "Choosing a safe query".
  *
  * ## Drops in overlap mode
  * A drop is final and costs a sure violation; running a query that then misses costs device
@@ -177,6 +192,14 @@ export const CROWD_EXIT_CORES = 0.3;
  * thread; docs/adaptive.md "Interference").
  */
 export const CROWD_DROP_QUANTILE = 0.5;
+/**
+ * A kept query is *at risk* when a run as slow as this quantile of its shape's measured solo runs
+ * (nearest rank: the 2nd slowest of 16) would not finish it in its headroom. The fallback passes
+ * over an at-risk head for the first query behind it that is not ("Choosing a safe query").
+ */
+export const AT_RISK_QUANTILE = 0.9;
+/** Queue positions behind an at-risk head the fallback looks at for a safe query (bounds a decision's work on a long queue). */
+export const SAFE_SCAN = 16;
 /** Most remembered shapes and predictions (bounded memory; the oldest are forgotten). */
 const MAX_KEYS = 4096;
 
@@ -284,7 +307,7 @@ export class FallbackController implements QueryController {
   /** In the fallback: overruns of the predictor's own prediction. */
   readonly #predictorOverruns = new Window();
   /** Measured solo latencies by shape key: the last `MEASURED_KEPT` (a ring), how many were taken, and measured drops since the last one. */
-  readonly #measured = new Map<string, { readonly ms: Float64Array; n: number; drops: number }>();
+  readonly #measured = new Map<string, MeasuredRecord>();
   /** The shape record of each query the fallback's decisions dropped on a measurement, by query id, until `rejected` counts the drop. */
   readonly #droppedOn = new Map<string, { drops: number }>();
   /** In the fallback: the predictor's prediction of each launched query, by query id. */
@@ -353,13 +376,14 @@ export class FallbackController implements QueryController {
     // Without the barrier the segments in flight are shown, not their remainder: the latest decided end.
     const runningRemainingMs = streams ? decidedRemainderMs(input) : input.runningRemainingMs;
     const drop = this.#options.drop !== false;
-    let best: { q: WaitingQuery; deadlineMs: number; measured: Measured | undefined; judged: Measured | undefined } | undefined;
+    let best: Pick | undefined;
     let wakeAtMs = Infinity;
     // Without the barrier, the queues of services with a segment in flight are `held`: judged, never launched.
     const held = streams ? (input.held ?? []) : [];
     for (const [i, queue] of [...input.queues, ...held].entries()) {
       const launchable = i < input.queues.length;
-      for (const q of queue) {
+      for (let j = 0; j < queue.length; j++) {
+        const q = queue[j]!;
         checkQuery(q);
         const deadlineMs = q.arrivalMs + q.qosTargetMs;
         const headroomMs = deadlineMs - nowMs;
@@ -378,13 +402,24 @@ export class FallbackController implements QueryController {
         }
         if (!launchable) {
           wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, judged));
-        } else if (best === undefined || before(q, deadlineMs, best.q, best.deadlineMs)) {
-          if (best !== undefined) wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.judged));
-          best = { q, deadlineMs, measured, judged };
-        } else {
-          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, judged));
+          break;
         }
-        break; // the queue's head decides; the rest of the queue waits behind it
+        // (without drop every query is taken as safe: arrival order alone)
+        let pick: Pick = { q, deadlineMs, measured, judged, safe: !drop || judged === undefined || runningRemainingMs + judged.slowMs <= headroomMs };
+        // an at-risk head gives way to the first safe query behind it, and is woken to be rejected on time ("Choosing a safe query")
+        const safe = pick.safe ? undefined : this.#safeBehind(queue, j, nowMs, runningRemainingMs);
+        if (safe !== undefined) {
+          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, judged));
+          pick = safe;
+        }
+        // a safe query before an at-risk one, then arrival order
+        if (best === undefined || (pick.safe !== best.safe ? pick.safe : before(pick.q, pick.deadlineMs, best.q, best.deadlineMs))) {
+          if (best !== undefined) wakeAtMs = Math.min(wakeAtMs, hopelessAt(best.deadlineMs, best.judged));
+          best = pick;
+        } else {
+          wakeAtMs = Math.min(wakeAtMs, hopelessAt(pick.deadlineMs, pick.judged));
+        }
+        break; // the queue's head (or the safe query it gave way to) decides; the rest of the queue waits
       }
     }
     // Without the barrier: one query at a time means nothing beside it; the next is decided when the running ones end.
@@ -452,7 +487,7 @@ export class FallbackController implements QueryController {
       if (alone && s.start === 0 && s.end === s.operators && measuredMs > 0 && Number.isFinite(measuredMs)) {
         const key = shapeKey(s.model, s.batch, s.seqLen, s.intraOpThreads);
         let m = this.#measured.get(key);
-        if (m === undefined) remember(this.#measured, key, (m = { ms: new Float64Array(MEASURED_KEPT), n: 0, drops: 0 }));
+        if (m === undefined) remember(this.#measured, key, (m = { ms: new Float64Array(MEASURED_KEPT), n: 0, drops: 0, sorted: new Float64Array(MEASURED_KEPT), sortedAt: -1 }));
         m.ms[m.n % MEASURED_KEPT] = measuredMs;
         m.n++;
         m.drops = 0;
@@ -515,6 +550,24 @@ export class FallbackController implements QueryController {
     return this.#crowded ? 1 : this.#options.launchThreads;
   }
 
+  /**
+   * The first query of `queue` after position `at` (at most `SAFE_SCAN` positions) that is safe:
+   * whole, of a measured shape, and finished in its headroom even by a slow run
+   * (`AT_RISK_QUANTILE`) after the running remainder; undefined when none is.
+   */
+  #safeBehind(queue: readonly WaitingQuery[], at: number, nowMs: number, runningRemainingMs: number): Pick | undefined {
+    const end = Math.min(queue.length, at + 1 + SAFE_SCAN);
+    for (let j = at + 1; j < end; j++) {
+      const q = queue[j]!;
+      checkQuery(q);
+      const measured = this.#measuredSolo(q);
+      if (measured === undefined || measured.record.drops >= MAX_MEASURED_DROPS) continue;
+      const deadlineMs = q.arrivalMs + q.qosTargetMs;
+      if (runningRemainingMs + measured.slowMs <= deadlineMs - nowMs) return { q, deadlineMs, measured, judged: measured, safe: true };
+    }
+    return undefined;
+  }
+
   /** The measured solo latencies of `q`'s shape when they may justify a drop (whole query, enough runs). */
   #measuredSolo(q: WaitingQuery): Measured | undefined {
     if (q.nextOperator !== 0) return undefined;
@@ -523,17 +576,32 @@ export class FallbackController implements QueryController {
     const threads = typeof alone === 'function' ? alone({ model: q.model, start: 0, end: q.operators, batch: q.batch, seqLen: q.seqLen }) : alone;
     const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, threads));
     if (m === undefined || m.n < MIN_MEASURED) return undefined;
-    const kept = Array.from(m.ms.subarray(0, Math.min(m.n, MEASURED_KEPT))).sort((a, b) => a - b);
+    const count = Math.min(m.n, MEASURED_KEPT);
+    if (m.sortedAt !== m.n) {
+      m.sorted.set(m.ms.subarray(0, count));
+      m.sorted.subarray(0, count).sort();
+      m.sortedAt = m.n;
+    }
+    const at = (quantile: number): number => m.sorted[Math.max(0, Math.ceil(quantile * count) - 1)]!;
     // crowded, a run at one thread beside the neighbours is as long as the last ones: their median (module docs, "Interference")
-    const quantile = this.#crowded && !this.#active ? CROWD_DROP_QUANTILE : FALLBACK_DROP_QUANTILE;
-    const fastMs = kept[Math.max(0, Math.ceil(quantile * kept.length) - 1)]!;
-    return { fastMs, record: m };
+    const fastMs = at(this.#crowded && !this.#active ? CROWD_DROP_QUANTILE : FALLBACK_DROP_QUANTILE);
+    return { fastMs, slowMs: at(AT_RISK_QUANTILE), record: m };
   }
 }
 
-/** A shape's recent measured solo latencies: their `FALLBACK_DROP_QUANTILE` quantile (what a fast run takes, ms) and the record it came from. */
+/** A shape's last `MEASURED_KEPT` measured solo latencies (ms, a ring), their count, measured drops since the last, and a sorted copy as of `sortedAt` runs. */
+interface MeasuredRecord {
+  readonly ms: Float64Array;
+  n: number;
+  drops: number;
+  readonly sorted: Float64Array;
+  sortedAt: number;
+}
+
+/** A shape's recent measured solo latencies: a fast run (the drop quantile), a slow one (`AT_RISK_QUANTILE`), ms, and the record they came from. */
 interface Measured {
   readonly fastMs: number;
+  readonly slowMs: number;
   readonly record: { drops: number };
 }
 
@@ -551,6 +619,15 @@ function decidedRemainderMs(input: ScheduleInput): number {
 /** The instant a head stops being able to make `deadlineMs` even with a fast run; unmeasured: its deadline (headroom 0). */
 function hopelessAt(deadlineMs: number, measured: Measured | undefined): number {
   return measured === undefined ? deadlineMs : deadlineMs - measured.fastMs;
+}
+
+/** A query the fallback may launch: its deadline (ms), its shape's measured runs (`judged`: when they may drop it), and whether it is safe ("Choosing a safe query"). */
+interface Pick {
+  readonly q: WaitingQuery;
+  readonly deadlineMs: number;
+  readonly measured: Measured | undefined;
+  readonly judged: Measured | undefined;
+  readonly safe: boolean;
 }
 
 /** The fallback's order: earlier arrival, then earlier deadline, then service, then id. */

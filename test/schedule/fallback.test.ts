@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { ModelRepository } from '../../src/model/repository.ts';
 import type { ModelSpec } from '../../src/model/spec.ts';
 import type { Decision, GroupObservation, QueryController, ScheduleInput } from '../../src/schedule/controller.ts';
-import { ENTER_SHARE, EXIT_SHARE, FallbackController, MAX_DWELL_GROUPS, MAX_MEASURED_DROPS, MIN_DWELL_GROUPS, MIN_MEASURED, WINDOW_GROUPS } from '../../src/schedule/fallback.ts';
+import { AT_RISK_QUANTILE, ENTER_SHARE, EXIT_SHARE, FallbackController, MAX_DWELL_GROUPS, MAX_MEASURED_DROPS, MIN_DWELL_GROUPS, MIN_MEASURED, WINDOW_GROUPS } from '../../src/schedule/fallback.ts';
 import { createController } from '../../src/schedule/index.ts';
 import { withDeviceDefaults } from '../../src/deployment/policy-defaults.ts';
 import { ServeMetrics } from '../../src/serve/metrics.ts';
@@ -166,6 +166,34 @@ describe('FallbackController: one query at a time, dropping on measured latencie
     expect(carriedOut(c, tight('keep', 1)).rejected).toEqual([]);
     c.observe(solo('keep', 30, 30)); // it ran: measured again
     expect(carriedOut(c, tight('next')).rejected.map((r) => r.queryId)).toEqual(['next']);
+  });
+
+  it('passes over a head only a fast run would finish for the first safe query behind it, which stays woken on time; takes the head when nothing safe is in reach', () => {
+    const c = createController('abacus', { fallback: true }, new FakePredictor());
+    for (let i = 0; i < WINDOW_GROUPS; i++) c.observe(solo(`s${i}`, 20, 10));
+    expect(active(c)).toBe(true);
+    // the last 16 whole runs of `a`: 14 at 10 ms, 2 at 30 ms — fast (0.1 quantile) 10 ms, slow (AT_RISK_QUANTILE 0.9) 30 ms
+    for (let i = 0; i < 16; i++) c.observe(solo(`m${i}`, i < 2 ? 30 : 10, 10));
+    expect(AT_RISK_QUANTILE).toBe(0.9);
+    const a = (id: string, arrivalMs: number, service = 'S1', model = 'a') => query(id, service, model, { arrivalMs, qosTargetMs: 40 });
+    // at 100: head h has 20 ms left (a fast run fits, a slow one does not); n behind it has 35 (even a slow one fits)
+    const d = c.decide(input(100, [[a('h', 80), a('m', 85), a('n', 95)]]));
+    expect(d.group).toEqual([{ queryId: 'n', service: 'S1', start: 0, end: 10 }]);
+    expect(d.rejected).toEqual([]);
+    expect(d.wakeAtMs).toBeGreaterThan(110); // h: deadline 120 − fast 10, the first instant after it
+    expect(d.wakeAtMs).toBeLessThan(110.001);
+    // nothing safe within reach (m has 25 ms): the head, as fcfs
+    expect(c.decide(input(100, [[a('h', 80), a('m', 85)]])).group.map((g) => g.queryId)).toEqual(['h']);
+    // the same with the running group's remainder: 10 ms more leaves n at risk too
+    expect(c.decide(input(100, [[a('h', 80), a('n', 95)]], 10)).group.map((g) => g.queryId)).toEqual(['h']);
+    // across queues a safe head goes before an at-risk one that arrived first; a shape never measured counts as safe
+    expect(c.decide(input(100, [[a('h', 80)], [a('k', 90, 'S2')]])).group.map((g) => g.queryId)).toEqual(['k']);
+    expect(c.decide(input(100, [[a('u', 70, 'S3', 'b')], [a('k', 90, 'S2')]])).group.map((g) => g.queryId)).toEqual(['u']);
+    // and with drop: false, arrival order alone
+    const plain = createController('abacus', { fallback: true, drop: false }, new FakePredictor());
+    for (let i = 0; i < WINDOW_GROUPS; i++) plain.observe(solo(`s${i}`, 20, 10));
+    for (let i = 0; i < 16; i++) plain.observe(solo(`m${i}`, i < 2 ? 30 : 10, 10));
+    expect(plain.decide(input(100, [[a('h', 80), a('n', 95)]])).group.map((g) => g.queryId)).toEqual(['h']);
   });
 
   it('with drop: false the fallback rejects nothing either', () => {
