@@ -227,4 +227,30 @@ describe('decisions ahead keep every query answered exactly once', () => {
     expect(runtime.groups).toHaveLength(1);
     expect(runtime.counters).toMatchObject({ submitted: 2, rejected: 2, pending: 0 });
   });
+
+  it('a controller may launch a later query of a queue first: decided ahead, the queue shows the rest without the one in flight, each answered once', async () => {
+    // launches the newest waiting query of the first queue, whole (as abacus's fallback may, passing over an at-risk head)
+    const seen: string[][] = []; // ids shown per decision (copied: the runtime's queue views are live)
+    const newest: QueryController = {
+      policy: 'fcfs',
+      launchWhileBusy: false,
+      decide(input: ScheduleInput): Decision {
+        seen.push(input.queues.flat().map((w) => w.id));
+        const q = input.queues.find((queue) => queue.length > 0)?.at(-1);
+        const stats = { predictorCalls: 0, groupsScored: 0, searchRounds: 0, soloMemoHits: 0 };
+        if (q === undefined) return { group: [], rejected: [], stats };
+        return { group: [{ queryId: q.id, service: q.service, start: q.nextOperator, end: q.operators }], predictedMs: MS_PER_OPERATOR * (q.operators - q.nextOperator), rejected: [], stats };
+      },
+      observe: () => undefined,
+    };
+    const { clock, runtime } = setup(newest);
+    const outcomes = ['x', 'y', 'z'].map((id) => runtime.submit({ service: 'short', batch: 1, id }));
+    const done = await driveUntilSettled(clock, Promise.all(outcomes));
+    expect(done.map((o) => o.ok)).toEqual([true, true, true]);
+    // x launched on arrival; y and z arrived while it ran: z (the newest) went before y
+    expect(runtime.groups.map((g) => g.segments.map((s) => s.queryId))).toEqual([['x'], ['z'], ['y']]);
+    // decided ahead while z ran, the queue shows y alone: z, in flight behind the head, is not shown (nor launched twice)
+    expect(seen).toEqual([['x'], ['y'], ['y', 'z'], ['y']]);
+    expect(runtime.counters).toMatchObject({ submitted: 3, pending: 0 });
+  });
 });
