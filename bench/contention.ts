@@ -15,19 +15,20 @@
  * One device, one predictor profiled with the thread rules fixed:1 and split:C (C = the cores),
  * cached like the demo's. Variants, each under the same Poisson arrivals in a round:
  * - `fcfs (1 thread)`, `fcfs (C threads)`: one whole query at a time, earliest arrival first;
- * - `abacus`: refined online, the `split:C` rule (a lone query every core, a pair ⌊C/2⌋ each)
- *   and the calibration fallback (`schedule/fallback.ts`) with its interference trigger (one
- *   query at a time at one thread while the other processes leave about one core), as the demo
- *   runs it;
+ * - `abacus`: abacus without the group barrier (`barrier: false`, a stream per service, each query
+ *   launched when its stream frees; docs/scheduling-runtime.md), one thread per segment
+ *   (`fixed:1`), the offline predictor corrected by the streams' measured ratios (that mode has no
+ *   refinement), and the calibration fallback as that mode runs it (one query at a time with
+ *   nothing beside it; `schedule/fallback.ts`, "Without the barrier"), each fallback launch on
+ *   every core (`fallbackThreads: C`) as the strong baseline runs a query alone, with its
+ *   interference trigger (one query at a time at one thread while the other processes leave about
+ *   one core, at every core while they contend for all): the mode that served most on this CPU
+ *   quiet (docs/adaptive.md);
  * - `abacus (predictions only)`: the same with the fallback on its predictions alone (no
  *   interference trigger);
- * - `abacus (no barrier)`: abacus without the group barrier (`barrier: false`, a stream per
- *   service, each query launched when its stream frees; docs/scheduling-runtime.md), one
- *   thread per segment (`fixed:1`), the offline predictor corrected by the
- *   streams' measured ratios (no refinement: that mode has none), and the calibration fallback
- *   as that mode runs it (one query at a time with nothing beside it; `schedule/fallback.ts`,
- *   "Without the barrier"), each fallback launch on every core (`fallbackThreads: C`), as the
- *   strong baseline and barrier abacus's fallback run a query alone, and the interference trigger.
+ * - `abacus (barrier)`: the paper's group barrier, refined online, the `split:C` rule (a lone query
+ *   every core, a pair ⌊C/2⌋ each) and the calibration fallback with its interference trigger, as
+ *   the demo runs it.
  *
  * Rounds are interleaved over levels and variants: round r runs level 0, then 1, 2, 4, each
  * level every variant in turn, so a change of the machine's own load hits all alike. Per level:
@@ -196,9 +197,9 @@ export async function benchContention(opts: { log?: (s: string) => void; busy?: 
   const variants: VariantSpec[] = [
     { label: 'fcfs (1 thread)', policy: 'fcfs', params: { threads: 'fixed:1' } },
     { label: `fcfs (${cores} threads)`, policy: 'fcfs', params: { threads: all } },
-    { label: 'abacus', policy: 'abacus', params: { threads: all, refine: true, fallback: true, interference: true } },
-    { label: 'abacus (predictions only)', policy: 'abacus', params: { threads: all, refine: true, fallback: true } },
-    { label: 'abacus (no barrier)', policy: 'abacus', params: { barrier: false, threads: 'fixed:1', fallback: true, interference: true, fallbackThreads: cores } },
+    { label: 'abacus', policy: 'abacus', params: { barrier: false, threads: 'fixed:1', fallback: true, interference: true, fallbackThreads: cores } },
+    { label: 'abacus (predictions only)', policy: 'abacus', params: { barrier: false, threads: 'fixed:1', fallback: true, fallbackThreads: cores } },
+    { label: 'abacus (barrier)', policy: 'abacus', params: { threads: all, refine: true, fallback: true, interference: true } },
   ];
   // `control`: the headline abacus once more, as a variant of its own — two runs of one controller
   // under the same arrivals, whose ratios differ only by the machine: the benchmark's resolution

@@ -324,6 +324,8 @@ export interface FallbackStatus {
   readonly dwellGroups: number;
   /** With the interference trigger (abacus `interference`): whether the neighbours hold it one query at a time now (`active` is then true too). */
   readonly crowded?: boolean;
+  /** With the interference trigger: whether the neighbours contend for every core, holding it one query at a time at the fallback's count (`active` is then true too). */
+  readonly contended?: boolean;
   /** With the interference trigger: the cores the other processes want, averaged (`device/neighbours.ts`); absent until known. */
   readonly neighbourCores?: number;
 }

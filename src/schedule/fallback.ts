@@ -126,14 +126,19 @@
  * it serves one query at a time at one thread (the free core), whatever the thread rule or
  * `launchThreads` say, judged on the median of the
  * shape's measured runs at that count (`CROWD_DROP_QUANTILE`). It ends when they want under
- * `CROWD_EXIT_CORES` or leave under `CROWD_EXIT_CORES` free (every core contended: then our threads
- * get their fair share of every core, and more threads get more, so the thread rule's count serves
- * more, as fcfs on two threads beside four busy loops served 1.9× what one thread did). The
- * thresholds are apart, and the demand is an average with a one-second half-life, so it does not
- * flap on a neighbour's bursts. The predictions' windows count nothing while crowded; both
- * triggers may hold at once (crowded wins the thread count). `fallback.active` is true while
- * either holds; `crowded` and `neighbourCores` say which. Measured in docs/adaptive.md
- * "Interference".
+ * `CROWD_EXIT_CORES` or leave under `CROWD_EXIT_CORES` free. In the second case every core is
+ * *contended*: then our threads get their fair share of every core, and more threads get more (fcfs
+ * on two threads beside four busy loops served 1.9× what one thread did), so while the neighbours
+ * leave under `CROWD_EXIT_CORES` free — until they leave `CROWD_ENTER_CORES` again — it serves one
+ * query at a time at the fallback's own count (`launchThreads`, else the rule's for a lone
+ * segment), judged on fast measured runs as the prediction fallback is: overlapped launches beside
+ * neighbours on every core overran their corrected estimates (without the barrier 19–20 % of the
+ * queries late with two and four busy loops, against 7–8 % for one at a time; docs/adaptive.md).
+ * The thresholds are apart, and the demand is an average with a one-second half-life, so it does
+ * not flap on a neighbour's bursts. The predictions' windows count nothing while the neighbours
+ * hold it; the prediction trigger may hold at once (crowded wins the thread count).
+ * `fallback.active` is true while any holds; `crowded`, `contended` and `neighbourCores` say which.
+ * Measured in docs/adaptive.md "Interference".
  *
  * Cost: in overlap mode a scan of the decision's rejections and one window update per group. In the
  * fallback one predictor call per decision (the predictor's prediction of the launched query,
@@ -291,6 +296,8 @@ export class FallbackController implements QueryController {
   #active = false;
   /** Interference: neighbours leave about one core (module docs); one query at a time at one thread. */
   #crowded = false;
+  /** Interference: neighbours contend for every core (module docs); one query at a time at the fallback's count. */
+  #contended = false;
   #neighbourCores: number | undefined;
   #entries = 0;
   #observed = 0;
@@ -335,13 +342,13 @@ export class FallbackController implements QueryController {
 
   get fallback(): FallbackStatus {
     return {
-      active: this.#active || this.#crowded,
+      active: this.#active || this.#crowded || this.#contended,
       entries: this.#entries,
       observedGroups: this.#observed,
       fallbackGroups: this.#inFallback,
       overrunShare: this.#overruns.share,
       dwellGroups: this.#dwell,
-      ...(this.#options.neighbours === undefined ? {} : { crowded: this.#crowded, ...(this.#neighbourCores === undefined ? {} : { neighbourCores: this.#neighbourCores }) }),
+      ...(this.#options.neighbours === undefined ? {} : { crowded: this.#crowded, contended: this.#contended, ...(this.#neighbourCores === undefined ? {} : { neighbourCores: this.#neighbourCores }) }),
     };
   }
 
@@ -356,18 +363,22 @@ export class FallbackController implements QueryController {
     const crowded = this.#crowded
       ? want >= CROWD_EXIT_CORES && free >= CROWD_EXIT_CORES && free < 2 - CROWD_EXIT_CORES
       : want >= CROWD_ENTER_CORES && free >= CROWD_ENTER_CORES && free < 2 - CROWD_ENTER_CORES;
-    if (crowded === this.#crowded) return;
+    // every core contended: in below the crowded band's floor, out once about one core is free again
+    const contended = !crowded && (this.#contended ? free < CROWD_ENTER_CORES : free < CROWD_EXIT_CORES);
+    if (crowded === this.#crowded && contended === this.#contended) return;
+    const held = this.#crowded || this.#contended;
     this.#crowded = crowded;
-    // the overlap-mode windows are left as they were: nothing crowded was counted in them
+    this.#contended = contended;
+    // the overlap-mode windows are left as they were: nothing the neighbours held was counted in them
     if (!this.#active) {
-      if (crowded) this.#entries++;
-      this.#options.onSwitch?.(crowded, { ...this.fallback, overrunShare: this.#overruns.share });
+      if (!held && (crowded || contended)) this.#entries++;
+      this.#options.onSwitch?.(crowded || contended, { ...this.fallback, overrunShare: this.#overruns.share });
     }
   }
 
   decide(input: ScheduleInput): Decision {
     this.#watchNeighbours(input.nowMs);
-    if (!this.#active && !this.#crowded) return this.#inner.decide(input);
+    if (!this.#active && !this.#crowded && !this.#contended) return this.#inner.decide(input);
     checkInput(input);
     const stats = newStats();
     const rejected: Rejection[] = [];
@@ -455,7 +466,7 @@ export class FallbackController implements QueryController {
    */
   rejected(rejections: readonly Rejection[]): void {
     this.#inner.rejected?.(rejections);
-    if (this.#active || this.#crowded) {
+    if (this.#active || this.#crowded || this.#contended) {
       for (const r of rejections) {
         const record = this.#droppedOn.get(r.queryId);
         if (record === undefined) continue;
@@ -483,7 +494,7 @@ export class FallbackController implements QueryController {
     if (segs.length === 1) {
       const s = segs[0]!;
       // Without the barrier a launch of one segment may have run beside others: only the fallback's own launches ran alone.
-      const alone = !this.launchWhileBusy || ((this.#active || this.#crowded) && this.#predicted.has(s.queryId));
+      const alone = !this.launchWhileBusy || ((this.#active || this.#crowded || this.#contended) && this.#predicted.has(s.queryId));
       if (alone && s.start === 0 && s.end === s.operators && measuredMs > 0 && Number.isFinite(measuredMs)) {
         const key = shapeKey(s.model, s.batch, s.seqLen, s.intraOpThreads);
         let m = this.#measured.get(key);
@@ -493,7 +504,7 @@ export class FallbackController implements QueryController {
         m.drops = 0;
       }
     }
-    if (!this.#active && !this.#crowded) {
+    if (!this.#active && !this.#crowded && !this.#contended) {
       for (const s of segs) {
         if (s.start !== 0) continue;
         this.#predictedDrops.push(false); // a fused batch counts once
@@ -503,7 +514,7 @@ export class FallbackController implements QueryController {
     this.#observed++;
     this.#sinceSwitch++;
     const decidedMs = observation.predictedMs;
-    if (decidedMs !== undefined && decidedMs > 0 && !joined && (this.#active || !this.#crowded)) this.#overruns.push(measuredMs > (1 + OVERRUN_TOLERANCE) * decidedMs);
+    if (decidedMs !== undefined && decidedMs > 0 && !joined && (this.#active || (!this.#crowded && !this.#contended))) this.#overruns.push(measuredMs > (1 + OVERRUN_TOLERANCE) * decidedMs);
     if (this.#active) {
       this.#inFallback++;
       const predictorMs = segs.length === 1 ? this.#predicted.get(segs[0]!.queryId) : undefined;
@@ -512,7 +523,7 @@ export class FallbackController implements QueryController {
         this.#predictorOverruns.push(measuredMs > (1 + OVERRUN_TOLERANCE) * predictorMs);
       }
       if (this.#sinceSwitch >= this.#dwell && this.#predictorOverruns.size >= WINDOW_GROUPS && this.#predictorOverruns.share <= EXIT_SHARE) this.#switch(false);
-    } else if (this.#crowded) {
+    } else if (this.#crowded || this.#contended) {
       this.#inFallback++;
       if (segs.length === 1) this.#predicted.delete(segs[0]!.queryId);
     } else {

@@ -290,7 +290,9 @@ function withFallback(
         { ...status },
         status.crowded === true
           ? 'abacus fallback on: other processes leave about one core; one query at a time at one thread'
-          : active
+          : status.contended === true
+            ? 'abacus fallback on: other processes contend for every core; one query at a time'
+            : active
             ? 'abacus fallback on: measured groups overrun their predictions; one query at a time'
             : 'abacus fallback off: overlapping',
       ),

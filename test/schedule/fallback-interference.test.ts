@@ -1,8 +1,9 @@
 /**
  * The interference trigger of the calibration fallback (`interference: true`;
  * `src/schedule/fallback.ts` "Interference", `src/device/neighbours.ts`): one query at a time
- * at the free core's count while the other processes leave about one core, with hysteresis, and
- * every query answered once across the switches. The neighbours are scripted; no wall clock.
+ * at the free core's count while the other processes leave about one core, at the fallback's
+ * count while they contend for every core, with hysteresis, and every query answered once across
+ * the switches. The neighbours are scripted; no wall clock.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -90,14 +91,33 @@ describe('the interference trigger', () => {
     expect(ok.predictedMs).toBe(40);
   });
 
-  it('not when the neighbours contend for every core (our threads get their share) or when /proc says nothing', () => {
+  it('when the neighbours contend for every core: one query at a time at the rule\'s count for a lone query (not one thread), with hysteresis; nothing when /proc says nothing', () => {
     const n = new Scripted(2);
-    const c = createController('abacus', { fallback: true, interference: true }, new FakePredictor(), { neighbours: n });
-    for (const want of [1.9, 4, undefined]) {
+    const c = createController('abacus', { fallback: true, interference: true, threads: 'split:2' }, new FakePredictor(), { neighbours: n });
+    const decide = (): ReturnType<typeof c.decide> => c.decide({ nowMs: 0, queues: two(), runningRemainingMs: 0 });
+    n.want = undefined;
+    expect(decide().group).toHaveLength(2);
+    expect(c.fallback).toMatchObject({ active: false, crowded: false, contended: false });
+    // every core wanted (free < CROWD_EXIT_CORES): the earliest arrival alone on both cores
+    for (const want of [2 - CROWD_EXIT_CORES + 0.01, 4]) {
       n.want = want;
-      expect(c.decide({ nowMs: 0, queues: two(), runningRemainingMs: 0 }).group, String(want)).toHaveLength(2);
-      expect(c.fallback?.crowded).toBe(false);
+      expect(decide().group, String(want)).toEqual([{ queryId: 'a1', service: 'S1', start: 0, end: 10, intraOpThreads: 2 }]);
+      expect(c.fallback).toMatchObject({ active: true, crowded: false, contended: true, entries: 1 });
     }
+    // a little room again (free between the thresholds): still contended
+    n.want = 2 - (CROWD_ENTER_CORES + CROWD_EXIT_CORES) / 2;
+    expect(decide().group).toHaveLength(1);
+    expect(c.fallback).toMatchObject({ contended: true });
+    // about one core free: crowded, one thread, the same episode (no new entry)
+    n.want = 1;
+    expect(decide().group).toEqual([expect.objectContaining({ queryId: 'a1', intraOpThreads: 1 })]);
+    expect(c.fallback).toMatchObject({ active: true, crowded: true, contended: false, entries: 1 });
+    // and back to every core contended, then quiet: overlap
+    n.want = 3;
+    expect(decide().group).toEqual([expect.objectContaining({ intraOpThreads: 2 })]);
+    n.want = 0.1;
+    expect(decide().group).toHaveLength(2);
+    expect(c.fallback).toMatchObject({ active: false, crowded: false, contended: false, entries: 1 });
   });
 
   it('on more cores, only where about one is left: 16 cores, 15 wanted', () => {
