@@ -33,7 +33,8 @@ describe('abacus demo', () => {
     const fcfsLabels = cores === 1 ? ['fcfs (1 thread)'] : ['fcfs (1 thread)', `fcfs (${cores} threads)`];
     expect(json.runs.map((r) => r.label)).toEqual([...fcfsLabels, 'abacus']);
     expect(json.runs.map((r) => r.policy)).toEqual([...fcfsLabels.map(() => 'fcfs'), 'abacus']);
-    expect(json.runs.map((r) => r.threadsPerExecutor)).toEqual(cores === 1 ? [1, 1] : [1, cores, cores]);
+    // abacus without the barrier (the default): each service's stream at --threads (1)
+    expect(json.runs.map((r) => r.threadsPerExecutor)).toEqual(cores === 1 ? [1, 1] : [1, cores, 1]);
     expect(json.abacusFallbackShare).toBeGreaterThanOrEqual(0);
     expect(json.abacusFallbackShare).toBeLessThanOrEqual(1);
     for (const r of json.runs) {
@@ -70,8 +71,9 @@ describe('abacus demo', () => {
       expect(json.abacusOverFcfsGoodput).toBeNull();
     }
     expect(Object.keys(json.abacusOverFcfsGoodputByBaseline)).toEqual(fcfsLabels);
-    // abacus refines its predictor online by default (--no-refine turns it off), and the report says so
-    expect(json.abacusRefines).toBe(true);
+    // abacus runs without the group barrier by default (--barrier: with it, refined online), and the report says so
+    expect(json.abacusBarrier).toBe(false);
+    expect(json.abacusRefines).toBe(false);
     // meaningful flag with its reasons; conditions with the thresholds
     expect(typeof json.meaningful).toBe('boolean');
     if (json.meaningful) expect(json.reason).toBeNull();
@@ -98,13 +100,15 @@ describe('abacus demo', () => {
     expect(html).toContain('<caption>Per policy</caption>');
     expect(html).toContain('<caption>Per round</caption>');
     expect(html).toMatch(json.meaningful ? /class="headline">Abacus goodput ÷ fcfs/ : /class="headline">NOT A MEANINGFUL RESULT: /);
-    expect(html).toContain('refined online from the measured group latencies');
+    expect(html).toContain('without the group barrier (--barrier: with it)');
     expect(html).toMatch(/measured on this machine(&#39;|')s CPU/i);
     expect(html).not.toMatch(/<script[^>]*\bsrc=|<link\b/i);
 
-    // second run: cached models and predictor, default --out in the working directory
-    const second = await abacus(...TINY, '--rate', String(json.rateQps), '--qos-ms', '50,60');
+    // second run: cached models and predictor, default --out in the working directory; abacus with the barrier
+    const second = await abacus(...TINY, '--rate', String(json.rateQps), '--qos-ms', '50,60', '--barrier');
     expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toMatch(/abacus with the group barrier, every core for a lone query/);
+    expect(await fs.readFile(path.join(sandbox.tmp, 'report.html'), 'utf8')).toContain('refined online from the measured group latencies');
     expect(second.stderr).not.toMatch(/built in/);
     // cached, unless the first profile was taken under load and the machine is quiet now (then it says so and profiles again)
     if (!/profiled under load .* profiling again/.test(second.stderr)) expect(second.stderr).not.toMatch(/no cached predictor/);
@@ -129,5 +133,8 @@ describe('abacus demo', () => {
     const rounds = await here('demo', '--small', '--rounds', '0');
     expect(rounds.code).toBe(2);
     expect(rounds.stderr).toMatch(/--rounds/);
+    const refine = await here('demo', '--small', '--no-refine');
+    expect(refine.code).toBe(2);
+    expect(refine.stderr).toMatch(/--no-refine applies to abacus with the group barrier \(--barrier\)/);
   });
 });

@@ -19,6 +19,7 @@ export interface DemoOptions {
   threads: number;
   profileSamples: number;
   refine: boolean;
+  barrier?: boolean;
   json?: boolean;
 }
 
@@ -69,7 +70,9 @@ export interface DemoJson {
   readonly baseline: string;
   /** Median over rounds of abacus ÷ each fcfs variant, by label (null as above). */
   readonly abacusOverFcfsGoodputByBaseline: Readonly<Record<string, number | null>>;
-  /** Whether abacus refined its predictor online (default; `--no-refine`: off). */
+  /** Whether abacus ran with the paper's group barrier (`--barrier`); default false: a stream per service. */
+  readonly abacusBarrier: boolean;
+  /** Whether abacus refined its predictor online (with `--barrier`, unless `--no-refine`; never without the barrier). */
   readonly abacusRefines: boolean;
   /**
    * Share of abacus's groups (all rounds) decided by its calibration fallback: one query at a

@@ -11,10 +11,14 @@
  *  3. measure each service's solo latency over its query mix, set the QoS targets from it
  *     (`QOS_RULE`) and the Poisson rate from the FCFS capacity it implies (`RATE_RULE`);
  *  4. run rounds: in each, the overlap gain is measured, then fcfs at `--threads` (the weak
- *     baseline), fcfs with every core (the strong one) and abacus (a lone query on every core,
- *     an overlapped group splitting them, refined online, with the calibration fallback) serve
- *     the same Poisson arrivals (one seed per round), one after the other: A B C A B C …, with
- *     the load average at each round's start and end;
+ *     baseline), fcfs with every core (the strong one) and abacus serve the same Poisson arrivals
+ *     (one seed per round), one after the other: A B C A B C …, with the load average at each
+ *     round's start and end. abacus runs without the group barrier (a stream per service at
+ *     `--threads`, each launch predicted against what runs, estimates corrected by measured
+ *     ratios) with the calibration fallback (one query at a time on every core) and its
+ *     interference trigger — the mode that served most on this CPU (docs/adaptive.md); with
+ *     `--barrier`, the paper's group barrier (a lone query on every core, an overlapped group
+ *     splitting them, refined online unless `--no-refine`), with the same fallback and trigger;
  *  5. take the better fcfs (higher goodput over all rounds) as the baseline, the median and
  *     range of the per-round abacus ÷ baseline goodput, decide whether the conditions let it
  *     mean anything (`demo-verdict.ts`), print the tables and write `report.html` (latency
@@ -94,9 +98,10 @@ export function registerDemoCommand(program: Command, ctx: CliContext): void {
     .option('--out <file>', 'where to write the HTML report', 'report.html')
     .option('--seed <n>', 'seed of the Poisson load and the query mix in round 1 (round k: seed + k − 1)', positiveInt('--seed'), 1)
     .option('--small', `use the tiny ${SMALL_MODELS.join(',')} variants (a few ms per query; for quick checks)`)
-    .option('--threads <n>', 'onnxruntime intra-op threads of the weak fcfs (one executor per service; also the executors\' default); the strong fcfs and a lone abacus query use every core, an overlapped abacus group splits them', positiveInt('--threads'), 1)
+    .option('--threads <n>', 'onnxruntime intra-op threads of the weak fcfs and of each abacus stream (one executor per service; also the executors\' default); the strong fcfs and a fallback launch use every core (with --barrier: a lone abacus query every core, an overlapped group splitting them)', positiveInt('--threads'), 1)
     .option('--profile-samples <n>', 'operator groups profiled when the predictor is not cached', positiveInt('--profile-samples'), DEFAULT_PROFILE_SAMPLES)
-    .option('--no-refine', 'abacus serves with its offline predictor only (default: it refines the predictor online from measured group latencies, with the guard; docs/adaptive.md)')
+    .option('--barrier', "abacus with the paper's group barrier: a lone query on every core, an overlapped group splitting them, refined online (default: without it, a stream per service at --threads; docs/demo.md)")
+    .option('--no-refine', 'with --barrier: abacus serves with its offline predictor only (default: it refines the predictor online from measured group latencies, with the guard; docs/adaptive.md)')
     .option('--json', 'print {"runs": [...], "abacusOverFcfsGoodput", "abacusOverFcfsGoodputSpread", "meaningful", "reason", "conditions", "rounds", "report", …} as JSON (progress stays on stderr)')
     .action(async (opts: DemoOptions) => {
       await runDemo(ctx, opts);
@@ -114,6 +119,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   const seconds = (since: number): string => `${((performance.now() - since) / 1000).toFixed(1)} s`;
   const models = opts.models ?? [...(opts.small ? SMALL_MODELS : DEFAULT_MODELS)];
   if (opts.qosMs !== undefined && opts.qosMs.length !== 1 && opts.qosMs.length !== models.length) throw new UsageError(`--qos-ms needs one value or one per model (${models.length}), got ${opts.qosMs.length}`);
+  if (opts.refine === false && opts.barrier !== true) throw new UsageError('--no-refine applies to abacus with the group barrier (--barrier): without it abacus corrects its estimates from measured ratios and has no online refinement to turn off');
   const allCores = os.availableParallelism();
   const machine = {
     cpus: os.cpus().length,
@@ -129,7 +135,7 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   const fcfsThreads = [...new Set([opts.threads, allCores])];
   say(
     `Abacus-TS demo: abacus vs fcfs, measured on this machine's CPU with onnxruntime-node ${machine.onnxruntime}\n` +
-      `${allCores} cores (${machine.cpuModel}), one executor process per service; fcfs with ${fcfsThreads.map(threadsLabel).join(' and with ')}, abacus with every core for a lone query and the cores split among an overlapped group; ${opts.rounds} interleaved round${opts.rounds === 1 ? '' : 's'}\n\n`,
+      `${allCores} cores (${machine.cpuModel}), one executor process per service; fcfs with ${fcfsThreads.map(threadsLabel).join(' and with ')}, ${opts.barrier === true ? 'abacus with the group barrier, every core for a lone query and the cores split among an overlapped group' : `abacus without the group barrier, a stream per service at ${threadsLabel(opts.threads)}, every core when it falls back to one query at a time`}; ${opts.rounds} interleaved round${opts.rounds === 1 ? '' : 's'}\n\n`,
   );
 
   // 1. models
@@ -149,12 +155,14 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
   const main = await ensurePredictor(ctx, repo, hosted, { samples: opts.profileSamples, threads: opts.threads, threadRules: rules });
   progress(`      ready in ${seconds(tPred)} (${main.source}; thread rules ${rules.map(formatThreadRule).join(', ')})\n`);
 
-  // abacus: a lone query on every core, an overlapped pair split (split:<cores>); refined online; the calibration fallback,
-  // also while other processes leave about one core (interference)
-  const variants: DemoVariant[] = [
-    ...fcfsThreads.map((t): DemoVariant => ({ label: `fcfs (${threadsLabel(t)})`, policy: 'fcfs', threads: t, params: { threads: formatThreadRule(t === allCores ? allRule : weakRule) } })),
-    { label: 'abacus', policy: 'abacus', threads: allCores, params: { threads: formatThreadRule(allRule), refine: opts.refine, fallback: true, interference: true } },
-  ];
+  // abacus without the barrier: a stream per service at --threads, each fallback launch on every core; with --barrier a
+  // lone query on every core, an overlapped pair split (split:<cores>), refined online; both with the calibration
+  // fallback and its interference trigger (one at a time while other processes leave about one core, or take them all)
+  const abacusVariant: DemoVariant =
+    opts.barrier === true
+      ? { label: 'abacus', policy: 'abacus', threads: allCores, params: { threads: formatThreadRule(allRule), refine: opts.refine, fallback: true, interference: true } }
+      : { label: 'abacus', policy: 'abacus', threads: opts.threads, params: { barrier: false, threads: formatThreadRule(weakRule), fallback: true, interference: true, fallbackThreads: allCores } };
+  const variants: DemoVariant[] = [...fcfsThreads.map((t): DemoVariant => ({ label: `fcfs (${threadsLabel(t)})`, policy: 'fcfs', threads: t, params: { threads: formatThreadRule(t === allCores ? allRule : weakRule) } })), abacusVariant];
   const measured = await runDemoRounds(
     {
       hosted,
@@ -228,7 +236,8 @@ async function runDemo(ctx: CliContext, opts: DemoOptions): Promise<DemoJson> {
     meaningful: verdict.meaningful,
     reason: verdict.meaningful ? null : verdict.reasons.join('; '),
     reasons: verdict.reasons,
-    abacusRefines: opts.refine,
+    abacusBarrier: opts.barrier === true,
+    abacusRefines: opts.barrier === true && opts.refine,
     abacusFallbackShare: shareOrZero(pooled[variants.findIndex((v) => v.policy === 'abacus')]!.fallbackShare),
     conditions: {
       cores: allCores,
@@ -303,7 +312,7 @@ export function headlineOf(json: Pick<DemoJson, 'meaningful' | 'reasons' | 'abac
       : `abacus goodput ÷ ${json.baseline} goodput (the better fcfs) = ${s.median.toFixed(2)}, median of ${n} round${n === 1 ? '' : 's'}, range ${s.min.toFixed(2)}–${s.max.toFixed(2)}${others.length > 0 ? ` (${others.join(', ')})` : ''}`;
   const fell = json.abacusFallbackShare ?? 0;
   if (fell >= FALLBACK_HEADLINE_SHARE) {
-    const line = `abacus fell back to one query at a time for ${(fell * 100).toFixed(0)} % of its groups (its measured groups overran their predictions: the machine is too busy for overlap to gain); ${measured}`;
+    const line = `abacus fell back to one query at a time for ${(fell * 100).toFixed(0)} % of its groups (its measured groups overran their predictions, or other processes crowded the cores: the machine is too busy for overlap to gain); ${measured}`;
     return json.meaningful ? [line.charAt(0).toUpperCase() + line.slice(1)] : [`NOT A MEANINGFUL RESULT: ${json.reasons.join('; ')}.`, `Measured anyway, not a result: ${line}.`];
   }
   if (json.meaningful) return [measured.charAt(0).toUpperCase() + measured.slice(1)];
