@@ -28,7 +28,7 @@
  *   interference trigger);
  * - `abacus (barrier)`: the paper's group barrier, refined online, the `split:C` rule (a lone query
  *   every core, a pair ⌊C/2⌋ each) and the calibration fallback with its interference trigger, as
- *   the demo runs it.
+ *   `abacus demo --barrier` runs it (the demo defaults to the headline mode).
  *
  * Rounds are interleaved over levels and variants: round r runs level 0, then 1, 2, 4, each
  * level every variant in turn, so a change of the machine's own load hits all alike. Per level:
