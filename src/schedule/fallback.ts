@@ -146,7 +146,8 @@
  */
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
 import { nextInstantAfter } from '../clock/instant.ts';
-import { checkInput, checkQuery, compareStrings, newStats } from './heads.ts';
+import { checkInput, checkQuery, newStats } from './heads.ts';
+import { before, decidedRemainderMs, hopelessAt, type Measured, type MeasuredRecord, type Pick, remember, shapeKey, Window } from './fallback-book.ts';
 import type { CpuNeighbours, Decision, FallbackStatus, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
 
 export type { FallbackStatus } from './controller.ts';
@@ -205,8 +206,6 @@ export const CROWD_DROP_QUANTILE = 0.5;
 export const AT_RISK_QUANTILE = 0.9;
 /** Queue positions behind an at-risk head the fallback looks at for a safe query (bounds a decision's work on a long queue). */
 export const SAFE_SCAN = 16;
-/** Most remembered shapes and predictions (bounded memory; the oldest are forgotten). */
-const MAX_KEYS = 4096;
 
 
 /** How the fallback runs, and whom it tells of its switches. */
@@ -249,38 +248,6 @@ export interface StreamHooks {
   joinedLater(observation: GroupObservation): boolean;
 }
 
-/** A fixed-size ring of booleans with a running count of `true`. */
-class Window {
-  readonly #bits = new Uint8Array(WINDOW_GROUPS);
-  #next = 0;
-  #size = 0;
-  #count = 0;
-  push(x: boolean): void {
-    if (this.#size === WINDOW_GROUPS) this.#count -= this.#bits[this.#next]!;
-    else this.#size++;
-    this.#bits[this.#next] = x ? 1 : 0;
-    this.#count += x ? 1 : 0;
-    this.#next = (this.#next + 1) % WINDOW_GROUPS;
-  }
-  clear(): void {
-    this.#bits.fill(0);
-    this.#next = this.#size = this.#count = 0;
-  }
-  get size(): number {
-    return this.#size;
-  }
-  get share(): number {
-    return this.#size === 0 ? 0 : this.#count / this.#size;
-  }
-}
-
-/** A Map that forgets its oldest key past `MAX_KEYS`. */
-function remember<K, V>(map: Map<K, V>, key: K, value: V): void {
-  map.delete(key);
-  map.set(key, value);
-  if (map.size > MAX_KEYS) map.delete(map.keys().next().value as K);
-}
-
 /**
  * Wraps the abacus controller (module docs). Sits inside a `ThreadAssigningController` when a
  * thread rule is set, so a fallback group of one segment gets the rule's count for one segment.
@@ -308,11 +275,11 @@ export class FallbackController implements QueryController {
   #disposedSinceSwitch = 0;
   #dwell = MIN_DWELL_GROUPS;
   /** Overruns of the decided latency (both modes). */
-  readonly #overruns = new Window();
+  readonly #overruns = new Window(WINDOW_GROUPS);
   /** In overlap mode: per query disposed of, whether it was dropped on a prediction (1) or launched from its first operator (0). */
-  readonly #predictedDrops = new Window();
+  readonly #predictedDrops = new Window(WINDOW_GROUPS);
   /** In the fallback: overruns of the predictor's own prediction. */
-  readonly #predictorOverruns = new Window();
+  readonly #predictorOverruns = new Window(WINDOW_GROUPS);
   /** Measured solo latencies by shape key: the last `MEASURED_KEPT` (a ring), how many were taken, and measured drops since the last one. */
   readonly #measured = new Map<string, MeasuredRecord>();
   /** The shape record of each query the fallback's decisions dropped on a measurement, by query id, until `rejected` counts the drop. */
@@ -598,53 +565,4 @@ export class FallbackController implements QueryController {
     const fastMs = at(this.#crowded && !this.#active ? CROWD_DROP_QUANTILE : FALLBACK_DROP_QUANTILE);
     return { fastMs, slowMs: at(AT_RISK_QUANTILE), record: m };
   }
-}
-
-/** A shape's last `MEASURED_KEPT` measured solo latencies (ms, a ring), their count, measured drops since the last, and a sorted copy as of `sortedAt` runs. */
-interface MeasuredRecord {
-  readonly ms: Float64Array;
-  n: number;
-  drops: number;
-  readonly sorted: Float64Array;
-  sortedAt: number;
-}
-
-/** A shape's recent measured solo latencies: a fast run (the drop quantile), a slow one (`AT_RISK_QUANTILE`), ms, and the record they came from. */
-interface Measured {
-  readonly fastMs: number;
-  readonly slowMs: number;
-  readonly record: { drops: number };
-}
-
-function shapeKey(model: string, batch: number, seqLen: number, threads: number | undefined): string {
-  return `${model}\u0000${batch}\u0000${seqLen}\u0000${threads ?? 0}`;
-}
-
-/** Without the barrier: until the last segment in flight ends as decided (launch + decided latency), ms ≥ 0; 0 when none runs or none was decided with a latency. */
-function decidedRemainderMs(input: ScheduleInput): number {
-  let ms = 0;
-  for (const r of input.running ?? []) if (r.predictedMs !== undefined) ms = Math.max(ms, r.launchMs + r.predictedMs - input.nowMs);
-  return ms;
-}
-
-/** The instant a head stops being able to make `deadlineMs` even with a fast run; unmeasured: its deadline (headroom 0). */
-function hopelessAt(deadlineMs: number, measured: Measured | undefined): number {
-  return measured === undefined ? deadlineMs : deadlineMs - measured.fastMs;
-}
-
-/** A query the fallback may launch: its deadline (ms), its shape's measured runs (`judged`: when they may drop it), and whether it is safe ("Choosing a safe query"). */
-interface Pick {
-  readonly q: WaitingQuery;
-  readonly deadlineMs: number;
-  readonly measured: Measured | undefined;
-  readonly judged: Measured | undefined;
-  readonly safe: boolean;
-}
-
-/** The fallback's order: earlier arrival, then earlier deadline, then service, then id. */
-function before(a: WaitingQuery, aDeadlineMs: number, b: WaitingQuery, bDeadlineMs: number): boolean {
-  if (a.arrivalMs !== b.arrivalMs) return a.arrivalMs < b.arrivalMs;
-  if (aDeadlineMs !== bDeadlineMs) return aDeadlineMs < bDeadlineMs;
-  const s = compareStrings(a.service, b.service);
-  return s !== 0 ? s < 0 : compareStrings(a.id, b.id) < 0;
 }
