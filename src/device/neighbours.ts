@@ -12,7 +12,7 @@
  * core depends on what we run (four busy loops beside our two threads got 4/6 of two cores, 1.3
  * cores, as if one core were busy); the runnable count is what they *want*, which is what decides
  * whether a second intra-op thread of ours finds a core or waits behind a neighbour.
- * (Measured on the 2-core development machine, docs/adaptive.md "Interference": beside one busy
+ * (Measured on the 2-core development machine, docs/interference.md: beside one busy
  * loop, one query at a time at one thread served more within QoS than at two threads or
  * overlapped, because it alone never shared a core with the loop.)
  *
@@ -21,7 +21,7 @@
  * ms for a process alone, 0.56 ms beside two child processes of 18 threads each (measured on the
  * 2-core development machine), taken on the decision path; hence at most one per `PERIOD_MS`
  * (at one per 50 ms abacus served 3–5 % less than without the trigger on the quiet machine, where
- * it never fired, in three contention runs; docs/adaptive.md "Interference").
+ * it never fired, in three contention runs; docs/interference.md).
  */
 import fs from 'node:fs';
 import os from 'node:os';

@@ -79,7 +79,7 @@
  * drop rule leaves a query (an at-risk one when no safe one is in reach), so the device never
  * idles for it, and what is dropped, and when, is the drop rule's. A query of a shape not yet
  * measured is taken as safe (nothing says otherwise). Measured on this machine in
- * docs/adaptive.md "Choosing a safe query".
+ * docs/interference.md "Choosing a safe query".
  *
  * ## Drops in overlap mode
  * A drop is final and costs a sure violation; running a query that then misses costs device
@@ -138,7 +138,7 @@
  * not flap on a neighbour's bursts. The predictions' windows count nothing while the neighbours
  * hold it; the prediction trigger may hold at once (crowded wins the thread count).
  * `fallback.active` is true while any holds; `crowded`, `contended` and `neighbourCores` say which.
- * Measured in docs/adaptive.md "Interference".
+ * Measured in docs/interference.md.
  *
  * Cost: in overlap mode a scan of the decision's rejections and one window update per group. In the
  * fallback one predictor call per decision (the predictor's prediction of the launched query,
@@ -186,7 +186,7 @@ export const FALLBACK_DROP_QUANTILE = 0.1;
  * cores and leave at least `CROWD_ENTER_CORES` but fewer than 2 − `CROWD_ENTER_CORES` free (about
  * one free core: no room for two segments beside them without sharing a core); back once they
  * want under `CROWD_EXIT_CORES`, or leave under `CROWD_EXIT_CORES` free (every core contended:
- * then every core of ours gets its share, docs/adaptive.md "Interference").
+ * then every core of ours gets its share, docs/interference.md).
  */
 export const CROWD_ENTER_CORES = 0.6;
 export const CROWD_EXIT_CORES = 0.3;
@@ -195,7 +195,7 @@ export const CROWD_EXIT_CORES = 0.3;
  * query at a time on a core of its own runs as long as the last ones, and under overload every
  * head of a FIFO queue sits at its limit, so an optimistic estimate kept queries that then
  * finished late (with one busy loop, 33 % of the queries late against 3 % for fcfs at one
- * thread; docs/adaptive.md "Interference").
+ * thread; docs/interference.md).
  */
 export const CROWD_DROP_QUANTILE = 0.5;
 /**
