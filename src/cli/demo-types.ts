@@ -76,7 +76,8 @@ export interface DemoJson {
   readonly abacusRefines: boolean;
   /**
    * Share of abacus's groups (all rounds) decided by its calibration fallback: one query at a
-   * time on every core, because measured groups overran their predictions (docs/adaptive.md).
+   * time, because measured groups overran their predictions or other processes crowded the cores
+   * (docs/adaptive.md, docs/interference.md).
    * At ≥ `FALLBACK_HEADLINE_SHARE` the headline says so.
    */
   readonly abacusFallbackShare: number;

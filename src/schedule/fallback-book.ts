@@ -79,7 +79,7 @@ export function hopelessAt(deadlineMs: number, measured: Measured | undefined): 
 }
 
 /** A query the fallback may launch: its deadline (ms), its shape's measured runs (`judged`: when they may drop it), and whether it is safe ("Choosing a safe query"). */
-export interface Pick {
+export interface Choice {
   readonly q: WaitingQuery;
   readonly deadlineMs: number;
   readonly measured: Measured | undefined;

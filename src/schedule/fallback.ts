@@ -75,9 +75,15 @@
  * (whole, measured, finished even by a slow run), and across queues a safe candidate goes before
  * an at-risk one, then arrival order. The head passed over is not dropped by this choice: it
  * stays, the decision's wake covers it, and it is rejected on time by the drop rule above unless
- * the device frees first. Nothing else changes: a decision launches something whenever the
- * drop rule leaves a query (an at-risk one when no safe one is in reach), so the device never
- * idles for it, and what is dropped, and when, is the drop rule's. A query of a shape not yet
+ * the device frees first; the queries between it and the safe one are passed over too, each
+ * rejected now if the drop rule says so, else covered by the wake. A decision launches something
+ * whenever the drop rule leaves a query (an at-risk one when no safe one is in reach), so the
+ * device never idles for it. What it changes is which queries the drop rule ends up rejecting:
+ * under sustained overload an at-risk head is passed over at every decision until it is
+ * hopeless, so the queries served are those with slack, and among the shapes of a queue those
+ * whose slow runs are short — as fcfs with drops already rejects large batches first at the head
+ * of a FIFO, but more often (a shape dropped `MAX_MEASURED_DROPS` times without a new run is kept
+ * and run once, as everywhere in the fallback). A query of a shape not yet
  * measured is taken as safe (nothing says otherwise). Measured on this machine in
  * docs/interference.md "Choosing a safe query".
  *
@@ -133,7 +139,7 @@
  * query at a time at the fallback's own count (`launchThreads`, else the rule's for a lone
  * segment), judged on fast measured runs as the prediction fallback is: overlapped launches beside
  * neighbours on every core overran their corrected estimates (without the barrier 19–20 % of the
- * queries late with two and four busy loops, against 7–8 % for one at a time; docs/adaptive.md).
+ * queries late with two and four busy loops, against 7–8 % for one at a time; docs/interference.md).
  * The thresholds are apart, and the demand is an average with a one-second half-life, so it does
  * not flap on a neighbour's bursts. The predictions' windows count nothing while the neighbours
  * hold it; the prediction trigger may hold at once (crowded wins the thread count).
@@ -142,12 +148,14 @@
  *
  * Cost: in overlap mode a scan of the decision's rejections and one window update per group. In the
  * fallback one predictor call per decision (the predictor's prediction of the launched query,
- * for the exit test), a scan of the queue heads, and a map lookup per head.
+ * for the exit test), a scan of the queue heads, and a map lookup per head — for an at-risk head
+ * up to `SAFE_SCAN` more (the queries behind it) — and a sort of a shape's 16 measured runs after
+ * each new one (cached until the next).
  */
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
 import { nextInstantAfter } from '../clock/instant.ts';
 import { checkInput, checkQuery, newStats } from './heads.ts';
-import { before, decidedRemainderMs, hopelessAt, type Measured, type MeasuredRecord, type Pick, remember, shapeKey, Window } from './fallback-book.ts';
+import { before, decidedRemainderMs, hopelessAt, type Measured, type MeasuredRecord, type Choice, remember, shapeKey, Window } from './fallback-book.ts';
 import type { CpuNeighbours, Decision, FallbackStatus, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
 
 export type { FallbackStatus } from './controller.ts';
@@ -185,8 +193,9 @@ export const FALLBACK_DROP_QUANTILE = 0.1;
  * Interference: one query at a time while the other processes want at least `CROWD_ENTER_CORES`
  * cores and leave at least `CROWD_ENTER_CORES` but fewer than 2 − `CROWD_ENTER_CORES` free (about
  * one free core: no room for two segments beside them without sharing a core); back once they
- * want under `CROWD_EXIT_CORES`, or leave under `CROWD_EXIT_CORES` free (every core contended:
- * then every core of ours gets its share, docs/interference.md).
+ * want under `CROWD_EXIT_CORES`. When they leave under `CROWD_EXIT_CORES` free, every core is
+ * contended: one query at a time at the fallback's count until they leave `CROWD_ENTER_CORES`
+ * again (module docs, docs/interference.md).
  */
 export const CROWD_ENTER_CORES = 0.6;
 export const CROWD_EXIT_CORES = 0.3;
@@ -354,7 +363,7 @@ export class FallbackController implements QueryController {
     // Without the barrier the segments in flight are shown, not their remainder: the latest decided end.
     const runningRemainingMs = streams ? decidedRemainderMs(input) : input.runningRemainingMs;
     const drop = this.#options.drop !== false;
-    let best: Pick | undefined;
+    let best: Choice | undefined;
     let wakeAtMs = Infinity;
     // Without the barrier, the queues of services with a segment in flight are `held`: judged, never launched.
     const held = streams ? (input.held ?? []) : [];
@@ -383,12 +392,13 @@ export class FallbackController implements QueryController {
           break;
         }
         // (without drop every query is taken as safe: arrival order alone)
-        let pick: Pick = { q, deadlineMs, measured, judged, safe: !drop || judged === undefined || runningRemainingMs + judged.slowMs <= headroomMs };
-        // an at-risk head gives way to the first safe query behind it, and is woken to be rejected on time ("Choosing a safe query")
-        const safe = pick.safe ? undefined : this.#safeBehind(queue, j, nowMs, runningRemainingMs);
+        let pick: Choice = { q, deadlineMs, measured, judged, safe: !drop || judged === undefined || runningRemainingMs + judged.slowMs <= headroomMs };
+        // an at-risk head gives way to the first safe query behind it; it and the queries between are
+        // rejected now if the drop rule says so, else woken to be judged again on time ("Choosing a safe query")
+        const safe = pick.safe ? undefined : this.#safeBehind(queue, j, nowMs, runningRemainingMs, rejected);
         if (safe !== undefined) {
-          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, judged));
-          pick = safe;
+          wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, judged), safe.passedWakeAtMs);
+          pick = safe.choice;
         }
         // a safe query before an at-risk one, then arrival order
         if (best === undefined || (pick.safe !== best.safe ? pick.safe : before(pick.q, pick.deadlineMs, best.q, best.deadlineMs))) {
@@ -531,9 +541,12 @@ export class FallbackController implements QueryController {
   /**
    * The first query of `queue` after position `at` (at most `SAFE_SCAN` positions) that is safe:
    * whole, of a measured shape, and finished in its headroom even by a slow run
-   * (`AT_RISK_QUANTILE`) after the running remainder; undefined when none is.
+   * (`AT_RISK_QUANTILE`) after the running remainder; undefined when none is. When one is found,
+   * the queries between `at` and it are passed over too: those the drop rule rejects now (headroom
+   * ≤ 0, or the running remainder + a fast measured run past it) are appended to `rejected`; the
+   * earliest instant one of the rest becomes hopeless is `passedWakeAtMs` (Infinity when none).
    */
-  #safeBehind(queue: readonly WaitingQuery[], at: number, nowMs: number, runningRemainingMs: number): Pick | undefined {
+  #safeBehind(queue: readonly WaitingQuery[], at: number, nowMs: number, runningRemainingMs: number, rejected: Rejection[]): { choice: Choice; passedWakeAtMs: number } | undefined {
     const end = Math.min(queue.length, at + 1 + SAFE_SCAN);
     for (let j = at + 1; j < end; j++) {
       const q = queue[j]!;
@@ -541,7 +554,24 @@ export class FallbackController implements QueryController {
       const measured = this.#measuredSolo(q);
       if (measured === undefined || measured.record.drops >= MAX_MEASURED_DROPS) continue;
       const deadlineMs = q.arrivalMs + q.qosTargetMs;
-      if (runningRemainingMs + measured.slowMs <= deadlineMs - nowMs) return { q, deadlineMs, measured, judged: measured, safe: true };
+      if (runningRemainingMs + measured.slowMs > deadlineMs - nowMs) continue;
+      let passedWakeAtMs = Infinity;
+      for (let k = at + 1; k < j; k++) {
+        const p = queue[k]!;
+        const pDeadlineMs = p.arrivalMs + p.qosTargetMs;
+        const headroomMs = pDeadlineMs - nowMs;
+        const m = this.#measuredSolo(p);
+        const judged = m !== undefined && m.record.drops < MAX_MEASURED_DROPS ? m : undefined;
+        if (headroomMs <= 0) {
+          rejected.push({ queryId: p.id, service: p.service, reason: 'qos_violation', headroomMs });
+        } else if (judged !== undefined && runningRemainingMs + judged.fastMs > headroomMs) {
+          remember(this.#droppedOn, p.id, judged.record);
+          rejected.push({ queryId: p.id, service: p.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + judged.fastMs });
+        } else {
+          passedWakeAtMs = Math.min(passedWakeAtMs, hopelessAt(pDeadlineMs, judged));
+        }
+      }
+      return { choice: { q, deadlineMs, measured, judged: measured, safe: true }, passedWakeAtMs };
     }
     return undefined;
   }

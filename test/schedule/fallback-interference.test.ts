@@ -98,6 +98,10 @@ describe('the interference trigger', () => {
     n.want = undefined;
     expect(decide().group).toHaveLength(2);
     expect(c.fallback).toMatchObject({ active: false, crowded: false, contended: false });
+    // from overlap, free cores between the two thresholds: neither crowded nor contended
+    n.want = 2 - (CROWD_ENTER_CORES + CROWD_EXIT_CORES) / 2;
+    expect(decide().group).toHaveLength(2);
+    expect(c.fallback).toMatchObject({ active: false, crowded: false, contended: false });
     // every core wanted (free < CROWD_EXIT_CORES): the earliest arrival alone on both cores
     for (const want of [2 - CROWD_EXIT_CORES + 0.01, 4]) {
       n.want = want;

@@ -189,6 +189,15 @@ describe('FallbackController: one query at a time, dropping on measured latencie
     // across queues a safe head goes before an at-risk one that arrived first; a shape never measured counts as safe
     expect(c.decide(input(100, [[a('h', 80)], [a('k', 90, 'S2')]])).group.map((g) => g.queryId)).toEqual(['k']);
     expect(c.decide(input(100, [[a('u', 70, 'S3', 'b')], [a('k', 90, 'S2')]])).group.map((g) => g.queryId)).toEqual(['u']);
+    // the queries between the head and the safe one are passed over too: rejected now when the drop rule says so, else woken
+    const between = c.decide(input(100, [[a('h', 80), query('gone', 'S1', 'a', { arrivalMs: 82, qosTargetMs: 25 }), query('soon', 'S1', 'a', { arrivalMs: 84, qosTargetMs: 30 }), a('n', 95)]]));
+    expect(between.group.map((g) => g.queryId)).toEqual(['n']);
+    expect(between.rejected).toEqual([expect.objectContaining({ queryId: 'gone', predictedMs: 10 })]); // 7 ms left, a fast run takes 10
+    expect(between.wakeAtMs).toBeGreaterThan(104); // soon (14 ms left): deadline 114 − fast 10, before h's 110
+    expect(between.wakeAtMs).toBeLessThan(104.001);
+    // new runs count at once (the sorted runs are not kept stale): 16 at 10 ms, and h is safe
+    for (let i = 0; i < 16; i++) c.observe(solo(`r${i}`, 10, 10));
+    expect(c.decide(input(100, [[a('h', 80), a('n', 95)]])).group.map((g) => g.queryId)).toEqual(['h']);
     // and with drop: false, arrival order alone
     const plain = createController('abacus', { fallback: true, drop: false }, new FakePredictor());
     for (let i = 0; i < WINDOW_GROUPS; i++) plain.observe(solo(`s${i}`, 20, 10));
