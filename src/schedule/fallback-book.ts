@@ -1,10 +1,51 @@
 /**
- * The calibration fallback's bookkeeping (`fallback.ts`): the windows its switches read, a
+ * The calibration fallback's options and bookkeeping (`fallback.ts`): the windows its switches read, a
  * bounded map, a shape's measured solo runs, and the order and timing helpers of its
  * one-at-a-time decisions. Not a policy; imports only the contracts.
  */
-import type { ScheduleInput, WaitingQuery } from './controller.ts';
+import type { GroupSlot } from '../predict/predictor.ts';
+import type { CpuNeighbours, FallbackStatus, GroupObservation, ScheduleInput, WaitingQuery } from './controller.ts';
 import { compareStrings } from './heads.ts';
+
+/** How the fallback runs, and whom it tells of its switches. */
+export interface FallbackOptions {
+  /**
+   * Intra-op threads a lone segment runs with (the thread rule's count for one segment; under
+   * `adapt:C` a function, the count `LoneThreadChooser` gives the slot now); absent: the device default.
+   */
+  readonly threadsAlone?: number | ((slot: GroupSlot) => number);
+  /**
+   * Intra-op threads every fallback launch carries, on its segment and in the prediction asked
+   * for it, in place of `threadsAlone` (abacus's `fallbackThreads`); absent: without the barrier
+   * `threadsAlone`, with it the count the thread rule's `ThreadAssigningController` assigns.
+   */
+  readonly launchThreads?: number;
+  /** The policy's `drop` [true]: false, the fallback rejects nothing either. */
+  readonly drop?: boolean;
+  /**
+   * Without the barrier: the stream controller it wraps (`StreamAbacusController`), asked for the
+   * exit test's estimate of a launch alone, corrected and learnt from when the launch is observed
+   * (`launchAlone`; no refiner corrects `predictor` in that mode), and whether an observed launch
+   * was joined by a later one while it ran (`joinedLater`; such a launch is not counted as an
+   * overrun or not).
+   */
+  readonly streams?: StreamHooks;
+  /**
+   * What the other processes want of the CPU (`device/neighbours.ts`); present: the interference
+   * trigger is on (abacus's `interference`; module docs, "Interference").
+   */
+  readonly neighbours?: CpuNeighbours;
+  /** Called on every switch (abacus serve logs it), with the status after it but the window's overrun share that led to it. */
+  onSwitch?(active: boolean, status: FallbackStatus): void;
+}
+
+/** What the fallback asks of the stream controller it wraps (`FallbackOptions.streams`). */
+export interface StreamHooks {
+  /** The corrected solo estimate of a launch of `slot` for `service` decided by the fallback, ms; remembered as an alone launch. */
+  launchAlone(slot: GroupSlot, service: string): number;
+  /** Whether the launch `observation` reports was joined by a later launch while it ran; asked before `observe`. */
+  joinedLater(observation: GroupObservation): boolean;
+}
 
 /** A fixed-size ring of booleans with a running count of `true`. */
 export class Window {

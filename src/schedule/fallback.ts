@@ -154,11 +154,13 @@
  */
 import type { GroupSlot, Predictor } from '../predict/predictor.ts';
 import { nextInstantAfter } from '../clock/instant.ts';
-import { checkInput, checkQuery, newStats } from './heads.ts';
+import { checkInput, checkQuery, newStats, type StatsCounter } from './heads.ts';
+import type { FallbackOptions } from './fallback-book.ts';
 import { before, decidedRemainderMs, hopelessAt, type Measured, type MeasuredRecord, type Choice, remember, shapeKey, Window } from './fallback-book.ts';
-import type { CpuNeighbours, Decision, FallbackStatus, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
+import type { Decision, FallbackStatus, GroupObservation, LaunchSegment, PolicyName, QueryController, RefinementStatus, Rejection, ScheduleInput, WaitingQuery } from './controller.ts';
 
 export type { FallbackStatus } from './controller.ts';
+export type { FallbackOptions, StreamHooks } from './fallback-book.ts';
 
 /** A group overruns when measured > (1 + this) × the latency it was decided with. */
 export const OVERRUN_TOLERANCE = 0.25;
@@ -217,46 +219,6 @@ export const AT_RISK_QUANTILE = 0.9;
 export const SAFE_SCAN = 16;
 
 
-/** How the fallback runs, and whom it tells of its switches. */
-export interface FallbackOptions {
-  /**
-   * Intra-op threads a lone segment runs with (the thread rule's count for one segment; under
-   * `adapt:C` a function, the count `LoneThreadChooser` gives the slot now); absent: the device default.
-   */
-  readonly threadsAlone?: number | ((slot: GroupSlot) => number);
-  /**
-   * Intra-op threads every fallback launch carries, on its segment and in the prediction asked
-   * for it, in place of `threadsAlone` (abacus's `fallbackThreads`); absent: without the barrier
-   * `threadsAlone`, with it the count the thread rule's `ThreadAssigningController` assigns.
-   */
-  readonly launchThreads?: number;
-  /** The policy's `drop` [true]: false, the fallback rejects nothing either. */
-  readonly drop?: boolean;
-  /**
-   * Without the barrier: the stream controller it wraps (`StreamAbacusController`), asked for the
-   * exit test's estimate of a launch alone, corrected and learnt from when the launch is observed
-   * (`launchAlone`; no refiner corrects `predictor` in that mode), and whether an observed launch
-   * was joined by a later one while it ran (`joinedLater`; such a launch is not counted as an
-   * overrun or not).
-   */
-  readonly streams?: StreamHooks;
-  /**
-   * What the other processes want of the CPU (`device/neighbours.ts`); present: the interference
-   * trigger is on (abacus's `interference`; module docs, "Interference").
-   */
-  readonly neighbours?: CpuNeighbours;
-  /** Called on every switch (abacus serve logs it), with the status after it but the window's overrun share that led to it. */
-  onSwitch?(active: boolean, status: FallbackStatus): void;
-}
-
-/** What the fallback asks of the stream controller it wraps (`FallbackOptions.streams`). */
-export interface StreamHooks {
-  /** The corrected solo estimate of a launch of `slot` for `service` decided by the fallback, ms; remembered as an alone launch. */
-  launchAlone(slot: GroupSlot, service: string): number;
-  /** Whether the launch `observation` reports was joined by a later launch while it ran; asked before `observe`. */
-  joinedLater(observation: GroupObservation): boolean;
-}
-
 /**
  * Wraps the abacus controller (module docs). Sits inside a `ThreadAssigningController` when a
  * thread rule is set, so a fallback group of one segment gets the rule's count for one segment.
@@ -296,6 +258,9 @@ export class FallbackController implements QueryController {
   /** In the fallback: the predictor's prediction of each launched query, by query id. */
   readonly #predicted = new Map<string, number>();
   readonly #one = new Float64Array(1);
+  /** While the neighbours hold the fallback: the predictor's solo latency of shapes not yet measured, by shape key, as of `#predictedAt` observations. */
+  readonly #predictedSolo = new Map<string, number>();
+  #predictedAt = -1;
 
   /**
    * @param inner the abacus controller (its decisions in overlap mode; observations always go to it).
@@ -374,7 +339,7 @@ export class FallbackController implements QueryController {
         checkQuery(q);
         const deadlineMs = q.arrivalMs + q.qosTargetMs;
         const headroomMs = deadlineMs - nowMs;
-        const measured = this.#measuredSolo(q);
+        const measured = this.#estimate(q, stats);
         // after MAX_MEASURED_DROPS drops with no new run the shape's queries are kept, so it is measured
         // again: judged (and woken) as unmeasured, else its wake would find it kept, one instant later each time
         const judged = measured !== undefined && measured.record.drops < MAX_MEASURED_DROPS ? measured : undefined;
@@ -395,7 +360,7 @@ export class FallbackController implements QueryController {
         let pick: Choice = { q, deadlineMs, measured, judged, safe: !drop || judged === undefined || runningRemainingMs + judged.slowMs <= headroomMs };
         // an at-risk head gives way to the first safe query behind it; it and the queries between are
         // rejected now if the drop rule says so, else woken to be judged again on time ("Choosing a safe query")
-        const safe = pick.safe ? undefined : this.#safeBehind(queue, j, nowMs, runningRemainingMs, rejected);
+        const safe = pick.safe ? undefined : this.#safeBehind(queue, j, nowMs, runningRemainingMs, rejected, stats);
         if (safe !== undefined) {
           wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, judged), safe.passedWakeAtMs);
           pick = safe.choice;
@@ -546,12 +511,12 @@ export class FallbackController implements QueryController {
    * ≤ 0, or the running remainder + a fast measured run past it) are appended to `rejected`; the
    * earliest instant one of the rest becomes hopeless is `passedWakeAtMs` (Infinity when none).
    */
-  #safeBehind(queue: readonly WaitingQuery[], at: number, nowMs: number, runningRemainingMs: number, rejected: Rejection[]): { choice: Choice; passedWakeAtMs: number } | undefined {
+  #safeBehind(queue: readonly WaitingQuery[], at: number, nowMs: number, runningRemainingMs: number, rejected: Rejection[], stats: StatsCounter): { choice: Choice; passedWakeAtMs: number } | undefined {
     const end = Math.min(queue.length, at + 1 + SAFE_SCAN);
     for (let j = at + 1; j < end; j++) {
       const q = queue[j]!;
       checkQuery(q);
-      const measured = this.#measuredSolo(q);
+      const measured = this.#estimate(q, stats);
       if (measured === undefined || measured.record.drops >= MAX_MEASURED_DROPS) continue;
       const deadlineMs = q.arrivalMs + q.qosTargetMs;
       if (runningRemainingMs + measured.slowMs > deadlineMs - nowMs) continue;
@@ -560,7 +525,7 @@ export class FallbackController implements QueryController {
         const p = queue[k]!;
         const pDeadlineMs = p.arrivalMs + p.qosTargetMs;
         const headroomMs = pDeadlineMs - nowMs;
-        const m = this.#measuredSolo(p);
+        const m = this.#estimate(p, stats);
         const judged = m !== undefined && m.record.drops < MAX_MEASURED_DROPS ? m : undefined;
         if (headroomMs <= 0) {
           rejected.push({ queryId: p.id, service: p.service, reason: 'qos_violation', headroomMs });
@@ -576,13 +541,43 @@ export class FallbackController implements QueryController {
     return undefined;
   }
 
+  /**
+   * What `q` is judged on: its shape's measured solo runs (`#measuredSolo`); while the neighbours
+   * hold the fallback (crowded or contended, the predictions not found wrong), a shape not yet
+   * measured is judged on the predictor's solo latency at the launch's thread count, as fcfs
+   * judges every query (fast = slow = it; its record counts no drops). Predictions are cached per
+   * shape until the next observation. Undefined: nothing to judge on (never dropped on it).
+   */
+  #estimate(q: WaitingQuery, stats: StatsCounter): Measured | undefined {
+    const measured = this.#measuredSolo(q);
+    if (measured !== undefined || this.#active || !(this.#crowded || this.#contended) || q.nextOperator !== 0) return measured;
+    const threads = this.#judgedThreads(q);
+    const key = shapeKey(q.model, q.batch, q.seqLen, threads);
+    if (this.#predictedAt !== this.#observed) {
+      this.#predictedSolo.clear();
+      this.#predictedAt = this.#observed;
+    }
+    let ms = this.#predictedSolo.get(key);
+    if (ms === undefined) {
+      const slot: GroupSlot = { model: q.model, start: 0, end: q.operators, batch: q.batch, seqLen: q.seqLen, ...(threads === undefined ? {} : { intraOpThreads: threads }) };
+      ms = this.#predictor.predict([[slot]], this.#one)[0]!;
+      stats.predictorCalls++;
+      stats.groupsScored++;
+      remember(this.#predictedSolo, key, ms);
+    }
+    return Number.isFinite(ms) && ms > 0 ? { fastMs: ms, slowMs: ms, record: { drops: 0 } } : undefined;
+  }
+
+  /** The count the next launch of `q` (whole) runs at — the decision's — so it is judged on runs (and predictions) at that count; undefined: the device default. */
+  #judgedThreads(q: WaitingQuery): number | undefined {
+    const alone = this.#pinnedThreads() ?? this.#options.threadsAlone;
+    return typeof alone === 'function' ? alone({ model: q.model, start: 0, end: q.operators, batch: q.batch, seqLen: q.seqLen }) : alone;
+  }
+
   /** The measured solo latencies of `q`'s shape when they may justify a drop (whole query, enough runs). */
   #measuredSolo(q: WaitingQuery): Measured | undefined {
     if (q.nextOperator !== 0) return undefined;
-    // the count the next launch of it runs at (the decision's), so the runs it is judged on are of that count
-    const alone = this.#pinnedThreads() ?? this.#options.threadsAlone;
-    const threads = typeof alone === 'function' ? alone({ model: q.model, start: 0, end: q.operators, batch: q.batch, seqLen: q.seqLen }) : alone;
-    const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, threads));
+    const m = this.#measured.get(shapeKey(q.model, q.batch, q.seqLen, this.#judgedThreads(q)));
     if (m === undefined || m.n < MIN_MEASURED) return undefined;
     const count = Math.min(m.n, MEASURED_KEPT);
     if (m.sortedAt !== m.n) {

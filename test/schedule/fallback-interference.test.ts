@@ -72,6 +72,19 @@ describe('the interference trigger', () => {
     expect(c.fallback).toMatchObject({ active: false, crowded: false });
   });
 
+  it('held by the neighbours, a shape not yet measured is judged on the predictor, as fcfs judges it (the predictions fallback never drops on a prediction)', () => {
+    const n = new Scripted(2);
+    n.want = 1;
+    const crowded = createController('abacus', { fallback: true, interference: true, threads: 'split:2' }, new FakePredictor(), { neighbours: n });
+    // a whole `a` is 10 ms by the fake predictor; nothing of it has run yet
+    const tight = crowded.decide({ nowMs: 100, queues: [[query('tight', 'S1', 'a', { arrivalMs: 92, qosTargetMs: 16 })]], runningRemainingMs: 0 });
+    expect(tight.rejected).toEqual([expect.objectContaining({ queryId: 'tight', predictedMs: 10 })]);
+    const fits = crowded.decide({ nowMs: 100, queues: [[query('fits', 'S1', 'a', { arrivalMs: 92, qosTargetMs: 20 })]], runningRemainingMs: 0 });
+    expect(fits.rejected).toEqual([]);
+    expect(fits.group).toEqual([expect.objectContaining({ queryId: 'fits', intraOpThreads: 1 })]);
+    expect(crowded.fallback).toMatchObject({ crowded: true });
+  });
+
   it('crowded, drops judge the median of the measured runs at the crowded count, not at the thread rule\'s', () => {
     const n = new Scripted(2);
     n.want = 1;
