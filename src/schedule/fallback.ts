@@ -54,7 +54,9 @@
  * long tail (time slices lost); a query that a run as fast as the recent fast ones would finish
  * is kept (with the median it was dropped, and fcfs, whose offline predictor underestimated,
  * served more: docs/adaptive.md). A query of a shape never measured alone, or already cut by an
- * overlapped group, is never dropped on a prediction. Measurements age by use: after
+ * overlapped group, is never dropped on a prediction while the predictions are what failed; while
+ * only the neighbours hold the fallback ("Interference"), a shape not yet measured is judged on
+ * the predictor's solo latency at the launch's count, as fcfs judges it. Measurements age by use: after
  * `MAX_MEASURED_DROPS` (8) measured drops of a shape with no new run of it, its queries are kept
  * and run until a run of it is measured again (a spell of slow runs cannot drop a shape for good,
  * since nothing of it would run again to correct them; usually one query, two when the next
@@ -84,7 +86,8 @@
  * whose slow runs are short — as fcfs with drops already rejects large batches first at the head
  * of a FIFO, but more often (a shape dropped `MAX_MEASURED_DROPS` times without a new run is kept
  * and run once, as everywhere in the fallback). A query of a shape not yet
- * measured is taken as safe (nothing says otherwise). Measured on this machine in
+ * measured is taken as safe unless its predicted solo latency (while the neighbours hold the
+ * fallback, above) says otherwise. Measured on this machine in
  * docs/interference.md "Choosing a safe query".
  *
  * ## Drops in overlap mode
