@@ -10,8 +10,8 @@ import { readFile, stat } from 'node:fs/promises';
 import { expandVersions } from './versions.ts';
 import { withDeviceDefaults } from './policy-defaults.ts';
 import { describeError, InvalidConfigError, InvalidModelError } from '../errors.ts';
-import type { Device, DeviceService } from '../device/device.ts';
-import { ProcNeighbours } from '../device/neighbours.ts';
+import type { DeviceService } from '../device/device.ts';
+import { neighboursBeside } from '../device/neighbours.ts';
 import type { ModelArtifact } from '../model/artifact.ts';
 import type { Logger } from '../log.ts';
 import { importVersion, ModelRepository, repairHintOf } from '../model/repository.ts';
@@ -165,13 +165,12 @@ export async function assembleServing(ctx: DeploymentContext, given: ServingConf
       }
     }
     signal?.throwIfAborted();
-    const own: { device?: Device } = {}; // the executors are ours, not neighbours (abacus `interference`)
-    const neighbours = new ProcNeighbours(() => own.device?.processIds?.() ?? []);
-    const controller = createController(config.policy.name, withDeviceDefaults(config.policy.name, config.policy.params, hosted.isSim), predictor, { logger, neighbours });
+    const beside = neighboursBeside(); // the executors are ours, not neighbours (abacus `interference`)
+    const controller = createController(config.policy.name, withDeviceDefaults(config.policy.name, config.policy.params, hosted.isSim), predictor, { logger, neighbours: beside.neighbours });
     const env = await openEnv(hosted, predictor, { virtual: false, seed: options.seed, loadServices: false, ...(options.threads === undefined ? {} : { threads: options.threads }) });
     const opened = await env.open();
     const device = opened.device;
-    own.device = device;
+    beside.attach(device);
     return {
       clock: opened.clock,
       device,

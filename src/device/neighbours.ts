@@ -25,11 +25,27 @@
  */
 import fs from 'node:fs';
 import os from 'node:os';
+import type { Device } from './device.ts';
 
 /** At most one sample per this many ms (module docs: each costs the decision path up to about a millisecond). */
 export const PERIOD_MS = 250;
 /** Half-life of the average, ms: a neighbour that arrives shows within about two of them. */
 export const HALF_LIFE_MS = 1000;
+
+/**
+ * A `ProcNeighbours` that counts as ours the executors of a device opened later (the controller
+ * is built before the device): `attach` it once open (`Device.processIds`); before, only this
+ * process's threads are ours.
+ */
+export function neighboursBeside(): { readonly neighbours: ProcNeighbours; attach(device: Device): void } {
+  let device: Device | undefined;
+  return {
+    neighbours: new ProcNeighbours(() => device?.processIds?.() ?? []),
+    attach: (d) => {
+      device = d;
+    },
+  };
+}
 
 /** What the calibration fallback asks of the machine (`CpuNeighbours` in `schedule/controller.ts`), from `/proc`. */
 export class ProcNeighbours {

@@ -13,7 +13,7 @@ import type { Clock } from '../clock/clock.ts';
 import { driveUntilSettled } from '../clock/drive.ts';
 import { VirtualClock } from '../clock/virtual.ts';
 import type { Device } from '../device/device.ts';
-import { ProcNeighbours } from '../device/neighbours.ts';
+import { neighboursBeside } from '../device/neighbours.ts';
 import type { Predictor } from '../predict/predictor.ts';
 import { GroupStatsCollector, StatsCollector, type ServingStats } from './stats.ts';
 import { createController } from '../schedule/index.ts';
@@ -145,11 +145,10 @@ export function checkLoad(rateQps: number, queries: number): void {
 export async function runExperiment(env: ExperimentEnv, options: ExperimentOptions): Promise<ExperimentResult> {
   checkLoad(options.rateQps, options.queries);
   // the device's executors are ours, not neighbours (abacus `interference`); known once it is open
-  const own: { device?: Device } = {};
-  const neighbours = options.neighbours ?? new ProcNeighbours(() => own.device?.processIds?.() ?? []);
-  const { controller, totals } = counting(createController(options.policy, options.policyParams ?? {}, env.predictor, { neighbours }));
+  const beside = neighboursBeside();
+  const { controller, totals } = counting(createController(options.policy, options.policyParams ?? {}, env.predictor, { neighbours: options.neighbours ?? beside.neighbours }));
   const opened = await env.open();
-  own.device = opened.device;
+  beside.attach(opened.device);
   const { clock, device } = opened;
   const feed = options.feed;
   try {

@@ -340,21 +340,10 @@ export class FallbackController implements QueryController {
       for (let j = 0; j < queue.length; j++) {
         const q = queue[j]!;
         checkQuery(q);
-        const deadlineMs = q.arrivalMs + q.qosTargetMs;
+        const kept = this.#judge(q, nowMs, runningRemainingMs, drop, rejected, stats);
+        if (kept === undefined) continue;
+        const { deadlineMs, measured, judged } = kept;
         const headroomMs = deadlineMs - nowMs;
-        const measured = this.#estimate(q, stats);
-        // after MAX_MEASURED_DROPS drops with no new run the shape's queries are kept, so it is measured
-        // again: judged (and woken) as unmeasured, else its wake would find it kept, one instant later each time
-        const judged = measured !== undefined && measured.record.drops < MAX_MEASURED_DROPS ? measured : undefined;
-        if (drop && headroomMs <= 0) {
-          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs });
-          continue;
-        }
-        if (drop && judged !== undefined && runningRemainingMs + judged.fastMs > headroomMs) {
-          remember(this.#droppedOn, q.id, judged.record);
-          rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + judged.fastMs });
-          continue;
-        }
         if (!launchable) {
           wakeAtMs = Math.min(wakeAtMs, hopelessAt(deadlineMs, judged));
           break;
@@ -507,6 +496,30 @@ export class FallbackController implements QueryController {
   }
 
   /**
+   * The drop rule on one waiting query: with `drop`, rejected (appended to `rejected`, undefined
+   * returned) when its headroom is ≤ 0 or the running remainder + a fast run of its shape exceeds
+   * it; else its deadline (ms), its estimate (`#estimate`) and the estimate it may be dropped on
+   * (`judged`: none after `MAX_MEASURED_DROPS` drops with no new run — such a shape is kept and
+   * judged, and woken, as unmeasured, else its wake would find it kept one instant later each time).
+   */
+  #judge(q: WaitingQuery, nowMs: number, runningRemainingMs: number, drop: boolean, rejected: Rejection[], stats: StatsCounter): { deadlineMs: number; measured: Measured | undefined; judged: Measured | undefined } | undefined {
+    const deadlineMs = q.arrivalMs + q.qosTargetMs;
+    const headroomMs = deadlineMs - nowMs;
+    const measured = this.#estimate(q, stats);
+    const judged = measured !== undefined && measured.record.drops < MAX_MEASURED_DROPS ? measured : undefined;
+    if (drop && headroomMs <= 0) {
+      rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs });
+      return undefined;
+    }
+    if (drop && judged !== undefined && runningRemainingMs + judged.fastMs > headroomMs) {
+      remember(this.#droppedOn, q.id, judged.record);
+      rejected.push({ queryId: q.id, service: q.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + judged.fastMs });
+      return undefined;
+    }
+    return { deadlineMs, measured, judged };
+  }
+
+  /**
    * The first query of `queue` after position `at` (at most `SAFE_SCAN` positions) that is safe:
    * whole, of a measured shape, and finished in its headroom even by a slow run
    * (`AT_RISK_QUANTILE`) after the running remainder; undefined when none is. When one is found,
@@ -525,19 +538,8 @@ export class FallbackController implements QueryController {
       if (runningRemainingMs + measured.slowMs > deadlineMs - nowMs) continue;
       let passedWakeAtMs = Infinity;
       for (let k = at + 1; k < j; k++) {
-        const p = queue[k]!;
-        const pDeadlineMs = p.arrivalMs + p.qosTargetMs;
-        const headroomMs = pDeadlineMs - nowMs;
-        const m = this.#estimate(p, stats);
-        const judged = m !== undefined && m.record.drops < MAX_MEASURED_DROPS ? m : undefined;
-        if (headroomMs <= 0) {
-          rejected.push({ queryId: p.id, service: p.service, reason: 'qos_violation', headroomMs });
-        } else if (judged !== undefined && runningRemainingMs + judged.fastMs > headroomMs) {
-          remember(this.#droppedOn, p.id, judged.record);
-          rejected.push({ queryId: p.id, service: p.service, reason: 'qos_violation', headroomMs, predictedMs: runningRemainingMs + judged.fastMs });
-        } else {
-          passedWakeAtMs = Math.min(passedWakeAtMs, hopelessAt(pDeadlineMs, judged));
-        }
+        const kept = this.#judge(queue[k]!, nowMs, runningRemainingMs, true, rejected, stats);
+        if (kept !== undefined) passedWakeAtMs = Math.min(passedWakeAtMs, hopelessAt(kept.deadlineMs, kept.judged));
       }
       return { choice: { q, deadlineMs, measured, judged: measured, safe: true }, passedWakeAtMs };
     }

@@ -18,7 +18,7 @@
  * | `abacus_predictor_absolute_error_seconds` | histogram | | \|predicted − measured\| group latency, groups with a prediction |
  * | `abacus_predictor_rolling_mape` | gauge | predictor | with online refinement on (`abacus` policy parameter `refine`): MAPE (a fraction) over the last 500 observed groups of the served (`refined`) and of the offline (`offline`) predictions, read at scrape time; no series otherwise |
  * | `abacus_predictor_guard_active` | gauge | guard | with online refinement on: 1 while the predictor is out of calibration and the guard acts, else 0; `guard="inflate_quantile"`: it inflates the predictions of overlapped groups by a quantile of the recent measured ÷ predicted ratios (`predict/refine.ts` "Guard"); no series otherwise |
- * | `abacus_fallback_active` | gauge | policy | with abacus's calibration fallback on (policy parameter `fallback`; on by default on `ort`): 1 while it serves one query at a time because measured groups overran their predictions (or, with `interference`, while other processes leave about one core), else 0 (`schedule/fallback.ts`); no series otherwise |
+ * | `abacus_fallback_active` | gauge | policy | with abacus's calibration fallback on (policy parameter `fallback`; on by default on `ort`): 1 while it serves one query at a time because measured groups overran their predictions (or, with `interference`, while other processes crowd the cores), else 0 (`schedule/fallback.ts`); no series otherwise |
  * | `abacus_fallback_entries_total` | counter | policy | with the fallback on: times it switched into the fallback since the start |
  * | `abacus_predictor_guard_factor` | gauge | guard | with online refinement on: the factor (≥ 1) the guard multiplies the prediction of an overlapped group by, 1 while calibrated; no series otherwise |
  * | `abacus_device_busy_seconds_total` | counter | | time the device had at least one group running |
@@ -284,7 +284,7 @@ export class ServeMetrics {
     const fallbackOf = (): FallbackStatus | undefined => this.fallbackOf();
     new Gauge({
       name: 'abacus_fallback_active',
-      help: '1 while abacus serves one query at a time because measured groups overran their predictions (policy parameter fallback) or, with interference, other processes leave about one core, else 0; present with the fallback',
+      help: '1 while abacus serves one query at a time because measured groups overran their predictions (policy parameter fallback) or, with interference, other processes crowd the cores, else 0; present with the fallback',
       labelNames: ['policy'],
       registers,
       collect() {
